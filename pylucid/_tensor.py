@@ -1,0 +1,475 @@
+"""``Tensor``: an array on a device plus its autograd metadata.
+
+The array lives in ``_data`` (a NumPy or CuPy array). Op methods (``x.sqrt()``,
+``x + y``) are installed by the op modules next to their functions, so every
+op is defined in exactly one place.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as _dt
+from ._state import state
+from .device import device as _device_cls
+
+_FROM_NP = _dt._FROM_NP
+_new = object.__new__
+
+
+def _new_tensor(data, dev, cls=None):
+    """Wrap a backend array; the fast constructor every op output goes through."""
+    t = _new(cls or Tensor)
+    t._data = data
+    t._device = dev
+    t._requires_grad = False
+    t.grad = None
+    t.grad_fn = None
+    t._output_nr = 0
+    t._version = [0]
+    t._base = None
+    t._hooks = None
+    t._retains_grad = False
+    t._grad_acc = None
+    return t
+
+
+class Tensor:
+    """A multi-dimensional array with autograd.
+
+    Create tensors with :func:`pylucid.tensor`, :func:`pylucid.zeros`, ... .
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([1.0, 4.0], requires_grad=True)
+    >>> y = x.sqrt().sum()
+    >>> y.backward()
+    >>> x.grad
+    tensor([0.5000, 0.2500])
+    """
+
+    __slots__ = ("_data", "_device", "_requires_grad", "grad", "grad_fn", "_output_nr", "_version", "_base",
+                 "_hooks", "_retains_grad", "_grad_acc", "__weakref__")
+    # NumPy must defer to our reflected operators (ndarray + Tensor -> Tensor.__radd__)
+    __array_ufunc__ = None
+    __array_priority__ = 1000
+
+    def __new__(cls, *args, **kwargs):
+        # Tensor(data) behaves as pylucid.tensor(data) for convenience
+        from .creation import tensor
+
+        t = tensor(*args, **kwargs) if args else tensor([])
+        if cls is not Tensor:
+            t2 = _new_tensor(t._data, t._device, cls)
+            t2._requires_grad = t._requires_grad
+            return t2
+        return t
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+    # -- metadata ------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    ndimension = dim
+
+    @property
+    def dtype(self) -> _dt.dtype:
+        return _FROM_NP[self._data.dtype]
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device.type == "cuda"
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def is_floating_point_(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return self.dtype.is_complex
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return self._data.shape
+        return self._data.shape[_norm_dim(dim, self._data.ndim, "size")]
+
+    def numel(self) -> int:
+        return int(self._data.size)
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._data.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._data.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._data.nbytes)
+
+    def stride(self, dim: int | None = None):
+        st = tuple(s // self._data.dtype.itemsize for s in self._data.strides)
+        return st if dim is None else st[_norm_dim(dim, self._data.ndim, "stride")]
+
+    def is_contiguous(self) -> bool:
+        return bool(self._data.flags.c_contiguous)
+
+    def data_ptr(self) -> int:
+        d = self._data
+        return d.ctypes.data if isinstance(d, np.ndarray) else d.data.ptr
+
+    @property
+    def _version_value(self) -> int:
+        return self._version[0]
+
+    @property
+    def version(self) -> int:
+        """How many times this tensor (or a view of its storage) was modified in place."""
+        return self._version[0]
+
+    # -- autograd ------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if self.grad_fn is not None:
+            if not requires_grad:
+                raise RuntimeError(
+                    "requires_grad_: you can only change requires_grad of leaf tensors; this tensor was produced by "
+                    f"{self.grad_fn.name()}. Use .detach() to get a tensor that does not require grad."
+                )
+            return self
+        if requires_grad and _FROM_NP[self._data.dtype].category < _dt.FLOAT:
+            raise RuntimeError(
+                f"requires_grad_: only floating point and complex tensors can require gradients, got {self.dtype}"
+            )
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def data(self) -> "Tensor":
+        """A tensor sharing this one's storage, detached from the graph."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Tensor.data: expected a Tensor, got {type(value).__name__}")
+        self._data = value._data
+        self._device = value._device
+
+    def detach(self) -> "Tensor":
+        """A new tensor sharing storage and version counter, outside the graph."""
+        t = _new_tensor(self._data, self._device, type(self) if type(self) is Tensor else Tensor)
+        t._version = self._version
+        t._base = self._base if self._base is not None else self
+        return t
+
+    def detach_(self) -> "Tensor":
+        self.grad_fn = None
+        self._requires_grad = False
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` on a non-leaf tensor after backward."""
+        if self.grad_fn is None:
+            if not self._requires_grad:
+                raise RuntimeError("retain_grad: can't retain_grad on a tensor that does not require grad")
+            return
+        if self._retains_grad:
+            return
+        import weakref
+
+        ref = weakref.ref(self)
+
+        def _retain(grad):
+            t = ref()
+            if t is not None:
+                g = grad.detach() if t.grad is None or not state.grad_enabled else grad
+                if t.grad is None:
+                    t.grad = _new_tensor(g._data.copy(), g._device) if not state.grad_enabled else g
+                else:
+                    from .ops.elementwise import add
+
+                    t.grad = add(t.grad, g)
+            return None
+
+        self.grad_fn._add_pre_hook(self._output_nr, _retain)
+        self._retains_grad = True
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def register_hook(self, hook):
+        """Register ``hook(grad) -> Tensor | None``, run when this tensor's gradient is computed.
+
+        A returned tensor replaces the gradient that flows on (and, for a leaf,
+        the one accumulated into ``.grad``). Returns a handle with ``remove()``.
+        """
+        if not self._requires_grad:
+            raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            return self.grad_fn._add_pre_hook(self._output_nr, hook)
+        from .autograd.graph import RemovableHandle, _hook_ids
+
+        if self._hooks is None:
+            self._hooks = {}
+        key = next(_hook_ids)
+        self._hooks[key] = hook
+        return RemovableHandle(self._hooks, key)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+        """Accumulate the gradient of this tensor into the ``.grad`` of the leaves.
+
+        ``gradient`` is required unless the tensor holds one element.
+        """
+        from .autograd.engine import backward
+
+        backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph, inputs=inputs)
+
+    # -- conversion ------------------------------------------------------------
+    def numpy(self, *, force: bool = False):
+        if self._device.type != "cpu":
+            if not force:
+                raise TypeError(
+                    f"Tensor.numpy: can't convert a {self._device} tensor to NumPy; copy it to host memory first "
+                    "with .cpu() (or pass force=True)"
+                )
+            return self._device.backend.to_numpy(self._data)
+        if self._requires_grad and state.grad_enabled:
+            raise RuntimeError(
+                "Tensor.numpy: can't call numpy() on a tensor that requires grad; use tensor.detach().numpy()"
+            )
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        arr = np.asarray(self._device.backend.to_numpy(self._data))
+        if dtype is not None:
+            arr = arr.astype(dtype, copy=False)
+        return arr
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"Tensor.item: a tensor with {self._data.size} elements cannot be converted to a Python scalar"
+            )
+        v = self._device.backend.to_numpy(self._data).reshape(()).item()
+        if type(v) not in (bool, int, float, complex):  # bfloat16 scalars
+            v = float(v)
+        return v
+
+    def tolist(self):
+        arr = self._device.backend.to_numpy(self._data)
+        if arr.dtype == _dt.bfloat16.numpy_dtype or arr.dtype == np.float16:
+            arr = arr.astype(np.float32)
+        return arr.tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    def __index__(self) -> int:
+        if _FROM_NP[self._data.dtype].category > _dt.INT or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"Boolean value of a tensor with {self._data.size} elements is ambiguous; use .any() or .all()"
+            )
+        return bool(self.item())
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __reduce_ex__(self, protocol):
+        # Tensors pickle as (numpy array, dtype name, device string, requires_grad);
+        # used by DataLoader workers. pylucid.save never uses pickle.
+        arr = np.ascontiguousarray(self._device.backend.to_numpy(self._data))
+        return (_rebuild, (arr, str(self._device), self._requires_grad))
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+    def to(self, *args, **kwargs) -> "Tensor":
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; differentiable."""
+        dtype = kwargs.pop("dtype", None)
+        dev = kwargs.pop("device", None)
+        copy = kwargs.pop("copy", False)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"Tensor.to: unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                dev, dtype = a._device, a.dtype
+            elif isinstance(a, (_dt.dtype, type)) or (a is not None and not isinstance(a, (str, _device_cls))
+                                                        and not isinstance(a, int)):
+                dtype = a
+            elif isinstance(a, (str, _device_cls, int)):
+                if isinstance(a, str) and a.removeprefix("torch.").removeprefix("pylucid.") in _dt._BY_NAME:
+                    dtype = a
+                else:
+                    dev = a
+        from .ops.conversion import cast, to_device
+
+        t = self
+        if dev is not None:
+            dev = _device_cls(dev)
+            if dev is not t._device:
+                t = to_device(t, dev)
+        if dtype is not None:
+            dtype = _dt.as_dtype(dtype)
+            if dtype.numpy_dtype != t._data.dtype:
+                t = cast(t, dtype)
+        if copy and t is self:
+            t = self.clone()
+        return t
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return f"pylucid.{self.dtype.name.capitalize()}Tensor"
+        return self.to(dtype)
+
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def cuda(self, device=None) -> "Tensor":
+        return self.to(_device_cls("cuda" if device is None else device))
+
+    def float(self) -> "Tensor":
+        return self.to(_dt.float32)
+
+    def double(self) -> "Tensor":
+        return self.to(_dt.float64)
+
+    def half(self) -> "Tensor":
+        return self.to(_dt.float16)
+
+    def bfloat16(self) -> "Tensor":
+        return self.to(_dt.bfloat16)
+
+    def long(self) -> "Tensor":
+        return self.to(_dt.int64)
+
+    def int(self) -> "Tensor":
+        return self.to(_dt.int32)
+
+    def short(self) -> "Tensor":
+        return self.to(_dt.int16)
+
+    def char(self) -> "Tensor":
+        return self.to(_dt.int8)
+
+    def byte(self) -> "Tensor":
+        return self.to(_dt.uint8)
+
+    def bool(self) -> "Tensor":
+        return self.to(_dt.bool_)
+
+    def cfloat(self) -> "Tensor":
+        return self.to(_dt.complex64)
+
+    def cdouble(self) -> "Tensor":
+        return self.to(_dt.complex128)
+
+    # -- printing ----------------------------------------------------------------
+    def __repr__(self) -> str:
+        arr = self._device.backend.to_numpy(self._data)
+        dt = _FROM_NP[arr.dtype]
+        if dt in (_dt.bfloat16, _dt.float16):
+            arr = arr.astype(np.float32)
+        opts = {}
+        if dt.category == _dt.FLOAT:
+            fin = arr[np.isfinite(arr)]
+            if fin.size and np.all(fin == np.round(fin)) and np.all(np.abs(fin) < 1e8):
+                # whole numbers print as "1." like PyTorch
+                opts = dict(formatter={"float_kind": lambda v: (f"{v:.0f}." if np.isfinite(v) else str(v))})
+            else:
+                opts = dict(precision=4, floatmode="fixed", suppress_small=True)
+        body = np.array2string(arr, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3, **opts)
+        if arr.ndim == 0 and dt.category == _dt.FLOAT:
+            v = arr.item()
+            body = (f"{v:.0f}." if v == round(v) and abs(v) < 1e8 else f"{v:.4f}") if np.isfinite(v) else str(v)
+        extras = []
+        if self._device.type != "cpu":
+            extras.append(f"device='{self._device}'")
+        if dt not in (_dt.float32, _dt.int64, _dt.bool_) or arr.size == 0:
+            extras.append(f"dtype={dt!r}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
+        elif self._requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        if self._data.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+
+def _rebuild(arr, dev, requires_grad):
+    t = _new_tensor(arr, _device_cls("cpu"))
+    if dev != "cpu":
+        t = t.to(dev)
+    t._requires_grad = requires_grad
+    return t
+
+
+def _norm_dim(dim, ndim: int, op: str) -> int:
+    """Normalise a possibly negative dim, raising IndexError naming ``op`` if out of range."""
+    try:
+        d = dim.__index__()
+    except AttributeError:
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}") from None
+    n = ndim if ndim > 0 else 1
+    if d < -n or d >= n:
+        raise IndexError(f"{op}: dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return d + n if d < 0 else d

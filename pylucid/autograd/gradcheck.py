@@ -1,0 +1,120 @@
+"""``gradcheck`` and ``gradgradcheck``: analytic gradients against central finite differences.
+
+The reference here is independent of the code under test: it only evaluates
+the forward function at perturbed points (float64), never a backward formula.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._tensor import Tensor
+from .engine import grad as _grad
+
+
+class GradcheckError(RuntimeError):
+    pass
+
+
+def _as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def _numeric_jacobian(fn, inputs, idx, eps):
+    """Column j of d(outputs)/d(input idx) by central differences."""
+    x = inputs[idx]
+    data = x._data  # perturbed in place (element by element, any memory layout)
+    be = x.device.backend
+    cols = []
+    for j in range(data.size):
+        at = np.unravel_index(j, data.shape)
+        orig = data[at].item()
+        data[at] = orig + eps
+        plus = [be.to_numpy(o.detach()._data).astype(np.float64).copy() for o in _as_tuple(fn(*inputs))]
+        data[at] = orig - eps
+        minus = [be.to_numpy(o.detach()._data).astype(np.float64).copy() for o in _as_tuple(fn(*inputs))]
+        data[at] = orig
+        cols.append(np.concatenate([((p - m) / (2 * eps)).reshape(-1) for p, m in zip(plus, minus)]))
+    return np.stack(cols, axis=1) if cols else np.zeros((0, 0))
+
+
+def _analytic_jacobian(fn, inputs, idx):
+    from ..creation import zeros_like
+
+    outs = _as_tuple(fn(*inputs))
+    rows = []
+    for k, o in enumerate(outs):
+        if not (isinstance(o, Tensor) and o._requires_grad):
+            rows.extend(np.zeros((o.numel(), inputs[idx].numel())) for _ in [0])
+            continue
+        flat_n = o.numel()
+        for j in range(flat_n):
+            go = [zeros_like(oo) for oo in outs]
+            go[k]._data.reshape(-1)[j] = 1.0
+            live = [(oo, g) for oo, g in zip(outs, go) if isinstance(oo, Tensor) and oo._requires_grad]
+            (g,) = _grad([a for a, _ in live], (inputs[idx],), [b for _, b in live], retain_graph=True,
+                         allow_unused=True)
+            rows.append(np.zeros(inputs[idx].numel()) if g is None else np.asarray(g).astype(np.float64).reshape(-1))
+    return np.stack(rows, axis=0) if rows else np.zeros((0, 0))
+
+
+def _move_cpu(inputs):
+    return inputs
+
+
+def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, raise_exception: bool = True,
+              nondet_tol: float = 0.0) -> bool:
+    """Check the gradients of ``fn`` at ``inputs`` (float64 tensors) against finite differences.
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([1.0, 2.0], dtype=pylucid.float64, requires_grad=True)
+    >>> pylucid.autograd.gradcheck(pylucid.sqrt, (x,))
+    True
+    """
+    inputs = _as_tuple(inputs)
+    for i, x in enumerate(inputs):
+        if isinstance(x, Tensor) and x._requires_grad and x.dtype.name not in ("float64", "complex128"):
+            raise GradcheckError(f"gradcheck: input {i} is {x.dtype}; use float64 inputs for finite differences")
+    for i, x in enumerate(inputs):
+        if not (isinstance(x, Tensor) and x._requires_grad):
+            continue
+        num = _numeric_jacobian(fn, inputs, i, eps)
+        ana = _analytic_jacobian(fn, inputs, i)
+        if num.size == 0 and ana.size == 0:
+            continue  # nothing to compare (empty input or output)
+        if num.shape != ana.shape or not np.allclose(ana, num, atol=atol, rtol=rtol, equal_nan=True):
+            if raise_exception:
+                raise GradcheckError(
+                    f"gradcheck: Jacobian mismatch for input {i}\nnumerical:\n{num}\nanalytical:\n{ana}"
+                )
+            return False
+    return True
+
+
+def gradgradcheck(fn, inputs, grad_outputs=None, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+                  raise_exception: bool = True, seed: int = 0) -> bool:
+    """Check second derivatives: gradcheck of the function ``inputs, v -> J(inputs)^T v``."""
+    from ..creation import tensor
+
+    inputs = _as_tuple(inputs)
+    outs = _as_tuple(fn(*inputs))
+    rng = np.random.default_rng(seed)
+    if grad_outputs is None:
+        grad_outputs = tuple(
+            tensor(rng.standard_normal(o.shape), dtype=o.dtype, requires_grad=True) for o in outs
+        )
+    grad_outputs = _as_tuple(grad_outputs)
+    n_in = len(inputs)
+    diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x._requires_grad]
+
+    def vjp_fn(*args):
+        xs, vs = args[:n_in], args[n_in:]
+        o = _as_tuple(fn(*xs))
+        live = [(a, v) for a, v in zip(o, vs) if isinstance(a, Tensor) and a._requires_grad]
+        gs = _grad([a for a, _ in live], [xs[i] for i in diff_idx], [v for _, v in live], create_graph=True,
+                   allow_unused=True)
+        from ..creation import zeros_like
+
+        return tuple(zeros_like(xs[i]) if g is None else g for g, i in zip(gs, diff_idx))
+
+    return gradcheck(vjp_fn, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception)

@@ -1,0 +1,262 @@
+"""Creating tensors: ``tensor``, ``as_tensor``, ``from_numpy``, ``zeros``, ``arange``, ...
+
+Dtype inference follows PyTorch: Python floats (and lists of them) become the
+default float dtype (float32), Python ints int64, bools bool, complex numbers
+complex64; NumPy arrays keep their dtype (a float64 array stays float64).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as _dt
+from ._tensor import Tensor, _new_tensor
+from .device import cpu, device as _device
+from .ops._utils import norm_shape
+
+
+def _dev(device):
+    return cpu if device is None else _device(device)
+
+
+def _infer_np(data):
+    """Host NumPy array for Python data, with PyTorch's dtype inference."""
+    if isinstance(data, Tensor):
+        return data._device.backend.to_numpy(data._data)
+    if isinstance(data, np.ndarray):
+        return data
+    if isinstance(data, np.generic):
+        return np.asarray(data)
+    if isinstance(data, (list, tuple)):
+        flat_kinds = set()
+        arr = np.asarray(_unwrap_nested(data, flat_kinds))
+        if arr.dtype == object:
+            raise TypeError("tensor: nested sequences must be rectangular and hold only numbers")
+        if arr.dtype.kind == "f" and not any(k is np.ndarray for k in flat_kinds):
+            arr = arr.astype(_dt.get_default_dtype().numpy_dtype)
+        elif arr.dtype.kind == "c" and not any(k is np.ndarray for k in flat_kinds):
+            arr = arr.astype(_dt.get_default_dtype().to_complex().numpy_dtype)
+        elif arr.dtype.kind in "iu":
+            arr = arr.astype(np.int64)
+        elif arr.size == 0 and arr.dtype.kind == "f":
+            arr = arr.astype(_dt.get_default_dtype().numpy_dtype)
+        return arr
+    if isinstance(data, bool):
+        return np.asarray(data, dtype=np.bool_)
+    if isinstance(data, int):
+        return np.asarray(data, dtype=np.int64)
+    if isinstance(data, float):
+        return np.asarray(data, dtype=_dt.get_default_dtype().numpy_dtype)
+    if isinstance(data, complex):
+        return np.asarray(data, dtype=_dt.get_default_dtype().to_complex().numpy_dtype)
+    if hasattr(data, "__array__") or hasattr(data, "__dlpack__"):
+        return np.asarray(data)
+    raise TypeError(
+        f"tensor: can't build a tensor from {type(data).__name__}; accepted: numbers, (nested) lists/tuples, "
+        "NumPy arrays and Tensors"
+    )
+
+
+def _unwrap_nested(data, kinds):
+    if isinstance(data, (list, tuple)):
+        return [_unwrap_nested(d, kinds) for d in data]
+    if isinstance(data, Tensor):
+        kinds.add(Tensor)
+        return data._device.backend.to_numpy(data._data).tolist() if data._data.dtype.kind in "fcbiu" \
+            else np.asarray(data).tolist()
+    if isinstance(data, np.ndarray):
+        kinds.add(np.ndarray)
+        return data
+    return data
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data``.
+
+    >>> import pylucid
+    >>> pylucid.tensor([1, 2]).dtype, pylucid.tensor([1.0, 2]).dtype, pylucid.tensor(True).dtype
+    (pylucid.int64, pylucid.float32, pylucid.bool)
+    """
+    arr = _infer_np(data)
+    if dtype is not None:
+        arr = arr.astype(_dt.as_dtype(dtype).numpy_dtype)
+    else:
+        _dt.from_numpy_dtype(arr.dtype)  # raises a clear TypeError for unsupported dtypes
+    dev = _dev(device)
+    be = dev.backend
+    out = be.asarray(arr) if dev is not cpu else np.array(arr, copy=True)
+    if dev is not cpu and out is arr:
+        out = out.copy()
+    t = _new_tensor(out, dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like :func:`tensor` but shares memory with ``data`` when no conversion is needed."""
+    if isinstance(data, Tensor):
+        return data.to(device=device if device is not None else data.device, dtype=dtype)
+    if isinstance(data, np.ndarray) and (device is None or _dev(device) is cpu):
+        if dtype is None or data.dtype == _dt.as_dtype(dtype).numpy_dtype:
+            return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+asarray = as_tensor
+
+
+def from_numpy(array) -> Tensor:
+    """A CPU tensor sharing memory with the NumPy array ``array``."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+    _dt.from_numpy_dtype(array.dtype)
+    return _new_tensor(array, cpu)
+
+
+def from_dlpack(ext) -> Tensor:
+    """A tensor sharing memory with any DLPack-capable array (NumPy, CuPy, PyTorch)."""
+    dev_type, dev_id = ext.__dlpack_device__()
+    if int(dev_type) == 1:  # kDLCPU
+        return _new_tensor(np.from_dlpack(ext), cpu)
+    dev = _device("cuda", int(dev_id))
+    return _new_tensor(dev.backend.xp.from_dlpack(ext), dev)
+
+
+def _filled(op, shape, value, dtype, device, requires_grad, default=None):
+    shape = norm_shape(shape, op)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{op}: negative dimension in size {shape}")
+    dt = _dt.as_dtype(dtype) if dtype is not None else (default or _dt.get_default_dtype())
+    dev = _dev(device)
+    be = dev.backend
+    if value == 0:
+        arr = be.zeros(shape, dtype=dt.numpy_dtype)
+    elif value is None:
+        arr = be.empty(shape, dtype=dt.numpy_dtype)
+    else:
+        arr = be.full(shape, value, dtype=dt.numpy_dtype)
+    t = _new_tensor(arr, dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
+    """A tensor of zeros. ``zeros(2, 3)`` or ``zeros((2, 3))``."""
+    return _filled("zeros", size, 0, dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones."""
+    return _filled("ones", size, 1, dtype, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    """An uninitialised tensor."""
+    return _filled("empty", size, None, dtype, device, requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor filled with ``fill_value``; the dtype follows the value's kind (``full((2,), 7)`` is int64)."""
+    default = None
+    if dtype is None:
+        if isinstance(fill_value, bool):
+            default = _dt.bool_
+        elif isinstance(fill_value, int):
+            default = _dt.int64
+        elif isinstance(fill_value, complex):
+            default = _dt.get_default_dtype().to_complex()
+    if isinstance(size, int):
+        size = (size,)
+    return _filled("full", (tuple(size),), fill_value, dtype, device, requires_grad, default)
+
+
+def _like(op, x, value, dtype, device, requires_grad):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+    return _filled(op, (x.shape,), value, dtype if dtype is not None else x.dtype,
+                   device if device is not None else x.device, requires_grad)
+
+
+def zeros_like(input, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    return _like("zeros_like", input, 0, dtype, device, requires_grad)
+
+
+def ones_like(input, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    return _like("ones_like", input, 1, dtype, device, requires_grad)
+
+
+def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    return _like("empty_like", input, None, dtype, device, requires_grad)
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False,
+              memory_format=None) -> Tensor:
+    return _like("full_like", input, fill_value, dtype, device, requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """The ``n x m`` identity matrix."""
+    if n < 0 or (m is not None and m < 0):
+        raise ValueError(f"eye: n and m must be non-negative, got n={n}, m={m}")
+    dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
+    dev = _dev(device)
+    t = _new_tensor(dev.backend.eye(n, m, dtype=dt.numpy_dtype), dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Values ``start, start+step, ...`` below ``end``; int64 when all bounds are ints.
+
+    >>> import pylucid
+    >>> pylucid.arange(5), pylucid.arange(0, 1, 0.25)
+    (tensor([0, 1, 2, 3, 4]), tensor([0.0000, 0.2500, 0.5000, 0.7500]))
+    """
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    start, end, step = vals
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise ValueError(f"arange: upper bound and step sign are inconsistent (start={start}, end={end}, step={step})")
+    if dtype is None:
+        dtype = _dt.int64 if all(isinstance(v, int) for v in vals) else _dt.get_default_dtype()
+    dt = _dt.as_dtype(dtype)
+    dev = _dev(device)
+    if dt.category == _dt.INT and all(isinstance(v, int) for v in vals):
+        arr = np.arange(start, end, step, dtype=dt.numpy_dtype)
+    else:
+        # compute in float64 like PyTorch, then cast
+        n = int(np.ceil((end - start) / step))
+        arr = (start + np.arange(n, dtype=np.float64) * step).astype(dt.numpy_dtype)
+    t = _new_tensor(dev.backend.asarray(arr) if dev is not cpu else arr, dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    if steps < 0:
+        raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+    dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
+    dev = _dev(device)
+    arr = np.linspace(start, end, steps, dtype=np.float64)
+    if dt.category == _dt.INT:
+        arr = np.trunc(arr)
+    arr = arr.astype(dt.numpy_dtype)
+    t = _new_tensor(dev.backend.asarray(arr) if dev is not cpu else arr, dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None) -> Tensor:
+    dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
+    dev = _dev(device)
+    arr = np.logspace(start, end, steps, base=base).astype(dt.numpy_dtype)
+    return _new_tensor(dev.backend.asarray(arr) if dev is not cpu else arr, dev)

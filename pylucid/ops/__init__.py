@@ -1,0 +1,89 @@
+"""Ops: ``OpSchema``, ``AmpPolicy``, the registry and one module per op family.
+
+>>> import pylucid
+>>> s = pylucid.ops.schema("mean")
+>>> s.amp_policy.value, s.saves_input, s.saves_output
+('Promote', False, False)
+>>> "sqrt" in pylucid.ops.list_ops()
+True
+"""
+
+from .._tensor import Tensor
+from ._op import Op, apply, inplace_variant
+from .registry import list_ops, op_class, schema
+from .schema import AmpPolicy, OpSchema
+
+from .conversion import cast, clone, contiguous, to_device  # noqa: E402
+from .elementwise import (  # noqa: E402
+    abs, absolute, add, cos, div, divide, exp, floor_divide, log, mul, multiply, neg, negative, pow, remainder,
+    sign, sin, sqrt, square, sub, sum_to_size, true_divide,
+)
+from .compare import (  # noqa: E402
+    bitwise_and, bitwise_not, bitwise_or, bitwise_xor, eq, ge, gt, le, logical_and, logical_not, logical_or,
+    logical_xor, lt, ne,
+)
+from .reduction import amax, amin, max, mean, min, sum  # noqa: E402
+from .shape import (  # noqa: E402
+    broadcast_to, cat, concat, concatenate, expand, expand_as, flatten, permute, reshape, squeeze, stack, swapaxes,
+    swapdims, t, transpose, unsqueeze, view,
+)
+from .indexing import getitem, index_put, setitem, where  # noqa: E402
+from .linalg import matmul  # noqa: E402
+
+subtract = sub
+
+
+def _install_inplace():
+    pairs = {
+        "add_": add, "sub_": sub, "mul_": mul, "div_": div, "pow_": pow, "neg_": neg, "abs_": abs, "exp_": exp,
+        "log_": log, "sin_": sin, "cos_": cos, "sqrt_": sqrt, "square_": square, "sign_": sign,
+        "remainder_": remainder, "floor_divide_": floor_divide, "subtract_": sub, "multiply_": mul,
+        "true_divide_": div,
+    }
+    for name, fn in pairs.items():
+        setattr(Tensor, name, inplace_variant(fn, name))
+    dunders = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_",
+               "__ipow__": "pow_", "__imod__": "remainder_", "__ifloordiv__": "floor_divide_"}
+    for d, name in dunders.items():
+        setattr(Tensor, d, getattr(Tensor, name))
+
+    def zero_(self):
+        return fill_(self, 0)
+
+    def fill_(self, value):
+        from ._op import check_inplace_leaf, commit_inplace
+
+        check_inplace_leaf(self, "fill_")
+        if isinstance(value, Tensor):
+            value = value.item()
+        from .._state import state
+
+        if self._requires_grad and state.grad_enabled:
+            return commit_inplace(self, add(mul(self, 0), value).to(self.dtype), "fill_")
+        self._data[...] = value
+        self._version[0] += 1
+        return self
+
+    def copy_(self, src, non_blocking=False):
+        from ._op import check_inplace_leaf, commit_inplace
+
+        check_inplace_leaf(self, "copy_")
+        if not isinstance(src, Tensor):
+            from ..creation import tensor
+
+            src = tensor(src)
+        src = src.to(device=self.device, dtype=self.dtype)
+        from .._state import state
+
+        if state.grad_enabled and (src._requires_grad or self._requires_grad):
+            return commit_inplace(self, broadcast_to(src, self.shape) + mul(self, 0), "copy_")
+        self._data[...] = src._data
+        self._version[0] += 1
+        return self
+
+    Tensor.zero_ = zero_
+    Tensor.fill_ = fill_
+    Tensor.copy_ = copy_
+
+
+_install_inplace()

@@ -1,0 +1,409 @@
+"""``Op``: the base class of every registered op, and ``apply``: the one dispatch path.
+
+An op subclass declares a ``schema`` (it registers itself), a ``forward`` on
+raw backend arrays, a ``backward`` written in pylucid ops (the graph-mode
+formula, giving first and higher derivatives) and, optionally, a
+``backward_fast`` on raw arrays for first-order gradients of hot ops. The
+generic tests check the fast path against the graph formula.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+from .. import dtypes as _dt
+from .._state import flags, state
+from .._tensor import Tensor, _new_tensor
+from ..autograd.graph import Node, grad_accumulator
+from ..errors import DeviceMismatch, NonDeterministicError, VersionMismatch
+from . import registry
+from .schema import AmpPolicy, OpSchema
+
+_FROM_NP = _dt._FROM_NP
+_PROMOTE = AmpPolicy.PROMOTE
+_FORCE_FP32 = AmpPolicy.FORCE_FP32
+_FLOAT = _dt.FLOAT
+_EMPTY: dict = {}
+_BF16 = _dt.bfloat16.numpy_dtype
+_GRAD_NP_DTYPES = frozenset(d.numpy_dtype for d in _dt.ALL_DTYPES if d.category >= _dt.FLOAT)
+
+
+def _camel(name: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in name.split("_"))
+
+
+class Op(Node):
+    """A registered op; instances are the autograd nodes of its calls."""
+
+    __slots__ = ("params", "saved", "saved_versions", "_out", "shapes", "out_meta", "device", "extra")
+
+    schema: OpSchema
+    #: positions of the arguments that take part in type promotion (None: all)
+    promote_args: tuple | None = None
+    #: the output shares memory with input 0 (reshape, transpose, slicing ...)
+    is_view = False
+    n_outputs = 1
+    #: per output, whether it carries a gradient (None: every floating output)
+    differentiable_outputs: tuple | None = None
+    backward_fast = None
+    #: optional ``save_extra(self, arrays, out)``: derived data kept for backward
+    save_extra = None
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        s = cls.__dict__.get("schema")
+        if s is not None:
+            registry.register(cls)
+            # schema facts resolved once, at class creation (DESIGN.md §7)
+            cls._saves_input = s.saves_input
+            cls._saves_output = s.saves_output
+            cls._real_valued = s.real_valued
+            cls._differentiable = s.differentiable
+            cls._deterministic = s.deterministic
+            cls._node_name = _camel(s.name) + "Backward"
+
+    # -- the three parts of an op -----------------------------------------
+    @staticmethod
+    def forward(be, *arrays, **params):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def backward(self, *grad_outputs):  # pragma: no cover - abstract
+        raise NotImplementedError(f"{self.name()}: no backward formula")
+
+    # -- node interface ------------------------------------------------------
+    def name(self) -> str:
+        return self._node_name
+
+    @property
+    def needs_input_grad(self) -> tuple:
+        return tuple(e is not None for e in self.next_edges)
+
+    def _check_freed(self) -> None:
+        if self._freed:
+            raise RuntimeError(
+                f"{self.name()}: trying to backward through the graph a second time (or to read saved tensors after "
+                "they were freed). Saved tensors are freed when you call .backward() or autograd.grad(); "
+                "pass retain_graph=True to the first call if you need to backward through the graph again."
+            )
+
+    def input(self, i: int):
+        """Saved input ``i`` as a Tensor, checked against in-place modification."""
+        self._check_freed()
+        t = self.saved[i]
+        v = self.saved_versions[i]
+        if v is not None and t._version[0] != v:
+            raise VersionMismatch(
+                f"{self.name()}: input {i} saved for backward was modified by an in-place operation: it was at "
+                f"version {v} when saved and is now at version {t._version[0]}. Use an out-of-place op or clone() "
+                "the tensor before modifying it."
+            )
+        return t
+
+    @property
+    def inputs(self) -> tuple:
+        return tuple(self.input(i) for i in range(len(self.saved)))
+
+    def output_array(self, k: int = 0):
+        self._check_freed()
+        data, version, v = self._out[k]
+        if version[0] != v:
+            raise VersionMismatch(
+                f"{self.name()}: its output {k}, saved for backward, was modified by an in-place operation: it was "
+                f"at version {v} when saved and is now at version {version[0]}."
+            )
+        return data
+
+    def output(self, k: int = 0):
+        """Saved output ``k`` rebuilt as a Tensor whose grad_fn is this node.
+
+        The node holds the output's array and version counter, never the
+        output Tensor, so there is no reference cycle; rebuilding it with this
+        node as grad_fn lets graph-mode formulas that use the output (sqrt's
+        ``g / (2*y)``) differentiate through it again.
+        """
+        data = self.output_array(k)
+        t = _new_tensor(data, self.device)
+        t._version = self._out[k][1]
+        t.grad_fn = self
+        t._output_nr = k
+        t._requires_grad = True
+        return t
+
+    def release(self) -> None:
+        if self.saved is not None or self._out is not None:
+            self.saved = None
+            self._out = None
+            self._freed = True
+
+
+def _operand_error(op, a):
+    return TypeError(
+        f"{op.schema.name}: expected Tensor or Python number arguments, got {type(a).__name__}; "
+        "convert it with pylucid.tensor(...) first"
+    )
+
+
+def apply(op, args: tuple, params: dict = _EMPTY):
+    """Run ``op`` on ``args`` (Tensors and Python scalars): DESIGN.md §3, steps 1-6."""
+    st = state
+    dev = None
+    req = False
+    promote = op.promote_args
+    dims = []
+    zdims = None
+    scal = None
+    # 1. devices agree; collect the dtypes that take part in promotion
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            d = a._device
+            if dev is None:
+                dev = d
+            elif d is not dev:
+                raise DeviceMismatch(
+                    f"{op.schema.name}: expected all tensors on one device, got {dev} and {d}; "
+                    "move them with .to(device) first"
+                )
+            if a._requires_grad:
+                req = True
+            if promote is None or i in promote:
+                data = a._data
+                if data.ndim:
+                    dims.append(_FROM_NP[data.dtype])
+                else:
+                    if zdims is None:
+                        zdims = []
+                    zdims.append(_FROM_NP[data.dtype])
+        elif a is not None and (promote is None or i in promote):
+            if scal is None:
+                scal = []
+            try:
+                scal.append(_dt.scalar_category(a))
+            except TypeError:
+                raise _operand_error(op, a) from None
+    # 2. compute dtype: promotion, then the AMP policy, then real_valued
+    if scal is None and zdims is None and len(dims) == 1:
+        cdt = dims[0]
+    elif dims or zdims or scal:
+        cdt = _dt.result_type(dims, zdims or (), scal or ())
+    else:
+        cdt = None
+    if cdt is not None:
+        ac = st.autocast
+        if ac is not None and cdt.category == _FLOAT and dev is not None:
+            adt = ac.get(dev.type)
+            if adt is not None:
+                pol = op.schema.amp_policy
+                if pol is _PROMOTE:
+                    cdt = adt
+                elif pol is _FORCE_FP32:
+                    cdt = _dt.float32
+        if op._real_valued and cdt.category < _FLOAT:
+            cdt = _dt.get_default_dtype()
+    grad_on = req and st.grad_enabled and op._differentiable
+    # cast inputs to the compute dtype; casts of tensors that need a gradient
+    # are recorded (a differentiable cast op), so gradients reach the original
+    # dtype: a float32 leaf gets a float32 .grad under float16 autocast.
+    arrays = []
+    new_args = None
+    np_cdt = cdt.numpy_dtype if cdt is not None else None
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            data = a._data
+            if np_cdt is not None and data.dtype != np_cdt and (promote is None or i in promote):
+                if grad_on and a._requires_grad:
+                    from .conversion import cast
+
+                    a = cast(a, cdt)
+                else:
+                    a = _new_tensor(data.astype(np_cdt), a._device)
+                if new_args is None:
+                    new_args = list(args)
+                new_args[i] = a
+                data = a._data
+            arrays.append(data)
+        elif a is not None and np_cdt is _BF16 and (promote is None or i in promote):
+            # NumPy's weak-scalar rule does not reach ml_dtypes' bfloat16: give
+            # the scalar the compute dtype so the result stays bfloat16
+            arrays.append(_BF16.type(a))
+        else:
+            arrays.append(a)
+    if new_args is not None:
+        args = tuple(new_args)
+    if dev is None:
+        raise TypeError(
+            f"{op.schema.name}: expected at least one Tensor argument, got "
+            f"({', '.join(type(a).__name__ for a in args)}); convert with pylucid.tensor(...)"
+        )
+    # 3. determinism gate
+    if not op._deterministic and flags.deterministic:
+        raise NonDeterministicError(
+            f"{op.schema.name} is not deterministic ({op.schema.deterministic_note}) and "
+            "pylucid.use_deterministic_algorithms(True) is set"
+        )
+    # 4. the backend does the work
+    be = dev.backend
+    prof = st.profiler
+    if prof is None:
+        out = op.forward(be, *arrays, **params)
+    else:
+        out = prof.run(op, be, arrays, params, dev)
+    # 5. wrap outputs and record the graph
+    if op.n_outputs == 1:
+        t = _new_tensor(out if out.__class__ is be.ndarray else be.asarray(out), dev)
+        if grad_on and t._data.dtype in _GRAD_NP_DTYPES:
+            node = _make_node(op, args, params, st, dev)
+            t.grad_fn = node
+            t._requires_grad = True
+            if op._saves_output:
+                node._out = ((t._data, t._version, 0),)
+            if op.save_extra is not None:
+                node.save_extra(arrays, t._data)
+        if op.is_view:
+            _mark_view(t, args[0])
+        return t
+    outs = tuple(_new_tensor(o if o.__class__ is be.ndarray else be.asarray(o), dev) for o in out)
+    if grad_on:
+        diff = op.differentiable_outputs
+        node = _make_node(op, args, params, st, dev)
+        node.out_meta = tuple((o._data.shape, o._data.dtype) for o in outs)
+        for k, o in enumerate(outs):
+            if (diff is None or diff[k]) and o._data.dtype in _GRAD_NP_DTYPES:
+                o.grad_fn = node
+                o._output_nr = k
+                o._requires_grad = True
+        if op._saves_output:
+            node._out = tuple((o._data, o._version, 0) for o in outs)
+    if op.is_view:
+        for o in outs:
+            _mark_view(o, args[0])
+    return outs
+
+
+def _mark_view(t, base):
+    if t._data.base is not None:
+        t._base = base._base if base._base is not None else base
+        t._version = base._version
+
+
+def _make_node(op, args, params, st, dev):
+    node = object.__new__(op)
+    node.device = dev
+    edges = []
+    for a in args:
+        if isinstance(a, Tensor) and a._requires_grad:
+            fn = a.grad_fn
+            edges.append((fn, a._output_nr) if fn is not None else (grad_accumulator(a), 0))
+        else:
+            edges.append(None)
+    node.next_edges = tuple(edges)
+    node.params = params
+    node.shapes = tuple(a._data.shape if isinstance(a, Tensor) else None for a in args)
+    node._pre_hooks = None
+    node._hooks = None
+    node._freed = False
+    node._out = None
+    node.out_meta = None
+    node.extra = None
+    if op._saves_input:
+        node.saved = args
+        node.saved_versions = tuple(a._version[0] if isinstance(a, Tensor) else None for a in args)
+    else:
+        node.saved = None
+        node.saved_versions = None
+    node._trace = traceback.format_stack()[:-3] if st.anomaly else None
+    return node
+
+
+def operand(op_name: str, x):
+    """Normalise one operand: Tensors pass, Python and NumPy scalars become Python scalars."""
+    if isinstance(x, Tensor) or isinstance(x, (bool, int, float, complex)):
+        return x
+    item = getattr(x, "item", None)
+    if item is not None and getattr(x, "ndim", None) == 0:
+        return item()
+    raise TypeError(
+        f"{op_name}: expected a Tensor or a Python number, got {type(x).__name__}; convert it with pylucid.tensor(...)"
+    )
+
+
+def tensor_method(*names):
+    """Decorator: also install the function as ``Tensor.<name>`` for each name."""
+
+    def deco(fn):
+        for n in names or (fn.__name__,):
+            setattr(Tensor, n, fn)
+        return fn
+
+    return deco
+
+
+def commit_inplace(x: Tensor, out: Tensor, op_name: str) -> Tensor:
+    """Write ``out`` into ``x``'s storage (views of ``x`` see it), bump the version
+    and move ``x``'s history onto ``out``'s node.
+
+    If the node that produced ``out`` saved ``x`` itself for backward (``mul_``
+    needs the old ``x``), that saved reference is replaced by a snapshot of the
+    old values first, so the backward stays exact.
+    """
+    from .. import dtypes as dt
+    from ..errors import DtypeMismatch, LucidError, ShapeMismatch
+
+    if out._data.shape != x._data.shape:
+        raise ShapeMismatch(
+            f"{op_name}: the result of shape {tuple(out.shape)} cannot be written in place into a tensor of shape "
+            f"{tuple(x.shape)}"
+        )
+    xd, od = _FROM_NP[x._data.dtype], _FROM_NP[out._data.dtype]
+    if od.category > xd.category:
+        raise DtypeMismatch(f"{op_name}: result type {od.name} can't be cast to the in-place output type {xd.name}")
+    node = out.grad_fn
+    if node is not None:
+        if x._base is not None and (x._base._requires_grad or x._base.grad_fn is not None):
+            raise LucidError(
+                f"{op_name}: in-place modification of a view of a tensor that requires grad is not supported "
+                "by pylucid's autograd; use an out-of-place op (or clone() the view first)"
+            )
+        saved = getattr(node, "saved", None)
+        if saved and any(s is x for s in saved):
+            snap = _new_tensor(x._data.copy(), x._device)
+            snap.grad_fn, snap._output_nr, snap._requires_grad = x.grad_fn, x._output_nr, x._requires_grad
+            snap._grad_acc = x._grad_acc
+            snap._version = [x._version[0]]
+            node.saved = tuple(snap if s is x else s for s in saved)
+    try:
+        x._data[...] = out._data
+    except ValueError as exc:
+        if "read-only" in str(exc):
+            raise LucidError(
+                f"{op_name}: cannot write in place into an expanded tensor (several elements share one memory "
+                "location); clone() it first"
+            ) from None
+        raise
+    x._version[0] += 1
+    if node is not None:
+        x.grad_fn = node
+        x._output_nr = out._output_nr
+        x._requires_grad = True
+        if getattr(node, "_out", None):
+            node._out = ((x._data, x._version, x._version[0]),)
+    return x
+
+
+def check_inplace_leaf(x: Tensor, op_name: str) -> None:
+    if x.grad_fn is None and x._requires_grad and state.grad_enabled:
+        raise RuntimeError(
+            f"{op_name}: a leaf tensor that requires grad is being used in an in-place operation; wrap the update "
+            "in pylucid.no_grad() (as optimizers do) or work on a clone()"
+        )
+
+
+def inplace_variant(fn, name: str):
+    """Build ``Tensor.<name>`` (e.g. ``add_``) from the out-of-place ``fn``."""
+
+    def method(self, *args, **kwargs):
+        check_inplace_leaf(self, name)
+        return commit_inplace(self, fn(self, *args, **kwargs), name)
+
+    method.__name__ = name
+    method.__doc__ = f"In-place version of ``{fn.__name__}``: writes into this tensor and bumps its version."
+    return method
