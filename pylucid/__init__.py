@@ -49,6 +49,7 @@ from .random import (  # noqa: E402
 )
 from . import amp  # noqa: E402
 from . import cuda  # noqa: E402
+from . import fft, linalg, nn, optim, special  # noqa: E402,F401
 
 __version__ = "0.1.0"
 

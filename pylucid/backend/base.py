@@ -28,6 +28,27 @@ class ArrayBackend:
         setattr(self, name, fn)  # cache: next lookup is a plain instance attribute
         return fn
 
+    # -- sub-libraries (scipy on the CPU, cupyx.scipy on CUDA) ---------------
+    @property
+    def linalg(self):
+        return self.xp.linalg
+
+    @property
+    def fft(self):
+        return self.xp.fft
+
+    @property
+    def special(self):
+        import scipy.special
+
+        return scipy.special
+
+    @property
+    def scipy_linalg(self):
+        import scipy.linalg
+
+        return scipy.linalg
+
     # -- conversion -------------------------------------------------------
     def asarray(self, data, dtype=None):
         return self.xp.asarray(data, dtype=dtype)

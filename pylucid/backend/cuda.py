@@ -47,6 +47,18 @@ class CUDABackend(ArrayBackend):
     def to_numpy(self, a):
         return self.xp.asnumpy(a)
 
+    @property
+    def special(self):
+        import cupyx.scipy.special
+
+        return cupyx.scipy.special
+
+    @property
+    def scipy_linalg(self):
+        import cupyx.scipy.linalg
+
+        return cupyx.scipy.linalg
+
     def asarray(self, data, dtype=None):
         with self.cuda_device:
             return self.xp.asarray(data, dtype=dtype)

@@ -32,6 +32,31 @@ from .linalg import matmul  # noqa: E402
 
 subtract = sub
 
+# family modules filled in by the op catalogue; each defines __all__
+from . import activation, complex, conv, fft, nn, random_ops, scan, sorting, special  # noqa: E402
+from .activation import *  # noqa: E402,F401,F403
+from .scan import *  # noqa: E402,F401,F403
+from .sorting import *  # noqa: E402,F401,F403
+from .special import *  # noqa: E402,F401,F403
+from .fft import *  # noqa: E402,F401,F403
+from .complex import *  # noqa: E402,F401,F403
+from .nn import *  # noqa: E402,F401,F403
+from .conv import *  # noqa: E402,F401,F403
+from .random_ops import *  # noqa: E402,F401,F403
+from . import compare as _compare, elementwise as _elementwise, indexing as _indexing  # noqa: E402
+from . import linalg as _linalg, reduction as _reduction, shape as _shape  # noqa: E402
+
+__all__ = sorted({n for m in (_elementwise, _compare, _reduction, _shape, _indexing, _linalg, activation, scan, sorting,
+                              special, fft, complex, nn, conv, random_ops)
+                  for n in getattr(m, "__all__", ())} | {
+    "cast", "clone", "contiguous", "abs", "absolute", "add", "cos", "div", "divide", "exp", "floor_divide", "log",
+    "mul", "multiply", "neg", "negative", "pow", "remainder", "sign", "sin", "sqrt", "square", "sub", "subtract",
+    "true_divide", "eq", "ge", "gt", "le", "lt", "ne", "logical_and", "logical_not", "logical_or", "logical_xor",
+    "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "amax", "amin", "max", "mean", "min", "sum",
+    "broadcast_to", "cat", "concat", "concatenate", "expand", "flatten", "permute", "reshape", "squeeze", "stack",
+    "swapaxes", "swapdims", "t", "transpose", "unsqueeze", "view", "where", "matmul", "index_put",
+})
+
 
 def _install_inplace():
     pairs = {

@@ -72,7 +72,8 @@ class OpEntry:
     gradcheck_max_numel: int = 64
 
 
-_FAMILIES = ["core"]
+_FAMILIES = ["core", "elementwise_ext", "reduction_ext", "shape_ext", "indexing_ext", "linalg_ext", "special", "fft",
+             "complex", "nn_core", "nn_conv", "nn_rnn", "random_ext"]
 
 
 def rng(seed: int = 0):

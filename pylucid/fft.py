@@ -1,0 +1,1 @@
+"""pylucid.fft (being written)."""

@@ -1,0 +1,1 @@
+"""pylucid.linalg (being written)."""

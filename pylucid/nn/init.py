@@ -1,0 +1,1 @@
+"""pylucid.nn.init (being written)."""

@@ -1,0 +1,1 @@
+"""pylucid.nn.utils (being written)."""

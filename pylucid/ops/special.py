@@ -1,0 +1,3 @@
+"""Op family module (being written)."""
+
+__all__: list = []

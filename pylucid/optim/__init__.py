@@ -1,0 +1,1 @@
+"""pylucid.optim (being written)."""

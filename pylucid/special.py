@@ -1,0 +1,1 @@
+"""pylucid.special (being written)."""

@@ -1,0 +1,3 @@
+"""Op-database entries (being written)."""
+
+ENTRIES: list = []
