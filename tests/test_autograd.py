@@ -1,0 +1,364 @@
+"""The autograd engine against PyTorch: higher orders, hooks, in-place rules,
+freeing, long chains, custom functions, anomaly mode, functional API."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+import torch
+
+import pylucid as pl
+from pylucid.errors import LucidError, VersionMismatch
+
+
+def both(values, dtype="float64"):
+    a = np.asarray(values, dtype=dtype)
+    return pl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+
+
+def close(p, t, tol=1e-10):
+    np.testing.assert_allclose(np.asarray(p.detach()), t.detach().numpy(), rtol=tol, atol=tol)
+
+
+# ------------------------------------------------------------- higher order
+@pytest.mark.parametrize("fn", [
+    lambda m, x: (m.sqrt(x) * m.sin(x) + x ** 3 / m.exp(x)).sum(),
+    lambda m, x: m.mean(m.square(x) * m.cos(x)),
+    lambda m, x: (m.amax(x * x, dim=0) + m.amin(m.log(x), dim=1).sum()).sum() if m is torch else
+    (m.max(x * x, dim=0) + m.min(m.log(x), dim=1).sum()).sum(),
+    lambda m, x: ((x @ x.T) ** 2).sum() / (1 + x.abs().sum()),
+])
+def test_first_to_third_derivative_match_torch(fn):
+    xp, xt = both([[0.5, 1.5, 2.0], [1.2, 0.7, 3.1]])
+    gp, = pl.autograd.grad(fn(pl, xp), xp, create_graph=True)
+    gt, = torch.autograd.grad(fn(torch, xt), xt, create_graph=True)
+    close(gp, gt)
+    hp, = pl.autograd.grad(gp.sum(), xp, create_graph=True)
+    ht, = torch.autograd.grad(gt.sum(), xt, create_graph=True)
+    close(hp, ht, 1e-9)
+    tp, = pl.autograd.grad((hp * hp).sum(), xp)
+    tt, = torch.autograd.grad((ht * ht).sum(), xt)
+    close(tp, tt, 1e-8)
+
+
+def test_documented_ops_second_derivatives():
+    # sqrt: d2/dx2 = -1/(4 x^1.5); square: 2; mean: 0; min: 0
+    x = pl.tensor([4.0, 9.0], dtype=pl.float64, requires_grad=True)
+    g, = pl.autograd.grad(pl.sqrt(x).sum(), x, create_graph=True)
+    h, = pl.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(h.numpy(), -0.25 * np.array([4.0, 9.0]) ** -1.5)
+    g, = pl.autograd.grad(pl.square(x).sum(), x, create_graph=True)
+    h, = pl.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(h.numpy(), [2.0, 2.0])
+    g, = pl.autograd.grad(pl.min(x * x), x, create_graph=True)
+    h, = pl.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(h.numpy(), [2.0, 0.0])  # d/dx (2x * onehot)
+    x0 = pl.tensor(0.0, requires_grad=True)
+    g, = pl.autograd.grad(pl.sqrt(x0), x0)
+    assert np.isinf(g.item()) and g.item() > 0
+
+
+def test_hessian_vector_product_matches_torch():
+    xp, xt = both([0.3, -1.2, 2.0, 0.5])
+    vp, vt = both([1.0, 0.5, -2.0, 0.1])
+
+    def f(m, x):
+        return (m.exp(x[:2]).sum() * m.sin(x[2:]).sum() + (x ** 4).sum())
+
+    gp, = pl.autograd.grad(f(pl, xp), xp, create_graph=True)
+    hvp_p, = pl.autograd.grad((gp * vp.detach()).sum(), xp)
+    gt, = torch.autograd.grad(f(torch, xt), xt, create_graph=True)
+    hvp_t, = torch.autograd.grad((gt * vt.detach()).sum(), xt)
+    close(hvp_p, hvp_t)
+    _, fp = pl.autograd.functional.hvp(lambda x: f(pl, x), xp.detach(), vp.detach())
+    close(fp, hvp_t)
+
+
+def test_functional_api_matches_torch():
+    xp, xt = both([[0.3, 1.2], [2.0, 0.5]])
+
+    def f(m, x):
+        return m.sin(x) * x.sum()
+
+    close(pl.autograd.functional.jacobian(lambda x: f(pl, x), xp),
+          torch.autograd.functional.jacobian(lambda x: f(torch, x), xt))
+    close(pl.autograd.functional.hessian(lambda x: (f(pl, x) ** 2).sum(), xp),
+          torch.autograd.functional.hessian(lambda x: (f(torch, x) ** 2).sum(), xt))
+    v = np.ones((2, 2))
+    op, vjp_p = pl.autograd.functional.vjp(lambda x: f(pl, x), xp, pl.tensor(v))
+    ot, vjp_t = torch.autograd.functional.vjp(lambda x: f(torch, x), xt, torch.tensor(v))
+    close(vjp_p, vjp_t)
+    _, jvp_p = pl.autograd.functional.jvp(lambda x: f(pl, x), xp, pl.tensor(v))
+    _, jvp_t = torch.autograd.functional.jvp(lambda x: f(torch, x), xt, torch.tensor(v))
+    close(jvp_p, jvp_t)
+
+
+# ------------------------------------------------------------- API behaviour
+def test_backward_non_scalar_needs_gradient():
+    x = pl.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="only for scalar outputs"):
+        (x * 2).backward()
+    (x * 2).backward(pl.tensor([1.0, 2.0, 3.0]))
+    assert x.grad.tolist() == [2.0, 4.0, 6.0]
+
+
+def test_grad_accumulates_and_grad_does_not_touch_dot_grad():
+    x = pl.tensor([1.0, 2.0], requires_grad=True)
+    (x * x).sum().backward()
+    (x * 3).sum().backward()
+    assert x.grad.tolist() == [5.0, 7.0]
+    g, = pl.autograd.grad((x * x).sum(), x)
+    assert g.tolist() == [2.0, 4.0] and x.grad.tolist() == [5.0, 7.0]
+    assert x.grad.dtype == pl.float32
+
+
+def test_allow_unused_and_errors():
+    x = pl.tensor(1.0, requires_grad=True)
+    y = pl.tensor(2.0, requires_grad=True)
+    with pytest.raises(RuntimeError, match="allow_unused=True"):
+        pl.autograd.grad(x * 2, (x, y))
+    gx, gy = pl.autograd.grad(x * 2, (x, y), allow_unused=True)
+    assert gx.item() == 2.0 and gy is None
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        pl.tensor(1.0).backward()
+
+
+def test_grad_fn_name_and_next_functions():
+    x = pl.tensor([4.0], requires_grad=True)
+    y = pl.sqrt(x * 2)
+    assert y.grad_fn.name() == "SqrtBackward"
+    (nxt, nr), = y.grad_fn.next_functions
+    assert nxt.name() == "MulBackward" and nr == 0
+    assert nxt.next_functions[0][0].name() == "AccumulateGrad"
+    assert x.is_leaf and not y.is_leaf
+
+
+def test_grad_modes_context_and_decorator():
+    x = pl.ones(2, requires_grad=True)
+    with pl.no_grad():
+        assert not (x * 2).requires_grad
+        with pl.enable_grad():
+            assert (x * 2).requires_grad
+    with pl.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert pl.is_grad_enabled()
+
+    @pl.no_grad()
+    def f(t):
+        return t * 2
+
+    assert not f(x).requires_grad
+    with pl.inference_mode():
+        assert not (x * 2).requires_grad
+
+    @pl.inference_mode()
+    def g(t):
+        return t * 2
+
+    assert not g(x).requires_grad and pl.is_grad_enabled()
+
+
+def test_grad_mode_is_thread_local():
+    seen = {}
+
+    def worker():
+        seen["worker"] = pl.is_grad_enabled()
+
+    with pl.no_grad():
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+    assert seen["worker"] is True
+
+
+def test_hooks_replace_gradient_like_torch():
+    xp, xt = both([1.0, 2.0])
+    for x, m in ((xp, pl), (xt, torch)):
+        y = x * 3
+        y.register_hook(lambda g: g * 10)
+        h = x.register_hook(lambda g: g + 1)
+        (y * y).sum().backward()
+        h.remove()
+    close(xp.grad, xt.grad)
+    # a removed hook no longer runs
+    xp.grad = None
+    (xp * 1).sum().backward()
+    assert xp.grad.tolist() == [1.0, 1.0]
+
+
+def test_retain_grad():
+    x = pl.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    y.retain_grad()
+    assert y.retains_grad
+    (y * y).sum().backward()
+    assert y.grad.tolist() == [6.0, 12.0]
+    z = x * 2
+    (z * z).sum().backward()
+    assert z.grad is None
+
+
+def test_inplace_on_leaf_requiring_grad_refused():
+    x = pl.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        x.add_(1)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        x += 1
+    with pl.no_grad():
+        x.add_(1)
+    assert x.tolist() == [2.0, 2.0] and x.version == 1
+
+
+def test_version_mismatch_names_op_and_versions():
+    x = pl.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 1
+    z = y * y  # saves y
+    y.add_(1)
+    with pytest.raises(VersionMismatch, match=r"MulBackward.*version 0.*version 1"):
+        z.sum().backward()
+    # an output saved by sqrt and changed in place
+    y2 = pl.sqrt(x * 1)
+    w = y2 + 0  # add saves nothing
+    y2.mul_(2)
+    with pytest.raises(VersionMismatch, match="SqrtBackward"):
+        (w + y2).sum().backward()
+
+
+def test_inplace_on_nonleaf_is_differentiable_like_torch():
+    xp, xt = both([1.0, 2.0, 3.0])
+    for x in (xp, xt):
+        y = x * 2
+        y.mul_(y.detach() + 1)
+        y.add_(x)
+        y[1] = x[0] * 5
+        (y ** 2).sum().backward()
+    close(xp.grad, xt.grad)
+
+
+def test_second_backward_through_freed_graph():
+    x = pl.tensor([1.0, 2.0], requires_grad=True)
+    y = (pl.sqrt(x) * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        y.backward()
+    x.grad = None
+    y = (pl.sqrt(x) * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * 1.5 * np.sqrt([1.0, 2.0]), rtol=1e-6)
+
+
+def test_saved_tensors_freed_by_backward_while_outputs_live():
+    x = pl.ones(1000, requires_grad=True)
+    h = x * 2
+    ref = weakref.ref(h)
+    y = (h * h).sum()  # MulBackward saves h
+    del h
+    gc.collect()
+    assert ref() is not None
+    y.backward()
+    gc.collect()
+    assert ref() is None, "backward must free saved tensors"
+    assert y.grad_fn is not None  # the output and its node stay alive
+
+
+def test_long_chain_no_recursion():
+    x = pl.tensor([1.0], requires_grad=True)
+    y = x
+    for _ in range(100_000):
+        y = y * 1.0
+    y.backward()
+    assert x.grad.tolist() == [1.0]
+    del y
+    gc.collect()
+
+
+def test_custom_function_with_double_backward():
+    class Cube(pl.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            ctx.save_for_backward(x)
+            ctx.k = k
+            return x * x * x * k
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            assert ctx.needs_input_grad == (True, False)
+            return g * 3 * x * x * ctx.k, None
+
+    x = pl.tensor([2.0], dtype=pl.float64, requires_grad=True)
+    y = Cube.apply(x, 2.0)
+    g, = pl.autograd.grad(y.sum(), x, create_graph=True)
+    h, = pl.autograd.grad(g.sum(), x)
+    assert g.item() == 24.0 and h.item() == 24.0
+    assert pl.autograd.gradcheck(lambda t: Cube.apply(t, 1.5), (x,))
+
+
+def test_custom_function_mark_non_differentiable_and_freed():
+    class SortLike(pl.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            idx = pl.tensor([1, 0])
+            ctx.mark_non_differentiable(idx)
+            ctx.save_for_backward(x)
+            return x * 1, idx
+
+        @staticmethod
+        def backward(ctx, g, gi):
+            ctx.saved_tensors
+            return g
+
+    x = pl.tensor([1.0, 2.0], requires_grad=True)
+    v, i = SortLike.apply(x)
+    assert v.requires_grad and not i.requires_grad
+    v.sum().backward()
+    with pytest.raises(RuntimeError, match="retain_graph"):
+        v.sum().backward()
+
+
+def test_detect_anomaly_names_op_and_origin():
+    x = pl.tensor([0.0, 1.0], requires_grad=True)
+    with pl.autograd.detect_anomaly():
+        y = pl.sqrt(x)  # gradient inf at 0
+        with pytest.raises(LucidError, match=r"SqrtBackward.*inf(.|\n)*test_autograd.py"):
+            y.sum().backward()
+    y = pl.sqrt(x)
+    y.sum().backward()  # without anomaly mode: inf flows, no error
+    assert np.isinf(x.grad.numpy()[0])
+
+
+def test_gradcheck_detects_a_wrong_gradient():
+    class Wrong(pl.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g  # wrong: should be 2x g
+
+    x = pl.tensor([1.0, 2.0], dtype=pl.float64, requires_grad=True)
+    with pytest.raises(pl.autograd.GradcheckError):
+        pl.autograd.gradcheck(Wrong.apply, (x,))
+    assert not pl.autograd.gradcheck(Wrong.apply, (x,), raise_exception=False)
+
+
+def test_backward_inputs_argument():
+    x = pl.tensor(1.0, requires_grad=True)
+    y = pl.tensor(2.0, requires_grad=True)
+    (x * y).backward(inputs=[x])
+    assert x.grad.item() == 2.0 and y.grad is None
+
+
+def test_node_hooks():
+    x = pl.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    seen = []
+    y.grad_fn.register_hook(lambda gi, go: seen.append((gi[0].tolist(), go[0].tolist())))
+    y.sum().backward()
+    assert seen == [([2.0, 2.0], [1.0, 1.0])]
