@@ -15,6 +15,8 @@ from .device import device as _device_cls
 
 _FROM_NP = _dt._FROM_NP
 _new = object.__new__
+#: Tensor and its subclasses (nn.Parameter): dispatch's fast type test is a set lookup
+_TENSOR_TYPES: set = set()
 
 
 def _new_tensor(data, dev, cls=None):
@@ -66,6 +68,10 @@ class Tensor:
 
     def __init__(self, *args, **kwargs) -> None:
         pass
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        _TENSOR_TYPES.add(cls)
 
     # -- metadata ------------------------------------------------------------
     @property
@@ -473,3 +479,6 @@ def _norm_dim(dim, ndim: int, op: str) -> int:
     if d < -n or d >= n:
         raise IndexError(f"{op}: dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
     return d + n if d < 0 else d
+
+
+_TENSOR_TYPES.add(Tensor)

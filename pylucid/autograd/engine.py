@@ -137,37 +137,48 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     anomaly = state.anomaly
     prev_grad = state.grad_enabled
     state.grad_enabled = bool(create_graph)
+    acc_type = AccumulateGrad
     try:
         while ready:
             node = ready.pop()
             grads = buffers.pop(node, None)
-            if grads is not None:
-                pre = node._pre_hooks if type(node) is not AccumulateGrad else None
-                if pre:
-                    grads = _run_pre_hooks(node, pre, grads, create_graph)
-                if captures is not None and node in captures:
-                    for nr, k in captures[node]:
-                        g = grads[nr]
-                        if g is not None and type(node) is AccumulateGrad:
-                            g = _leaf_hooks(node.variable, g, create_graph)
-                        results[k] = g
-            run = grads is not None and (needed is None or node in needed)
-            if type(node) is AccumulateGrad:
-                if run and accumulate:
-                    _accumulate(node.variable, grads[0], create_graph)
+            if node.__class__ is acc_type:
+                if grads is not None:
+                    if captures is not None and node in captures:
+                        for nr, k in captures[node]:
+                            results[k] = _leaf_hooks(node.variable, grads[0], create_graph)
+                    if accumulate and (needed is None or node in needed):
+                        _accumulate(node.variable, grads[0], create_graph)
                 continue
             in_grads = None
-            if run:
-                if any(g is None for g in grads):
-                    grads = _fill_missing(node, grads, create_graph)
-                in_grads = _call_backward(node, grads, create_graph, force_graph)
-                if node._hooks:
-                    in_grads = _run_post_hooks(node, in_grads, grads, create_graph)
-                if anomaly:
-                    _check_anomaly(node, in_grads, create_graph)
-                if not retain_graph:
-                    node.release()
+            if grads is not None:
+                if node._pre_hooks:
+                    grads = _run_pre_hooks(node, node._pre_hooks, grads, create_graph)
+                if captures is not None and node in captures:
+                    for nr, k in captures[node]:
+                        results[k] = grads[nr]
+                if needed is None or node in needed:
+                    if len(grads) > 1 and any(g is None for g in grads):
+                        grads = _fill_missing(node, grads, create_graph)
+                    fast = node.backward_fast
+                    if not create_graph and fast is not None and not force_graph:
+                        if node._freed:
+                            node._check_freed()
+                        in_grads = fast(node.device.backend, *grads)
+                        if in_grads.__class__ is not tuple:
+                            in_grads = (in_grads,)
+                    else:
+                        in_grads = _call_backward(node, grads, create_graph)
+                    if node._hooks:
+                        in_grads = _run_post_hooks(node, in_grads, grads, create_graph)
+                    if anomaly:
+                        _check_anomaly(node, in_grads, create_graph)
+                    if not retain_graph:
+                        node.release()
             edges = node.next_edges
+            if in_grads is not None and len(in_grads) != len(edges):
+                raise LucidError(f"{node.name()}: backward returned {len(in_grads)} gradients for {len(edges)} inputs")
+            nd = None if create_graph or in_grads is None else node.device.backend.ndarray
             for i, e in enumerate(edges):
                 if e is None:
                     continue
@@ -175,11 +186,16 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                 if in_grads is not None:
                     g = in_grads[i]
                     if g is not None:
+                        if nd is not None and g.__class__ is not nd:
+                            # NumPy returns scalars, not 0-d arrays, from 0-d arithmetic
+                            g = node.device.backend.asarray(g)
                         buf = buffers.get(child)
                         if buf is None:
                             buf = buffers[child] = [None] * child.n_outputs
-                        old = buf[nr]
-                        buf[nr] = g if old is None else _add(old, g, create_graph)
+                            buf[nr] = g
+                        else:
+                            old = buf[nr]
+                            buf[nr] = g if old is None else _add(old, g, create_graph)
                 left = deps[child] - 1
                 deps[child] = left
                 if left == 0:
@@ -208,35 +224,17 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     return tuple(out)
 
 
-def _call_backward(node, grads, create_graph, force_graph):
-    """Run one node; returns a tuple with one gradient (or None) per input edge."""
+def _call_backward(node, grads, create_graph):
+    """Run the graph-mode formula: on Tensors (create_graph) or wrapping raw arrays (first order)."""
+    node._check_freed()
     if create_graph:
-        node._check_freed()
         res = node.backward(*grads)
-        if not isinstance(res, tuple):
-            res = (res,)
-    else:
-        fast = node.backward_fast
-        if fast is not None and not force_graph:
-            node._check_freed()
-            be = node.device.backend
-            res = fast(be, *grads)
-            if not isinstance(res, tuple):
-                res = (res,)
-            # NumPy returns scalars, not 0-d arrays, from 0-d arithmetic
-            nd = be.ndarray
-            res = tuple(r if r is None or r.__class__ is nd else be.asarray(r) for r in res)
-        else:
-            dev = node.device
-            node._check_freed()
-            res = node.backward(*[_new_tensor(g, dev) for g in grads])
-            if not isinstance(res, tuple):
-                res = (res,)
-            res = tuple(r._data if r is not None else None for r in res)
-    edges = node.next_edges
-    if len(res) != len(edges):
-        raise LucidError(f"{node.name()}: backward returned {len(res)} gradients for {len(edges)} inputs")
-    return tuple(r if e is not None else None for r, e in zip(res, edges))
+        return res if res.__class__ is tuple else (res,)
+    dev = node.device
+    res = node.backward(*[_new_tensor(g, dev) for g in grads])
+    if res.__class__ is not tuple:
+        res = (res,)
+    return tuple(None if r is None else r._data for r in res)
 
 
 def _fill_missing(node, grads, create_graph):

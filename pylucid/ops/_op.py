@@ -13,6 +13,7 @@ import traceback
 
 from .. import dtypes as _dt
 from .._state import flags, state
+from .._tensor import _TENSOR_TYPES as _TT
 from .._tensor import Tensor, _new_tensor
 from ..autograd.graph import Node, grad_accumulator
 from ..errors import DeviceMismatch, NonDeterministicError, VersionMismatch
@@ -26,6 +27,12 @@ _FLOAT = _dt.FLOAT
 _EMPTY: dict = {}
 _BF16 = _dt.bfloat16.numpy_dtype
 _GRAD_NP_DTYPES = frozenset(d.numpy_dtype for d in _dt.ALL_DTYPES if d.category >= _dt.FLOAT)
+# dtypes a Python float/int scalar never changes (NumPy's weak-scalar rule keeps
+# them, matching PyTorch); bfloat16 is excluded: NumPy's rule does not reach it
+_FAST_FLOAT = frozenset(d.numpy_dtype for d in (_dt.float16, _dt.float32, _dt.float64, _dt.complex64,
+                                                 _dt.complex128))
+_FAST_INT_OK = _FAST_FLOAT | frozenset(d.numpy_dtype for d in (_dt.int64, _dt.int32, _dt.int16))
+_new = object.__new__
 
 
 def _camel(name: str) -> str:
@@ -144,8 +151,81 @@ def _operand_error(op, a):
 
 
 def apply(op, args: tuple, params: dict = _EMPTY):
-    """Run ``op`` on ``args`` (Tensors and Python scalars): DESIGN.md §3, steps 1-6."""
+    """Run ``op`` on ``args`` (Tensors and Python scalars): DESIGN.md §3, steps 1-6.
+
+    The common calls (one tensor, two tensors of one dtype and device, or a
+    tensor and a Python scalar that does not change its dtype kind, with no
+    autocast, profiler or anomaly mode) take a short path that makes exactly
+    the decisions of the general path below, without its loops.
+    """
     st = state
+    if st.autocast is None and st.profiler is None and not st.anomaly and op.promote_args is None:
+        n = len(args)
+        if n == 1:
+            a = args[0]
+            if a.__class__ in _TT:
+                data = a._data
+                if not op._real_valued or data.dtype in _GRAD_NP_DTYPES:
+                    return _finish(op, args, (data,), params, a._device, a._requires_grad, st)
+        elif n == 2:
+            a, b = args
+            ca, cb = a.__class__, b.__class__
+            if ca in _TT:
+                da = a._data
+                if cb in _TT:
+                    if b._device is a._device and b._data.dtype == da.dtype and (
+                            not op._real_valued or da.dtype in _GRAD_NP_DTYPES):
+                        return _finish(op, args, (da, b._data), params, a._device,
+                                       a._requires_grad or b._requires_grad, st)
+                elif (cb is float and da.dtype in _FAST_FLOAT) or (cb is int and da.dtype in _FAST_INT_OK):
+                    return _finish(op, args, (da, b), params, a._device, a._requires_grad, st)
+            elif cb in _TT:
+                db = b._data
+                if (ca is float and db.dtype in _FAST_FLOAT) or (ca is int and db.dtype in _FAST_INT_OK):
+                    return _finish(op, args, (a, db), params, b._device, b._requires_grad, st)
+    return _apply_general(op, args, params, st)
+
+
+def _finish(op, args, arrays, params, dev, req, st):
+    """Steps 3-5 for the short path: determinism gate, backend call, wrapping, graph."""
+    if not op._deterministic and flags.deterministic:
+        raise NonDeterministicError(
+            f"{op.schema.name} is not deterministic ({op.schema.deterministic_note}) and "
+            "pylucid.use_deterministic_algorithms(True) is set"
+        )
+    be = dev.backend
+    out = op.forward(be, *arrays, **params)
+    if op.n_outputs != 1:
+        return _wrap_outputs(op, args, arrays, params, out, dev, be, req and st.grad_enabled and op._differentiable, st)
+    if out.__class__ is not be.ndarray:
+        out = be.asarray(out)
+    t = _new(Tensor)
+    t._data = out
+    t._device = dev
+    t.grad = None
+    t._output_nr = 0
+    t._version = [0]
+    t._base = None
+    t._hooks = None
+    t._retains_grad = False
+    t._grad_acc = None
+    if req and st.grad_enabled and op._differentiable and out.dtype in _GRAD_NP_DTYPES:
+        node = _make_node(op, args, params, st, dev)
+        t.grad_fn = node
+        t._requires_grad = True
+        if op._saves_output:
+            node._out = ((out, t._version, 0),)
+        if op.save_extra is not None:
+            node.save_extra(arrays, out)
+    else:
+        t.grad_fn = None
+        t._requires_grad = False
+    if op.is_view:
+        _mark_view(t, args[0])
+    return t
+
+
+def _apply_general(op, args, params, st):
     dev = None
     req = False
     promote = op.promote_args
@@ -261,6 +341,10 @@ def apply(op, args: tuple, params: dict = _EMPTY):
         if op.is_view:
             _mark_view(t, args[0])
         return t
+    return _wrap_outputs(op, args, arrays, params, out, dev, be, grad_on, st)
+
+
+def _wrap_outputs(op, args, arrays, params, out, dev, be, grad_on, st):
     outs = tuple(_new_tensor(o if o.__class__ is be.ndarray else be.asarray(o), dev) for o in out)
     if grad_on:
         diff = op.differentiable_outputs
@@ -273,6 +357,8 @@ def apply(op, args: tuple, params: dict = _EMPTY):
                 o._requires_grad = True
         if op._saves_output:
             node._out = tuple((o._data, o._version, 0) for o in outs)
+        if op.save_extra is not None:
+            node.save_extra(arrays, out)
     if op.is_view:
         for o in outs:
             _mark_view(o, args[0])
@@ -286,18 +372,23 @@ def _mark_view(t, base):
 
 
 def _make_node(op, args, params, st, dev):
-    node = object.__new__(op)
+    node = _new(op)
     node.device = dev
     edges = []
+    shapes = []
     for a in args:
-        if isinstance(a, Tensor) and a._requires_grad:
-            fn = a.grad_fn
-            edges.append((fn, a._output_nr) if fn is not None else (grad_accumulator(a), 0))
+        if a.__class__ in _TT:
+            shapes.append(a._data.shape)
+            if a._requires_grad:
+                fn = a.grad_fn
+                edges.append((fn, a._output_nr) if fn is not None else (grad_accumulator(a), 0))
+                continue
         else:
-            edges.append(None)
-    node.next_edges = tuple(edges)
+            shapes.append(None)
+        edges.append(None)
+    node.next_edges = edges
     node.params = params
-    node.shapes = tuple(a._data.shape if isinstance(a, Tensor) else None for a in args)
+    node.shapes = shapes
     node._pre_hooks = None
     node._hooks = None
     node._freed = False
