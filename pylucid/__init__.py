@@ -9,6 +9,8 @@ tensor([2., 4.], grad_fn=<MulBackward>)
 
 from __future__ import annotations
 
+import builtins as _builtins
+
 from . import dtypes as _dtypes
 from ._state import flags as _flags
 from ._tensor import Tensor
@@ -70,8 +72,8 @@ def is_floating_point(input: Tensor) -> bool:
 
 def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
     """Make non-deterministic ops raise (``NonDeterministicError``, quoting the schema's note)."""
-    _flags.deterministic = bool(mode)
-    _flags.deterministic_warn_only = bool(warn_only)
+    _flags.deterministic = _builtins.bool(mode)
+    _flags.deterministic_warn_only = _builtins.bool(warn_only)
 
 
 def are_deterministic_algorithms_enabled() -> bool:

@@ -80,8 +80,11 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
     arr = _infer_np(data)
     if dtype is not None:
         arr = arr.astype(_dt.as_dtype(dtype).numpy_dtype)
-    else:
-        _dt.from_numpy_dtype(arr.dtype)  # raises a clear TypeError for unsupported dtypes
+    elif arr.dtype not in _dt._FROM_NP:
+        raise TypeError(
+            f"tensor: can't build a tensor of NumPy dtype {arr.dtype}; accepted: bool, integer, floating and complex "
+            "numbers"
+        )
     dev = _dev(device)
     be = dev.backend
     out = be.asarray(arr) if dev is not cpu else np.array(arr, copy=True)
