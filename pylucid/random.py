@@ -11,7 +11,8 @@ import numpy as np
 
 from . import dtypes as _dt
 from ._tensor import Tensor, _new_tensor
-from .device import cpu, device as _device
+from .device import cpu
+from .device import device as _device
 from .ops._utils import norm_shape
 
 _DEFAULT_SEED = 67280421310721
@@ -24,7 +25,7 @@ class Generator:
     >>> g = pylucid.Generator().manual_seed(0)
     >>> a = pylucid.rand(2, generator=g); g.manual_seed(0)  # doctest: +ELLIPSIS
     <pylucid.random.Generator object at ...>
-    >>> bool((a == pylucid.rand(2, generator=g)).all())
+    >>> a.tolist() == pylucid.rand(2, generator=g).tolist()
     True
     """
 
@@ -186,3 +187,301 @@ def randn_like(input, *, dtype=None, device=None, requires_grad=False, generator
 def randint_like(input, low, high=None, *, dtype=None, device=None, generator=None) -> Tensor:
     return randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype,
                    device=device or input.device)
+
+
+# ---------------------------------------------------------------------------
+# Sampling functions and in-place fillers (PyTorch's torch.normal, bernoulli,
+# multinomial, poisson and Tensor.uniform_ / normal_ / ...). Random draws are
+# not differentiable; where PyTorch nevertheless returns a tensor that requires
+# grad (normal with a tensor mean, bernoulli with a tensor p) the result is tied
+# to the parameter with an exact zero gradient, as in PyTorch.
+# ---------------------------------------------------------------------------
+
+def _sample_dtype(dt):
+    """Draw in float64 for float64 tensors, float32 otherwise (half types are rounded once)."""
+    return np.float64 if dt is _dt.float64 else np.float32
+
+
+def _as_float_tensor(x, op):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: expected a floating tensor, got {x.dtype}")
+    return x
+
+
+def _zero_grad_link(out: Tensor, *params) -> Tensor:
+    """Tie ``out`` to the parameters that require grad with a zero gradient (PyTorch's convention)."""
+    from .autograd.grad_mode import is_grad_enabled
+
+    live = [p for p in params if isinstance(p, Tensor) and p.requires_grad]
+    if not live or not is_grad_enabled():
+        return out
+    import pylucid
+
+    for p in live:
+        out = pylucid.add(out, pylucid.mul(pylucid.sum(p), 0.0))
+    return out
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad: bool = False) -> Tensor:
+    """Normal samples with ``mean`` and ``std`` (tensors broadcast together, or numbers with ``size``).
+
+    >>> import pylucid
+    >>> _ = pylucid.manual_seed(0)
+    >>> pylucid.normal(pylucid.zeros(3), 1.0).shape
+    (3,)
+    >>> pylucid.normal(2.0, 0.5, size=(2, 2)).shape
+    (2, 2)
+    """
+    mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
+    if mt or st:
+        ref = mean if mt else std
+        shape = tuple(np.broadcast_shapes(tuple(mean.shape) if mt else (), tuple(std.shape) if st else ()))
+        if size is not None and tuple(norm_shape((size,), "normal")) != shape:
+            raise ValueError(f"normal: size {size} does not match the broadcast shape {shape} of mean and std")
+        dt = ref.dtype if ref.dtype.is_floating_point else _dt.get_default_dtype()
+        dev = ref.device
+        if st and bool((std._data < 0).any()):
+            raise ValueError("normal: std must be >= 0")
+    else:
+        if size is None:
+            raise TypeError("normal: with number mean and std, size must be given")
+        if std < 0:
+            raise ValueError(f"normal: std must be >= 0, got {std}")
+        shape = norm_shape((size,), "normal")
+        dt = _float_dtype(dtype, "normal")
+        dev = cpu if device is None else _device(device)
+    src = _gen_for(dev, generator)._source()
+    be = dev.backend
+    z = src.standard_normal(shape, dtype=_sample_dtype(dt))
+    m = mean._data.astype(z.dtype) if mt else mean
+    s = std._data.astype(z.dtype) if st else std
+    out = _finish(be.asarray(z * s + m), dev, dt, requires_grad)
+    return _zero_grad_link(out, mean, std)
+
+
+def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
+    """0/1 samples with probabilities ``input`` (or the number ``p``), in ``input``'s dtype.
+
+    >>> import pylucid
+    >>> pylucid.bernoulli(pylucid.tensor([0.0, 1.0]))
+    tensor([0., 1.])
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"bernoulli: expected a Tensor, got {type(input).__name__}")
+    probs = input._data if p is None else p
+    if isinstance(probs, Tensor):
+        probs = probs._data
+    lo, hi = (float(probs.min()), float(probs.max())) if getattr(probs, "size", 1) else (0.0, 1.0)
+    if not (0.0 <= lo and hi <= 1.0):
+        raise ValueError(f"bernoulli: probabilities must be in [0, 1], got values in [{lo}, {hi}]")
+    dev = input.device
+    src = _gen_for(dev, generator)._source()
+    u = src.random(tuple(input.shape), dtype=np.float64)
+    be = dev.backend
+    out = _new_tensor(be.asarray(u < probs).astype(input._data.dtype), dev)
+    return _zero_grad_link(out, input if p is None else None)
+
+
+def poisson(input: Tensor, generator=None) -> Tensor:
+    """Poisson samples with rates ``input`` (same shape and dtype).
+
+    >>> import pylucid
+    >>> pylucid.poisson(pylucid.zeros(2))
+    tensor([0., 0.])
+    """
+    _as_float_tensor(input, "poisson")
+    if input.numel() and float(input._data.min()) < 0:
+        raise ValueError("poisson: rates must be non-negative")
+    dev = input.device
+    src = _gen_for(dev, generator)._source()
+    lam = input._data.astype(np.float64)
+    return _new_tensor(dev.backend.asarray(src.poisson(lam)).astype(input._data.dtype), dev)
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
+    """Category indices drawn with weights ``input`` (1-D, or 2-D: one distribution per row), int64.
+
+    Without replacement the draws are distinct (the Gumbel-top-k / exponential-race
+    method: the ``k`` smallest of ``E_i / w_i``); with replacement, inverse-CDF sampling.
+
+    >>> import pylucid
+    >>> pylucid.multinomial(pylucid.tensor([0., 1., 0.]), 2, replacement=True)
+    tensor([1, 1])
+    """
+    _as_float_tensor(input, "multinomial")
+    if input.ndim not in (1, 2):
+        raise ValueError(f"multinomial: prob_dist must be 1 or 2 dim, got {input.ndim}")
+    num_samples = int(num_samples)
+    if num_samples <= 0:
+        raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
+    w = input._data.astype(np.float64)
+    w2 = w.reshape(1, -1) if input.ndim == 1 else w
+    n_cat = w2.shape[1]
+    if n_cat == 0:
+        raise ValueError("multinomial: needs at least one category")
+    if bool((w2 < 0).any()) or not bool(input._device.backend.isfinite(w2).all()):
+        raise ValueError("multinomial: probabilities must be finite and non-negative")
+    totals = w2.sum(axis=1)
+    if bool((totals <= 0).any()):
+        raise ValueError("multinomial: each distribution must have a positive total weight")
+    if not replacement:
+        if num_samples > n_cat:
+            raise ValueError(f"multinomial: cannot sample {num_samples} > {n_cat} categories without replacement")
+        if bool(((w2 > 0).sum(axis=1) < num_samples).any()):
+            raise ValueError("multinomial: not enough categories with non-zero probability to sample "
+                             f"{num_samples} without replacement")
+    dev = input.device
+    be = dev.backend
+    xp = be.xp
+    src = _gen_for(dev, generator)._source()
+    if replacement:
+        cdf = xp.cumsum(w2, axis=1) / totals[:, None]
+        u = src.random((w2.shape[0], num_samples), dtype=np.float64)
+        # count of cdf entries <= u: the first category whose cumulative weight passes u
+        idx = (cdf[:, None, :] <= u[:, :, None]).sum(axis=2)
+        idx = xp.minimum(idx, n_cat - 1)
+        # a category of weight 0 at the end can not be hit: step back to the last positive one
+        last = n_cat - 1 - xp.argmax((w2 > 0)[:, ::-1], axis=1)
+        idx = xp.minimum(idx, last[:, None])
+    else:
+        e = src.standard_exponential(w2.shape, dtype=np.float64)
+        with be.errstate():
+            keys = xp.where(w2 > 0, e / xp.where(w2 > 0, w2, 1.0), xp.inf)
+        idx = xp.argsort(keys, axis=1, kind="stable")[:, :num_samples]
+    idx = idx.astype(np.int64)
+    return _new_tensor(idx.reshape(-1) if input.ndim == 1 else idx, dev)
+
+
+# -- in-place fillers ------------------------------------------------------------------
+
+def _fill_(self: Tensor, values, name: str) -> Tensor:
+    """Write sampled ``values`` into ``self`` (version bump; a non-leaf keeps a zero-gradient history)."""
+    from .ops._op import check_inplace_leaf, commit_inplace
+
+    check_inplace_leaf(self, name)
+    be = self._device.backend
+    arr = be.asarray(values).astype(self._data.dtype)
+    from ._state import state
+
+    if self._requires_grad and state.grad_enabled:
+        import pylucid
+
+        return commit_inplace(self, pylucid.add(pylucid.mul(self, 0), _new_tensor(arr, self._device)), name)
+    self._data[...] = arr
+    self._version[0] += 1
+    return self
+
+
+def _src(self, generator):
+    return _gen_for(self._device, generator)._source()
+
+
+def uniform_(self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator=None, **kw) -> Tensor:
+    """Fill with samples uniform in ``[from, to)``."""
+    from_ = kw.pop("from", from_)
+    if kw:
+        raise TypeError(f"uniform_: unexpected arguments {sorted(kw)}")
+    if from_ > to:
+        raise ValueError(f"uniform_: expects from <= to, got from={from_}, to={to}")
+    u = _src(self, generator).random(tuple(self.shape), dtype=_sample_dtype(self.dtype))
+    return _fill_(self, u * (to - from_) + from_, "uniform_")
+
+
+def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
+    """Fill with normal samples."""
+    if std < 0:
+        raise ValueError(f"normal_: expects std >= 0, got {std}")
+    z = _src(self, generator).standard_normal(tuple(self.shape), dtype=_sample_dtype(self.dtype))
+    return _fill_(self, z * std + mean, "normal_")
+
+
+def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
+    """Fill with exponential samples of rate ``lambd`` (density ``lambd * exp(-lambd * x)``)."""
+    if lambd <= 0:
+        raise ValueError(f"exponential_: expects lambd > 0, got {lambd}")
+    e = _src(self, generator).standard_exponential(tuple(self.shape), dtype=_sample_dtype(self.dtype))
+    return _fill_(self, e / lambd, "exponential_")
+
+
+def bernoulli_(self: Tensor, p=0.5, *, generator=None) -> Tensor:
+    """Fill with 0/1 samples, 1 with probability ``p`` (a number or a tensor broadcast to ``self``)."""
+    probs = p._data if isinstance(p, Tensor) else p
+    if isinstance(p, Tensor):
+        if p._device is not self._device:
+            raise ValueError(f"bernoulli_: p on {p.device} for a tensor on {self.device}")
+        lo, hi = (float(probs.min()), float(probs.max())) if probs.size else (0.0, 1.0)
+    else:
+        lo = hi = float(p)
+    if not (0.0 <= lo and hi <= 1.0):
+        raise ValueError(f"bernoulli_: p must be in [0, 1], got values in [{lo}, {hi}]")
+    u = _src(self, generator).random(tuple(self.shape), dtype=np.float64)
+    return _fill_(self, u < probs, "bernoulli_")
+
+
+_FLOAT_RANDOM_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+
+
+def random_(self: Tensor, from_: int = 0, to: int | None = None, *, generator=None, **kw) -> Tensor:
+    """Fill with integers uniform in ``[from, to)``; ``random_(to)`` means ``[0, to)``; without bounds
+    ``[0, 2**mantissa_bits]`` for floats and ``[0, max]`` for integer dtypes (as PyTorch)."""
+    from_ = kw.pop("from", from_)
+    if kw:
+        raise TypeError(f"random_: unexpected arguments {sorted(kw)}")
+    if to is None and from_ != 0:
+        from_, to = 0, from_
+    src = _src(self, generator)
+    name = self.dtype.name
+    if to is None:
+        if name == "bool":
+            hi = 1
+        elif name in _FLOAT_RANDOM_BITS:
+            hi = 2 ** _FLOAT_RANDOM_BITS[name]
+        else:
+            hi = int(np.iinfo(self._data.dtype).max)
+        vals = src.integers(0, hi, size=tuple(self.shape), dtype=np.int64, endpoint=True)
+    else:
+        if to <= from_:
+            raise ValueError(f"random_: expects from < to, got from={from_}, to={to}")
+        vals = src.integers(int(from_), int(to), size=tuple(self.shape), dtype=np.int64)
+    return _fill_(self, vals, "random_")
+
+
+def geometric_(self: Tensor, p: float, *, generator=None) -> Tensor:
+    """Fill with the number of Bernoulli(``p``) trials up to the first success (values 1, 2, ...)."""
+    if not 0 < p <= 1:
+        raise ValueError(f"geometric_: expects 0 < p <= 1, got {p}")
+    u = _src(self, generator).random(tuple(self.shape), dtype=np.float64)
+    be = self._device.backend
+    with be.errstate():
+        k = be.floor(be.log1p(-u) / np.log1p(-p)) + 1 if p < 1 else u * 0 + 1
+    return _fill_(self, k, "geometric_")
+
+
+def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator=None) -> Tensor:
+    """Fill with Cauchy samples ``median + sigma * tan(pi * (u - 1/2))``."""
+    u = _src(self, generator).random(tuple(self.shape), dtype=np.float64)
+    return _fill_(self, median + sigma * self._device.backend.tan(np.pi * (u - 0.5)), "cauchy_")
+
+
+def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator=None) -> Tensor:
+    """Fill with ``exp(N(mean, std))`` samples."""
+    if std <= 0:
+        raise ValueError(f"log_normal_: expects std > 0, got {std}")
+    z = _src(self, generator).standard_normal(tuple(self.shape), dtype=np.float64)
+    return _fill_(self, self._device.backend.exp(z * std + mean), "log_normal_")
+
+
+def _install_random_methods():
+    T = Tensor
+    for fn in (uniform_, normal_, exponential_, bernoulli_, random_, geometric_, cauchy_, log_normal_):
+        setattr(T, fn.__name__, fn)
+    T.bernoulli = lambda self, p=None, *, generator=None: bernoulli(self, p, generator=generator)
+    T.multinomial = lambda self, num_samples, replacement=False, *, generator=None: multinomial(
+        self, num_samples, replacement, generator=generator)
+    T.poisson = lambda self, generator=None: poisson(self, generator)
+
+
+_install_random_methods()

@@ -357,7 +357,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     >>> x = pylucid.tensor(3.0, requires_grad=True)
     >>> (g,) = pylucid.autograd.grad(x ** 3, x, create_graph=True)
     >>> g, pylucid.autograd.grad(g, x)[0]
-    (tensor(27.0000, grad_fn=<MulBackward>), tensor(18.0000))
+    (tensor(27., grad_fn=<MulBackward>), tensor(18.))
     """
     single = isinstance(inputs, Tensor)
     if single:

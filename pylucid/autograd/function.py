@@ -12,7 +12,7 @@
 ...         return 3 * x * x * g
 >>> x = pylucid.tensor(2.0, requires_grad=True)
 >>> Cube.apply(x).backward(); x.grad
-tensor(12.0000)
+tensor(12.)
 """
 
 from __future__ import annotations

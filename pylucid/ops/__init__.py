@@ -43,6 +43,12 @@ from .complex import *  # noqa: E402,F401,F403
 from .nn import *  # noqa: E402,F401,F403
 from .conv import *  # noqa: E402,F401,F403
 from .random_ops import *  # noqa: E402,F401,F403
+from .elementwise import *  # noqa: E402,F401,F403
+from .compare import *  # noqa: E402,F401,F403
+from .reduction import *  # noqa: E402,F401,F403
+from .shape import *  # noqa: E402,F401,F403
+from .indexing import *  # noqa: E402,F401,F403
+from .linalg import *  # noqa: E402,F401,F403
 from . import compare as _compare, elementwise as _elementwise, indexing as _indexing  # noqa: E402
 from . import linalg as _linalg, reduction as _reduction, shape as _shape  # noqa: E402
 

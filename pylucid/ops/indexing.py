@@ -8,6 +8,7 @@ from .._state import state
 from .._tensor import Tensor, _new_tensor
 from ..errors import DeviceMismatch, ShapeMismatch
 from ._op import Op, apply, check_inplace_leaf, commit_inplace, operand
+from ._utils import norm_dim
 from .schema import KEEP_INPUT, OpSchema
 
 
@@ -276,3 +277,741 @@ def _install():
 
 _install()
 _ = _new_tensor
+
+
+# ---------------------------------------------------------------------------
+# index_select / index_add / index_copy / index_fill
+# ---------------------------------------------------------------------------
+
+def _check_tensor(x, op):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+
+
+def _index_tensor(x: Tensor, index, op: str, ndim: int | None = None) -> Tensor:
+    """Validate an integer index tensor (device, dtype, rank)."""
+    if not isinstance(index, Tensor):
+        from ..creation import tensor
+
+        try:
+            index = tensor(index, dtype=_dt.int64, device=x._device)
+        except Exception:
+            raise TypeError(f"{op}: index must be an integer Tensor, got {type(index).__name__}") from None
+    if index._device is not x._device:
+        raise DeviceMismatch(f"{op}: index on {index._device} for a tensor on {x._device}")
+    if index._data.dtype.kind not in "iu":
+        raise TypeError(f"{op}: index must be an integer tensor (int64), got {index.dtype}")
+    if ndim is not None and index.ndim > ndim:
+        raise ValueError(f"{op}: index must be at most {ndim}-D, got {index.ndim}-D")
+    return index
+
+
+def _check_bounds(index_data, n, op, dim, allow_negative=False):
+    """PyTorch's index ops take indices in ``[0, n)`` (``take`` also ``[-n, 0)``)."""
+    if index_data.size:
+        lo, hi = int(index_data.min()), int(index_data.max())
+        low = -n if allow_negative else 0
+        if lo < low or hi >= n:
+            bad = lo if lo < low else hi
+            raise IndexError(f"{op}: index {bad} is out of bounds for dim {dim} with size {n}")
+
+
+def _zeros(shape, like: Tensor) -> Tensor:
+    from ..creation import zeros
+
+    return zeros(shape, dtype=like.dtype, device=like._device)
+
+
+class IndexSelect(Op):
+    """``y = x.take(index, dim)``; ``dx = index_add(zeros, dim, index, g)`` (repeats accumulate)."""
+
+    schema = OpSchema("index_select", amp_policy=KEEP_INPUT, family="indexing")
+
+    @staticmethod
+    def forward(be, x, index, dim):
+        return be.take(x, index, axis=dim)
+
+    def backward(self, g):
+        p = self.params
+        return apply(IndexAdd, (_zeros(self.shapes[0], g), g), {"index": p["index"], "dim": p["dim"], "alpha": 1})
+
+    def backward_fast(self, be, g):
+        z = be.zeros(self.shapes[0], dtype=g.dtype)
+        return IndexAdd._add_into(be, z, g, self.params["index"], self.params["dim"], 1)
+
+
+def index_select(input: Tensor, dim: int, index) -> Tensor:
+    """The entries of ``input`` at ``index`` (1-D integer tensor) along ``dim`` (a copy).
+
+    >>> import pylucid
+    >>> pylucid.arange(6).reshape(2, 3).index_select(1, pylucid.tensor([2, 0]))
+    tensor([[2, 0],
+            [5, 3]])
+    """
+    _check_tensor(input, "index_select")
+    index = _index_tensor(input, index, "index_select", 1)
+    nd = max(input.ndim, 1)
+    d = norm_dim(dim, nd, "index_select")
+    if input.ndim == 0:
+        _check_bounds(index._data, 1, "index_select", d)
+        return getitem(input.reshape(1), index.reshape(-1)).reshape(index.shape)
+    _check_bounds(index._data, input.shape[d], "index_select", d)
+    return apply(IndexSelect, (input,), {"index": index._data.reshape(-1), "dim": d})
+
+
+class IndexAdd(Op):
+    """``out = x`` with ``alpha * src`` added at ``index`` along ``dim`` (repeats accumulate);
+    ``dx = g``, ``dsrc = alpha * index_select(g, dim, index)``."""
+
+    schema = OpSchema("index_add", amp_policy=KEEP_INPUT, family="indexing")
+
+    @staticmethod
+    def _add_into(be, out, src, index, dim, alpha):
+        if alpha != 1:
+            src = src * alpha
+        be.scatter_add(out, (slice(None),) * dim + (index,), src)
+        return out
+
+    @staticmethod
+    def forward(be, x, src, index, dim, alpha):
+        return IndexAdd._add_into(be, x.copy(), src, index, dim, alpha)
+
+    def backward(self, g):
+        p = self.params
+        ex, es = self.next_edges
+        gs = None
+        if es is not None:
+            gs = apply(IndexSelect, (g,), {"index": p["index"], "dim": p["dim"]})
+            if p["alpha"] != 1:
+                gs = gs * p["alpha"]
+        return (g if ex is not None else None), gs
+
+
+def _check_same_dtype(x, src, op):
+    if isinstance(src, Tensor) and src.dtype is not x.dtype:
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"{op}: self ({x.dtype}) and source ({src.dtype}) must have the same dtype")
+
+
+def _check_index_src(input, dim, index, source, op):
+    _check_tensor(input, op)
+    _check_tensor(source, op)
+    index = _index_tensor(input, index, op, 1)
+    _check_same_dtype(input, source, op)
+    nd = max(input.ndim, 1)
+    d = norm_dim(dim, nd, op)
+    n = input.shape[d] if input.ndim else 1
+    _check_bounds(index._data, n, op, d)
+    want = input.shape[:d] + (index.numel(),) + input.shape[d + 1:] if input.ndim else (index.numel(),)
+    if source.ndim and tuple(source.shape) != want or (not source.ndim and index.numel() != 1):
+        raise ShapeMismatch(f"{op}: source of shape {tuple(source.shape)} does not match index of {index.numel()} "
+                            f"entries along dim {d} of a tensor of shape {tuple(input.shape)} (expected {want})")
+    return index, d
+
+
+def index_add(input: Tensor, dim: int, index, source: Tensor, *, alpha=1) -> Tensor:
+    """``input`` with ``alpha * source`` added at ``index`` along ``dim``; repeated indices accumulate.
+
+    >>> import pylucid
+    >>> pylucid.zeros(3).index_add(0, pylucid.tensor([0, 0, 2]), pylucid.tensor([1., 2., 3.]))
+    tensor([3., 0., 3.])
+    """
+    index, d = _check_index_src(input, dim, index, source, "index_add")
+    if input.ndim == 0:
+        return index_add(input.reshape(1), 0, index, source.reshape(-1), alpha=alpha).reshape(())
+    return apply(IndexAdd, (input, source), {"index": index._data.reshape(-1), "dim": d, "alpha": alpha})
+
+
+def index_copy(input: Tensor, dim: int, index, source: Tensor) -> Tensor:
+    """``input`` with the slices at ``index`` along ``dim`` replaced by ``source`` (a composite of ``index_put``).
+
+    >>> import pylucid
+    >>> pylucid.zeros(3).index_copy(0, pylucid.tensor([2]), pylucid.tensor([5.]))
+    tensor([0., 0., 5.])
+    """
+    index, d = _check_index_src(input, dim, index, source, "index_copy")
+    if input.ndim == 0:
+        return index_put(input.reshape(1), source.reshape(-1), index.reshape(-1)).reshape(())
+    return index_put(input, source, (slice(None),) * d + (index.reshape(-1),))
+
+
+def index_fill(input: Tensor, dim: int, index, value) -> Tensor:
+    """``input`` with the slices at ``index`` along ``dim`` set to ``value`` (a number or 0-d tensor).
+
+    >>> import pylucid
+    >>> pylucid.zeros(2, 2).index_fill(1, pylucid.tensor([1]), 7.0)
+    tensor([[0., 7.],
+            [0., 7.]])
+    """
+    _check_tensor(input, "index_fill")
+    index = _index_tensor(input, index, "index_fill", 1)
+    if isinstance(value, Tensor) and value.ndim:
+        raise ValueError(f"index_fill: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
+    d = norm_dim(dim, max(input.ndim, 1), "index_fill")
+    if input.ndim == 0:
+        return index_fill(input.reshape(1), 0, index, value).reshape(())
+    _check_bounds(index._data, input.shape[d], "index_fill", d)
+    return index_put(input, value, (slice(None),) * d + (index.reshape(-1),))
+
+
+# ---------------------------------------------------------------------------
+# gather / scatter family
+# ---------------------------------------------------------------------------
+
+def _scatter_index(be, index, dim):
+    """Full advanced index addressing ``out[i][j]..[index[i][j]..]..`` (dim ``dim`` replaced by ``index``)."""
+    nd = index.ndim
+    out = []
+    for d in range(nd):
+        if d == dim:
+            out.append(index)
+        else:
+            shape = [1] * nd
+            shape[d] = index.shape[d]
+            out.append(be.arange(index.shape[d]).reshape(shape))
+    return tuple(out)
+
+
+def _crop(a, shape):
+    """``a`` cut to ``shape`` (every dim at most as long as ``a``'s)."""
+    if a.shape == tuple(shape):
+        return a
+    return a[tuple(slice(0, n) for n in shape)]
+
+
+class Gather(Op):
+    """``y[i][j] = x[i][index[i][j]]`` (along ``dim``); ``dx = scatter_add(zeros, dim, index, g)``."""
+
+    schema = OpSchema("gather", amp_policy=KEEP_INPUT, family="indexing")
+
+    @staticmethod
+    def forward(be, x, index, dim):
+        return x[_scatter_index(be, index, dim)]
+
+    def backward(self, g):
+        p = self.params
+        return apply(ScatterAdd, (_zeros(self.shapes[0], g), g), {"index": p["index"], "dim": p["dim"]})
+
+    def backward_fast(self, be, g):
+        return ScatterAdd.forward(be, be.zeros(self.shapes[0], dtype=g.dtype), g, **self.params)
+
+
+def _check_scatter_index(input, dim, index, op, src=None):
+    _check_tensor(input, op)
+    index = _index_tensor(input, index, op)
+    nd = max(input.ndim, 1)
+    d = norm_dim(dim, nd, op)
+    if index.ndim != input.ndim and not (index.ndim <= 1 and input.ndim <= 1):
+        raise ValueError(f"{op}: index tensor must have the same number of dimensions as the input "
+                         f"({input.ndim}), got {index.ndim}")
+    ishp = input.shape or (1,)
+    xshp = index.shape or (1,)
+    for k, (ni, nx) in enumerate(zip(xshp, ishp)):
+        if k != d and ni > nx:
+            raise ShapeMismatch(f"{op}: index of shape {tuple(index.shape)} is larger than the input of shape "
+                                f"{tuple(input.shape)} in dim {k}")
+    if src is not None and isinstance(src, Tensor):
+        sshp = src.shape or (1,)
+        if src.ndim and src.ndim != index.ndim or any(ni > ns for ni, ns in zip(xshp, sshp)):
+            raise ShapeMismatch(f"{op}: index of shape {tuple(index.shape)} is larger than src of shape "
+                                f"{tuple(src.shape)}")
+    _check_bounds(index._data, ishp[d], op, d)
+    return index, d
+
+
+def gather(input: Tensor, dim: int, index, *, sparse_grad: bool = False) -> Tensor:
+    """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim == 1`` (index may be smaller than input).
+
+    >>> import pylucid
+    >>> pylucid.tensor([[1, 2], [3, 4]]).gather(1, pylucid.tensor([[0, 0], [1, 0]]))
+    tensor([[1, 1],
+            [4, 3]])
+    """
+    index, d = _check_scatter_index(input, dim, index, "gather")
+    if input.ndim == 0:
+        return gather(input.reshape(1), 0, index.reshape(-1)).reshape(index.shape)
+    return apply(Gather, (input,), {"index": index._data, "dim": d})
+
+
+class ScatterAdd(Op):
+    """``out = x`` with ``src[i][j]`` added at ``out[i][index[i][j]]`` (repeats accumulate);
+    ``dx = g``, ``dsrc = gather(g, dim, index)`` (zero where ``src`` is larger than ``index``)."""
+
+    schema = OpSchema("scatter_add", amp_policy=KEEP_INPUT, family="indexing")
+
+    @staticmethod
+    def forward(be, x, src, index, dim):
+        out = x.copy()
+        be.scatter_add(out, _scatter_index(be, index, dim), _crop(src, index.shape))
+        return out
+
+    def backward(self, g):
+        p = self.params
+        ex, es = self.next_edges
+        return (g if ex is not None else None), (_src_grad(apply(Gather, (g,), p), self.shapes[1]) if es else None)
+
+
+def _src_grad(g_small: Tensor, src_shape) -> Tensor:
+    """Zero-pad the gradient of the used part of ``src`` up to ``src``'s shape."""
+    if tuple(g_small.shape) == tuple(src_shape):
+        return g_small
+    from .shape import pad
+
+    widths = []
+    for n_small, n in reversed(list(zip(g_small.shape, src_shape))):
+        widths += [0, n - n_small]
+    return pad(g_small, tuple(widths))
+
+
+def scatter_add(input: Tensor, dim: int, index, src: Tensor) -> Tensor:
+    """``input`` with ``src`` added at the positions ``index`` names along ``dim`` (repeats accumulate).
+
+    >>> import pylucid
+    >>> pylucid.zeros(3).scatter_add(0, pylucid.tensor([0, 2, 0]), pylucid.tensor([1., 2., 3.]))
+    tensor([4., 0., 2.])
+    """
+    _check_tensor(src, "scatter_add")
+    index, d = _check_scatter_index(input, dim, index, "scatter_add", src)
+    _check_same_dtype(input, src, "scatter_add")
+    if input.ndim == 0:
+        return scatter_add(input.reshape(1), 0, index.reshape(-1), src.reshape(-1)).reshape(())
+    return apply(ScatterAdd, (input, src), {"index": index._data, "dim": d})
+
+
+class Scatter(Op):
+    """``out = x`` with ``out[i][index[i][j]] = src[i][j]`` (``src`` a tensor or a number);
+    ``dx = g`` zeroed at the written positions, ``dsrc = gather(g, dim, index)``.
+
+    With repeated indices the value written is the last one in NumPy's order (PyTorch leaves it unspecified).
+    """
+
+    schema = OpSchema("scatter", amp_policy=KEEP_INPUT, family="indexing")
+    promote_args = (0,)
+
+    @staticmethod
+    def forward(be, x, src, index, dim):
+        out = x.copy()
+        out[_scatter_index(be, index, dim)] = _crop(src, index.shape) if getattr(src, "ndim", 0) else src
+        return out
+
+    def backward(self, g):
+        p = self.params
+        ex, es = self.next_edges
+        gx = apply(Scatter, (g, 0.0), p) if ex is not None else None
+        gs = _src_grad(apply(Gather, (g,), p), self.shapes[1]) if es is not None else None
+        return gx, gs
+
+
+_REDUCE_ALIASES = {"add": "sum", "multiply": "prod"}
+
+
+def scatter(input: Tensor, dim: int, index, src=None, *, value=None, reduce: str | None = None) -> Tensor:
+    """``input`` with ``src`` (a tensor, or ``value``) written at ``index`` along ``dim``.
+
+    ``reduce='add'|'multiply'`` combines instead of overwriting (this routes to
+    ``scatter_reduce(..., 'sum'|'prod', include_self=True)``).
+
+    >>> import pylucid
+    >>> pylucid.zeros(2, 3).scatter(1, pylucid.tensor([[2], [0]]), 1.0)
+    tensor([[0., 0., 1.],
+            [1., 0., 0.]])
+    """
+    if src is None:
+        src = value
+    if src is None:
+        raise TypeError("scatter: expected src (a Tensor) or value (a number)")
+    if isinstance(src, Tensor) and src.ndim == 0 and getattr(index, "ndim", 0) > 0:
+        src = src.item()  # PyTorch: a 0-d tensor src is a value
+    index, d = _check_scatter_index(input, dim, index, "scatter", src)
+    if reduce is not None:
+        if reduce not in _REDUCE_ALIASES:
+            raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
+        if not isinstance(src, Tensor):
+            from ..creation import full
+
+            src = full(tuple(index.shape), src, dtype=input.dtype, device=input._device)
+        return scatter_reduce(input, d, index, src, _REDUCE_ALIASES[reduce], include_self=True)
+    if isinstance(src, Tensor):
+        _check_same_dtype(input, src, "scatter")
+    else:
+        src = operand("scatter", src)
+    if input.ndim == 0:
+        s = src.reshape(-1) if isinstance(src, Tensor) else src
+        return scatter(input.reshape(1), 0, index.reshape(-1), s).reshape(())
+    return apply(Scatter, (input, src), {"index": index._data, "dim": d})
+
+
+_SCATTER_UFUNC = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
+
+
+def _reduce_identity(be, dtype, reduce):
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if dtype.kind == "f" or dtype.kind == "V" or str(dtype) == "bfloat16":
+        return float("-inf") if reduce == "amax" else float("inf")
+    info = be.iinfo(dtype) if dtype.kind in "iu" else None
+    if info is None:
+        return reduce == "amin"
+    return info.min if reduce == "amax" else info.max
+
+
+class ScatterReduce(Op):
+    """``out = x`` with ``src`` combined in at ``index`` along ``dim`` by ``sum|prod|mean|amax|amin``
+    (``include_self`` decides whether ``x``'s values at written positions take part).
+
+    The backward is PyTorch's ``scatter_reduce_backward``: ``amax/amin`` share
+    the gradient equally between tied maxima (``x`` and ``src``), ``mean``
+    divides by the count, ``prod`` uses the exclusive product, computed
+    separately where ``x`` or ``src`` holds a zero, so zeros get exact gradients.
+    """
+
+    schema = OpSchema("scatter_reduce", amp_policy=KEEP_INPUT, saves_input=True, saves_output=True,
+                      family="indexing")
+
+    @staticmethod
+    def forward(be, x, src, index, dim, reduce, include_self):
+        out = x.copy()
+        full = _scatter_index(be, index, dim)
+        src = _crop(src, index.shape)
+        if not include_self:
+            out[full] = _reduce_identity(be, out.dtype, reduce)
+        if reduce in ("sum", "mean"):
+            be.scatter_add(out, full, src)
+        else:
+            # NumPy's ufunc.at; CuPy implements .at for add/maximum/minimum (see docs for multiply)
+            getattr(be.xp, _SCATTER_UFUNC[reduce]).at(out, full, src)
+        if reduce == "mean":
+            count = be.zeros(x.shape, dtype=out.dtype) + (1 if include_self else 0)
+            be.scatter_add(count, full, be.ones(index.shape, dtype=out.dtype))
+            count = be.where(count == 0, be.ones((), dtype=out.dtype), count)
+            out = out // count if out.dtype.kind in "iu" else out / count
+        return out
+
+    def backward(self, g):
+        from .elementwise import div, mul
+
+        p = self.params
+        dim, reduce, include_self = p["dim"], p["reduce"], p["include_self"]
+        prm = {"index": p["index"], "dim": dim}
+        x, src = self.input(0), self.input(1)
+        ex, es = self.next_edges
+        src_c = src if tuple(src.shape) == tuple(p["index"].shape) else getitem(
+            src, tuple(slice(0, n) for n in p["index"].shape))
+        if reduce == "sum":
+            gx, gs = g, apply(Gather, (g,), prm)
+        elif reduce == "mean":
+            n = _zeros(tuple(g.shape), g) + (1.0 if include_self else 0.0)
+            n = apply(ScatterAdd, (n, _zeros(tuple(p["index"].shape), g) + 1.0), prm)
+            n = masked_fill(n, n == 0, 1.0)
+            gx, gs = div(g, n), div(apply(Gather, (g,), prm), apply(Gather, (n,), prm))
+        elif reduce in ("amax", "amin"):
+            result = self.output()
+            value = apply(Gather, (result,), prm)
+            self_is = (x == result).to(g.dtype)
+            src_is = (src_c == value).to(g.dtype)
+            n = apply(ScatterAdd, (self_is, src_is), prm)
+            share = div(g, n)
+            gx = mul(self_is, share)
+            gs = mul(src_is, apply(Gather, (share,), prm))
+        else:  # prod
+            result = self.output()
+            masked_self = masked_fill(x, x == 0, 1.0)
+            masked_self_result = scatter_reduce(masked_self, dim, _wrap_index(p, x), src, "prod",
+                                                include_self=include_self)
+            gx = div(mul(g, masked_self_result), masked_self)
+            src_zero = src_c == 0
+            n_zeros = apply(Gather, (apply(ScatterAdd, (_zeros(tuple(x.shape), g), src_zero.to(g.dtype)), prm),),
+                            prm)
+            single_zero = src_zero.logical_and(n_zeros == 1)
+            masked_src = masked_fill(src_c, single_zero, 1.0)
+            masked_src_result = scatter_reduce(x, dim, _wrap_index(p, x), masked_src, "prod",
+                                               include_self=include_self)
+            gs = where(single_zero, apply(Gather, (mul(g, masked_src_result),), prm),
+                       div(apply(Gather, (mul(g, result),), prm), masked_fill(src_c, src_zero, 1.0)))
+        if not include_self and ex is not None:
+            gx = apply(Scatter, (gx, 0.0), prm)
+        if es is not None:
+            gs = _src_grad(gs, self.shapes[1])
+        return (gx if ex is not None else None), (gs if es is not None else None)
+
+
+def _wrap_index(p, like):
+    return _new_tensor(p["index"], like._device)
+
+
+def scatter_reduce(input: Tensor, dim: int, index, src: Tensor, reduce: str, *, include_self: bool = True) -> Tensor:
+    """``input`` with ``src`` reduced in at ``index`` along ``dim``: ``reduce`` is one of
+    ``'sum' 'prod' 'mean' 'amax' 'amin'``; with ``include_self=False`` the written positions
+    of ``input`` do not take part. Integer ``mean`` rounds down, as PyTorch.
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([1., 2., 3.])
+    >>> x.scatter_reduce(0, pylucid.tensor([0, 0]), pylucid.tensor([5., 7.]), "amax")
+    tensor([7., 2., 3.])
+    >>> x.scatter_reduce(0, pylucid.tensor([0, 0]), pylucid.tensor([5., 7.]), "mean", include_self=False)
+    tensor([6., 2., 3.])
+    """
+    _check_tensor(src, "scatter_reduce")
+    if reduce not in _SCATTER_UFUNC:
+        raise ValueError(f"scatter_reduce: reduce must be one of 'sum', 'prod', 'mean', 'amax', 'amin', "
+                         f"got {reduce!r}")
+    index, d = _check_scatter_index(input, dim, index, "scatter_reduce", src)
+    _check_same_dtype(input, src, "scatter_reduce")
+    if input.ndim == 0:
+        return scatter_reduce(input.reshape(1), 0, index.reshape(-1), src.reshape(-1), reduce,
+                              include_self=include_self).reshape(())
+    return apply(ScatterReduce, (input, src), {"index": index._data, "dim": d, "reduce": reduce,
+                                               "include_self": bool(include_self)})
+
+
+def take(input: Tensor, index) -> Tensor:
+    """``input`` flattened, read at ``index`` (any shape; the result has ``index``'s shape).
+
+    >>> import pylucid
+    >>> pylucid.tensor([[1, 2], [3, 4]]).take(pylucid.tensor([0, 3]))
+    tensor([1, 4])
+    """
+    _check_tensor(input, "take")
+    index = _index_tensor(input, index, "take")
+    _check_bounds(index._data, input.numel(), "take", 0, allow_negative=True)
+    return getitem(input.reshape(-1), index) if index.ndim else getitem(input.reshape(-1), index.reshape(1))[0]
+
+
+def take_along_dim(input: Tensor, indices, dim: int | None = None) -> Tensor:
+    """Gather along ``dim`` with ``indices`` broadcast against ``input`` (flattened when ``dim`` is None).
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([[10, 30, 20]])
+    >>> x.take_along_dim(pylucid.tensor([[0, 2, 1]]), dim=1)
+    tensor([[10, 20, 30]])
+    """
+    from .shape import broadcast_shapes, broadcast_to
+
+    _check_tensor(input, "take_along_dim")
+    indices = _index_tensor(input, indices, "take_along_dim")
+    if dim is None:
+        return gather(input.reshape(-1), 0, indices.reshape(-1))
+    d = norm_dim(dim, max(input.ndim, 1), "take_along_dim")
+    if input.ndim != indices.ndim:
+        raise ValueError(f"take_along_dim: input ({input.ndim}-D) and indices ({indices.ndim}-D) must have the same "
+                         "number of dimensions")
+    xs, js = list(input.shape), list(indices.shape)
+    xs[d] = js[d] = 1
+    try:
+        shp = broadcast_shapes(tuple(xs), tuple(js))
+    except ShapeMismatch:
+        raise ShapeMismatch(f"take_along_dim: input {tuple(input.shape)} and indices {tuple(indices.shape)} "
+                            f"cannot be broadcast outside dim {d}") from None
+    x = broadcast_to(input, shp[:d] + (input.shape[d],) + shp[d + 1:])
+    j = broadcast_to(indices, shp[:d] + (indices.shape[d],) + shp[d + 1:])
+    return gather(x, d, j)
+
+
+# ---------------------------------------------------------------------------
+# masks
+# ---------------------------------------------------------------------------
+
+def _check_mask(mask, op, x):
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{op}: mask must be a bool Tensor, got {type(mask).__name__}")
+    if mask._data.dtype != bool:
+        raise TypeError(f"{op}: mask must be a bool tensor, got {mask.dtype}")
+    if mask._device is not x._device:
+        raise DeviceMismatch(f"{op}: mask on {mask._device} for a tensor on {x._device}")
+
+
+def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
+    """``input`` with ``value`` where ``mask`` (broadcast to ``input``) is True; the dtype stays ``input``'s.
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([1., 2., 3.])
+    >>> x.masked_fill(x > 1, 0.0)
+    tensor([1., 0., 0.])
+    """
+    from .shape import broadcast_shapes
+
+    _check_tensor(input, "masked_fill")
+    _check_mask(mask, "masked_fill", input)
+    if isinstance(value, Tensor) and value.ndim:
+        raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
+    try:
+        shp = broadcast_shapes(tuple(mask.shape), tuple(input.shape))
+    except ShapeMismatch:
+        shp = None
+    if shp != tuple(input.shape):
+        raise ShapeMismatch(f"masked_fill: mask of shape {tuple(mask.shape)} cannot be broadcast to the input's "
+                            f"shape {tuple(input.shape)}")
+    if isinstance(value, Tensor):
+        value = value.to(input.dtype)
+    out = where(mask, value, input)
+    return out if out.dtype is input.dtype else out.to(input.dtype)
+
+
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    """The 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast).
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([[1, 2], [3, 4]])
+    >>> x.masked_select(x > 2)
+    tensor([3, 4])
+    """
+    from .shape import broadcast_tensors
+
+    _check_tensor(input, "masked_select")
+    _check_mask(mask, "masked_select", input)
+    x, m = broadcast_tensors(input, mask)
+    return getitem(x, m)
+
+
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """``input`` with the True positions of ``mask`` filled, in row-major order, from the first
+    elements of ``source`` (which needs at least ``mask.sum()`` elements).
+
+    >>> import pylucid
+    >>> x = pylucid.zeros(4)
+    >>> x.masked_scatter(pylucid.tensor([True, False, True, False]), pylucid.tensor([1., 2., 3.]))
+    tensor([1., 0., 2., 0.])
+    """
+    from .shape import broadcast_to
+
+    _check_tensor(input, "masked_scatter")
+    _check_tensor(source, "masked_scatter")
+    _check_mask(mask, "masked_scatter", input)
+    _check_same_dtype(input, source, "masked_scatter")
+    m = broadcast_to(mask, input.shape)
+    n = int(m._data.sum())
+    if n > source.numel():
+        raise ValueError(f"masked_scatter: mask has {n} True entries but source has only {source.numel()} elements")
+    return index_put(input, getitem(source.reshape(-1), slice(0, n)), m)
+
+
+# ---------------------------------------------------------------------------
+# nonzero / argwhere / one_hot (integer results, no gradient)
+# ---------------------------------------------------------------------------
+
+class Nonzero(Op):
+    """The ``(n, ndim)`` int64 coordinates of the non-zero elements, in row-major order."""
+
+    schema = OpSchema("nonzero", amp_policy=KEEP_INPUT, differentiable=False, family="indexing")
+    promote_args = ()
+
+    @staticmethod
+    def forward(be, x):
+        return be.argwhere(x).astype("int64")
+
+
+def nonzero(input: Tensor, *, as_tuple: bool = False):
+    """Coordinates of the non-zero elements: an ``(n, ndim)`` tensor, or with ``as_tuple`` one 1-D
+    tensor per dim (``where(cond)`` with one argument is ``nonzero(cond, as_tuple=True)``).
+
+    >>> import pylucid
+    >>> pylucid.tensor([[0, 1], [2, 0]]).nonzero()
+    tensor([[0, 1],
+            [1, 0]])
+    >>> pylucid.tensor([0, 3, 4]).nonzero(as_tuple=True)
+    (tensor([1, 2]),)
+    """
+    _check_tensor(input, "nonzero")
+    out = apply(Nonzero, (input,))
+    if not as_tuple:
+        return out
+    if input.ndim == 0:
+        return (out.reshape(-1),)  # PyTorch treats a 0-d input as 1-D here
+    return tuple(out[:, i] for i in range(input.ndim))
+
+
+def argwhere(input: Tensor) -> Tensor:
+    """Same as ``nonzero(input)``: an ``(n, ndim)`` int64 tensor of coordinates."""
+    return nonzero(input)
+
+
+class OneHot(Op):
+    """``out[..., c] = (x[...] == c)`` as int64."""
+
+    schema = OpSchema("one_hot", amp_policy=KEEP_INPUT, differentiable=False, family="indexing")
+    promote_args = ()
+
+    @staticmethod
+    def forward(be, x, num_classes):
+        return (x[..., None] == be.arange(num_classes)).astype("int64")
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """One-hot encode integer class indices; ``num_classes=-1`` uses ``max + 1``.
+
+    >>> import pylucid
+    >>> pylucid.one_hot(pylucid.tensor([0, 2]), 3)
+    tensor([[1, 0, 0],
+            [0, 0, 1]])
+    """
+    _check_tensor(tensor, "one_hot")
+    if tensor._data.dtype.kind not in "iu":
+        raise TypeError(f"one_hot: expects an integer (int64) index tensor, got {tensor.dtype}")
+    data = tensor._data
+    lo = int(data.min()) if data.size else 0
+    hi = int(data.max()) if data.size else -1
+    if lo < 0:
+        raise ValueError(f"one_hot: class values must be non-negative, got {lo}")
+    if num_classes == -1:
+        if not data.size:
+            raise ValueError("one_hot: can not infer the number of classes from an empty tensor")
+        num_classes = hi + 1
+    elif num_classes < 0 or hi >= num_classes:
+        raise ValueError(f"one_hot: class values must be smaller than num_classes={num_classes}, got {hi}")
+    return apply(OneHot, (tensor,), {"num_classes": int(num_classes)})
+
+
+__all__ = [
+    "argwhere", "gather", "getitem", "index_add", "index_copy", "index_fill", "index_put", "index_select",
+    "masked_fill", "masked_scatter", "masked_select", "nonzero", "one_hot", "scatter", "scatter_add",
+    "scatter_reduce", "setitem", "take", "take_along_dim", "where",
+]
+
+
+def _install_indexing():
+    from ._op import inplace_variant
+
+    T = Tensor
+    for name in ("index_select", "index_add", "index_copy", "index_fill", "gather", "scatter", "scatter_add",
+                 "scatter_reduce", "take", "take_along_dim", "masked_fill", "masked_select", "masked_scatter",
+                 "nonzero", "argwhere"):
+        setattr(T, name, globals()[name])
+        if name in ("index_add", "index_copy", "index_fill", "scatter", "scatter_add", "scatter_reduce",
+                    "masked_fill", "masked_scatter"):
+            setattr(T, name + "_", inplace_variant(globals()[name], name + "_"))
+    T.index_put = lambda self, indices, values, accumulate=False: (
+        index_put(self, values, indices) if not accumulate else _index_put_accumulate(self, indices, values))
+    T.index_put_ = lambda self, indices, values, accumulate=False: commit_inplace(
+        self, T.index_put(self, indices, values, accumulate), "index_put_")
+
+
+def _index_put_accumulate(x, indices, values):
+    """``index_put(..., accumulate=True)``: repeated positions add up (a getitem-backward of the values)."""
+    idx, advanced = _norm_index(x, indices, "index_put")
+    values = _as_value(x, values)
+    if not isinstance(values, Tensor):
+        from ..creation import full
+
+        values = full(tuple(x[indices].shape), values, dtype=x.dtype, device=x._device)
+    from .shape import broadcast_to
+
+    values = broadcast_to(values, tuple(getitem(x, indices).shape))
+    return x + apply(GetItemBackward, (values,), {"index": idx, "advanced": advanced, "shape": tuple(x.shape)})
+
+
+def _export_to_package():
+    # see shape._export_to_package: publish names ops/__init__.py does not import yet
+    import sys
+
+    pkg = sys.modules.get(__package__)
+    if pkg is not None:
+        for n in __all__:
+            if not hasattr(pkg, n):
+                setattr(pkg, n, globals()[n])
+
+
+_install_indexing()
+_export_to_package()

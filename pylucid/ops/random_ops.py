@@ -1,3 +1,30 @@
-"""Op family module (being written)."""
+"""Random sampling ops: ``normal``, ``bernoulli``, ``multinomial``, ``poisson`` and the
+in-place fillers (``Tensor.uniform_``, ``normal_``, ``exponential_``, ``bernoulli_``,
+``random_``, ``geometric_``, ``cauchy_``, ``log_normal_``).
 
-__all__: list = []
+They live in :mod:`pylucid.random` beside the ``Generator`` they draw from and
+are re-exported here so ``pylucid.normal`` etc. exist. They are not registered
+ops: a random draw has no backward of its own and never goes through autocast
+(samples are drawn in the target dtype's precision, float32 for half types).
+Every function takes ``generator=``; without it the device's default generator
+is used, so a ``pylucid.manual_seed(s)`` makes a run reproducible.
+"""
+
+from __future__ import annotations
+
+from ..random import (  # noqa: F401 - the in-place fillers are installed as Tensor methods there
+    bernoulli,
+    bernoulli_,
+    cauchy_,
+    exponential_,
+    geometric_,
+    log_normal_,
+    multinomial,
+    normal,
+    normal_,
+    poisson,
+    random_,
+    uniform_,
+)
+
+__all__ = ["bernoulli", "multinomial", "normal", "poisson"]

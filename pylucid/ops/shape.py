@@ -401,3 +401,880 @@ def _install():
 
 
 _install()
+
+
+# ---------------------------------------------------------------------------
+# Layout helpers built on the primitives above (composites: no backward needed)
+# ---------------------------------------------------------------------------
+
+def _check_tensor(x, op):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+
+
+def _slice_dim(x: Tensor, dim: int, start: int, stop: int) -> Tensor:
+    """``x`` narrowed to ``start:stop`` along ``dim`` (a view, through ``getitem``)."""
+    from .indexing import getitem
+
+    return getitem(x, (slice(None),) * dim + (slice(start, stop),))
+
+
+def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
+    """Split dim ``dim`` into ``sizes`` (one entry may be -1); the inverse of ``flatten``.
+
+    >>> import pylucid
+    >>> pylucid.zeros(2, 12).unflatten(1, (3, -1)).shape
+    (2, 3, 4)
+    """
+    _check_tensor(input, "unflatten")
+    d = norm_dim(dim, input.ndim, "unflatten")
+    sizes = norm_shape((sizes,), "unflatten")
+    if not sizes:
+        raise ValueError("unflatten: sizes must be non-empty")
+    sizes = _infer_shape(sizes, input.shape[d], "unflatten")
+    return reshape(input, input.shape[:d] + sizes + input.shape[d + 1:])
+
+
+def ravel(input: Tensor) -> Tensor:
+    """``input`` flattened to 1-D (a view when contiguous)."""
+    _check_tensor(input, "ravel")
+    return reshape(input, (-1,))
+
+
+def movedim(input: Tensor, source, destination) -> Tensor:
+    """Move dims ``source`` to positions ``destination`` (a view; the other dims keep their order).
+
+    >>> import pylucid
+    >>> pylucid.zeros(2, 3, 4).movedim(0, -1).shape
+    (3, 4, 2)
+    """
+    _check_tensor(input, "movedim")
+    nd = input.ndim
+    src = source if isinstance(source, (tuple, list)) else (source,)
+    dst = destination if isinstance(destination, (tuple, list)) else (destination,)
+    if len(src) != len(dst):
+        raise ValueError(f"movedim: source {tuple(src)} and destination {tuple(dst)} must have the same length")
+    src = [norm_dim(d, nd, "movedim") for d in src]
+    dst = [norm_dim(d, nd, "movedim") for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"movedim: repeated dim in source {tuple(src)} or destination {tuple(dst)}")
+    order = [d for d in range(nd) if d not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute(input, tuple(order))
+
+
+moveaxis = movedim
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The shape that ``shapes`` broadcast to (NumPy/PyTorch rules).
+
+    >>> import pylucid
+    >>> pylucid.broadcast_shapes((2, 1), (3,), ())
+    (2, 3)
+    """
+    out: list = []
+    for shp in shapes:
+        shp = (shp,) if isinstance(shp, int) else tuple(shp)
+        for i, n in enumerate(reversed(shp)):
+            if n < 0:
+                raise ValueError(f"broadcast_shapes: negative size in {shp}")
+            if i >= len(out):
+                out.append(n)
+            elif out[i] == 1:
+                out[i] = n
+            elif n != 1 and n != out[i]:
+                raise ShapeMismatch(
+                    f"broadcast_shapes: shapes {[tuple(s) if not isinstance(s, int) else (s,) for s in shapes]} "
+                    f"cannot be broadcast together (size {n} vs {out[i]} at dim -{i + 1})"
+                )
+    return tuple(reversed(out))
+
+
+def broadcast_tensors(*tensors) -> tuple:
+    """Broadcast all ``tensors`` to their common shape (views).
+
+    >>> import pylucid
+    >>> a, b = pylucid.broadcast_tensors(pylucid.zeros(2, 1), pylucid.zeros(3))
+    >>> a.shape, b.shape
+    ((2, 3), (2, 3))
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    for x in tensors:
+        _check_tensor(x, "broadcast_tensors")
+    shape = broadcast_shapes(*(x.shape for x in tensors))
+    return tuple(broadcast_to(x, shape) for x in tensors)
+
+
+def atleast_1d(*tensors):
+    """``input`` with at least one dim (0-d becomes shape ``(1,)``); several tensors give a tuple."""
+    return _atleast(tensors, 1)
+
+
+def atleast_2d(*tensors):
+    """``input`` with at least two dims: 0-d -> ``(1, 1)``, ``(n,)`` -> ``(1, n)``."""
+    return _atleast(tensors, 2)
+
+
+def atleast_3d(*tensors):
+    """``input`` with at least three dims: ``(n,)`` -> ``(1, n, 1)``, ``(m, n)`` -> ``(m, n, 1)``."""
+    return _atleast(tensors, 3)
+
+
+def _atleast(tensors, n):
+    one = len(tensors) == 1 and isinstance(tensors[0], Tensor)
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    out = []
+    for x in tensors:
+        _check_tensor(x, f"atleast_{n}d")
+        s = x.shape
+        if len(s) >= n:
+            out.append(x)
+            continue
+        if n == 1:
+            new = (1,)
+        elif n == 2:
+            new = (1,) + s if s else (1, 1)
+        else:
+            new = {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}[len(s)]
+        out.append(reshape(x, new))
+    return out[0] if one else tuple(out)
+
+
+def hstack(tensors) -> Tensor:
+    """Concatenate along dim 0 for 1-D inputs, else dim 1.
+
+    >>> import pylucid
+    >>> pylucid.hstack([pylucid.tensor([1, 2]), pylucid.tensor([3])])
+    tensor([1, 2, 3])
+    """
+    ts = atleast_1d(tuple(tensors))
+    return cat(ts, 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors) -> Tensor:
+    """Stack rows: inputs made at least 2-D, then concatenated along dim 0."""
+    return cat(atleast_2d(tuple(tensors)), 0)
+
+
+row_stack = vstack
+
+
+def dstack(tensors) -> Tensor:
+    """Stack depth-wise: inputs made at least 3-D, then concatenated along dim 2."""
+    return cat(atleast_3d(tuple(tensors)), 2)
+
+
+def column_stack(tensors) -> Tensor:
+    """0-d and 1-D inputs become columns ``(n, 1)``; then concatenated along dim 1."""
+    ts = []
+    for x in tensors:
+        _check_tensor(x, "column_stack")
+        ts.append(reshape(x, (x.numel(), 1)) if x.ndim <= 1 else x)
+    return cat(ts, 1)
+
+
+def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """The view ``input[..., start:start+length, ...]`` along ``dim`` (``start`` may be negative).
+
+    >>> import pylucid
+    >>> pylucid.arange(6).narrow(0, 2, 3)
+    tensor([2, 3, 4])
+    """
+    _check_tensor(input, "narrow")
+    if input.ndim == 0:
+        raise ValueError("narrow: cannot be applied to a 0-d tensor")
+    d = norm_dim(dim, input.ndim, "narrow")
+    n = input.shape[d]
+    start = int(start)
+    if start < 0:
+        start += n
+    if not 0 <= start <= n or length < 0 or start + length > n:
+        raise IndexError(f"narrow: start {start} and length {length} are out of range for dim {d} of size {n}")
+    return _slice_dim(input, d, start, start + length)
+
+
+def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """Like ``narrow`` but returns a copy."""
+    from .conversion import clone
+
+    return clone(narrow(input, dim, start, length))
+
+
+def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
+    """Split into views: chunks of ``split_size`` (the last may be smaller) or the given list of sizes.
+
+    >>> import pylucid
+    >>> [p.tolist() for p in pylucid.arange(5).split(2)]
+    [[0, 1], [2, 3], [4]]
+    """
+    _check_tensor(tensor, "split")
+    d = norm_dim(dim, tensor.ndim, "split")
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != n or any(s < 0 for s in sizes):
+            raise ValueError(f"split: sizes {sizes} must be non-negative and sum to the size {n} of dim {d}")
+    else:
+        size = int(split_size_or_sections)
+        if size < 0 or (size == 0 and n != 0):
+            raise ValueError(f"split: split_size must be positive, got {size}")
+        sizes = [size] * (n // size) + ([n % size] if n % size else []) if size else [0]
+    out, start = [], 0
+    for s in sizes:
+        out.append(_slice_dim(tensor, d, start, start + s))
+        start += s
+    return tuple(out)
+
+
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    """Split into ``chunks`` views of ``ceil(n / chunks)`` elements (possibly fewer chunks, as PyTorch)."""
+    _check_tensor(input, "chunk")
+    if int(chunks) <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    d = norm_dim(dim, input.ndim, "chunk")
+    n = input.shape[d]
+    size = -(-n // int(chunks))
+    if size == 0:
+        return tuple(_slice_dim(input, d, 0, 0) for _ in range(int(chunks)))
+    return split(input, size, d)
+
+
+def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
+    """Split into ``sections`` nearly equal views (the first ``n % sections`` one longer) or at ``indices``.
+
+    >>> import pylucid
+    >>> [p.tolist() for p in pylucid.arange(7).tensor_split(3)]
+    [[0, 1, 2], [3, 4], [5, 6]]
+    """
+    _check_tensor(input, "tensor_split")
+    d = norm_dim(dim, input.ndim, "tensor_split")
+    n = input.shape[d]
+    ios = indices_or_sections
+    if isinstance(ios, Tensor):
+        ios = ios.item() if ios.ndim == 0 else ios.tolist()
+    if isinstance(ios, (list, tuple)):
+        bounds = [0] + [min(max(int(i) + (n if int(i) < 0 else 0), 0), n) for i in ios] + [n]
+    else:
+        k = int(ios)
+        if k <= 0:
+            raise ValueError(f"tensor_split: number of sections must be positive, got {k}")
+        q, r = divmod(n, k)
+        bounds = [0]
+        for i in range(k):
+            bounds.append(bounds[-1] + q + (1 if i < r else 0))
+    return tuple(_slice_dim(input, d, a, max(a, b)) for a, b in zip(bounds[:-1], bounds[1:]))
+
+
+def hsplit(input: Tensor, sections) -> tuple:
+    return tensor_split(input, sections, 0 if input.ndim == 1 else 1)
+
+
+def vsplit(input: Tensor, sections) -> tuple:
+    return tensor_split(input, sections, 0)
+
+
+def dsplit(input: Tensor, sections) -> tuple:
+    return tensor_split(input, sections, 2)
+
+
+def unbind(input: Tensor, dim: int = 0) -> tuple:
+    """The slices along ``dim`` (views), as a tuple.
+
+    >>> import pylucid
+    >>> pylucid.tensor([[1, 2], [3, 4]]).unbind(1)
+    (tensor([1, 3]), tensor([2, 4]))
+    """
+    from .indexing import getitem
+
+    _check_tensor(input, "unbind")
+    d = norm_dim(dim, input.ndim, "unbind")
+    return tuple(getitem(input, (slice(None),) * d + (i,)) for i in range(input.shape[d]))
+
+
+# ---------------------------------------------------------------------------
+# flip / roll / rot90
+# ---------------------------------------------------------------------------
+
+class Flip(Op):
+    """Reverse the order along ``dims`` (a copy, as PyTorch); ``dx = flip(g, dims)``."""
+
+    schema = OpSchema("flip", amp_policy=KEEP_INPUT, family="shape")
+
+    @staticmethod
+    def forward(be, x, dims):
+        return be.flip(x, axis=dims).copy()
+
+    def backward(self, g):
+        return apply(Flip, (g,), self.params)
+
+    def backward_fast(self, be, g):
+        return be.flip(g, axis=self.params["dims"])
+
+
+def flip(input: Tensor, dims) -> Tensor:
+    """Reverse ``input`` along ``dims`` (int or tuple).
+
+    >>> import pylucid
+    >>> pylucid.tensor([[1, 2], [3, 4]]).flip(1)
+    tensor([[2, 1],
+            [4, 3]])
+    """
+    _check_tensor(input, "flip")
+    dims = dims if isinstance(dims, (tuple, list)) else (dims,)
+    nd = max(input.ndim, 1)
+    d = tuple(norm_dim(x, nd, "flip") for x in dims)
+    if len(set(d)) != len(d):
+        raise ValueError(f"flip: dims {tuple(dims)} repeat a dimension")
+    if input.ndim == 0 or not d:
+        from .conversion import clone
+
+        return clone(input)
+    return apply(Flip, (input,), {"dims": d})
+
+
+def fliplr(input: Tensor) -> Tensor:
+    """Flip along dim 1 (needs >= 2 dims)."""
+    if input.ndim < 2:
+        raise ValueError(f"fliplr: input must be >= 2-d, got {input.ndim}-d")
+    return flip(input, (1,))
+
+
+def flipud(input: Tensor) -> Tensor:
+    """Flip along dim 0 (needs >= 1 dim)."""
+    if input.ndim < 1:
+        raise ValueError("fliplr: input must be >= 1-d, got 0-d")
+    return flip(input, (0,))
+
+
+class Roll(Op):
+    """Circular shift along ``dims`` (all elements, flattened, when ``dims`` is None); ``dx = roll(g, -shifts)``."""
+
+    schema = OpSchema("roll", amp_policy=KEEP_INPUT, family="shape")
+
+    @staticmethod
+    def forward(be, x, shifts, dims):
+        return be.roll(x, shifts, axis=dims)
+
+    def _back_params(self):
+        p = self.params
+        return {"shifts": tuple(-s for s in p["shifts"]) if isinstance(p["shifts"], tuple) else -p["shifts"],
+                "dims": p["dims"]}
+
+    def backward(self, g):
+        return apply(Roll, (g,), self._back_params())
+
+    def backward_fast(self, be, g):
+        return Roll.forward(be, g, **self._back_params())
+
+
+def roll(input: Tensor, shifts, dims=None) -> Tensor:
+    """Shift elements circularly by ``shifts`` along ``dims`` (flattened when ``dims`` is None).
+
+    >>> import pylucid
+    >>> pylucid.arange(5).roll(2)
+    tensor([3, 4, 0, 1, 2])
+    """
+    _check_tensor(input, "roll")
+    if dims is None:
+        if isinstance(shifts, (tuple, list)):
+            if len(shifts) != 1:
+                raise ValueError(f"roll: with dims=None, shifts must be one int, got {tuple(shifts)}")
+            shifts = shifts[0]
+        return apply(Roll, (input,), {"shifts": int(shifts), "dims": None})
+    shifts = tuple(int(s) for s in shifts) if isinstance(shifts, (tuple, list)) else (int(shifts),)
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    if len(shifts) != len(dims):
+        raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+    dims = tuple(norm_dim(d, max(input.ndim, 1), "roll") for d in dims)
+    return apply(Roll, (input,), {"shifts": shifts, "dims": dims})
+
+
+def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
+    """Rotate by ``k * 90`` degrees in the plane ``dims`` (from the first towards the second axis)."""
+    _check_tensor(input, "rot90")
+    if len(dims) != 2:
+        raise ValueError(f"rot90: expected 2 dims, got {tuple(dims)}")
+    if input.ndim < 2:
+        raise ValueError(f"rot90: expected a tensor with >= 2 dims, got {input.ndim}")
+    a, b = (norm_dim(d, input.ndim, "rot90") for d in dims)
+    if a == b:
+        raise ValueError(f"rot90: dims must differ, got {tuple(dims)}")
+    k = int(k) % 4
+    if k == 0:
+        from .conversion import clone
+
+        return clone(input)
+    if k == 1:
+        return transpose(flip(input, (b,)), a, b)
+    if k == 2:
+        return flip(input, (a, b))
+    return flip(transpose(input, a, b), (b,))
+
+
+# ---------------------------------------------------------------------------
+# repeat / tile / repeat_interleave (composites of reshape + expand)
+# ---------------------------------------------------------------------------
+
+def repeat(input: Tensor, *sizes) -> Tensor:
+    """Tile ``input`` ``sizes[i]`` times along each dim (``len(sizes) >= ndim``; new dims lead).
+
+    A composite: each dim becomes ``(r, n)`` by a stride-0 expand and is merged
+    by one reshape (one copy), so the backward is expand's sum.
+
+    >>> import pylucid
+    >>> pylucid.tensor([1, 2]).repeat(2, 2)
+    tensor([[1, 2, 1, 2],
+            [1, 2, 1, 2]])
+    """
+    _check_tensor(input, "repeat")
+    sizes = norm_shape(sizes, "repeat")
+    if len(sizes) < input.ndim:
+        raise ValueError(f"repeat: number of repeat dims {len(sizes)} can not be smaller than the tensor's "
+                         f"{input.ndim} dims")
+    if any(s < 0 for s in sizes):
+        raise ValueError(f"repeat: repeats must be non-negative, got {sizes}")
+    shp = (1,) * (len(sizes) - input.ndim) + input.shape
+    x = reshape(input, tuple(v for n in shp for v in (1, n)))
+    x = broadcast_to(x, tuple(v for r, n in zip(sizes, shp) for v in (r, n)))
+    return reshape(x, tuple(r * n for r, n in zip(sizes, shp)))
+
+
+def tile(input: Tensor, dims) -> Tensor:
+    """Like ``repeat`` but ``dims`` may be shorter than ``ndim`` (ones are prepended)."""
+    _check_tensor(input, "tile")
+    dims = norm_shape((dims,), "tile")
+    return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
+
+
+def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *, output_size: int | None = None):
+    """Repeat each element ``repeats`` times along ``dim`` (flattened input when ``dim`` is None).
+
+    ``repeats`` is an int or a 1-D integer tensor with one count per element
+    (or one count for all). ``repeat_interleave(counts)`` alone gives
+    ``0`` repeated ``counts[0]`` times, ``1`` ``counts[1]`` times, ...
+
+    >>> import pylucid
+    >>> pylucid.tensor([1, 2]).repeat_interleave(2)
+    tensor([1, 1, 2, 2])
+    >>> pylucid.tensor([[1, 2], [3, 4]]).repeat_interleave(pylucid.tensor([1, 2]), dim=0)
+    tensor([[1, 2],
+            [3, 4],
+            [3, 4]])
+    """
+    from .._tensor import _new_tensor
+    from .indexing import index_select
+
+    _check_tensor(input, "repeat_interleave")
+    if repeats is None:
+        counts = input
+        if counts.ndim != 1 or counts._data.dtype.kind not in "iu":
+            raise ValueError("repeat_interleave: repeats must be a 1-D integer tensor")
+        be = counts._device.backend
+        return _new_tensor(be.repeat(be.arange(counts.shape[0], dtype="int64"), counts._data), counts._device)
+    if dim is None:
+        input = reshape(input, (-1,))
+        d = 0
+    else:
+        d = norm_dim(dim, input.ndim, "repeat_interleave")
+    n = input.shape[d]
+    if isinstance(repeats, Tensor):
+        if repeats._data.dtype.kind not in "iu" or repeats.ndim > 1:
+            raise ValueError("repeat_interleave: repeats must be an int or a 0-d/1-D integer tensor")
+        if repeats.ndim == 0 or repeats.shape[0] == 1:
+            repeats = int(repeats.reshape(-1)[0].item())
+        else:
+            if repeats.shape[0] != n:
+                raise ShapeMismatch(f"repeat_interleave: repeats must have {n} elements (size of dim {d}), got "
+                                    f"{repeats.shape[0]}")
+            be = input._device.backend
+            r = repeats._data
+            if r.size and int(r.min()) < 0:
+                raise ValueError("repeat_interleave: repeats can not be negative")
+            idx = _new_tensor(be.repeat(be.arange(n, dtype="int64"), be.asarray(r)), input._device)
+            return index_select(input, d, idx)
+    repeats = int(repeats)
+    if repeats < 0:
+        raise ValueError(f"repeat_interleave: repeats can not be negative, got {repeats}")
+    shp = input.shape
+    x = unsqueeze(input, d + 1)
+    x = broadcast_to(x, shp[:d + 1] + (repeats,) + shp[d + 1:])
+    return reshape(x, shp[:d] + (n * repeats,) + shp[d + 1:])
+
+
+# ---------------------------------------------------------------------------
+# triangles and diagonals
+# ---------------------------------------------------------------------------
+
+class _Triangle(Op):
+    """Keep the lower (``tril``) or upper (``triu``) triangle of the last two dims; ``dx = same(g)``."""
+
+    fn_name = ""
+
+    @classmethod
+    def forward(cls, be, x, diagonal):
+        return getattr(be, cls.fn_name)(x, diagonal)
+
+    def backward(self, g):
+        return apply(type(self), (g,), self.params)
+
+    def backward_fast(self, be, g):
+        return getattr(be, self.fn_name)(g, self.params["diagonal"])
+
+
+class Tril(_Triangle):
+    schema = OpSchema("tril", amp_policy=KEEP_INPUT, family="shape")
+    fn_name = "tril"
+
+
+class Triu(_Triangle):
+    schema = OpSchema("triu", amp_policy=KEEP_INPUT, family="shape")
+    fn_name = "triu"
+
+
+def _triangle(cls, input, diagonal, name):
+    _check_tensor(input, name)
+    if input.ndim < 2:
+        raise ValueError(f"{name}: input tensor must have at least 2 dimensions, got {input.ndim}")
+    return apply(cls, (input,), {"diagonal": int(diagonal)})
+
+
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
+    """Zero the elements above the ``diagonal``-th diagonal of the last two dims (batched).
+
+    >>> import pylucid
+    >>> pylucid.ones(2, 3).tril()
+    tensor([[1., 0., 0.],
+            [1., 1., 0.]])
+    """
+    return _triangle(Tril, input, diagonal, "tril")
+
+
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
+    """Zero the elements below the ``diagonal``-th diagonal of the last two dims (batched).
+
+    >>> import pylucid
+    >>> pylucid.ones(2, 3).triu(1)
+    tensor([[0., 1., 1.],
+            [0., 0., 1.]])
+    """
+    return _triangle(Triu, input, diagonal, "triu")
+
+
+def _writable_diagonal(be, x, offset, dim1, dim2):
+    d = be.diagonal(x, offset, dim1, dim2)
+    flags = getattr(d, "flags", None)
+    if flags is not None and hasattr(flags, "writeable") and not flags.writeable and x.flags.writeable:
+        # NumPy hands out diagonals read-only for backward compatibility only; the
+        # view is sound, and PyTorch's diagonal is a writable view
+        d.flags.writeable = True
+    return d
+
+
+class Diagonal(Op):
+    """The ``offset`` diagonal of dims ``dim1, dim2``, moved to the last dim (a view); ``dx = diag_embed(g)``."""
+
+    schema = OpSchema("diagonal", amp_policy=KEEP_INPUT, family="shape")
+    is_view = True
+
+    @staticmethod
+    def forward(be, x, offset, dim1, dim2):
+        return _writable_diagonal(be, x, offset, dim1, dim2)
+
+    def _embed_params(self):
+        return dict(self.params, shape=self.shapes[0])
+
+    def backward(self, g):
+        return apply(DiagEmbed, (g,), self._embed_params())
+
+    def backward_fast(self, be, g):
+        return DiagEmbed.forward(be, g, **self._embed_params())
+
+
+class DiagEmbed(Op):
+    """Zeros of ``shape`` with the last dim of ``x`` written on the ``offset`` diagonal of ``dim1, dim2``;
+    the adjoint of ``diagonal`` (``dx = diagonal(g)``)."""
+
+    schema = OpSchema("diag_embed", amp_policy=KEEP_INPUT, family="shape")
+
+    @staticmethod
+    def forward(be, x, shape, offset, dim1, dim2):
+        z = be.zeros(shape, dtype=x.dtype)
+        _writable_diagonal(be, z, offset, dim1, dim2)[...] = x
+        return z
+
+    def backward(self, g):
+        p = self.params
+        return apply(Diagonal, (g,), {"offset": p["offset"], "dim1": p["dim1"], "dim2": p["dim2"]})
+
+    def backward_fast(self, be, g):
+        p = self.params
+        return be.diagonal(g, p["offset"], p["dim1"], p["dim2"])
+
+
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The ``offset``-th diagonal of the planes ``(dim1, dim2)``, appended as the last dim (a writable view).
+
+    >>> import pylucid
+    >>> pylucid.arange(9).reshape(3, 3).diagonal(1)
+    tensor([1, 5])
+    """
+    _check_tensor(input, "diagonal")
+    if input.ndim < 2:
+        raise ValueError(f"diagonal: expected a tensor with >= 2 dims, got {input.ndim}")
+    a = norm_dim(dim1, input.ndim, "diagonal")
+    b = norm_dim(dim2, input.ndim, "diagonal")
+    if a == b:
+        raise ValueError(f"diagonal: dim1 and dim2 cannot be identical, got {dim1} and {dim2}")
+    return apply(Diagonal, (input,), {"offset": int(offset), "dim1": a, "dim2": b})
+
+
+def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """Matrices whose ``offset`` diagonal (in dims ``dim1, dim2`` of the output) is the last dim of ``input``.
+
+    >>> import pylucid
+    >>> pylucid.diag_embed(pylucid.tensor([1, 2]))
+    tensor([[1, 0],
+            [0, 2]])
+    """
+    _check_tensor(input, "diag_embed")
+    nd = input.ndim + 1
+    a = norm_dim(dim1, nd, "diag_embed")
+    b = norm_dim(dim2, nd, "diag_embed")
+    if a == b:
+        raise ValueError(f"diag_embed: dim1 and dim2 cannot be identical, got {dim1} and {dim2}")
+    if input.ndim == 0:
+        raise ValueError("diag_embed: expected a tensor with >= 1 dim")
+    m = input.shape[-1] + abs(int(offset))
+    rest = iter(input.shape[:-1])
+    shape = tuple(m if i in (a, b) else next(rest) for i in range(nd))
+    # DiagEmbed writes x's last dim on diagonal(a, b); diagonal() orders the
+    # remaining dims as in the output, which is input.shape[:-1]: they match
+    return apply(DiagEmbed, (input,), {"shape": shape, "offset": int(offset), "dim1": a, "dim2": b})
+
+
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    """1-D input: a square matrix with ``input`` on its ``diagonal``; 2-D input: that diagonal (a copy).
+
+    >>> import pylucid
+    >>> pylucid.diag(pylucid.tensor([[1, 2], [3, 4]]))
+    tensor([1, 4])
+    """
+    _check_tensor(input, "diag")
+    if input.ndim == 1:
+        return diag_embed(input, diagonal, 0, 1)
+    if input.ndim == 2:
+        from .conversion import clone
+
+        return clone(globals()["diagonal"](input, diagonal, 0, 1))
+    raise ValueError(f"diag: expected a 1-D or 2-D tensor, got {input.ndim}-D")
+
+
+def trace(input: Tensor) -> Tensor:
+    """Sum of the main diagonal of a 2-D tensor (integers sum to int64).
+
+    >>> import pylucid
+    >>> pylucid.tensor([[1., 2.], [3., 4.]]).trace()
+    tensor(5.)
+    """
+    from .reduction import sum as _sum
+
+    _check_tensor(input, "trace")
+    if input.ndim != 2:
+        raise ValueError(f"trace: expected a 2-D tensor, got {input.ndim}-D")
+    return _sum(diagonal(input))
+
+
+# ---------------------------------------------------------------------------
+# pad
+# ---------------------------------------------------------------------------
+
+def _pad_source_index(be, n, left, right, mode):
+    """For each output position along one dim, the input position it copies (non-constant modes)."""
+    p = be.arange(-left, n + right)
+    if mode == "reflect":
+        p = be.abs(p)
+        return be.where(p >= n, 2 * (n - 1) - p, p)
+    if mode == "replicate":
+        return be.clip(p, 0, n - 1)
+    return p % n  # circular
+
+
+class Pad(Op):
+    """Pad the trailing dims: ``constant`` by ``be.pad`` (negative pads crop), the other modes by gathering
+    the source index of each output position; the backward of those is their adjoint, ``pad_backward``
+    (a scatter-add, so reflected/replicated positions accumulate)."""
+
+    schema = OpSchema("pad", amp_policy=KEEP_INPUT, family="shape")
+
+    @staticmethod
+    def forward(be, x, pads, mode, value):
+        if mode == "constant":
+            crop = tuple(slice(max(-l, 0), x.shape[d] - max(-r, 0)) for d, (l, r) in enumerate(pads))
+            width = tuple((max(l, 0), max(r, 0)) for l, r in pads)
+            return be.pad(x[crop], width, mode="constant", constant_values=value)
+        for d, (l, r) in enumerate(pads):
+            if l or r:
+                x = be.take(x, _pad_source_index(be, x.shape[d], l, r, mode), axis=d)
+        return x
+
+    def backward(self, g):
+        p = self.params
+        if p["mode"] == "constant":
+            # the adjoint of constant padding is cropping, which is the same op with negated pads
+            return apply(Pad, (g,), {"pads": tuple((-l, -r) for l, r in p["pads"]), "mode": "constant",
+                                     "value": 0})
+        return apply(PadBackward, (g,), {"pads": p["pads"], "mode": p["mode"], "shape": self.shapes[0]})
+
+    def backward_fast(self, be, g):
+        p = self.params
+        if p["mode"] == "constant":
+            return Pad.forward(be, g, tuple((-l, -r) for l, r in p["pads"]), "constant", 0)
+        return PadBackward.forward(be, g, p["pads"], p["mode"], self.shapes[0])
+
+
+class PadBackward(Op):
+    """Adjoint of a non-constant ``pad``: every output position's gradient added to its source position."""
+
+    schema = OpSchema("pad_backward", amp_policy=KEEP_INPUT, family="shape")
+
+    @staticmethod
+    def forward(be, g, pads, mode, shape):
+        for d in range(len(pads) - 1, -1, -1):
+            l, r = pads[d]
+            if l or r:
+                n = shape[d]
+                z = be.zeros(g.shape[:d] + (n,) + g.shape[d + 1:], dtype=g.dtype)
+                be.scatter_add(z, (slice(None),) * d + (_pad_source_index(be, n, l, r, mode),), g)
+                g = z
+        return g
+
+    def backward(self, gg):
+        p = self.params
+        return apply(Pad, (gg,), {"pads": p["pads"], "mode": p["mode"], "value": 0})
+
+
+def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
+    """Pad ``input``; ``pad = (left_last, right_last, left_2nd_last, right_2nd_last, ...)`` as in PyTorch.
+
+    Modes: ``constant`` (fill ``value``, default 0; negative pads crop),
+    ``reflect`` (mirror without repeating the edge; pads < size),
+    ``replicate`` (repeat the edge), ``circular`` (wrap around; pads <= size).
+
+    >>> import pylucid
+    >>> pylucid.pad(pylucid.tensor([1, 2, 3]), (2, 1), mode="reflect")
+    tensor([3, 2, 1, 2, 3, 2])
+    >>> pylucid.pad(pylucid.tensor([[1, 2]]), (1, 0, 0, 1))
+    tensor([[0, 1, 2],
+            [0, 0, 0]])
+    """
+    _check_tensor(input, "pad")
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2:
+        raise ValueError(f"pad: padding length must be even (pairs per dim), got {len(pad)}")
+    k = len(pad) // 2
+    if k > input.ndim:
+        raise ValueError(f"pad: padding {pad} has {k} dims but the input has only {input.ndim}")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+    pads = [(0, 0)] * input.ndim
+    for i in range(k):
+        pads[input.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    shp = input.shape
+    for d, (l, r) in enumerate(pads):
+        n = shp[d]
+        if mode == "constant":
+            if n + l + r < 0:
+                raise ValueError(f"pad: padding {pad} makes dim {d} of size {n} negative")
+            continue
+        if not (l or r):
+            continue
+        if l < 0 or r < 0:
+            raise ValueError(f"pad: negative padding is only supported in constant mode, got {pad}")
+        if mode == "reflect" and (l >= n or r >= n):
+            raise ValueError(f"pad: reflect padding {(l, r)} must be smaller than the size {n} of dim {d}")
+        if mode == "circular" and (l > n or r > n):
+            raise ValueError(f"pad: circular padding {(l, r)} must not exceed the size {n} of dim {d}")
+        if mode == "replicate" and n == 0:
+            raise ValueError(f"pad: replicate padding needs a non-empty dim {d}")
+    if mode != "constant" and value not in (None, 0):
+        raise ValueError(f"pad: value is only used in constant mode, got mode={mode!r} and value={value}")
+    return apply(Pad, (input,), {"pads": tuple(pads), "mode": mode, "value": 0 if value is None else value})
+
+
+def meshgrid(*tensors, indexing: str = "ij") -> tuple:
+    """Coordinate grids from 1-D tensors (expanded views); with ``indexing='xy'`` the grids have shape
+    ``(len(t1), len(t0), ...)`` (Cartesian: the first tensor varies along columns).
+
+    >>> import pylucid
+    >>> a, b = pylucid.meshgrid(pylucid.tensor([1, 2]), pylucid.tensor([3, 4, 5]), indexing="ij")
+    >>> a.shape, b[0]
+    ((2, 3), tensor([3, 4, 5]))
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    for x in tensors:
+        _check_tensor(x, "meshgrid")
+        if x.ndim > 1:
+            raise ValueError(f"meshgrid: expects 0-d or 1-D tensors, got a {x.ndim}-D tensor")
+    ts = [reshape(x, (-1,)) for x in tensors]
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(x.shape[0] for x in ts)
+    out = []
+    for i, x in enumerate(ts):
+        view_shape = tuple(n if j == i else 1 for j, n in enumerate(shape))
+        out.append(broadcast_to(reshape(x, view_shape), shape))
+    if swap:
+        out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+
+__all__ = [
+    "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_shapes", "broadcast_tensors", "broadcast_to", "cat",
+    "chunk", "column_stack", "concat", "concatenate", "diag", "diag_embed", "diagonal", "dsplit", "dstack", "expand",
+    "expand_as", "flatten", "flip", "fliplr", "flipud", "hsplit", "hstack", "meshgrid", "moveaxis", "movedim",
+    "narrow", "narrow_copy", "pad", "permute", "ravel", "repeat", "repeat_interleave", "reshape", "roll", "rot90",
+    "row_stack", "split", "squeeze", "stack", "swapaxes", "swapdims", "t", "tensor_split", "tile", "trace",
+    "transpose", "tril", "triu", "unbind", "unflatten", "unsqueeze", "view", "vsplit", "vstack",
+]
+
+
+def _install_layout():
+    T = Tensor
+    for name in ("unflatten", "ravel", "movedim", "moveaxis", "narrow", "narrow_copy", "split", "chunk",
+                 "tensor_split", "hsplit", "vsplit", "dsplit", "unbind", "flip", "fliplr", "flipud", "roll", "rot90",
+                 "tile", "repeat_interleave", "tril", "triu", "diagonal", "diag_embed", "diag", "trace"):
+        setattr(T, name, globals()[name])
+    T.repeat = repeat
+    T.tril_ = _inplace("tril_", tril)
+    T.triu_ = _inplace("triu_", triu)
+
+
+def _inplace(name, fn):
+    from ._op import inplace_variant
+
+    return inplace_variant(fn, name)
+
+
+def _export_to_package():
+    # pylucid/ops/__init__.py imports only a fixed list of names from this module;
+    # publish the rest on the package so ``from pylucid.ops import *`` finds every
+    # name of __all__ (remove once ops/__init__.py star-imports this module)
+    import sys
+
+    pkg = sys.modules.get(__package__)
+    if pkg is not None:
+        for n in __all__:
+            if not hasattr(pkg, n):
+                setattr(pkg, n, globals()[n])
+
+
+_install_layout()
+_export_to_package()

@@ -1,0 +1,395 @@
+"""Shape/layout and indexing tests that do not fit the generic op suite: the composites
+against PyTorch (values and gradients), views that must not copy, advanced-index
+placement (hypothesis against NumPy), setitem gradients and scatter edge cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pylucid as pl
+from pylucid.errors import ShapeMismatch
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _both(a, requires_grad=True):
+    t = torch.tensor(a, requires_grad=requires_grad and a.dtype.kind == "f")
+    p = pl.tensor(a, requires_grad=requires_grad and a.dtype.kind == "f")
+    return p, t
+
+
+def _flat(o):
+    if isinstance(o, (tuple, list)):
+        return [x for v in o for x in _flat(v)]
+    return [o]
+
+
+def _check(pfn, tfn, *arrays, grad=True):
+    """Forward values and (when floating) gradients of a random cotangent, vs PyTorch."""
+    pins, tins = zip(*(_both(a) for a in arrays))
+    pout, tout = _flat(pfn(*pins)), _flat(tfn(*tins))
+    assert len(pout) == len(tout)
+    for p, t in zip(pout, tout):
+        assert tuple(p.shape) == tuple(t.shape)
+        np.testing.assert_allclose(p.detach().numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-12)
+    if not grad:
+        return
+    live = [(p, t) for p, t in zip(pout, tout) if t.requires_grad]
+    if not live:
+        return
+    rng = np.random.default_rng(7)
+    cots = [rng.standard_normal(tuple(t.shape)) for _, t in live]
+    leaves = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"]
+    pg = pl.autograd.grad([p for p, _ in live], [pins[i] for i in leaves], [pl.tensor(c) for c in cots],
+                          allow_unused=True)
+    tg = torch.autograd.grad([t for _, t in live], [tins[i] for i in leaves], [torch.tensor(c) for c in cots],
+                             allow_unused=True)
+    for a, b in zip(pg, tg):
+        if b is None:
+            assert a is None or np.allclose(a.numpy(), 0)
+        else:
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)
+
+
+X = _rand(3, 4)
+X3 = _rand(2, 3, 4)
+V = _rand(5)
+
+COMPOSITES = [
+    ("unflatten", lambda x: x.unflatten(1, (2, -1)), lambda x: x.unflatten(1, (2, -1)), (X,)),
+    ("ravel", lambda x: x.t().ravel(), lambda x: x.t().ravel(), (X,)),
+    ("movedim", lambda x: pl.movedim(x, (0, 1), (2, 0)), lambda x: torch.movedim(x, (0, 1), (2, 0)), (X3,)),
+    ("moveaxis", lambda x: pl.moveaxis(x, -1, 0), lambda x: torch.moveaxis(x, -1, 0), (X3,)),
+    ("squeeze-tuple", lambda x: x.reshape(1, 3, 1, 4).squeeze((0, 2)),
+     lambda x: x.reshape(1, 3, 1, 4).squeeze((0, 2)), (X,)),
+    ("expand_as", lambda x, y: x[:1].expand_as(y), lambda x, y: x[:1].expand_as(y), (X, _rand(2, 3, 4))),
+    ("broadcast_tensors", lambda a, b: pl.broadcast_tensors(a, b), lambda a, b: torch.broadcast_tensors(a, b),
+     (_rand(3, 1), _rand(4))),
+    ("hstack", lambda a, b: pl.hstack([a, b]), lambda a, b: torch.hstack([a, b]), (X, _rand(3, 2))),
+    ("hstack-1d", lambda a, b: pl.hstack([a, b]), lambda a, b: torch.hstack([a, b]), (V, _rand(2))),
+    ("vstack", lambda a, b: pl.vstack([a, b]), lambda a, b: torch.vstack([a, b]), (_rand(4), X)),
+    ("dstack", lambda a, b: pl.dstack([a, b]), lambda a, b: torch.dstack([a, b]), (X, X * 2)),
+    ("column_stack", lambda a, b: pl.column_stack([a, b]), lambda a, b: torch.column_stack([a, b]),
+     (_rand(3), _rand(3, 2))),
+    ("stack-neg", lambda a, b: pl.stack([a, b], -1), lambda a, b: torch.stack([a, b], -1), (X, X * 3)),
+    ("cat-0d-promote", lambda a, b: pl.cat([a, b.to(pl.float32)]), lambda a, b: torch.cat([a, b.float()]),
+     (X, _rand(2, 4))),
+    ("split-int", lambda x: x.split(2, 1), lambda x: x.split(2, 1), (_rand(3, 5),)),
+    ("split-sizes", lambda x: x.split([1, 0, 4], 1), lambda x: x.split([1, 0, 4], 1), (_rand(3, 5),)),
+    ("chunk", lambda x: x.chunk(3, 1), lambda x: x.chunk(3, 1), (_rand(2, 7),)),
+    ("chunk-fewer", lambda x: x.chunk(4, 0), lambda x: x.chunk(4, 0), (_rand(6, 2),)),
+    ("unbind", lambda x: x.unbind(1), lambda x: x.unbind(1), (X,)),
+    ("tensor_split-n", lambda x: x.tensor_split(3, 1), lambda x: x.tensor_split(3, 1), (_rand(2, 7),)),
+    ("tensor_split-idx", lambda x: x.tensor_split([1, 6, -1], 1), lambda x: x.tensor_split([1, 6, -1], 1),
+     (_rand(2, 7),)),
+    ("hsplit", lambda x: pl.hsplit(x, 2), lambda x: torch.hsplit(x, 2), (X,)),
+    ("fliplr", lambda x: pl.fliplr(x), lambda x: torch.fliplr(x), (X,)),
+    ("flipud", lambda x: pl.flipud(x), lambda x: torch.flipud(x), (X,)),
+    *[(f"rot90-{k}", lambda x, k=k: pl.rot90(x, k, (1, 2)), lambda x, k=k: torch.rot90(x, k, (1, 2)), (X3,))
+      for k in (-1, 0, 1, 2, 3, 5)],
+    ("repeat", lambda x: x.repeat(2, 1, 3), lambda x: x.repeat(2, 1, 3), (X,)),
+    ("repeat-0", lambda x: x.repeat(0, 2), lambda x: x.repeat(0, 2), (X,)),
+    ("tile-short", lambda x: x.tile((2,)), lambda x: x.tile((2,)), (X,)),
+    ("repeat_interleave-int", lambda x: x.repeat_interleave(2, 1), lambda x: x.repeat_interleave(2, 1), (X,)),
+    ("repeat_interleave-flat", lambda x: x.repeat_interleave(3), lambda x: x.repeat_interleave(3), (X,)),
+    ("repeat_interleave-tensor", lambda x: x.repeat_interleave(pl.tensor([2, 0, 1]), dim=0),
+     lambda x: x.repeat_interleave(torch.tensor([2, 0, 1]), dim=0), (X,)),
+    ("diag-1d", lambda x: pl.diag(x, 1), lambda x: torch.diag(x, 1), (V,)),
+    ("diag-2d", lambda x: pl.diag(x, -1), lambda x: torch.diag(x, -1), (X,)),
+    ("trace", lambda x: pl.trace(x), lambda x: torch.trace(x), (X,)),
+    ("narrow", lambda x: x.narrow(1, -3, 2), lambda x: x.narrow(1, -3, 2), (X,)),
+    ("narrow_copy", lambda x: pl.narrow_copy(x, 0, 1, 2), lambda x: torch.narrow_copy(x, 0, 1, 2), (X,)),
+    ("meshgrid-ij", lambda a, b: pl.meshgrid(a, b, indexing="ij"), lambda a, b: torch.meshgrid(a, b, indexing="ij"),
+     (_rand(3), _rand(4))),
+    ("meshgrid-xy", lambda a, b, c: pl.meshgrid(a, b, c, indexing="xy"),
+     lambda a, b, c: torch.meshgrid(a, b, c, indexing="xy"), (_rand(3), _rand(4), _rand(2))),
+    ("atleast_3d", lambda a, b, c: pl.atleast_3d(a, b, c), lambda a, b, c: torch.atleast_3d(a, b, c),
+     (np.array(1.5), V, X)),
+    ("atleast_2d", lambda a: pl.atleast_2d(a), lambda a: torch.atleast_2d(a), (V,)),
+    ("atleast_1d", lambda a: pl.atleast_1d(a), lambda a: torch.atleast_1d(a), (np.array(2.0),)),
+    ("take", lambda x: pl.take(x, pl.tensor([[0, -1], [5, 5]])),
+     lambda x: torch.take(x, torch.tensor([[0, -1], [5, 5]])), (X,)),
+    ("take_along_dim", lambda x: pl.take_along_dim(x, pl.tensor([[0], [2], [1]]), 1),
+     lambda x: torch.take_along_dim(x, torch.tensor([[0], [2], [1]]), 1), (X,)),
+    ("take_along_dim-bcast", lambda x: pl.take_along_dim(x, pl.tensor([[3, 0]]), 1),
+     lambda x: torch.take_along_dim(x, torch.tensor([[3, 0]]), 1), (X,)),
+    ("take_along_dim-flat", lambda x: pl.take_along_dim(x, pl.tensor([11, 0])),
+     lambda x: torch.take_along_dim(x, torch.tensor([11, 0])), (X,)),
+    ("index_copy", lambda x, s: x.index_copy(1, pl.tensor([3, 0]), s),
+     lambda x, s: x.index_copy(1, torch.tensor([3, 0]), s), (X, _rand(3, 2))),
+    ("index_fill", lambda x: x.index_fill(0, pl.tensor([0, 2]), -1.0),
+     lambda x: x.index_fill(0, torch.tensor([0, 2]), -1.0), (X,)),
+    ("masked_fill", lambda x: x.masked_fill(x > 0, 0.5), lambda x: x.masked_fill(x > 0, 0.5), (X,)),
+    ("masked_fill-bcast", lambda x: x.masked_fill(pl.tensor([True, False, False, True]), 2.0),
+     lambda x: x.masked_fill(torch.tensor([True, False, False, True]), 2.0), (X,)),
+    ("masked_select", lambda x: x.masked_select(x > 0), lambda x: x.masked_select(x > 0), (X,)),
+    ("masked_select-bcast", lambda x: x.masked_select(pl.tensor([True, False, True, True])),
+     lambda x: x.masked_select(torch.tensor([True, False, True, True])), (X,)),
+    ("masked_scatter", lambda x, s: x.masked_scatter(x > 0, s), lambda x, s: x.masked_scatter(x > 0, s),
+     (X, _rand(3, 5))),
+    ("scatter-src-larger-grad", lambda x, s: x.scatter_add(1, pl.tensor([[0, 1]]), s),
+     lambda x, s: x.scatter_add(1, torch.tensor([[0, 1]]), s[:1, :2]), (X, _rand(2, 3))),
+]
+
+
+@pytest.mark.parametrize("name,pfn,tfn,arrays", COMPOSITES, ids=[c[0] for c in COMPOSITES])
+def test_composite_vs_torch(name, pfn, tfn, arrays):
+    if name == "scatter-src-larger-grad":
+        # PyTorch's scatter_add backward rejects a src larger than index; compare the used part
+        x, s = pl.tensor(arrays[0], requires_grad=True), pl.tensor(arrays[1], requires_grad=True)
+        out = pfn(x, s)
+        out.backward(pl.ones(3, 4))
+        expected = np.zeros((2, 3))
+        expected[0, :2] = 1
+        np.testing.assert_array_equal(s.grad.numpy(), expected)
+        return
+    _check(pfn, tfn, *arrays)
+
+
+def test_nonzero_where_single_arg():
+    x = pl.tensor([[0, 2], [3, 0]])
+    a = pl.where(x > 0)
+    b = torch.where(torch.tensor([[0, 2], [3, 0]]) > 0)
+    assert all(np.array_equal(p.numpy(), t.numpy()) for p, t in zip(a, b))
+    assert pl.argwhere(x).tolist() == torch.argwhere(torch.tensor([[0, 2], [3, 0]])).tolist()
+
+
+def test_one_hot_infers_classes():
+    assert pl.one_hot(pl.tensor([3, 1])).shape == (2, 4)
+
+
+# -- views: no copies, in-place on the base is visible -------------------------------------
+
+VIEWS = [
+    ("squeeze", lambda x: x.reshape(1, 12).squeeze(0)),
+    ("unsqueeze", lambda x: x.unsqueeze(1)),
+    ("expand", lambda x: x[:1].expand(5, 4)),
+    ("movedim", lambda x: x.movedim(0, 1)),
+    ("narrow", lambda x: x.narrow(1, 1, 2)),
+    ("diagonal", lambda x: x.diagonal(1)),
+    ("unbind", lambda x: x.unbind(0)[2]),
+    ("split", lambda x: x.split(2, 1)[1]),
+    ("chunk", lambda x: x.chunk(2, 0)[1]),
+    ("t", lambda x: x.t()),
+    ("transpose", lambda x: x.transpose(0, 1)),
+    ("permute", lambda x: x.permute(1, 0)),
+    ("getitem-basic", lambda x: x[1:, ::2]),
+    ("flatten", lambda x: x.flatten()),
+    ("unflatten", lambda x: x.unflatten(1, (2, 2))),
+    ("ravel", lambda x: x.ravel()),
+    ("meshgrid", lambda x: pl.meshgrid(x[0], x[1])[0]),
+]
+
+
+@pytest.mark.parametrize("name,fn", VIEWS, ids=[v[0] for v in VIEWS])
+def test_views_share_memory(name, fn):
+    x = pl.arange(12.0).reshape(3, 4)
+    v = fn(x)
+    assert np.shares_memory(v._data, x._data), f"{name} copied"
+    before = v.numpy().copy()
+    x.add_(100.0)
+    assert np.allclose(v.numpy(), before + 100.0), f"{name}: in-place on the base is not visible"
+
+
+def test_diagonal_view_is_writable():
+    x = pl.zeros(3, 3)
+    x.diagonal().fill_(1.0)
+    assert np.array_equal(x.numpy(), np.eye(3))
+
+
+def test_flip_copies():
+    x = pl.arange(4.0)
+    y = x.flip(0)
+    x.add_(1.0)
+    assert y.tolist() == [3.0, 2.0, 1.0, 0.0]
+
+
+# -- getitem: advanced-index placement vs NumPy (hypothesis) ---------------------------------
+
+_SHAPE = (4, 5, 3)
+
+
+@st.composite
+def _index(draw):
+    parts = []
+    for n in _SHAPE:
+        kind = draw(st.sampled_from(["int", "slice", "array", "full", "none"]))
+        if kind == "int":
+            parts.append(draw(st.integers(-n, n - 1)))
+        elif kind == "slice":
+            a = draw(st.one_of(st.none(), st.integers(-n, n)))
+            b = draw(st.one_of(st.none(), st.integers(-n, n)))
+            s = draw(st.one_of(st.none(), st.integers(1, 3)))
+            parts.append(slice(a, b, s))
+        elif kind == "array":
+            k = draw(st.integers(1, 3))
+            parts.append(np.array(draw(st.lists(st.integers(-n, n - 1), min_size=k, max_size=k))))
+        elif kind == "none":
+            parts.extend([None, slice(None)])
+        else:
+            parts.append(slice(None))
+    if draw(st.booleans()) and len(parts) > 1:
+        cut = draw(st.integers(0, len(parts) - 1))
+        parts = parts[:cut] + [Ellipsis]
+    return tuple(parts)
+
+
+def _as_pl_index(idx):
+    return tuple(pl.tensor(i) if isinstance(i, np.ndarray) else i for i in idx)
+
+
+def _broadcastable(idx):
+    arrays = [i for i in idx if isinstance(i, np.ndarray)]
+    try:
+        np.broadcast_shapes(*(a.shape for a in arrays))
+        return True
+    except ValueError:
+        return False
+
+
+@settings(max_examples=80, deadline=None)
+@given(_index())
+def test_getitem_matches_numpy(idx):
+    if not _broadcastable(idx):
+        return
+    base = np.arange(np.prod(_SHAPE), dtype=np.float64).reshape(_SHAPE)
+    expected = base[idx]
+    x = pl.tensor(base, requires_grad=True)
+    out = x[_as_pl_index(idx)]
+    assert tuple(out.shape) == expected.shape
+    np.testing.assert_array_equal(out.detach().numpy(), expected)
+    # gradient: ones scattered back with repeats accumulated (as np.add.at)
+    out.sum().backward()
+    g = np.zeros(_SHAPE)
+    np.add.at(g, idx, 1.0)
+    np.testing.assert_array_equal(x.grad.numpy(), g)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.booleans(), min_size=5, max_size=5), st.integers(0, 3))
+def test_bool_mask_mixed_with_int(mask, row):
+    base = np.arange(15.0).reshape(5, 3)
+    m = np.array(mask)
+    np.testing.assert_array_equal(pl.tensor(base)[pl.tensor(m)].numpy(), base[m])
+    np.testing.assert_array_equal(pl.tensor(base.T)[row % 3, pl.tensor(m)].numpy(), base.T[row % 3, m])
+
+
+def test_advanced_index_placement_rules():
+    x = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5)
+    i = np.array([0, 1])
+    t = torch.from_numpy(x)
+    p = pl.tensor(x)
+    for idx in [(slice(None), i, i), (i, slice(None), i), (slice(None), i, slice(None), i), (Ellipsis, i),
+                (i[:, None], slice(None), i[None, :])]:
+        tidx = tuple(torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in idx)
+        pidx = tuple(pl.tensor(a) if isinstance(a, np.ndarray) else a for a in idx)
+        assert p[pidx].shape == tuple(t[tidx].shape)
+        np.testing.assert_array_equal(p[pidx].numpy(), t[tidx].numpy())
+
+
+# -- setitem gradients ----------------------------------------------------------------------
+
+def test_setitem_gradient_to_value_and_untouched_part():
+    for idx in [(slice(1, 3),), (pl.tensor([0, 2]),), (1,)]:
+        base = pl.tensor(_rand(3, 4), requires_grad=True)
+        val = pl.tensor(_rand(4, seed=1), requires_grad=True)
+        y = base * 1.0
+        y[idx] = val
+        (y * pl.tensor(_rand(3, 4, seed=2))).sum().backward()
+
+        tb = torch.tensor(_rand(3, 4), requires_grad=True)
+        tv = torch.tensor(_rand(4, seed=1), requires_grad=True)
+        ty = tb * 1.0
+        tidx = tuple(torch.tensor(i.numpy()) if isinstance(i, pl.Tensor) else i for i in idx)
+        ty[tidx] = tv
+        (ty * torch.tensor(_rand(3, 4, seed=2))).sum().backward()
+        np.testing.assert_allclose(base.grad.numpy(), tb.grad.numpy())
+        np.testing.assert_allclose(val.grad.numpy(), tv.grad.numpy())
+
+
+def test_setitem_broadcast_value_gradient_sums():
+    base = pl.zeros(3, 4, requires_grad=True)
+    v = pl.tensor(2.0, requires_grad=True)
+    y = base + 0.0
+    y[:, 1] = v
+    y.sum().backward()
+    assert v.grad.item() == 3.0
+    assert base.grad.numpy()[:, 1].tolist() == [0.0, 0.0, 0.0]
+
+
+# -- scatter / gather details -------------------------------------------------------------
+
+def test_scatter_reduce_int_and_dtypes():
+    x = pl.tensor([1, 2, 3])
+    out = x.scatter_reduce(0, pl.tensor([0, 0, 2]), pl.tensor([5, 7, -1]), "amin", include_self=False)
+    ref = torch.tensor([1, 2, 3]).scatter_reduce(0, torch.tensor([0, 0, 2]), torch.tensor([5, 7, -1]), "amin",
+                                                 include_self=False)
+    assert out.tolist() == ref.tolist()
+    assert out.dtype is pl.int64
+
+
+def test_scatter_with_reduce_arg():
+    x = pl.ones(2, 3)
+    out = x.scatter(1, pl.tensor([[0, 0], [2, 1]]), 2.0, reduce="multiply")
+    ref = torch.ones(2, 3).scatter(1, torch.tensor([[0, 0], [2, 1]]), 2.0, reduce="multiply")
+    np.testing.assert_array_equal(out.numpy(), ref.numpy())
+
+
+def test_index_add_inplace_and_version():
+    x = pl.zeros(3)
+    v0 = x._version[0]
+    x.index_add_(0, pl.tensor([1, 1]), pl.tensor([1.0, 2.0]))
+    assert x.tolist() == [0.0, 3.0, 0.0] and x._version[0] == v0 + 1
+
+
+def test_index_put_accumulate():
+    x = pl.zeros(3)
+    out = x.index_put((pl.tensor([0, 0, 2]),), pl.tensor([1.0, 2.0, 3.0]), accumulate=True)
+    assert out.tolist() == [3.0, 0.0, 3.0]
+
+
+def test_gather_gradient_is_scatter_add_with_repeats():
+    x = pl.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x.gather(0, pl.tensor([0, 0, 2, 0])).sum().backward()
+    assert x.grad.tolist() == [3.0, 0.0, 1.0]
+
+
+def test_pad_create_graph_second_order():
+    x = pl.tensor(_rand(1, 1, 4), requires_grad=True)
+    y = (pl.pad(x, (2, 2), mode="reflect") ** 2).sum()
+    (g,) = pl.autograd.grad(y, x, create_graph=True)
+    (gg,) = pl.autograd.grad(g.sum(), x)
+    tx = torch.tensor(_rand(1, 1, 4), requires_grad=True)
+    ty = (torch.nn.functional.pad(tx, (2, 2), mode="reflect") ** 2).sum()
+    (tg,) = torch.autograd.grad(ty, tx, create_graph=True)
+    (tgg,) = torch.autograd.grad(tg.sum(), tx)
+    np.testing.assert_allclose(gg.numpy(), tgg.numpy())
+
+
+# -- error messages -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn,exc,match", [
+    (lambda: pl.zeros(2, 3).split([1, 1], 1), ValueError, "split: sizes"),
+    (lambda: pl.zeros(2, 3).narrow(1, 2, 2), IndexError, "narrow: start"),
+    (lambda: pl.broadcast_shapes((2, 3), (4,)), ShapeMismatch, "broadcast_shapes"),
+    (lambda: pl.zeros(2).repeat(2, 2)[0].repeat(1, 2, 3)[0].repeat(1), ValueError, "repeat: number"),
+    (lambda: pl.zeros(3).repeat_interleave(pl.tensor([1, 2])), ShapeMismatch, "repeat_interleave"),
+    (lambda: pl.movedim(pl.zeros(2, 3), (0, 1), (0,)), ValueError, "movedim"),
+    (lambda: pl.meshgrid(pl.zeros(2), indexing="yx"), ValueError, "meshgrid"),
+    (lambda: pl.zeros(3).masked_fill(pl.tensor([1, 0, 1]), 0.0), TypeError, "masked_fill: mask must be a bool"),
+    (lambda: pl.zeros(3).masked_fill(pl.tensor([True, False]), 0.0), ShapeMismatch, "masked_fill: mask"),
+    (lambda: pl.zeros(3).masked_scatter(pl.tensor([True, True, True]), pl.zeros(2)), ValueError, "masked_scatter"),
+    (lambda: pl.zeros(3).take(pl.tensor([3])), IndexError, "take: index 3"),
+    (lambda: pl.zeros(3).chunk(0), ValueError, "chunk"),
+    (lambda: pl.rot90(pl.zeros(3)), ValueError, "rot90"),
+    (lambda: pl.zeros(2, 2).diag_embed().trace(), ValueError, "trace"),
+])
+def test_errors(fn, exc, match):
+    with pytest.raises(exc, match=match):
+        fn()
