@@ -434,8 +434,10 @@ class Tensor:
         if dt.category == _dt.FLOAT:
             fin = arr[np.isfinite(arr)]
             if fin.size and np.all(fin == np.round(fin)) and np.all(np.abs(fin) < 1e8):
-                # whole numbers print as "1." like PyTorch
-                opts = dict(formatter={"float_kind": lambda v: (f"{v:.0f}." if np.isfinite(v) else str(v))})
+                # whole numbers print as "1." like PyTorch, right-aligned to a common width
+                width = max(len(f"{v:.0f}.") for v in fin.reshape(-1).tolist())  # finite values set the width
+                opts = dict(formatter={"float_kind": lambda v: (f"{v:.0f}." if np.isfinite(v) else str(v)).rjust(
+                    width)})
             else:
                 opts = dict(precision=4, floatmode="fixed", suppress_small=True)
         body = np.array2string(arr, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3, **opts)

@@ -77,7 +77,17 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
     >>> pylucid.tensor([1, 2]).dtype, pylucid.tensor([1.0, 2]).dtype, pylucid.tensor(True).dtype
     (pylucid.int64, pylucid.float32, pylucid.bool)
     """
-    arr = _infer_np(data)
+    if dtype is not None and isinstance(data, (list, tuple, float, int, complex)) and not isinstance(data, bool):
+        # convert Python numbers straight to the requested dtype (no detour through float32)
+        want = _dt.as_dtype(dtype).numpy_dtype
+        try:
+            arr = np.asarray(_unwrap_nested(data, set()) if isinstance(data, (list, tuple)) else data,
+                             dtype=want if want.kind in "fc" else None)
+        except (TypeError, ValueError):
+            raise TypeError(f"tensor: can't build a {dtype} tensor from {type(data).__name__}") from None
+        arr = arr.astype(want)
+    else:
+        arr = _infer_np(data)
     if dtype is not None:
         arr = arr.astype(_dt.as_dtype(dtype).numpy_dtype)
     elif arr.dtype not in _dt._FROM_NP:

@@ -1,8 +1,28 @@
-"""``pylucid.cuda``: what the CUDA device offers (CuPy is imported only when asked)."""
+"""``pylucid.cuda``: what the CUDA device offers (CuPy is imported only when asked).
+
+>>> import pylucid
+>>> isinstance(pylucid.cuda.is_available(), bool)
+True
+
+Memory figures come from CuPy's default memory pool (the caching allocator every
+pylucid CUDA array goes through): ``memory_allocated`` is the bytes held by live
+arrays, ``memory_reserved`` what the pool holds from the driver. The peak
+(``max_memory_allocated``) is tracked exactly from the first call to
+``reset_peak_memory_stats()`` or ``max_memory_allocated()`` on (a pool hook,
+installed lazily so ordinary runs pay nothing); before that it falls back to the
+pool's reserved bytes, an upper bound. CuPy's memory hooks are per thread: the
+peak counts allocations made by the thread that turned tracking on.
+"""
 
 from __future__ import annotations
 
 from .backend import cuda as _be
+
+__all__ = [
+    "is_available", "device_count", "current_device", "set_device", "get_device_name", "synchronize",
+    "manual_seed", "manual_seed_all", "seed", "memory_allocated", "max_memory_allocated", "memory_reserved",
+    "reset_peak_memory_stats", "empty_cache",
+]
 
 
 def is_available() -> bool:
@@ -11,6 +31,7 @@ def is_available() -> bool:
 
 
 def device_count() -> int:
+    """Number of visible GPUs (0 without CuPy or a GPU)."""
     if not is_available():
         return 0
     return _be._cupy.cuda.runtime.getDeviceCount()
@@ -24,36 +45,146 @@ def _require(fn: str):
     return _be._cupy
 
 
+def _index(device, fn: str) -> int:
+    """Device index of ``None`` (the current device), an int, ``"cuda:N"`` or a ``pylucid.device``."""
+    cp = _require(fn)
+    if device is None:
+        return cp.cuda.runtime.getDevice()
+    if isinstance(device, int):
+        idx = device
+    else:
+        from .device import device as _device
+
+        d = _device(device)
+        if d.type != "cuda":
+            raise ValueError(f"pylucid.cuda.{fn}: expected a CUDA device, got {d}")
+        idx = d.index
+    n = cp.cuda.runtime.getDeviceCount()
+    if not 0 <= idx < n:
+        raise ValueError(f"pylucid.cuda.{fn}: device index {idx} out of range (0 .. {n - 1})")
+    return idx
+
+
+def current_device() -> int:
+    """Index of the current CUDA device."""
+    return _require("current_device").cuda.runtime.getDevice()
+
+
+def set_device(device) -> None:
+    """Make ``device`` the current CUDA device (where CuPy allocates outside pylucid)."""
+    _require("set_device").cuda.Device(_index(device, "set_device")).use()
+
+
+def get_device_name(device=None) -> str:
+    """The GPU's marketing name, e.g. ``'NVIDIA H200'``."""
+    cp = _require("get_device_name")
+    name = cp.cuda.runtime.getDeviceProperties(_index(device, "get_device_name"))["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
 def synchronize(device=None) -> None:
-    _require("synchronize").cuda.Device(0 if device is None else _index(device)).synchronize()
-
-
-def _index(device):
-    from .device import device as _device
-
-    return _device(device).index if not isinstance(device, int) else device
+    """Wait until every kernel queued on ``device`` (default: the current one) has finished."""
+    cp = _require("synchronize")
+    with cp.cuda.Device(_index(device, "synchronize")):
+        cp.cuda.Device().synchronize()
 
 
 def manual_seed(seed: int) -> None:
+    """Seed the default generator of every CUDA device (CPU generator untouched, as in PyTorch)."""
     from . import random
+    from .device import device as _device
 
     for i in range(device_count()):
-        random._gen_for(__import__("pylucid").device("cuda", i), None).manual_seed(seed)
+        random._gen_for(_device("cuda", i), None).manual_seed(seed)
 
 
 manual_seed_all = manual_seed
 
 
+def seed() -> None:
+    """Seed every CUDA default generator with fresh entropy."""
+    import numpy as np
+
+    manual_seed(int(np.random.SeedSequence().entropy) & ((1 << 63) - 1))
+
+
+# -- memory -------------------------------------------------------------------------------
+_peak: dict = {}
+_hook = None
+
+
+def _pool():
+    return _require("memory").get_default_memory_pool()
+
+
+def _install_peak_hook() -> None:
+    """Track the pool's used bytes after every allocation (exact peak from now on)."""
+    global _hook
+    if _hook is not None:
+        return
+    cp = _require("max_memory_allocated")
+    from cupy.cuda import memory_hook
+
+    pool = cp.get_default_memory_pool()
+
+    class _PeakHook(memory_hook.MemoryHook):
+        name = "PylucidPeakHook"
+
+        def malloc_postprocess(self, **kwargs):
+            dev = kwargs.get("device_id", 0)
+            used = pool.used_bytes()  # the current device is device_id while allocating
+            if used > _peak.get(dev, 0):
+                _peak[dev] = used
+
+    _hook = _PeakHook()
+    _hook.__enter__()
+    for i in range(device_count()):
+        with cp.cuda.Device(i):
+            _peak[i] = max(_peak.get(i, 0), pool.used_bytes())
+
+
 def memory_allocated(device=None) -> int:
-    return _require("memory_allocated").get_default_memory_pool().used_bytes()
+    """Bytes held by live CUDA arrays on ``device``."""
+    cp = _require("memory_allocated")
+    with cp.cuda.Device(_index(device, "memory_allocated")):
+        return int(_pool().used_bytes())
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes the caching pool holds from the driver on ``device`` (allocated + cached)."""
+    cp = _require("memory_reserved")
+    with cp.cuda.Device(_index(device, "memory_reserved")):
+        return int(_pool().total_bytes())
 
 
 def max_memory_allocated(device=None) -> int:
-    from .backend import cuda as be
+    """Peak of :func:`memory_allocated` since the last :func:`reset_peak_memory_stats`.
 
-    pool = _require("max_memory_allocated").get_default_memory_pool()
-    return max(getattr(be, "_peak", 0), pool.used_bytes())
+    Exact once tracking is on (the first call of this function or of the reset turns it on);
+    before that the pool's reserved bytes stand in as an upper bound.
+    """
+    idx = _index(device, "max_memory_allocated")
+    first = _hook is None
+    cp = _require("max_memory_allocated")
+    if first:
+        with cp.cuda.Device(idx):
+            reserved = int(_pool().total_bytes())
+        _install_peak_hook()
+        _peak[idx] = max(_peak.get(idx, 0), reserved)
+    with cp.cuda.Device(idx):
+        used = int(_pool().used_bytes())
+    return max(_peak.get(idx, 0), used)
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Restart peak tracking on ``device`` from the bytes allocated now."""
+    idx = _index(device, "reset_peak_memory_stats")
+    _install_peak_hook()
+    _peak[idx] = memory_allocated(idx)
 
 
 def empty_cache() -> None:
-    _require("empty_cache").get_default_memory_pool().free_all_blocks()
+    """Give the pool's cached (unused) blocks back to the driver; live arrays are untouched."""
+    cp = _require("empty_cache")
+    cp.get_default_memory_pool().free_all_blocks()
+    cp.get_default_pinned_memory_pool().free_all_blocks()

@@ -171,7 +171,11 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: 
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.int64
     dev = cpu if device is None else _device(device)
     src = _gen_for(dev, generator)._source()
-    return _finish(src.permutation(n), dev, dt, requires_grad)
+    if hasattr(src, "permutation"):
+        perm = src.permutation(n)
+    else:  # CuPy's Generator has no permutation: argsort of uniform draws is one
+        perm = dev.backend.argsort(src.random(n))
+    return _finish(perm, dev, dt, requires_grad)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, generator=None) -> Tensor:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from .._state import state
 from .._tensor import Tensor, _new_tensor
 from ..errors import LucidError
+from ..backend.base import SCALAR_TYPES as _SCALAR_TYPES
 from .graph import AccumulateGrad, grad_accumulator
 
 
@@ -186,8 +187,9 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                 if in_grads is not None:
                     g = in_grads[i]
                     if g is not None:
-                        if nd is not None and g.__class__ is not nd:
-                            # NumPy returns scalars, not 0-d arrays, from 0-d arithmetic
+                        if nd is not None and g.__class__ is not nd and isinstance(g, _SCALAR_TYPES):
+                            # NumPy returns scalars, not 0-d arrays, from 0-d arithmetic (a
+                            # device copy's gradient is an array of another device: left alone)
                             g = node.device.backend.asarray(g)
                         buf = buffers.get(child)
                         if buf is None:

@@ -6,6 +6,8 @@ import ml_dtypes
 import numpy as np
 
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+#: what NumPy hands back from 0-d arithmetic instead of a 0-d array
+SCALAR_TYPES = (np.generic, bool, int, float, complex)
 
 
 class ArrayBackend:
@@ -17,6 +19,8 @@ class ArrayBackend:
     """
 
     name = "array"
+    #: True when ops must enter a device context before allocating (several GPUs)
+    _multi = False
 
     def __init__(self, xp) -> None:
         self.xp = xp

@@ -1,11 +1,64 @@
-"""The CUDA backend: CuPy, imported lazily so ``import pylucid`` never needs it."""
+"""The CUDA backend: CuPy, imported lazily so ``import pylucid`` never needs it.
+
+What differs from the shared :class:`ArrayBackend` (see docs/semantics/cuda.md):
+
+* arrays of ``cuda:N`` are allocated on device N (``asarray`` and the kernels
+  run under ``cupy.cuda.Device(N)`` whenever more than one GPU is visible);
+* float16/bfloat16 matmul stays in half precision and goes to cuBLAS with
+  float32 accumulation (tensor cores), instead of the CPU's float32 detour;
+  batched half products use ``cublasGemmStridedBatchedEx`` directly, because
+  CuPy 14's ``matmul`` upcasts batched half inputs to float32;
+* bfloat16 support in CuPy 14 is young: functions listed in ``_BF16_VIA_F32``
+  and the sub-libraries (``special``, ``linalg``, ``fft``, ``scipy_linalg``)
+  compute half inputs in float32 and round back once;
+* ``scatter_add`` is atomic: the summation order of repeated indices, so the
+  last bits of a float result, can change from run to run;
+* fused kernels (softmax, layer norm, cross-entropy, embedding backward,
+  multi-tensor Adam, bias+activation, 16-byte vectorised binary ops) live in
+  :mod:`pylucid.backend.cuda_kernels`, each next to the reference it matches.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import math
+
+import ml_dtypes
+import numpy as np
+
+from . import cuda_kernels as K
 from .base import ArrayBackend
 
 _cupy = None
 _reason = None
+
+_F16 = np.dtype(np.float16)
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_HALF = (_F16, _BF16)
+_KERNEL_DTYPES = (_F32, _F64)
+_ONE_F32 = np.array(1.0, dtype=np.float32)  # cuBLAS alpha/beta (host pointers, float32 compute type)
+_ZERO_F32 = np.array(0.0, dtype=np.float32)
+# below this many elements the generic CuPy ufunc is as fast as the vectorised kernel
+_VEC_MIN = 1 << 16
+
+#: functions whose bfloat16 inputs are computed in float32 and rounded back. Measured on CuPy 14.2
+#: (``benchmarks/gpu_bench.py probe``): ``cumsum`` fails to compile, ``sort`` is refused, and
+#: ``where``/``clip``/``round`` return float32 and ``var`` float64 for bfloat16 inputs; the rest of
+#: the list are rarely used functions of the same families, routed for safety. Element-wise
+#: arithmetic, exp/log/tanh/sqrt, maximum, sum/mean/max/argmax, floor and remainder work natively.
+_BF16_VIA_F32 = frozenset({
+    "where", "clip", "round", "around", "rint", "fix", "divmod", "fmod", "modf", "frexp", "ldexp", "nextafter",
+    "spacing", "copysign", "logaddexp", "logaddexp2", "hypot", "arctan2", "sinc", "i0", "nan_to_num", "sort",
+    "argsort", "partition", "argpartition", "cumsum", "cumprod", "nancumsum", "nancumprod", "median", "percentile",
+    "quantile", "var", "std", "nansum", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin", "nanargmax", "nanargmin",
+    "histogram", "bincount", "searchsorted", "unique", "diff", "interp", "convolve", "correlate", "isclose",
+    "allclose", "heaviside", "float_power", "fmax", "fmin", "lexsort", "trapezoid",
+})
+#: ufuncs whose ``accumulate`` CuPy 14 does not implement: a log-step scan stands in (cummax, logcumsumexp)
+_SCAN_FALLBACK = frozenset({"maximum", "minimum", "logaddexp", "logaddexp2", "fmax", "fmin"})
 
 
 def _load():
@@ -35,41 +88,579 @@ def unavailable_reason() -> str:
     return _reason or ""
 
 
+def _is_half(a) -> bool:
+    return getattr(a, "dtype", None) in _HALF
+
+
+def _via_f32(fn, restore_dtype=True):
+    """Wrap ``fn`` so half-precision array arguments are computed in float32.
+
+    Floating outputs are rounded back to the input's half dtype; complex, integer
+    and boolean outputs (``fft``, ``argsort``) keep the dtype the float32 call gave.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        half = None
+        for a in args:
+            dt = getattr(a, "dtype", None)
+            if dt in _HALF:
+                half = dt
+                break
+        if half is None:
+            return fn(*args, **kwargs)
+        args = tuple(a.astype(_F32) if getattr(a, "dtype", None) in _HALF and hasattr(a, "astype") else a
+                     for a in args)
+        if half is _BF16 or half == _BF16:
+            args = tuple(np.float32(a) if isinstance(a, ml_dtypes.bfloat16) else a for a in args)
+        out = fn(*args, **kwargs)
+        if not restore_dtype:
+            return out
+        return _restore(out, half)
+
+    return wrapper
+
+
+def _restore(out, half):
+    if isinstance(out, tuple):
+        return tuple(_restore(o, half) for o in out)
+    dt = getattr(out, "dtype", None)
+    if dt is not None and dt.kind == "f" and dt != half:
+        return out.astype(half)
+    return out
+
+
+def _log_step_scan(xp, uf, a, axis):
+    """Inclusive scan of the associative binary ufunc ``uf`` along ``axis`` (Hillis-Steele, log2(n) passes)."""
+    x = xp.moveaxis(a, axis, -1).copy()
+    n = x.shape[-1]
+    k = 1
+    while k < n:
+        x[..., k:] = uf(x[..., k:], x[..., :-k])  # the right side is evaluated from the old values first
+        k *= 2
+    return xp.moveaxis(x, -1, axis)
+
+
+class _Ufunc:
+    """A CuPy ufunc with the bfloat16 route on calls and a scan fallback for ``accumulate``."""
+
+    def __init__(self, xp, uf, name: str) -> None:
+        self._xp, self._uf, self.__name__ = xp, uf, name
+        self._call = _via_f32(uf) if name in _BF16_VIA_F32 else uf
+
+    def __call__(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def accumulate(self, a, axis=0, dtype=None, out=None):
+        kw = {} if out is None else {"out": out}
+        try:
+            return self._uf.accumulate(a, axis=axis, dtype=dtype, **kw)
+        except NotImplementedError:
+            half = a.dtype in _HALF
+            r = _log_step_scan(self._xp, self._uf, a.astype(_F32) if half else a, axis)
+            r = r.astype(dtype or a.dtype, copy=False)
+            if out is not None:
+                out[...] = r
+                return out
+            return r
+
+    def __getattr__(self, name: str):
+        return getattr(self._uf, name)
+
+
+class _HalfViaF32:
+    """A sub-library (``cupyx.scipy.special``, ``cupy.linalg``, ...) whose functions take half inputs in float32."""
+
+    def __init__(self, mod) -> None:
+        self._mod = mod
+
+    def __getattr__(self, name: str):
+        fn = getattr(self._mod, name)
+        if callable(fn) and not isinstance(fn, type):
+            fn = _via_f32(fn)
+        setattr(self, name, fn)
+        return fn
+
+
 class CUDABackend(ArrayBackend):
+    """CuPy on one GPU (``cuda:N``)."""
+
     name = "cuda"
 
     def __init__(self, index: int) -> None:
         cp = _load()
         super().__init__(cp)
         self.index = index
+        n = cp.cuda.runtime.getDeviceCount()
+        if index >= n:
+            from ..errors import DeviceUnavailable
+
+            raise DeviceUnavailable(f"device cuda:{index}: only {n} CUDA device(s) visible (cuda:0 .. cuda:{n - 1})")
         self.cuda_device = cp.cuda.Device(index)
+        # with one visible GPU every allocation lands on it anyway: skip the context switch per call
+        self._multi = n > 1
+        self.ndarray = cp.ndarray
+        self._sm_count = None
+        self._adam_tables: dict = {}
+        self.batched_gemm_error = None  # set (with the reason) if the cuBLAS batched half path ever failed
+        # cached sub-libraries
+        self._special = self._linalg = self._fft = self._scipy_linalg = None
 
-    def to_numpy(self, a):
-        return self.xp.asnumpy(a)
+    # -- device context ----------------------------------------------------------
+    def device_ctx(self):
+        """``cupy.cuda.Device(N)`` as a context, or a no-op with a single visible GPU."""
+        return self.cuda_device if self._multi else contextlib.nullcontext()
 
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        xp = self.xp
+        fn = getattr(xp, name)
+        if isinstance(fn, xp.ufunc) and (name in _BF16_VIA_F32 or name in _SCAN_FALLBACK):
+            fn = _Ufunc(xp, fn, name)  # keeps .reduce/.at/.outer; fixes .accumulate
+        elif name in _BF16_VIA_F32 and callable(fn):
+            fn = _via_f32(fn)
+        setattr(self, name, fn)
+        return fn
+
+    def tril(self, a, k=0):
+        if a.dtype == _BF16:  # CuPy returns float32 for bfloat16; zero bits are +0.0, so mask the raw words
+            return self.xp.tril(a.view(np.uint16), k).view(_BF16)
+        return self.xp.tril(a, k)
+
+    def triu(self, a, k=0):
+        if a.dtype == _BF16:
+            return self.xp.triu(a.view(np.uint16), k).view(_BF16)
+        return self.xp.triu(a, k)
+
+    # -- sub-libraries -------------------------------------------------------------
     @property
     def special(self):
-        import cupyx.scipy.special
+        if self._special is None:
+            import cupyx.scipy.special
 
-        return cupyx.scipy.special
+            self._special = _HalfViaF32(cupyx.scipy.special)
+        return self._special
 
     @property
     def scipy_linalg(self):
-        import cupyx.scipy.linalg
+        if self._scipy_linalg is None:
+            import cupyx.scipy.linalg
 
-        return cupyx.scipy.linalg
+            self._scipy_linalg = _HalfViaF32(cupyx.scipy.linalg)
+        return self._scipy_linalg
+
+    @property
+    def linalg(self):
+        if self._linalg is None:
+            self._linalg = _HalfViaF32(self.xp.linalg)
+        return self._linalg
+
+    @property
+    def fft(self):
+        if self._fft is None:
+            self._fft = _HalfViaF32(self.xp.fft)
+        return self._fft
+
+    # -- conversion ------------------------------------------------------------------
+    def to_numpy(self, a):
+        if isinstance(a, self.xp.ndarray):
+            if a.dtype == _BF16:
+                # move the raw 16-bit words: independent of CuPy's bfloat16 export support
+                return self.xp.asnumpy(a.view(np.uint16)).view(_BF16)
+            return self.xp.asnumpy(a)
+        return np.asarray(a)
 
     def asarray(self, data, dtype=None):
-        with self.cuda_device:
-            return self.xp.asarray(data, dtype=dtype)
+        cp = self.xp
+        with self.device_ctx():
+            if isinstance(data, cp.ndarray):
+                if self._multi and data.device.id != self.index:
+                    data = data.copy()  # peer copy onto this device
+                return data if dtype is None or data.dtype == dtype else data.astype(dtype)
+            if dtype is not None and np.dtype(dtype) == _BF16 or getattr(data, "dtype", None) == _BF16:
+                host = np.asarray(data, dtype=_BF16)
+                return cp.asarray(np.ascontiguousarray(host).view(np.uint16)).view(_BF16)
+            return cp.asarray(data, dtype=dtype)
+
+    def astype(self, a, np_dtype, copy=True):
+        return a.astype(np_dtype, copy=copy)
+
+    # -- numerics that need care -------------------------------------------------------
+    def matmul(self, a, b):
+        """``a @ b``; half precision stays half (cuBLAS, float32 accumulation, tensor cores)."""
+        cp = self.xp
+        dt = a.dtype
+        if dt not in _HALF or b.dtype != dt:
+            return cp.matmul(a, b)
+        if a.ndim == 1 or b.ndim == 1:
+            if a.ndim == 1 and b.ndim == 1:
+                return cp.matmul(a.astype(_F32), b.astype(_F32)).astype(dt)
+            a2 = a[None, :] if a.ndim == 1 else a
+            b2 = b[:, None] if b.ndim == 1 else b
+            out = self.matmul(a2, b2)
+            return out[..., 0, :] if a.ndim == 1 else out[..., 0]
+        if a.ndim == 2 and b.ndim == 2:
+            return cp.matmul(a, b)  # CuPy's 2-D path: cublasGemmEx, CUBLAS_COMPUTE_32F, tensor-op algo
+        return self._batched_half_matmul(a, b)
+
+    def _batched_half_matmul(self, a, b):
+        cp = self.xp
+        dt = a.dtype
+        batch = a.shape[:-2] if a.shape[:-2] == b.shape[:-2] else tuple(np.broadcast_shapes(a.shape[:-2],
+                                                                                           b.shape[:-2]))
+        m, k = a.shape[-2:]
+        n = b.shape[-1]
+        if b.shape[-2] != k:
+            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} not aligned")
+        if b.ndim == 2:
+            # (..., m, k) @ (k, n): one large GEMM over the folded batch (the Linear-layer case)
+            return cp.matmul(cp.ascontiguousarray(a).reshape(-1, k), b).reshape(batch + (m, n))
+        if a.shape[:-2] != batch:
+            a = cp.broadcast_to(a, batch + (m, k))
+        if b.shape[:-2] != batch:
+            b = cp.broadcast_to(b, batch + (k, n))
+        nb = math.prod(batch)  # explicit: reshape(-1, ...) is ambiguous for zero-size operands
+        a3 = (a if a.flags.c_contiguous else cp.ascontiguousarray(a)).reshape(nb, m, k)
+        b3 = (b if b.flags.c_contiguous else cp.ascontiguousarray(b)).reshape(nb, k, n)
+        c3 = cp.empty((nb, m, n), dtype=dt)
+        if c3.size == 0:
+            return c3.reshape(batch + (m, n))
+        if k == 0:
+            c3.fill(0)
+            return c3.reshape(batch + (m, n))
+        try:
+            from cupy_backends.cuda.api import runtime
+            from cupy_backends.cuda.libs import cublas
+
+            cuda_dt = runtime.CUDA_R_16F if dt == _F16 else getattr(runtime, "CUDA_R_16BF", 14)
+            one, zero = _ONE_F32, _ZERO_F32
+            handle = cp.cuda.device.get_cublas_handle()
+            # row-major C = A @ B is column-major C^T = B^T @ A^T: pass B first
+            cublas.gemmStridedBatchedEx(
+                handle, 0, 0, n, m, k, one.ctypes.data,
+                b3.data.ptr, cuda_dt, n, k * n,
+                a3.data.ptr, cuda_dt, k, m * k,
+                zero.ctypes.data, c3.data.ptr, cuda_dt, n, m * n,
+                nb, getattr(cublas, "CUBLAS_COMPUTE_32F", 68), getattr(cublas, "CUBLAS_GEMM_DEFAULT_TENSOR_OP", 99))
+        except Exception as exc:  # pragma: no cover - depends on the CuPy/cuBLAS build
+            self.batched_gemm_error = f"{type(exc).__name__}: {exc}"
+            c3 = cp.matmul(a3.astype(_F32), b3.astype(_F32)).astype(dt)
+        return c3.reshape(batch + (m, n))
+
+    def sum(self, a, axis=None, keepdims=False, dtype=None):
+        if dtype is None and a.dtype in _HALF:
+            # accumulate half precision in float32 (as PyTorch does), round once
+            return self.xp.sum(a.astype(_F32), axis=axis, keepdims=keepdims).astype(a.dtype)
+        return self.xp.sum(a, axis=axis, keepdims=keepdims, dtype=dtype)
+
+    def mean(self, a, axis=None, keepdims=False):
+        if a.size == 0 or (axis is not None and any(a.shape[i] == 0 for i in
+                                                    ((axis,) if isinstance(axis, int) else axis))):
+            s = self.xp.sum(a.astype(_F32) if a.dtype in _HALF else a, axis=axis, keepdims=keepdims)
+            return self.xp.full(s.shape, float("nan"), dtype=a.dtype)
+        if a.dtype in _HALF:
+            return self.xp.mean(a.astype(_F32), axis=axis, keepdims=keepdims).astype(a.dtype)
+        return self.xp.mean(a, axis=axis, keepdims=keepdims)
 
     def scatter_add(self, target, index, values):
-        import cupyx
+        """``target[index] += values`` with repeated indices accumulated, in place.
 
-        cupyx.scatter_add(target, index, values)
+        Atomic adds: the order in which repeated indices are summed is not fixed,
+        so float results may differ in the last bits between runs.
+        """
+        cp = self.xp
+        if target.dtype in _HALF:
+            acc = target.astype(_F32)
+            vals = values.astype(_F32) if hasattr(values, "astype") else values
+            cp.add.at(acc, index, vals)
+            target[...] = acc.astype(target.dtype)
+            return target
+        cp.add.at(target, index, values)
         return target
 
     def errstate(self):
-        import contextlib
-
+        # CuPy never warns on inf/NaN arithmetic: nothing to silence
         return contextlib.nullcontext()
+
+    # -- vectorised element-wise binary ops (the 256 MB bandwidth fix) -------------------
+    def _vec_binary(self, op: str, a, b):
+        cp = self.xp
+        nd = cp.ndarray
+        if (a.__class__ is nd and b.__class__ is nd and a.dtype == _F32 and b.dtype == _F32
+                and a.shape == b.shape and a.size >= _VEC_MIN and a.flags.c_contiguous and b.flags.c_contiguous
+                and a.data.ptr % 16 == 0 and b.data.ptr % 16 == 0):
+            n = a.size
+            n4 = n // 4
+            with self.device_ctx():
+                c = cp.empty(a.shape, dtype=_F32)
+                kern = K.get_kernel("vec_binary_f32")
+                threads = 256
+                kern(((n4 + threads - 1) // threads,), (threads,),
+                     (a, b, c, np.int64(n4), np.int32(K.OPS_VEC[op])))
+                if n4 * 4 != n:  # the < 4 trailing elements
+                    fa, fb, fc = a.reshape(-1), b.reshape(-1), c.reshape(-1)
+                    getattr(cp, op)(fa[n4 * 4:], fb[n4 * 4:], out=fc[n4 * 4:])
+            return c
+        return getattr(cp, op)(a, b)
+
+    def multiply(self, a, b):
+        return self._vec_binary("multiply", a, b)
+
+    def add(self, a, b):
+        return self._vec_binary("add", a, b)
+
+    def subtract(self, a, b):
+        return self._vec_binary("subtract", a, b)
+
+    def true_divide(self, a, b):
+        return self._vec_binary("true_divide", a, b)
+
+    divide = true_divide
+
+    # -- fused kernels -------------------------------------------------------------------
+    def _compute(self, *arrays):
+        """Contiguous copies in the kernel dtype (float32 for half inputs) and the dtype to return."""
+        dt = arrays[0].dtype
+        cdt = _F32 if dt in _HALF else dt
+        if cdt not in _KERNEL_DTYPES:
+            raise TypeError(f"cuda kernels: floating input expected, got {dt}")
+        return [None if a is None else self.xp.ascontiguousarray(a.astype(cdt, copy=False)) for a in arrays], dt, cdt
+
+    @staticmethod
+    def _row_threads(cols: int) -> int:
+        t = 32
+        while t < cols and t < 512:
+            t *= 2
+        return t
+
+    def _grid(self, n: int, threads: int = 256) -> int:
+        if self._sm_count is None:
+            self._sm_count = self.xp.cuda.Device(self.index).attributes["MultiProcessorCount"]
+        return max(1, min((n + threads - 1) // threads, self._sm_count * 32))
+
+    def softmax(self, x, log: bool = False):
+        """Softmax (``log=True``: log-softmax) over the last axis: one fused kernel, one block per row."""
+        (xc,), dt, cdt = self._compute(x)
+        cols = x.shape[-1] if x.ndim else 1
+        rows = xc.size // cols if cols else 0
+        with self.device_ctx():
+            y = self.xp.empty(xc.shape, dtype=cdt)
+            if rows and cols:
+                K.get_kernel("softmax_fwd", cdt)((rows,), (self._row_threads(cols),),
+                                                 (xc, y, np.int64(cols), np.int32(bool(log))))
+        return y.astype(dt, copy=False)
+
+    def softmax_backward(self, y, g, log: bool = False):
+        """Gradient of :meth:`softmax` from its output ``y`` and the incoming gradient ``g``."""
+        (yc, gc), dt, cdt = self._compute(y, g)
+        cols = y.shape[-1] if y.ndim else 1
+        rows = yc.size // cols if cols else 0
+        with self.device_ctx():
+            dx = self.xp.empty(yc.shape, dtype=cdt)
+            if rows and cols:
+                K.get_kernel("softmax_bwd", cdt)((rows,), (self._row_threads(cols),),
+                                                 (yc, gc, dx, np.int64(cols), np.int32(bool(log))))
+        return dx.astype(dt, copy=False)
+
+    def layer_norm(self, x, weight, bias, eps: float):
+        """Layer norm over the last axis: ``(y, mean, rstd)``; ``mean``/``rstd`` of shape ``x.shape[:-1]``.
+
+        ``mean`` and ``rstd`` are float32 for half inputs (the statistics the backward needs).
+        """
+        (xc, wc, bc), dt, cdt = self._compute(x, weight, bias)
+        cols = x.shape[-1]
+        rows = xc.size // cols if cols else 0
+        cp = self.xp
+        with self.device_ctx():
+            y = cp.empty(xc.shape, dtype=cdt)
+            mean = cp.empty(x.shape[:-1], dtype=cdt)
+            rstd = cp.empty(x.shape[:-1], dtype=cdt)
+            if rows and cols:
+                K.get_kernel("layer_norm_fwd", cdt)(
+                    (rows,), (self._row_threads(cols),),
+                    (xc, xc if wc is None else wc, xc if bc is None else bc, y, mean, rstd, np.int64(cols),
+                     cdt.type(eps), np.int32(wc is not None), np.int32(bc is not None)))
+            elif rows:
+                mean.fill(float("nan"))
+                rstd.fill(float("nan"))
+        return y.astype(dt, copy=False), mean, rstd
+
+    def layer_norm_backward(self, g, x, mean, rstd, weight):
+        """``(dx, dweight, dbias)`` of :meth:`layer_norm` (``dweight``/``dbias`` None without ``weight``)."""
+        (gc, xc, wc), dt, cdt = self._compute(g, x, weight)
+        mc = self.xp.ascontiguousarray(mean.astype(cdt, copy=False))
+        rc = self.xp.ascontiguousarray(rstd.astype(cdt, copy=False))
+        cols = x.shape[-1]
+        rows = xc.size // cols if cols else 0
+        cp = self.xp
+        with self.device_ctx():
+            dx = cp.empty(xc.shape, dtype=cdt)
+            if rows and cols:
+                K.get_kernel("layer_norm_bwd", cdt)(
+                    (rows,), (self._row_threads(cols),),
+                    (gc, xc, xc if wc is None else wc, mc, rc, dx, np.int64(cols), np.int32(wc is not None)))
+            if wc is None:
+                return dx.astype(dt, copy=False), None, None
+            g2 = gc.reshape(-1, cols)
+            xhat = (xc.reshape(-1, cols) - mc.reshape(-1, 1)) * rc.reshape(-1, 1)
+            dw = cp.sum(g2 * xhat, axis=0)
+            db = cp.sum(g2, axis=0)
+        wdt = weight.dtype
+        return dx.astype(dt, copy=False), dw.astype(wdt, copy=False), db.astype(wdt, copy=False)
+
+    def cross_entropy(self, logits, target, ignore_index: int = -100):
+        """Per-row cross-entropy of 2-D ``logits`` against int targets: ``(loss, lse)`` (see the reference)."""
+        (xc,), dt, cdt = self._compute(logits)
+        cp = self.xp
+        rows, cols = logits.shape
+        with self.device_ctx():
+            t = cp.ascontiguousarray(target.astype(np.int64, copy=False))
+            loss = cp.empty((rows,), dtype=cdt)
+            lse = cp.empty((rows,), dtype=cdt)
+            if rows:
+                K.get_kernel("cross_entropy_fwd", cdt)((rows,), (self._row_threads(cols),),
+                                                       (xc, t, loss, lse, np.int64(cols), np.int64(ignore_index)))
+        return loss.astype(dt, copy=False), lse.astype(dt, copy=False)
+
+    def cross_entropy_backward(self, g, logits, lse, target, ignore_index: int = -100):
+        """``dlogits`` of :meth:`cross_entropy` given the per-row incoming gradient ``g``."""
+        (xc, gc, lc), dt, cdt = self._compute(logits, g, lse)
+        cp = self.xp
+        rows, cols = logits.shape
+        n = rows * cols
+        with self.device_ctx():
+            t = cp.ascontiguousarray(target.astype(np.int64, copy=False))
+            dx = cp.empty((rows, cols), dtype=cdt)
+            if n:
+                K.get_kernel("cross_entropy_bwd", cdt)((self._grid(n),), (256,),
+                                                       (gc, xc, lc, t, dx, np.int64(cols), np.int64(ignore_index),
+                                                        np.int64(n)))
+        return dx.astype(dt, copy=False)
+
+    def embedding_backward(self, g, indices, num_weights: int, padding_idx: int | None = None,
+                           deterministic: bool = False):
+        """``dweight`` of an embedding lookup: rows of ``g`` summed per index.
+
+        ``deterministic=False``: one atomic add per element (fast; summation order of repeated
+        indices varies between runs). ``deterministic=True``: indices are stable-sorted and each
+        distinct index sums its rows in that fixed order (bitwise reproducible).
+        """
+        (gc,), dt, cdt = self._compute(g)
+        cp = self.xp
+        dim = g.shape[-1]
+        with self.device_ctx():
+            idx = cp.ascontiguousarray(indices.reshape(-1).astype(np.int64, copy=False))
+            g2 = gc.reshape(-1, dim)
+            dw = cp.zeros((num_weights, dim), dtype=cdt)
+            nrows = idx.size
+            pad = np.int64(-1 if padding_idx is None else padding_idx)
+            if nrows and dim:
+                if not deterministic:
+                    n = nrows * dim
+                    K.get_kernel("embedding_bwd_atomic", cdt)((self._grid(n),), (256,),
+                                                              (g2, idx, dw, np.int64(dim), np.int64(n), pad))
+                else:
+                    order = cp.argsort(idx)  # CuPy's argsort is always stable
+                    sidx = idx[order]
+                    starts = cp.flatnonzero(cp.concatenate([cp.ones(1, dtype=bool), sidx[1:] != sidx[:-1]]))
+                    nseg = int(starts.size)
+                    n = nseg * dim
+                    K.get_kernel("embedding_bwd_sorted", cdt)(
+                        (self._grid(n),), (256,),
+                        (g2, order.astype(np.int64), starts.astype(np.int64), sidx, dw, np.int64(nseg),
+                         np.int64(dim), np.int64(nrows), pad))
+        return dw.astype(dt, copy=False)
+
+    def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float, beta2: float,
+                  eps: float, weight_decay: float = 0.0, decoupled: bool = False, maximize: bool = False) -> None:
+        """Adam/AdamW for every tensor of a group in one kernel launch per dtype, in place.
+
+        Arrays must be C-contiguous and, per tensor, share one dtype; float32/float64 groups are
+        fused, others (half parameters) take the reference path (computed in float32).
+        """
+        cp = self.xp
+        groups: dict = {}
+        for quad in zip(params, grads, exp_avgs, exp_avg_sqs):
+            p = quad[0]
+            fused = (p.dtype in _KERNEL_DTYPES and all(a.dtype == p.dtype and a.flags.c_contiguous for a in quad)
+                     and p.size > 0)
+            groups.setdefault(p.dtype if fused else None, []).append(quad)
+        hp = dict(step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
+                  decoupled=decoupled, maximize=maximize)
+        for dt, quads in groups.items():
+            if dt is None:
+                for p, g, m, v in quads:
+                    if p.size == 0:
+                        continue
+                    p32, m32, v32 = p.astype(_F32), m.astype(_F32), v.astype(_F32)
+                    K.adam_step_ref(cp, [p32], [g.astype(_F32)], [m32], [v32], **hp)
+                    p[...] = p32.astype(p.dtype)
+                    m[...] = m32.astype(m.dtype)
+                    v[...] = v32.astype(v.dtype)
+                continue
+            self._adam_fused(dt, quads, hp)
+
+    _ADAM_CHUNK = 65536
+
+    def _adam_fused(self, dt, quads, hp) -> None:
+        cp = self.xp
+        key = tuple(a.data.ptr for quad in quads for a in quad) + tuple(q[0].size for q in quads)
+        tables = self._adam_tables.get(key)
+        if tables is None:
+            ptrs = [np.array([q[i].data.ptr for q in quads], dtype=np.uint64) for i in range(4)]
+            sizes = np.array([q[0].size for q in quads], dtype=np.int64)
+            ct, cs = [], []
+            for t, s in enumerate(sizes):
+                for start in range(0, int(s), self._ADAM_CHUNK):
+                    ct.append(t)
+                    cs.append(start)
+            with self.device_ctx():
+                tables = ([cp.asarray(p) for p in ptrs], cp.asarray(sizes), cp.asarray(np.array(ct, np.int32)),
+                          cp.asarray(np.array(cs, np.int64)), len(ct))
+            if len(self._adam_tables) > 64:  # parameters re-allocated: forget stale tables
+                self._adam_tables.clear()
+            self._adam_tables[key] = tables
+        (pp, gp, mp, vp), sizes, ct, cs, nchunks = tables
+        step = hp["step"]
+        bc1 = 1.0 - hp["beta1"] ** step
+        bc2_sqrt = math.sqrt(1.0 - hp["beta2"] ** step)
+        s = dt.type
+        with self.device_ctx():
+            K.get_kernel("adam_multi", dt)(
+                (nchunks,), (512,),
+                (pp, gp, mp, vp, sizes, ct, cs, np.int64(self._ADAM_CHUNK), s(hp["lr"]), s(hp["beta1"]),
+                 s(hp["beta2"]), s(hp["eps"]), s(hp["weight_decay"]), s(bc1), s(bc2_sqrt),
+                 np.int32(bool(hp["decoupled"])), np.int32(bool(hp["maximize"]))))
+
+    def bias_act(self, x, bias, act: str = "relu"):
+        """``act(x + bias)`` in one pass (``act``: none, relu, gelu, gelu_tanh; ``bias`` over the last axis)."""
+        return self._bias_act("bias_act_fwd", None, x, bias, act)
+
+    def bias_act_backward(self, g, x, bias, act: str = "relu"):
+        """``dz = g * act'(x + bias)`` (the gradient for ``x``; sum it over leading axes for ``bias``)."""
+        return self._bias_act("bias_act_bwd", g, x, bias, act)
+
+    def _bias_act(self, name, g, x, bias, act):
+        if act not in K._ACTS:
+            raise ValueError(f"bias_act: unknown activation {act!r}; accepted: {sorted(K._ACTS)}")
+        if g is None:
+            (xc, bc), dt, cdt = self._compute(x, bias)
+            gc = None
+        else:
+            (gc, xc, bc), dt, cdt = self._compute(g, x, bias)
+        cp = self.xp
+        n = xc.size
+        ncol = bc.size if bc is not None else 1
+        if bc is not None and (x.ndim == 0 or bc.size != x.shape[-1]):
+            raise ValueError(f"bias_act: bias of shape {bias.shape} does not match the last axis of {x.shape}")
+        with self.device_ctx():
+            out = cp.empty(xc.shape, dtype=cdt)
+            if n:
+                b = xc if bc is None else bc
+                head = (xc, b, out) if gc is None else (gc, xc, b, out)
+                K.get_kernel(name, cdt)((self._grid(n),), (256,),
+                                        head + (np.int64(ncol), np.int64(n), np.int32(bc is not None),
+                                                np.int32(K._ACTS[act])))
+        return out.astype(dt, copy=False)
+

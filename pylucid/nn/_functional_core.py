@@ -1,3 +1,1181 @@
-"""(being written)"""
+"""``pylucid.nn.functional``: activations, normalisation, dropout, embeddings, attention and losses.
 
-__all__: list = []
+Built from public pylucid ops; the heavy layers (linear, layer/batch/RMS
+norm, cross-entropy, NLL, MSE, BCE, Huber, embedding, dropout, attention) are
+registered ops of ``pylucid.ops.nn``. Activations forward to the element-wise
+ops (``pylucid.relu``, ``pylucid.gelu``, ...), looked up when called.
+
+>>> import pylucid
+>>> import pylucid.nn.functional as F
+>>> F.mse_loss(pylucid.tensor([1.0, 2.0]), pylucid.tensor([1.0, 4.0]))
+tensor(2.)
+>>> F.cross_entropy(pylucid.tensor([[0.0, 0.0]]), pylucid.tensor([1]))
+tensor(0.6931)
+"""
+
+from __future__ import annotations
+
+import math
+
+import pylucid as _pl
+
+from .._tensor import Tensor
+from ..errors import ShapeMismatch
+from ..ops import nn as _nn_ops
+
+__all__ = [
+    # linear
+    "linear", "bilinear",
+    # activations
+    "relu", "relu_", "relu6", "gelu", "silu", "sigmoid", "tanh", "softplus", "mish", "elu", "selu", "celu",
+    "leaky_relu", "hardtanh", "hardsigmoid", "hardswish", "logsigmoid", "softsign", "tanhshrink", "softshrink",
+    "hardshrink", "threshold", "glu", "prelu", "softmax", "log_softmax", "softmin",
+    # dropout
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+    # normalisation
+    "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm", "local_response_norm", "normalize",
+    # embeddings and utilities
+    "embedding", "embedding_bag", "one_hot", "pad", "cosine_similarity", "pairwise_distance",
+    # attention
+    "scaled_dot_product_attention", "multi_head_attention_forward",
+    # losses
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "kl_div", "cosine_embedding_loss", "margin_ranking_loss",
+    "triplet_margin_loss", "ctc_loss",
+]
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _check_reduction(op: str, reduction: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction={reduction!r} is not valid; accepted: 'none', 'mean', 'sum'")
+
+
+def _check_tensor(op: str, x, name: str = "input") -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.mean()
+
+
+def _maximum(a, b):
+    return _pl.where(a > b, a, b)
+
+
+def _clamp_min(x: Tensor, v: float) -> Tensor:
+    return _pl.where(x > v, x, v)
+
+
+def _pl_fn(name: str):
+    return getattr(_pl, name, None)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# linear
+# ---------------------------------------------------------------------------------------------------------------------
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``y = x W^T + b`` (registered op, AMP ``Promote``), ``x``: ``(*, in)``, ``W``: ``(out, in)``.
+
+    >>> import pylucid
+    >>> linear(pylucid.ones(2, 3), pylucid.ones(4, 3), pylucid.zeros(4)).shape
+    (2, 4)
+    """
+    _check_tensor("linear", input)
+    _check_tensor("linear", weight, "weight")
+    if weight.ndim not in (1, 2) or input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
+        raise ShapeMismatch(
+            f"linear: input of shape {list(input.shape)} and weight of shape {list(weight.shape)} do not match "
+            "(expected input (*, in_features) and weight (out_features, in_features))"
+        )
+    if weight.ndim == 1:
+        out = _pl.matmul(input, weight)
+        return out + bias if bias is not None else out
+    if bias is not None and tuple(bias.shape) not in ((weight.shape[0],), (), (1,)):
+        raise ShapeMismatch(f"linear: bias of shape {list(bias.shape)} does not match out_features {weight.shape[0]}")
+    return _nn_ops.linear(input, weight, bias)
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``y_k = x1^T A_k x2 + b_k`` (composite: one matmul and a product-sum); ``A``: ``(out, in1, in2)``."""
+    if weight.ndim != 3 or input1.shape[-1] != weight.shape[1] or input2.shape[-1] != weight.shape[2]:
+        raise ShapeMismatch(
+            f"bilinear: inputs {list(input1.shape)}, {list(input2.shape)} and weight {list(weight.shape)} do not "
+            "match (expected (*, in1), (*, in2), (out, in1, in2))"
+        )
+    out_f, in1, in2 = weight.shape
+    lead = tuple(input1.shape[:-1])
+    x1 = input1.reshape(-1, in1)
+    x2 = input2.reshape(-1, in2)
+    # (N, in1) @ (in1, out*in2) -> (N, out, in2), then contract with x2
+    tmp = _pl.matmul(x1, weight.permute(1, 0, 2).reshape(in1, out_f * in2)).reshape(-1, out_f, in2)
+    y = (tmp * x2.unsqueeze(1)).sum(-1)
+    if bias is not None:
+        y = y + bias
+    return y.reshape(lead + (out_f,))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# activations: forwarded to the element-wise ops (composite fallbacks where that op is not present)
+# ---------------------------------------------------------------------------------------------------------------------
+def _sigmoid_fallback(x):
+    e = _pl.exp(-_pl.abs(x))
+    return _pl.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _softplus_raw(x):
+    # log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|))
+    return _pl.where(x > 0, x, 0.0) + _pl.log(1 + _pl.exp(-_pl.abs(x)))
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    fn = _pl_fn("relu")
+    out = fn(input) if fn is not None else _pl.where(input > 0, input, 0.0)
+    return _inplace(input, out, inplace)
+
+
+def relu_(input: Tensor) -> Tensor:
+    return relu(input, inplace=True)
+
+
+def _inplace(input, out, inplace):
+    return _finish_inplace(input, out, inplace)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate={approximate!r} is not valid; accepted: 'none', 'tanh'")
+    return _pl.gelu(input, approximate=approximate)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    fn = _pl_fn("silu")
+    return _inplace(input, fn(input) if fn is not None else input * sigmoid(input), inplace)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    fn = _pl_fn("sigmoid")
+    return fn(input) if fn is not None else _sigmoid_fallback(input)
+
+
+def tanh(input: Tensor) -> Tensor:
+    fn = _pl_fn("tanh")
+    return fn(input) if fn is not None else 2 * _sigmoid_fallback(2 * input) - 1
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    fn = _pl_fn("softplus")
+    if fn is not None:
+        return fn(input, beta=beta, threshold=threshold)
+    z = input * beta
+    return _pl.where(z > threshold, input, _softplus_raw(z) / beta)
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    fn = _pl_fn("mish")
+    return _inplace(input, fn(input) if fn is not None else input * tanh(softplus(input)), inplace)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    fn = _pl_fn("elu")
+    out = fn(input, alpha=alpha) if fn is not None else _pl.where(input > 0, input, alpha * (_pl.exp(input) - 1))
+    return _inplace(input, out, inplace)
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    fn = _pl_fn("selu")
+    if fn is not None:
+        return _inplace(input, fn(input), inplace)
+    alpha, scale = 1.6732632423543772, 1.0507009873554805
+    return _inplace(input, scale * _pl.where(input > 0, input, alpha * (_pl.exp(input) - 1)), inplace)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    fn = _pl_fn("celu")
+    if fn is not None:
+        return _inplace(input, fn(input, alpha=alpha), inplace)
+    return _inplace(input, _pl.where(input > 0, input, alpha * (_pl.exp(input / alpha) - 1)), inplace)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    fn = _pl_fn("leaky_relu")
+    out = fn(input, negative_slope) if fn is not None else _pl.where(input > 0, input, input * negative_slope)
+    return _inplace(input, out, inplace)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    fn = _pl_fn("hardtanh")
+    if fn is not None:
+        out = fn(input, min_val, max_val)
+    else:
+        out = _pl.where(input < min_val, min_val, _pl.where(input > max_val, max_val, input))
+    return _inplace(input, out, inplace)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    fn = _pl_fn("hardsigmoid")
+    return _inplace(input, fn(input) if fn is not None else hardtanh(input / 6 + 0.5, 0.0, 1.0), inplace)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    fn = _pl_fn("hardswish")
+    return _inplace(input, fn(input) if fn is not None else input * hardsigmoid(input), inplace)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    fn = _pl_fn("logsigmoid")
+    return fn(input) if fn is not None else -_softplus_raw(-input)
+
+
+def softsign(input: Tensor) -> Tensor:
+    fn = _pl_fn("softsign")
+    return fn(input) if fn is not None else input / (1 + _pl.abs(input))
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    return input - tanh(input)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    fn = _pl_fn("softshrink")
+    if fn is not None:
+        return fn(input, lambd)
+    return _pl.where(input > lambd, input - lambd, _pl.where(input < -lambd, input + lambd, 0.0))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    fn = _pl_fn("hardshrink")
+    if fn is not None:
+        return fn(input, lambd)
+    return _pl.where((input > lambd) | (input < -lambd), input, 0.0)
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    return _inplace(input, _pl.where(input > threshold, input, value), inplace)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    n = input.shape[dim]
+    if n % 2:
+        raise ValueError(f"glu: halving dimension must be even, but dimension {dim} is size {n}")
+    idx_a = [slice(None)] * input.ndim
+    idx_b = [slice(None)] * input.ndim
+    idx_a[dim] = slice(0, n // 2)
+    idx_b[dim] = slice(n // 2, n)
+    return input[tuple(idx_a)] * sigmoid(input[tuple(idx_b)])
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    w = weight
+    if weight.numel() > 1 and input.ndim >= 2:
+        w = weight.reshape((1, -1) + (1,) * (input.ndim - 2))
+    return _pl.where(input > 0, input, input * w)
+
+
+def _softmax_dim(op, dim, ndim):
+    if dim is None:
+        return 0 if ndim in (0, 1, 3) else 1  # PyTorch's legacy implicit dim
+    return dim
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    dim = _softmax_dim("softmax", dim, input.ndim)
+    if dtype is not None:
+        input = input.to(dtype)
+    fn = _pl_fn("softmax")
+    return fn(input, dim) if fn is not None else _nn_ops._softmax_t(input, dim)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    dim = _softmax_dim("log_softmax", dim, input.ndim)
+    if dtype is not None:
+        input = input.to(dtype)
+    fn = _pl_fn("log_softmax")
+    return fn(input, dim) if fn is not None else _nn_ops._log_softmax_t(input, dim)
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    return softmax(-input, dim, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# dropout: masks drawn from pylucid's generators (pylucid.manual_seed / generator=)
+# ---------------------------------------------------------------------------------------------------------------------
+def _check_p(op, p):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _keep_mask(input: Tensor, shape, p: float, generator=None) -> Tensor:
+    u = _pl.rand(*shape, generator=generator, device=input.device)
+    return u >= p
+
+
+def _finish_inplace(input, out, inplace):
+    if inplace:
+        from ..ops._op import check_inplace_leaf, commit_inplace
+
+        check_inplace_leaf(input, "inplace")
+        return commit_inplace(input, out, "inplace")
+    return out
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *,
+            generator=None) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)`` (identity unless training).
+
+    >>> import pylucid
+    >>> dropout(pylucid.ones(3), 0.5, training=False)
+    tensor([1., 1., 1.])
+    """
+    _check_p("dropout", p)
+    if not training or p == 0.0:
+        return input
+    mask = _keep_mask(input, input.shape, p, generator)
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    return _finish_inplace(input, _nn_ops.dropout_mask_op(input, mask, scale), inplace)
+
+
+def _feature_dropout(op, input, p, training, inplace, min_dim, generator=None):
+    _check_p(op, p)
+    if input.ndim not in (min_dim, min_dim + 1):
+        raise ValueError(f"{op}: expected a {min_dim}-D (unbatched) or {min_dim + 1}-D input, got {input.ndim}-D")
+    if not training or p == 0.0:
+        return input
+    batched = input.ndim == min_dim + 1
+    lead = 2 if batched else 1
+    shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
+    mask = _keep_mask(input, shape, p, generator)
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    return _finish_inplace(input, _nn_ops.dropout_mask_op(input, mask, scale), inplace)
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    return _feature_dropout("dropout1d", input, p, training, inplace, 2)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels (``input[n, c]``) with probability ``p``; input ``(N, C, H, W)`` or ``(C, H, W)``."""
+    return _feature_dropout("dropout2d", input, p, training, inplace, 3)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    return _feature_dropout("dropout3d", input, p, training, inplace, 4)
+
+
+_SELU_ALPHA_P = -1.7580993408473766  # -scale * alpha of SELU
+
+
+def _alpha_dropout(op, input, p, training, feature):
+    _check_p(op, p)
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if feature else input.shape
+    mask = _keep_mask(input, shape, p)
+    a = ((1 - p) * (1 + p * _SELU_ALPHA_P ** 2)) ** -0.5
+    b = -a * _SELU_ALPHA_P * p
+    return _nn_ops.alpha_dropout_mask_op(input, mask, a, b, _SELU_ALPHA_P)
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    """Dropout for SELU networks: dropped units take SELU's negative saturation, then an affine map keeps
+    mean and variance."""
+    return _finish_inplace(input, _alpha_dropout("alpha_dropout", input, p, training, False), inplace and training)
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    return _finish_inplace(input, _alpha_dropout("feature_alpha_dropout", input, p, training, True),
+                           inplace and training)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# normalisation
+# ---------------------------------------------------------------------------------------------------------------------
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalise over the trailing ``normalized_shape`` dims (biased variance), then ``* weight + bias``.
+
+    >>> import pylucid
+    >>> layer_norm(pylucid.tensor([[1.0, 3.0]]), (2,))
+    tensor([[-1.0000,  1.0000]])
+    """
+    _check_tensor("layer_norm", input)
+    return _nn_ops.layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing dims (``eps=None``: the dtype's machine epsilon)."""
+    _check_tensor("rms_norm", input)
+    return _nn_ops.rms_norm(input, normalized_shape, weight, eps)
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
+               bias: Tensor | None = None, training: bool = False, momentum: float = 0.1,
+               eps: float = 1e-5) -> Tensor:
+    """Normalise each channel (dim 1) over the batch and spatial dims.
+
+    ``training=True``: batch statistics (biased variance to normalise); the
+    running buffers, if given, are updated in place:
+    ``running = (1 - momentum) * running + momentum * batch`` with the
+    unbiased batch variance. ``training=False``: the running statistics.
+    """
+    _check_tensor("batch_norm", input)
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input of at least 2 dims (N, C, ...), got {input.ndim}-D")
+    C = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        if t is not None and t.numel() != C:
+            raise ShapeMismatch(f"batch_norm: {name} has {t.numel()} elements but the input has {C} channels")
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+    n = input.numel() // C if C else 0
+    if training and n <= 1:
+        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
+                         f"{list(input.shape)}")
+    y, mean, var = _nn_ops.batch_norm_stats(input, None if training else running_mean,
+                                            None if training else running_var, weight, bias, training, eps)
+    if training and running_mean is not None:
+        with _pl.no_grad():
+            m = momentum
+            running_mean.copy_(running_mean * (1 - m) + mean.detach().to(running_mean.dtype) * m)
+            if running_var is not None:
+                unbiased = var.detach().to(running_var.dtype) * (n / (n - 1))
+                running_var.copy_(running_var * (1 - m) + unbiased * m)
+    return y
+
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalise each group of ``C/num_groups`` channels (with their spatial dims) per sample; composite over the
+    ``layer_norm`` op (so it is ``ForceFP32`` as well)."""
+    _check_tensor("group_norm", input)
+    if input.ndim < 2:
+        raise ValueError(f"group_norm: expected an input of at least 2 dims (N, C, ...), got {input.ndim}-D")
+    N, C = input.shape[:2]
+    if num_groups <= 0 or C % num_groups:
+        raise ValueError(f"group_norm: expected the number of channels ({C}) to be divisible by num_groups "
+                         f"({num_groups})")
+    x = input.reshape(N, num_groups, -1)
+    y = _nn_ops.layer_norm(x, (x.shape[-1],), None, None, eps).reshape(input.shape)
+    shape = (1, C) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
+                  weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each ``input[n, c]`` over its spatial dims (batch norm of the ``(1, N*C, ...)`` reshape)."""
+    _check_tensor("instance_norm", input)
+    N, C = input.shape[:2]
+    shape = (1, N * C) + tuple(input.shape[2:])
+    rm = running_mean.repeat(N) if running_mean is not None and hasattr(running_mean, "repeat") else None
+    if running_mean is not None and rm is None:
+        rm = _pl.cat([running_mean] * N)
+    rv = None
+    if running_var is not None:
+        rv = _pl.cat([running_var] * N)
+    if use_input_stats:
+        x = input.reshape(N, C, -1)
+        y = _nn_ops.layer_norm(x, (x.shape[-1],), None, None, eps).reshape(input.shape)
+        if running_mean is not None or running_var is not None:
+            with _pl.no_grad():
+                n = x.shape[-1]
+                mean = x.mean(-1).mean(0)
+                var = ((x - x.mean(-1, keepdim=True)) ** 2).sum(-1).mean(0) / max(n - 1, 1)
+                if running_mean is not None:
+                    running_mean.copy_(running_mean * (1 - momentum) + mean.to(running_mean.dtype) * momentum)
+                if running_var is not None:
+                    running_var.copy_(running_var * (1 - momentum) + var.to(running_var.dtype) * momentum)
+    else:
+        y, _, _ = _nn_ops.batch_norm_stats(input.reshape(shape), rm, rv, None, None, False, eps)
+        y = y.reshape(input.shape)
+    wshape = (1, C) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(wshape)
+    if bias is not None:
+        y = y + bias.reshape(wshape)
+    return y
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """``x / (k + alpha/size * sum_{window} x^2)^beta`` over a window of ``size`` neighbouring channels
+    (zero padded: ``size//2`` before, ``(size-1)//2`` after), as PyTorch."""
+    if input.ndim < 3:
+        raise ValueError(f"local_response_norm: expected 3D or higher input, got {input.ndim}-D")
+    C = input.shape[1]
+    sq = input * input
+    before, after = size // 2, (size - 1) // 2
+    zshape = list(sq.shape)
+    parts = []
+    if before:
+        zshape[1] = before
+        parts.append(_pl.zeros(tuple(zshape), dtype=sq.dtype, device=sq.device))
+    parts.append(sq)
+    if after:
+        zshape[1] = after
+        parts.append(_pl.zeros(tuple(zshape), dtype=sq.dtype, device=sq.device))
+    padded = _pl.cat(parts, 1) if len(parts) > 1 else sq
+    acc = None
+    for i in range(size):
+        piece = padded[:, i:i + C]
+        acc = piece if acc is None else acc + piece
+    div = (acc * (alpha / size) + k) ** beta
+    return input / div
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
+    """``x / max(||x||_p, eps)`` along ``dim``."""
+    nrm = _vector_norm(input, p, dim, keepdim=True)
+    return input / _clamp_min(nrm, eps)
+
+
+def _vector_norm(x: Tensor, p: float, dim, keepdim: bool = False) -> Tensor:
+    if p == 2:
+        return _pl.sqrt((x * x).sum(dim, keepdim=keepdim))
+    if p == 1:
+        return _pl.abs(x).sum(dim, keepdim=keepdim)
+    if p == math.inf:
+        return _pl.amax(_pl.abs(x), dim, keepdim=keepdim)
+    return (_pl.abs(x) ** p).sum(dim, keepdim=keepdim) ** (1.0 / p)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# embeddings, one-hot, padding, distances
+# ---------------------------------------------------------------------------------------------------------------------
+def _norm_padding_idx(padding_idx, num):
+    if padding_idx is None:
+        return -1
+    if not -num <= padding_idx < num:
+        raise ValueError(f"embedding: padding_idx {padding_idx} must be within the number of embeddings ({num})")
+    return padding_idx % num
+
+
+def _check_indices(op, indices, num):
+    if indices.dtype.is_floating_point or indices.dtype.is_complex:
+        raise TypeError(f"{op}: expected integer indices, got {indices.dtype}")
+    if indices.numel():
+        lo, hi = int(_pl.amin(indices).item()), int(_pl.amax(indices).item())
+        if lo < 0 or hi >= num:
+            raise IndexError(f"{op}: index out of range in self (indices must be in [0, {num}), got "
+                             f"min {lo}, max {hi})")
+
+
+def _embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float, norm_type: float) -> None:
+    """Rescale, in place, the rows of ``weight`` looked up by ``indices`` whose norm exceeds ``max_norm``."""
+    import numpy as np
+
+    rows = np.unique(np.asarray(indices).reshape(-1))
+    if rows.size == 0:
+        return
+    with _pl.no_grad():
+        idx = _pl.tensor(rows, device=weight.device)
+        sel = weight.detach()[idx]
+        nrm = _vector_norm(sel, norm_type, 1, keepdim=True)
+        scale = _pl.where(nrm > max_norm, max_norm / (nrm + 1e-7), 1.0)
+        weight._data[idx._data] = (sel * scale).to(weight.dtype)._data
+        weight._version[0] += 1
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Look up rows of ``weight`` (``(num_embeddings, dim)``) at integer ``input``; the ``padding_idx`` row gets
+    no gradient; ``max_norm`` renormalises the looked-up rows in place first.
+
+    >>> import pylucid
+    >>> embedding(pylucid.tensor([2, 0]), pylucid.arange(6.0).reshape(3, 2))
+    tensor([[4., 5.],
+            [0., 1.]])
+    """
+    _check_tensor("embedding", input)
+    _check_tensor("embedding", weight, "weight")
+    if weight.ndim != 2:
+        raise ShapeMismatch(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got {list(weight.shape)}")
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: scale_grad_by_freq and sparse gradients are not supported by pylucid")
+    _check_indices("embedding", input, weight.shape[0])
+    pidx = _norm_padding_idx(padding_idx, weight.shape[0])
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
+    return _nn_ops.embedding_op(weight, input, pidx)
+
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, max_norm: float | None = None,
+                  norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
+                  sparse: bool = False, per_sample_weights: Tensor | None = None,
+                  include_last_offset: bool = False, padding_idx: int | None = None) -> Tensor:
+    """Sum / mean / max of the embeddings of each bag.
+
+    Bags are the rows of a 2-D ``input``, or the slices of a 1-D ``input``
+    that start at ``offsets``. Sum and mean are a matmul of a constant
+    ``(bags, n)`` membership matrix with the looked-up rows (composite);
+    ``padding_idx`` entries are skipped (not counted in the mean).
+    """
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"embedding_bag: mode={mode!r} is not valid; accepted: 'sum', 'mean', 'max'")
+    import numpy as np
+
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("embedding_bag: offsets must be None when input is 2-D")
+        B, L = input.shape
+        flat = input.reshape(-1)
+        starts = np.arange(B) * L
+        n = B * L
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("embedding_bag: offsets are required when input is 1-D")
+        flat = input
+        n = input.shape[0]
+        starts = np.asarray(offsets).reshape(-1).astype(np.int64)
+        if include_last_offset:
+            starts = starts[:-1]
+        B = starts.shape[0]
+    else:
+        raise ValueError(f"embedding_bag: input must be 1-D or 2-D, got {input.ndim}-D")
+    ends = np.append(starts[1:], n) if B else starts
+    if include_last_offset and input.ndim == 1:
+        ends = np.asarray(offsets).reshape(-1)[1:].astype(np.int64)
+    pidx = _norm_padding_idx(padding_idx, weight.shape[0])
+    rows = embedding(flat, weight, max_norm=max_norm, norm_type=norm_type)
+    flat_np = np.asarray(flat)
+    member = np.zeros((B, n), dtype=np.float64)
+    for b in range(B):
+        member[b, starts[b]:ends[b]] = 1.0
+    if pidx >= 0:
+        member[:, flat_np == pidx] = 0.0
+    if mode == "max":
+        if per_sample_weights is not None:
+            raise ValueError("embedding_bag: per_sample_weights are only supported for mode='sum'")
+        outs = []
+        for b in range(B):
+            sel = np.nonzero(member[b])[0]
+            if sel.size == 0:
+                outs.append(_pl.zeros(weight.shape[1], dtype=weight.dtype, device=weight.device))
+            else:
+                outs.append(_pl.amax(rows[_pl.tensor(sel, device=weight.device)], 0))
+        return _pl.stack(outs) if outs else _pl.zeros(0, weight.shape[1], dtype=weight.dtype, device=weight.device)
+    if mode == "mean":
+        counts = member.sum(1, keepdims=True)
+        member = np.divide(member, counts, out=np.zeros_like(member), where=counts > 0)
+    m = _pl.tensor(member, dtype=weight.dtype, device=weight.device)
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise ValueError("embedding_bag: per_sample_weights are only supported for mode='sum'")
+        rows = rows * per_sample_weights.reshape(-1, 1)
+    return _pl.matmul(m, rows)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """``(..., num_classes)`` int64 tensor with a 1 at each index (``num_classes=-1``: ``max + 1``)."""
+    fn = _pl_fn("one_hot")
+    if fn is not None:
+        return fn(tensor, num_classes)
+    if tensor.dtype.is_floating_point:
+        raise TypeError("one_hot: expected an integer tensor (class values)")
+    if num_classes < 0:
+        num_classes = int(_pl.amax(tensor).item()) + 1 if tensor.numel() else 0
+    classes = _pl.arange(num_classes, device=tensor.device)
+    return (tensor.unsqueeze(-1) == classes).to(_pl.int64)
+
+
+def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
+    """Pad the last ``len(pad)//2`` dims (``pad = (left_last, right_last, left_prev, ...)``); forwards to
+    ``pylucid.pad``, with a constant-mode fallback built from ``cat``."""
+    fn = _pl_fn("pad")
+    if fn is not None:
+        return fn(input, pad, mode=mode, value=value)
+    if mode != "constant":
+        raise NotImplementedError(f"pad: mode {mode!r} needs pylucid.pad")
+    out = input
+    v = 0.0 if value is None else value
+    for i in range(len(pad) // 2):
+        dim = input.ndim - 1 - i
+        lo, hi = pad[2 * i], pad[2 * i + 1]
+        parts = []
+        shp = list(out.shape)
+        if lo > 0:
+            shp[dim] = lo
+            parts.append(_pl.full(tuple(shp), v, dtype=out.dtype, device=out.device))
+        idx = [slice(None)] * out.ndim
+        idx[dim] = slice(max(-lo, 0), out.shape[dim] - max(-hi, 0))
+        parts.append(out[tuple(idx)])
+        if hi > 0:
+            shp[dim] = hi
+            parts.append(_pl.full(tuple(shp), v, dtype=out.dtype, device=out.device))
+        out = _pl.cat(parts, dim) if len(parts) > 1 else parts[0]
+    return out
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """``sum(x1 x2) / (max(||x1||, eps) * max(||x2||, eps))`` along ``dim`` (PyTorch's clamping of each norm)."""
+    n1 = _clamp_min(_pl.sqrt((x1 * x1).sum(dim)), eps)
+    n2 = _clamp_min(_pl.sqrt((x2 * x2).sum(dim)), eps)
+    return (x1 * x2).sum(dim) / (n1 * n2)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """``||x1 - x2 + eps||_p`` over the last dim."""
+    return _vector_norm(x1 - x2 + eps, p, -1, keepdim=keepdim)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# attention
+# ---------------------------------------------------------------------------------------------------------------------
+def _additive_mask(attn_mask, is_causal, L, S, query):
+    neg_inf = float("-inf")
+    mask = None
+    if is_causal:
+        if attn_mask is not None:
+            raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both")
+        rows = _pl.arange(L, device=query.device).reshape(L, 1)
+        cols = _pl.arange(S, device=query.device).reshape(1, S)
+        mask = _pl.where(cols <= rows, 0.0, neg_inf).to(query.dtype)
+    elif attn_mask is not None:
+        if attn_mask.dtype is _pl.bool:
+            mask = _pl.where(attn_mask, 0.0, neg_inf).to(query.dtype)
+        else:
+            mask = attn_mask
+    return mask
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """``softmax(q k^T * scale + mask) @ v`` (registered op, ``ForceFP32``).
+
+    ``attn_mask``: boolean (True = attend) or additive float, broadcast to
+    ``(..., L, S)``; ``is_causal`` masks keys after the query position;
+    ``scale`` defaults to ``1/sqrt(E)``; ``dropout_p`` drops attention weights.
+    Rows with every key masked give NaN, as PyTorch's math kernel.
+    """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _check_tensor("scaled_dot_product_attention", t, name)
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ShapeMismatch(
+            f"scaled_dot_product_attention: query {list(query.shape)}, key {list(key.shape)} and value "
+            f"{list(value.shape)} do not match (expected (..., L, E), (..., S, E), (..., S, Ev))"
+        )
+    L, S = query.shape[-2], key.shape[-2]
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key = _repeat_heads(key, rep)
+        value = _repeat_heads(value, rep)
+    sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    mask = _additive_mask(attn_mask, is_causal, L, S, query)
+    drop = None
+    ds = 1.0
+    if dropout_p > 0.0:
+        shape = tuple(query.shape[:-1]) + (S,)
+        drop = _keep_mask(query, shape, dropout_p)
+        ds = 0.0 if dropout_p >= 1.0 else 1.0 / (1.0 - dropout_p)
+    return _nn_ops.sdpa_op(query, key, value, mask, drop, sc, ds)
+
+
+def _repeat_heads(x, rep):
+    shp = tuple(x.shape)
+    x = _pl.stack([x] * rep, x.ndim - 2)  # (..., Hk, rep, S, E): kv head i serves query heads i*rep..
+    return x.reshape(shp[:-3] + (shp[-3] * rep,) + shp[-2:])
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+                                 training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
+                                 is_causal=False):
+    """PyTorch's functional multi-head attention on sequence-first ``(L, N, E)`` inputs (or unbatched ``(L, E)``)."""
+    if bias_k is not None or bias_v is not None or add_zero_attn or static_k is not None or static_v is not None:
+        raise NotImplementedError("multi_head_attention_forward: bias_k/bias_v/add_zero_attn/static_k/static_v "
+                                  "are not supported by pylucid")
+    unbatched = query.ndim == 2
+    if unbatched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    L, N, E = query.shape
+    S = key.shape[0]
+    if E != embed_dim_to_check:
+        raise ShapeMismatch(f"multi_head_attention_forward: expected embed_dim {embed_dim_to_check}, got {E}")
+    hd = E // num_heads
+    if use_separate_proj_weight:
+        bq = bk = bv = None
+        if in_proj_bias is not None:
+            bq, bk, bv = in_proj_bias[:E], in_proj_bias[E:2 * E], in_proj_bias[2 * E:]
+        q = linear(query, q_proj_weight, bq)
+        k = linear(key, k_proj_weight, bk)
+        v = linear(value, v_proj_weight, bv)
+    else:
+        w = in_proj_weight
+        b = in_proj_bias
+        q = linear(query, w[:E], None if b is None else b[:E])
+        k = linear(key, w[E:2 * E], None if b is None else b[E:2 * E])
+        v = linear(value, w[2 * E:], None if b is None else b[2 * E:])
+    # (L, N, E) -> (N, H, L, hd)
+    q = q.reshape(L, N, num_heads, hd).permute(1, 2, 0, 3)
+    k = k.reshape(S, N, num_heads, hd).permute(1, 2, 0, 3)
+    v = v.reshape(S, N, num_heads, hd).permute(1, 2, 0, 3)
+    mask = None
+    if attn_mask is not None:
+        am = attn_mask
+        if am.dtype is _pl.bool:
+            am = _pl.where(am, float("-inf"), 0.0).to(q.dtype)  # PyTorch MHA: True = NOT allowed
+        if am.ndim == 3:
+            am = am.reshape(N, num_heads, L, S)
+        mask = am
+    elif is_causal:
+        rows = _pl.arange(L, device=q.device).reshape(L, 1)
+        cols = _pl.arange(S, device=q.device).reshape(1, S)
+        mask = _pl.where(cols <= rows, 0.0, float("-inf")).to(q.dtype)
+    if key_padding_mask is not None:
+        kpm = key_padding_mask
+        if kpm.dtype is _pl.bool:
+            kpm = _pl.where(kpm, float("-inf"), 0.0).to(q.dtype)
+        kpm = kpm.reshape(N, 1, 1, S)
+        mask = kpm if mask is None else mask + kpm
+    if not training:
+        dropout_p = 0.0
+    if need_weights:
+        sc = 1.0 / math.sqrt(hd)
+        s = _pl.matmul(q * sc, k.transpose(-1, -2))
+        if mask is not None:
+            s = s + mask
+        attn = softmax(s, -1)
+        attn_d = dropout(attn, dropout_p) if dropout_p > 0 else attn
+        out = _pl.matmul(attn_d, v)
+    else:
+        out = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        attn = None
+    out = out.permute(2, 0, 1, 3).reshape(L, N, E)
+    out = linear(out, out_proj_weight, out_proj_bias)
+    if attn is not None and average_attn_weights:
+        attn = attn.mean(1)
+    if unbatched:
+        out = out.squeeze(1)
+        if attn is not None:
+            attn = attn.squeeze(0)
+    return out, attn
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# losses
+# ---------------------------------------------------------------------------------------------------------------------
+def _check_same_shape(op, input, target):
+    if tuple(input.shape) != tuple(target.shape):
+        try:
+            _pl.broadcast_to(target, input.shape)
+        except Exception:  # noqa: BLE001
+            raise ShapeMismatch(f"{op}: target of shape {list(target.shape)} cannot be broadcast to the input of "
+                                f"shape {list(input.shape)}") from None
+
+
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+             weight: Tensor | None = None) -> Tensor:
+    """``(input - target)^2`` reduced (registered op, ``ForceFP32``)."""
+    _check_reduction("mse_loss", reduction)
+    _check_same_shape("mse_loss", input, target)
+    if weight is not None:
+        return _reduce(weight * (input - target) ** 2, reduction)
+    return _nn_ops.mse_loss_op(input, target, reduction)
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """``|input - target|`` reduced (composite)."""
+    _check_reduction("l1_loss", reduction)
+    _check_same_shape("l1_loss", input, target)
+    return _reduce(_pl.abs(input - target), reduction)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    """``0.5 d^2`` if ``|d| <= delta`` else ``delta (|d| - delta/2)`` (registered op, ``ForceFP32``)."""
+    _check_reduction("huber_loss", reduction)
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    _check_same_shape("huber_loss", input, target)
+    return _nn_ops.huber_loss_op(input, target, reduction, delta)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """``0.5 d^2 / beta`` if ``|d| < beta`` else ``|d| - beta/2``: Huber with ``delta=beta`` divided by ``beta``
+    (``beta=0``: L1)."""
+    _check_reduction("smooth_l1_loss", reduction)
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    if beta == 0:
+        return l1_loss(input, target, reduction=reduction)
+    return huber_loss(input, target, reduction, beta) / beta
+
+
+def _class_input(op, input, target):
+    """Validate ``(N, C, d...)`` / ``(C,)`` inputs against targets; returns (input, target, unbatched)."""
+    _check_tensor(op, input)
+    _check_tensor(op, target, "target")
+    if input.ndim == 0:
+        raise ValueError(f"{op}: input must have at least 1 dim (C,) or (N, C, ...), got a 0-d tensor")
+    prob = target.is_floating_point()
+    unbatched = input.ndim == 1
+    if unbatched:
+        input = input.unsqueeze(0)
+        target = target.unsqueeze(0)
+    if prob:
+        if tuple(target.shape) != tuple(input.shape):
+            raise ShapeMismatch(f"{op}: probability targets must have the input's shape {list(input.shape)}, got "
+                                f"{list(target.shape)}")
+    else:
+        exp_shape = (input.shape[0],) + tuple(input.shape[2:])
+        if tuple(target.shape) != exp_shape:
+            raise ShapeMismatch(f"{op}: expected target of shape {list(exp_shape)} for input of shape "
+                                f"{list(input.shape)}, got {list(target.shape)}")
+    return input, target, unbatched
+
+
+def _check_targets(op, target, C, ignore_index):
+    if target.numel() == 0:
+        return
+    import numpy as np
+
+    t = np.asarray(target)
+    bad = (t != ignore_index) & ((t < 0) | (t >= C))
+    if bad.any():
+        raise IndexError(f"{op}: Target {int(t[bad].reshape(-1)[0])} is out of bounds (expected class indices in "
+                         f"[0, {C}) or ignore_index={ignore_index})")
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                  ignore_index: int = -100, reduce=None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Cross-entropy of logits ``(N, C, d1, ...)`` or ``(C,)`` against class indices or class probabilities.
+
+    One fused registered op (stable log-softmax + NLL, ``ForceFP32``, fast
+    first-order backward). ``weight`` rescales classes; ``ignore_index``
+    targets contribute nothing (indices only); ``label_smoothing`` mixes the
+    target with the uniform distribution. ``reduction='mean'`` divides by the
+    summed weight of the non-ignored targets (indices) or by ``N*d1*...``
+    (probabilities).
+
+    >>> import pylucid
+    >>> cross_entropy(pylucid.tensor([[2.0, 0.0], [0.0, 2.0]]), pylucid.tensor([0, 0]))
+    tensor(1.1269)
+    """
+    _check_reduction("cross_entropy", reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    input, target, unbatched = _class_input("cross_entropy", input, target)
+    C = input.shape[1]
+    if weight is not None and tuple(weight.shape) != (C,):
+        raise ShapeMismatch(f"cross_entropy: weight must have shape [{C}], got {list(weight.shape)}")
+    if target.is_floating_point():
+        if ignore_index != -100:
+            raise ValueError("cross_entropy: ignore_index is not supported for floating point (probability) targets")
+    else:
+        _check_targets("cross_entropy", target, C, ignore_index)
+    out = _nn_ops.cross_entropy_loss(input, target, weight, ignore_index, reduction, label_smoothing)
+    if unbatched and reduction == "none":
+        out = out.squeeze(0)
+    return out
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of log-probabilities ``(N, C, d1, ...)`` at class indices (registered op)."""
+    _check_reduction("nll_loss", reduction)
+    input, target, unbatched = _class_input("nll_loss", input, target)
+    if target.is_floating_point():
+        raise TypeError("nll_loss: expected integer class-index targets, got floating point")
+    C = input.shape[1]
+    if weight is not None and tuple(weight.shape) != (C,):
+        raise ShapeMismatch(f"nll_loss: weight must have shape [{C}], got {list(weight.shape)}")
+    _check_targets("nll_loss", target, C, ignore_index)
+    out = _nn_ops.nll_loss_op(input, target, weight, ignore_index, reduction)
+    if unbatched and reduction == "none":
+        out = out.squeeze(0)
+    return out
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                         reduce=None, reduction: str = "mean") -> Tensor:
+    """``-w (y log x + (1 - y) log(1 - x))`` on probabilities, logs clamped at -100 (registered op)."""
+    _check_reduction("binary_cross_entropy", reduction)
+    if tuple(input.shape) != tuple(target.shape):
+        raise ShapeMismatch(f"binary_cross_entropy: target size {list(target.shape)} must be the same as the input "
+                            f"size {list(input.shape)}")
+    if input.numel():
+        lo, hi = float(_pl.amin(input.detach()).item()), float(_pl.amax(input.detach()).item())
+        if lo < 0 or hi > 1:
+            raise ValueError("binary_cross_entropy: all elements of input should be between 0 and 1")
+    return _nn_ops.bce_loss_op(input, target, weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     size_average=None, reduce=None, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """``sigmoid`` + binary cross-entropy in one stable op; ``pos_weight`` weights the positive term."""
+    _check_reduction("binary_cross_entropy_with_logits", reduction)
+    if tuple(input.shape) != tuple(target.shape):
+        raise ShapeMismatch(f"binary_cross_entropy_with_logits: target size {list(target.shape)} must be the same "
+                            f"as the input size {list(input.shape)}")
+    return _nn_ops.bce_with_logits_op(input, target, weight, pos_weight, reduction)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """``target (log target - input)`` (``input`` holds log-probabilities); ``reduction='batchmean'`` divides the
+    sum by the batch size (the mathematically correct KL), ``'mean'`` by the element count (PyTorch's default)."""
+    if reduction not in _REDUCTIONS + ("batchmean",):
+        raise ValueError(f"kl_div: reduction={reduction!r} is not valid; accepted: 'none', 'mean', 'sum', "
+                         "'batchmean'")
+    if log_target:
+        loss = _pl.exp(target) * (target - input)
+    else:
+        # 0 * log 0 := 0
+        safe = _pl.where(target > 0, target, 1.0)
+        loss = _pl.where(target > 0, target * (_pl.log(safe) - input), 0.0 * input)
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce(loss, reduction)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                          size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """``1 - cos(x1, x2)`` for ``y = 1``, ``max(0, cos(x1, x2) - margin)`` for ``y = -1``."""
+    _check_reduction("cosine_embedding_loss", reduction)
+    eps = 1e-12  # PyTorch's EPSILON inside the loss
+    dim = input1.ndim - 1
+    prod = (input1 * input2).sum(dim)
+    m1 = (input1 * input1).sum(dim) + eps
+    m2 = (input2 * input2).sum(dim) + eps
+    cos = prod / _pl.sqrt(m1 * m2)
+    pos = 1 - cos
+    neg = _clamp_min(cos - margin, 0.0)
+    loss = _pl.where(target == 1, pos, 0.0 * pos) + _pl.where(target == -1, neg, 0.0 * neg)
+    return _reduce(loss, reduction)
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
+                        reduce=None, reduction: str = "mean") -> Tensor:
+    """``max(0, -y (x1 - x2) + margin)``."""
+    _check_reduction("margin_ranking_loss", reduction)
+    return _reduce(_clamp_min(-target * (input1 - input2) + margin, 0.0), reduction)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2.0,
+                        eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
+                        reduction: str = "mean") -> Tensor:
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with ``d`` the pairwise ``p``-distance (``swap``: use
+    ``min(d(a, n), d(p, n))``)."""
+    _check_reduction("triplet_margin_loss", reduction)
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_s = pairwise_distance(positive, negative, p, eps)
+        d_neg = _pl.where(d_s < d_neg, d_s, d_neg)
+    return _reduce(_clamp_min(margin + d_pos - d_neg, 0.0), reduction)
+
+
+_CTC_NEG = -1e30  # finite stand-in for log(0): keeps every exp/log (and their gradients) finite
+
+
+def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,
+             reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
+    """Connectionist temporal classification loss.
+
+    ``log_probs``: ``(T, N, C)`` log-softmax outputs (or ``(T, C)``);
+    ``targets``: ``(N, S)`` padded or 1-D concatenated; lengths as tensors or
+    sequences. Forward is the alpha recursion in log space over the
+    blank-extended labels, vectorised over the batch; the gradient comes from
+    autograd through these ops. ``reduction='mean'`` divides each loss by its
+    target length, then averages. Impossible alignments give ``inf`` (or 0
+    with ``zero_infinity``).
+    """
+    import numpy as np
+
+    _check_reduction("ctc_loss", reduction)
+    unbatched = log_probs.ndim == 2
+    if unbatched:
+        log_probs = log_probs.unsqueeze(1)
+        if targets.ndim == 1:
+            targets = targets.unsqueeze(0)
+    T, N, C = log_probs.shape
+    il = np.asarray(input_lengths).reshape(-1).astype(np.int64)
+    tl = np.asarray(target_lengths).reshape(-1).astype(np.int64)
+    if il.shape[0] != N or tl.shape[0] != N:
+        raise ShapeMismatch(f"ctc_loss: expected {N} input and target lengths, got {il.shape[0]} and {tl.shape[0]}")
+    tg = np.asarray(targets).astype(np.int64)
+    Smax = int(tl.max()) if N else 0
+    padded = np.full((N, max(Smax, 1)), blank, dtype=np.int64)
+    if tg.ndim == 1:
+        off = 0
+        for n in range(N):
+            padded[n, :tl[n]] = tg[off:off + tl[n]]
+            off += tl[n]
+    else:
+        for n in range(N):
+            padded[n, :tl[n]] = tg[n, :tl[n]]
+    Lx = 2 * max(Smax, 0) + 1
+    ext = np.full((N, Lx), blank, dtype=np.int64)
+    ext[:, 1::2] = padded[:, :Smax] if Smax else ext[:, 1::2]
+    # transitions from s-2 are allowed onto a non-blank label that differs from the label two back
+    skip = np.zeros((N, Lx), dtype=bool)
+    if Lx > 2:
+        skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    dev = log_probs.device
+    dt = log_probs.dtype
+    batch_idx = _pl.tensor(np.arange(N)[:, None], device=dev)
+    ext_t = _pl.tensor(ext, device=dev)
+    skip_t = _pl.tensor(skip, device=dev)
+    neg = _pl.full((N, 1), _CTC_NEG, dtype=dt, device=dev)
+    neg2 = _pl.full((N, 2), _CTC_NEG, dtype=dt, device=dev)
+    first = np.full((N, Lx), _CTC_NEG)
+    first_mask = np.zeros((N, Lx), dtype=bool)
+    first_mask[:, 0] = True
+    first_mask[:, 1] = Lx > 1
+    lp0 = log_probs[0][batch_idx, ext_t]
+    alpha = _pl.where(_pl.tensor(first_mask, device=dev), lp0, _pl.tensor(first, dtype=dt, device=dev))
+    alphas = [alpha]
+    for t in range(1, T):
+        a1 = _pl.cat([neg, alpha[:, :-1]], 1)
+        a2 = _pl.cat([neg2, alpha[:, :-2]], 1) if Lx > 2 else _pl.full((N, Lx), _CTC_NEG, dtype=dt, device=dev)
+        a2 = _pl.where(skip_t, a2, _CTC_NEG)
+        m = _maximum(_maximum(alpha, a1), a2).detach()
+        lse = m + _pl.log(_pl.exp(alpha - m) + _pl.exp(a1 - m) + _pl.exp(a2 - m))
+        new = lse + log_probs[t][batch_idx, ext_t]
+        # sequences already finished keep their alpha (their last step is read below)
+        alpha = new
+        alphas.append(alpha)
+    stacked = _pl.stack(alphas)  # (T, N, Lx)
+    last_t = _pl.tensor(np.maximum(il - 1, 0), device=dev)
+    nidx = _pl.tensor(np.arange(N), device=dev)
+    end1 = _pl.tensor(2 * tl, device=dev)
+    end2 = _pl.tensor(np.maximum(2 * tl - 1, 0), device=dev)
+    f1 = stacked[last_t, nidx, end1]
+    f2 = stacked[last_t, nidx, end2]
+    f2 = _pl.where(_pl.tensor(tl > 0, device=dev), f2, _CTC_NEG)
+    m = _maximum(f1, f2).detach()
+    loss = -(m + _pl.log(_pl.exp(f1 - m) + _pl.exp(f2 - m)))
+    impossible = loss > 1e29
+    if zero_infinity:
+        loss = _pl.where(impossible, 0.0 * loss, loss)
+    else:
+        loss = _pl.where(impossible, float("inf"), loss)
+    if reduction == "mean":
+        denom = _pl.tensor(np.maximum(tl, 1), dtype=dt, device=dev)
+        return (loss / denom).mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss.squeeze(0) if unbatched else loss

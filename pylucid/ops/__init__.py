@@ -32,8 +32,12 @@ from .linalg import matmul  # noqa: E402
 
 subtract = sub
 
-# family modules filled in by the op catalogue; each defines __all__
-from . import activation, complex, conv, fft, nn, random_ops, scan, sorting, special  # noqa: E402
+# family modules; each defines __all__ (bound under private names: ``complex`` is also a function)
+from . import activation as _activation, complex as _complex, conv as _conv, fft as _fft  # noqa: E402
+from . import nn as _nn, random_ops as _random_ops, scan as _scan, sorting as _sorting  # noqa: E402
+from . import special as _special  # noqa: E402
+from . import compare as _compare, elementwise as _elementwise, indexing as _indexing  # noqa: E402
+from . import linalg as _linalg, reduction as _reduction, shape as _shape  # noqa: E402
 from .activation import *  # noqa: E402,F401,F403
 from .scan import *  # noqa: E402,F401,F403
 from .sorting import *  # noqa: E402,F401,F403
@@ -49,12 +53,10 @@ from .reduction import *  # noqa: E402,F401,F403
 from .shape import *  # noqa: E402,F401,F403
 from .indexing import *  # noqa: E402,F401,F403
 from .linalg import *  # noqa: E402,F401,F403
-from . import compare as _compare, elementwise as _elementwise, indexing as _indexing  # noqa: E402
-from . import linalg as _linalg, reduction as _reduction, shape as _shape  # noqa: E402
 
-__all__ = sorted({n for m in (_elementwise, _compare, _reduction, _shape, _indexing, _linalg, activation, scan, sorting,
-                              special, fft, complex, nn, conv, random_ops)
-                  for n in getattr(m, "__all__", ())} | {
+_FAMILY_MODULES = (_elementwise, _compare, _reduction, _shape, _indexing, _linalg, _activation, _scan, _sorting,
+                   _special, _fft, _complex, _nn, _conv, _random_ops)
+__all__ = sorted({n for m in _FAMILY_MODULES for n in getattr(m, "__all__", ())} | {
     "cast", "clone", "contiguous", "abs", "absolute", "add", "cos", "div", "divide", "exp", "floor_divide", "log",
     "mul", "multiply", "neg", "negative", "pow", "remainder", "sign", "sin", "sqrt", "square", "sub", "subtract",
     "true_divide", "eq", "ge", "gt", "le", "lt", "ne", "logical_and", "logical_not", "logical_or", "logical_xor",

@@ -177,11 +177,13 @@ def apply(op, args: tuple, params: dict = _EMPTY):
                             not op._real_valued or da.dtype in _GRAD_NP_DTYPES):
                         return _finish(op, args, (da, b._data), params, a._device,
                                        a._requires_grad or b._requires_grad, st)
-                elif (cb is float and da.dtype in _FAST_FLOAT) or (cb is int and da.dtype in _FAST_INT_OK):
+                elif (cb is float and da.dtype in _FAST_FLOAT) or (cb is int and (
+                        da.dtype in _FAST_FLOAT if op._real_valued else da.dtype in _FAST_INT_OK)):
                     return _finish(op, args, (da, b), params, a._device, a._requires_grad, st)
             elif cb in _TT:
                 db = b._data
-                if (ca is float and db.dtype in _FAST_FLOAT) or (ca is int and db.dtype in _FAST_INT_OK):
+                if (ca is float and db.dtype in _FAST_FLOAT) or (ca is int and (
+                        db.dtype in _FAST_FLOAT if op._real_valued else db.dtype in _FAST_INT_OK)):
                     return _finish(op, args, (a, db), params, b._device, b._requires_grad, st)
     return _apply_general(op, args, params, st)
 
@@ -194,7 +196,11 @@ def _finish(op, args, arrays, params, dev, req, st):
             "pylucid.use_deterministic_algorithms(True) is set"
         )
     be = dev.backend
-    out = op.forward(be, *arrays, **params)
+    if be._multi:
+        with be.cuda_device:
+            out = op.forward(be, *arrays, **params)
+    else:
+        out = op.forward(be, *arrays, **params)
     if op.n_outputs != 1:
         return _wrap_outputs(op, args, arrays, params, out, dev, be, req and st.grad_enabled and op._differentiable, st)
     if out.__class__ is not be.ndarray:
@@ -323,7 +329,10 @@ def _apply_general(op, args, params, st):
     # 4. the backend does the work
     be = dev.backend
     prof = st.profiler
-    if prof is None:
+    if be._multi:
+        with be.cuda_device:
+            out = op.forward(be, *arrays, **params) if prof is None else prof.run(op, be, arrays, params, dev)
+    elif prof is None:
         out = op.forward(be, *arrays, **params)
     else:
         out = prof.run(op, be, arrays, params, dev)

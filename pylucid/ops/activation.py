@@ -1,3 +1,596 @@
-"""Op family module (being written)."""
+"""Activation functions: sigmoid, tanh, the ReLU family, GELU, SiLU, softplus and friends.
 
-__all__: list = []
+``pylucid.nn.functional`` re-exports these. Hot activations (relu, sigmoid,
+tanh, gelu, silu) have a first-order fast path on raw arrays besides the
+graph-mode formula. Non-smooth points follow PyTorch: ``relu'(0) = 0``,
+``hardtanh``/``relu6`` pass no gradient at their boundaries (``clamp`` does),
+``leaky_relu'(0) = negative_slope``, ``elu'(0) = alpha``.
+"""
+
+from __future__ import annotations
+
+from .._tensor import Tensor
+from ._op import Op, inplace_variant
+from .compare import gt, logical_and, lt
+from .elementwise import _nan_quiet, _unary, _via_float32, abs, add, div, erf, exp, mul, neg, sub
+from .indexing import where
+from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
+
+_SQRT1_2 = 0.7071067811865476  # 1/sqrt(2)
+_INV_SQRT_2PI = 0.3989422804014327  # 1/sqrt(2 pi)
+_GELU_K = 0.7978845608028654  # sqrt(2/pi)
+_GELU_C = 0.044715
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _zero(g):
+    return g.dtype.type(0)
+
+
+# ---------------------------------------------------------------- sigmoid, logit, tanh
+class Sigmoid(Op):
+    """``y = 1 / (1 + e^-x)``; saves its output: ``dx = g y (1 - y)``.
+
+    The forward is scipy's ``expit`` (cupyx's on CUDA): no overflow warning and
+    exact 0/1 saturation for large ``|x|``.
+    """
+
+    schema = OpSchema("sigmoid", amp_policy=PROMOTE, saves_output=True, real_valued=True, family="activation")
+
+    @staticmethod
+    def forward(be, x):
+        return _via_float32(be, be.special.expit, x)
+
+    def backward(self, g):
+        y = self.output()
+        return mul(g, mul(y, sub(1, y)))
+
+    def backward_fast(self, be, g):
+        y = self.output_array()
+        return g * (y * (1 - y))
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """Logistic sigmoid ``1 / (1 + exp(-input))`` (``pylucid.special.expit``); no overflow for large ``|x|``.
+
+    >>> import pylucid
+    >>> pylucid.sigmoid(pylucid.tensor([0.0, 1000.0, -1000.0]))
+    tensor([0.5000, 1.0000, 0.0000])
+    """
+    return _unary(Sigmoid, input)
+
+
+class Logit(Op):
+    """``y = log(z / (1 - z))`` with ``z = clamp(x, eps, 1 - eps)`` when ``eps`` is given.
+
+    ``dx = g / (x (1 - x))``; outside ``[eps, 1 - eps]`` the gradient is 0
+    (the clamp), and without ``eps`` it is NaN outside ``[0, 1]`` (PyTorch).
+    """
+
+    schema = OpSchema("logit", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation")
+
+    @staticmethod
+    def forward(be, x, eps=None):
+        with be.errstate():
+            z = x if eps is None else be.clip(x, x.dtype.type(eps), x.dtype.type(1 - eps))
+            return be.log(z / (1 - z))
+
+    def backward(self, g):
+        from .compare import logical_or
+
+        x = self.input(0)
+        eps = self.params.get("eps")
+        d = div(g, mul(x, sub(1, x)))
+        if eps is None:
+            return where(logical_or(lt(x, 0), gt(x, 1)), float("nan"), d)
+        return where(logical_or(lt(x, eps), gt(x, 1 - eps)), 0.0, d)
+
+
+def logit(input: Tensor, eps: float | None = None) -> Tensor:
+    """Inverse sigmoid ``log(p / (1 - p))``; with ``eps``, ``p`` is first clamped to ``[eps, 1 - eps]``.
+
+    ``logit(0) = -inf``, ``logit(1) = inf``, NaN outside ``[0, 1]``.
+
+    >>> import pylucid
+    >>> pylucid.logit(pylucid.tensor([0.5, 0.0]), eps=1e-6)
+    tensor([  0.0000, -13.8155])
+    """
+    if eps is not None and not isinstance(eps, (int, float)):
+        raise TypeError(f"logit: eps must be a float or None, got {type(eps).__name__}")
+    return _unary(Logit, input, {"eps": eps})
+
+
+class Tanh(Op):
+    """``y = tanh x``; saves its output: ``dx = g (1 - y^2)``."""
+
+    schema = OpSchema("tanh", amp_policy=PROMOTE, saves_output=True, real_valued=True, family="activation")
+
+    @staticmethod
+    def forward(be, x):
+        return be.tanh(x)
+
+    def backward(self, g):
+        y = self.output()
+        return mul(g, sub(1, mul(y, y)))
+
+    def backward_fast(self, be, g):
+        y = self.output_array()
+        return g * (1 - y * y)
+
+
+def tanh(input: Tensor) -> Tensor:
+    """Hyperbolic tangent.
+
+    >>> import pylucid
+    >>> pylucid.tanh(pylucid.tensor([0.0, 100.0]))
+    tensor([0., 1.])
+    """
+    return _unary(Tanh, input)
+
+
+# ---------------------------------------------------------------- the ReLU family
+class Relu(Op):
+    """``y = max(x, 0)``; saves its output (``x > 0`` iff ``y > 0``): ``dx = g [not y <= 0]``, ``relu'(0) = 0``."""
+
+    schema = OpSchema("relu", amp_policy=KEEP_INPUT, saves_output=True, family="activation")
+
+    @staticmethod
+    def forward(be, x):
+        return _nan_quiet(be, be.maximum, x, x.dtype.type(0))
+
+    def backward(self, g):
+        # PyTorch's threshold_backward: zero where y <= 0, so a NaN input passes g through
+        from .compare import le
+
+        return where(le(self.output(), 0), 0.0, g)
+
+    def backward_fast(self, be, g):
+        return be.where(self.output_array() <= 0, _zero(g), g)
+
+
+def relu(input: Tensor) -> Tensor:
+    """Rectified linear unit ``max(input, 0)``; NaN stays NaN; integer tensors stay integer.
+
+    >>> import pylucid
+    >>> pylucid.relu(pylucid.tensor([-1.0, 0.0, 2.0]))
+    tensor([0., 0., 2.])
+    """
+    if isinstance(input, Tensor) and input._data.dtype == bool:
+        raise TypeError("relu: bool tensors are not supported")
+    return _unary(Relu, input)
+
+
+class Hardtanh(Op):
+    """``y = clamp(x, min_val, max_val)``; ``dx = g`` strictly inside, 0 at and beyond the bounds (PyTorch)."""
+
+    schema = OpSchema("hardtanh", amp_policy=KEEP_INPUT, saves_input=True, family="activation")
+
+    @staticmethod
+    def forward(be, x, min_val=-1.0, max_val=1.0):
+        t = x.dtype.type
+        return be.minimum(be.maximum(x, t(min_val)), t(max_val))
+
+    def backward(self, g):
+        x = self.input(0)
+        p = self.params
+        return where(logical_and(gt(x, p["min_val"]), lt(x, p["max_val"])), g, 0.0)
+
+    def backward_fast(self, be, g):
+        x = self.input(0)._data
+        p = self.params
+        return be.where((x > p["min_val"]) & (x < p["max_val"]), g, _zero(g))
+
+
+class Relu6(Hardtanh):
+    """``y = min(max(x, 0), 6)`` = ``hardtanh(x, 0, 6)``; no gradient at 0 and 6 (PyTorch)."""
+
+    schema = OpSchema("relu6", amp_policy=KEEP_INPUT, saves_input=True, family="activation")
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """``clamp(input, min_val, max_val)`` with PyTorch's hardtanh gradient: zero at the bounds.
+
+    >>> import pylucid
+    >>> pylucid.hardtanh(pylucid.tensor([-3.0, 0.5, 3.0]))
+    tensor([-1.0000,  0.5000,  1.0000])
+    """
+    if max_val < min_val:
+        raise ValueError(f"hardtanh: max_val ({max_val}) must be greater than or equal to min_val ({min_val})")
+    return _unary(Hardtanh, input, {"min_val": min_val, "max_val": max_val})
+
+
+def relu6(input: Tensor) -> Tensor:
+    """``min(max(input, 0), 6)``.
+
+    >>> import pylucid
+    >>> pylucid.relu6(pylucid.tensor([-1.0, 3.0, 9.0]))
+    tensor([0., 3., 6.])
+    """
+    return _unary(Relu6, input, {"min_val": 0.0, "max_val": 6.0})
+
+
+class LeakyRelu(Op):
+    """``y = x`` for ``x > 0`` else ``negative_slope x``; ``dx = g`` or ``g negative_slope`` (slope at 0)."""
+
+    schema = OpSchema("leaky_relu", amp_policy=KEEP_INPUT, saves_input=True, real_valued=True, family="activation")
+
+    @staticmethod
+    def forward(be, x, negative_slope=0.01):
+        return be.where(x > 0, x, x * x.dtype.type(negative_slope))
+
+    def backward(self, g):
+        return where(gt(self.input(0), 0), g, mul(g, self.params["negative_slope"]))
+
+    def backward_fast(self, be, g):
+        return be.where(self.input(0)._data > 0, g, g * g.dtype.type(self.params["negative_slope"]))
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """``input`` where positive, ``negative_slope * input`` elsewhere.
+
+    >>> import pylucid
+    >>> pylucid.leaky_relu(pylucid.tensor([-2.0, 3.0]), 0.5)
+    tensor([-1.,  3.])
+    """
+    if not isinstance(negative_slope, (int, float)):
+        raise TypeError(f"leaky_relu: negative_slope must be a number, got {type(negative_slope).__name__}")
+    return _unary(LeakyRelu, input, {"negative_slope": negative_slope})
+
+
+class Elu(Op):
+    """``y = scale x`` for ``x > 0`` else ``scale alpha (e^(input_scale x) - 1)`` (PyTorch's elu kernel).
+
+    ``dx = g scale`` for ``x > 0`` else ``g scale alpha input_scale e^(input_scale x)``;
+    at 0 the negative branch (``alpha`` for plain elu). ``selu`` and ``celu`` are
+    this formula with other constants.
+    """
+
+    schema = OpSchema("elu", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation")
+
+    @staticmethod
+    def forward(be, x, alpha=1.0, scale=1.0, input_scale=1.0):
+        t = x.dtype.type
+        # expm1 of min(x, 0): the positive side is not used and must not overflow
+        neg_side = be.expm1(be.minimum(x, t(0)) * t(input_scale)) * t(alpha * scale)
+        return be.where(x > 0, x * t(scale), neg_side)
+
+    def backward(self, g):
+        x = self.input(0)
+        p = self.params
+        neg_side = mul(g, mul(exp(mul(x, p["input_scale"])), p["alpha"] * p["scale"] * p["input_scale"]))
+        return where(gt(x, 0), mul(g, p["scale"]), neg_side)
+
+
+class Selu(Elu):
+    """``selu(x) = scale elu(x, alpha)`` with the self-normalising constants."""
+
+    schema = OpSchema("selu", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation")
+
+
+def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """Exponential linear unit: ``input`` where positive, ``alpha * (exp(input) - 1)`` elsewhere.
+
+    >>> import pylucid
+    >>> pylucid.elu(pylucid.tensor([-1.0, 2.0]))
+    tensor([-0.6321,  2.0000])
+    """
+    return _unary(Elu, input, {"alpha": float(alpha), "scale": 1.0, "input_scale": 1.0})
+
+
+def selu(input: Tensor) -> Tensor:
+    """Scaled ELU with ``alpha = 1.6733`` and ``scale = 1.0507`` (Klambauer et al.).
+
+    >>> import pylucid
+    >>> pylucid.selu(pylucid.tensor([1.0]))
+    tensor([1.0507])
+    """
+    return _unary(Selu, input, {"alpha": _SELU_ALPHA, "scale": _SELU_SCALE, "input_scale": 1.0})
+
+
+def celu(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """``max(0, x) + min(0, alpha (exp(x / alpha) - 1))``: the ``elu`` op with ``input_scale = 1/alpha``.
+
+    >>> import pylucid
+    >>> pylucid.celu(pylucid.tensor([-1.0, 2.0]), alpha=2.0)
+    tensor([-0.7869,  2.0000])
+    """
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be 0")
+    return _unary(Elu, input, {"alpha": float(alpha), "scale": 1.0, "input_scale": 1.0 / alpha})
+
+
+# ---------------------------------------------------------------- smooth activations
+class Gelu(Op):
+    """Gaussian error linear unit, one op with ``approximate`` ('none' or 'tanh').
+
+    - ``'none'``: ``y = x Phi(x)``, ``dx = g (Phi(x) + x phi(x))`` (the table's ``gelu_exact``).
+    - ``'tanh'``: ``y = x/2 (1 + tanh(k (x + c x^3)))``, ``k = sqrt(2/pi)``, ``c = 0.044715``.
+    """
+
+    schema = OpSchema("gelu", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation")
+
+    @staticmethod
+    def forward(be, x, approximate="none"):
+        t = x.dtype.type
+        if approximate == "tanh":
+            return x * t(0.5) * (1 + be.tanh((x + x * x * x * t(_GELU_C)) * t(_GELU_K)))
+        return x * t(0.5) * (1 + _via_float32(be, be.special.erf, x * t(_SQRT1_2)))
+
+    def backward(self, g):
+        x = self.input(0)
+        if self.params["approximate"] == "tanh":
+            th = tanh(mul(add(x, mul(mul(x, mul(x, x)), _GELU_C)), _GELU_K))
+            d_inner = mul(add(mul(mul(x, x), 3 * _GELU_C), 1), _GELU_K)
+            d = add(mul(add(th, 1), 0.5), mul(mul(x, 0.5), mul(sub(1, mul(th, th)), d_inner)))
+        else:
+            cdf = mul(add(erf(mul(x, _SQRT1_2)), 1), 0.5)
+            pdf = mul(exp(mul(mul(x, x), -0.5)), _INV_SQRT_2PI)
+            d = add(cdf, mul(x, pdf))
+        return mul(g, d)
+
+    def backward_fast(self, be, g):
+        x = self.input(0)._data
+        t = x.dtype.type
+        if self.params["approximate"] == "tanh":
+            th = be.tanh((x + x * x * x * t(_GELU_C)) * t(_GELU_K))
+            d_inner = (x * x * t(3 * _GELU_C) + 1) * t(_GELU_K)
+            return g * ((th + 1) * t(0.5) + x * t(0.5) * (1 - th * th) * d_inner)
+        cdf = (_via_float32(be, be.special.erf, x * t(_SQRT1_2)) + 1) * t(0.5)
+        pdf = be.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
+        return g * (cdf + x * pdf)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """GELU ``x * Phi(x)`` (``approximate='none'``) or its tanh approximation (``approximate='tanh'``).
+
+    >>> import pylucid
+    >>> pylucid.gelu(pylucid.tensor([-1.0, 0.0, 1.0]))
+    tensor([-0.1587,  0.0000,  0.8413])
+    >>> pylucid.gelu(pylucid.tensor([1.0]), approximate="tanh")
+    tensor([0.8412])
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _unary(Gelu, input, {"approximate": approximate})
+
+
+class Silu(Op):
+    """``y = x sigmoid(x)``; ``dx = g s (1 + x (1 - s))`` with ``s = sigmoid(x)``."""
+
+    schema = OpSchema("silu", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="activation")
+
+    @staticmethod
+    def forward(be, x):
+        return x * _via_float32(be, be.special.expit, x)
+
+    def backward(self, g):
+        x = self.input(0)
+        s = sigmoid(x)
+        return mul(g, mul(s, add(mul(x, sub(1, s)), 1)))
+
+    def backward_fast(self, be, g):
+        x = self.input(0)._data
+        s = _via_float32(be, be.special.expit, x)
+        return g * (s * (x * (1 - s) + 1))
+
+
+def silu(input: Tensor) -> Tensor:
+    """Sigmoid linear unit (swish) ``input * sigmoid(input)``.
+
+    >>> import pylucid
+    >>> pylucid.silu(pylucid.tensor([0.0, 1.0]))
+    tensor([0.0000, 0.7311])
+    """
+    return _unary(Silu, input)
+
+
+class Softplus(Op):
+    """``y = log(1 + e^(beta x)) / beta``, and ``y = x`` where ``beta x > threshold`` (PyTorch).
+
+    The log term is computed as ``logaddexp(0, beta x)``: no overflow for any
+    ``x``, exact ``e^(beta x)`` tails for very negative ``x``. ``dx = g sigmoid(beta x)``
+    (``g`` above the threshold).
+    """
+
+    schema = OpSchema("softplus", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation")
+
+    @staticmethod
+    def forward(be, x, beta=1.0, threshold=20.0):
+        t = x.dtype.type
+        bx = x * t(beta)
+        return be.where(bx > threshold, x, be.logaddexp(t(0), bx) / t(beta))
+
+    def backward(self, g):
+        x = self.input(0)
+        beta, threshold = self.params["beta"], self.params["threshold"]
+        bx = mul(x, beta)
+        return where(gt(bx, threshold), g, mul(g, sigmoid(bx)))
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """Smooth ReLU ``log(1 + exp(beta * input)) / beta``; linear where ``beta * input > threshold``.
+
+    Stable for large and very negative inputs (``softplus(-100) = 3.7e-44`` in float64, not 0).
+
+    >>> import pylucid
+    >>> pylucid.softplus(pylucid.tensor([0.0, 100.0]))
+    tensor([  0.6931, 100.0000])
+    """
+    for k, v in (("beta", beta), ("threshold", threshold)):
+        if not isinstance(v, (int, float)):
+            raise TypeError(f"softplus: {k} must be a number, got {type(v).__name__}")
+    return _unary(Softplus, input, {"beta": beta, "threshold": threshold})
+
+
+class Mish(Op):
+    """``y = x tanh(softplus(x))``; ``dx = g (t + x s (1 - t^2))``, ``t = tanh(softplus x)``, ``s = sigmoid x``."""
+
+    schema = OpSchema("mish", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation")
+
+    @staticmethod
+    def forward(be, x):
+        t = x.dtype.type
+        return x * be.tanh(be.logaddexp(t(0), x))
+
+    def backward(self, g):
+        x = self.input(0)
+        t = tanh(softplus(x))
+        return mul(g, add(t, mul(mul(x, sigmoid(x)), sub(1, mul(t, t)))))
+
+
+def mish(input: Tensor) -> Tensor:
+    """Mish ``input * tanh(softplus(input))`` (Misra, 2019).
+
+    >>> import pylucid
+    >>> pylucid.mish(pylucid.tensor([0.0, 1.0]))
+    tensor([0.0000, 0.8651])
+    """
+    return _unary(Mish, input)
+
+
+class Hardsigmoid(Op):
+    """``y = relu6(x + 3) / 6``; ``dx = g / 6`` strictly inside ``(-3, 3)``, else 0 (PyTorch).
+
+    The reference table calls this op ``hard_sigmoid``.
+    """
+
+    schema = OpSchema("hardsigmoid", amp_policy=KEEP_INPUT, saves_input=True, real_valued=True, family="activation")
+
+    @staticmethod
+    def forward(be, x):
+        t = x.dtype.type
+        return be.minimum(be.maximum(x + t(3), t(0)), t(6)) / t(6)
+
+    def backward(self, g):
+        x = self.input(0)
+        return where(logical_and(gt(x, -3), lt(x, 3)), div(g, 6), 0.0)
+
+
+class Hardswish(Op):
+    """``y = x relu6(x + 3) / 6``; ``dx = 0`` up to -3, ``g (x/3 + 1/2)`` inside ``(-3, 3)``, ``g`` from 3 (PyTorch).
+
+    The reference table calls this op ``hard_swish``.
+    """
+
+    schema = OpSchema("hardswish", amp_policy=KEEP_INPUT, saves_input=True, real_valued=True, family="activation")
+
+    @staticmethod
+    def forward(be, x):
+        t = x.dtype.type
+        return x * be.minimum(be.maximum(x + t(3), t(0)), t(6)) / t(6)
+
+    def backward(self, g):
+        from .compare import le
+
+        x = self.input(0)
+        return where(le(x, -3), 0.0, where(lt(x, 3), mul(g, add(div(x, 3), 0.5)), g))
+
+
+def hardsigmoid(input: Tensor) -> Tensor:
+    """Piecewise-linear sigmoid ``relu6(input + 3) / 6``.
+
+    >>> import pylucid
+    >>> pylucid.hardsigmoid(pylucid.tensor([-4.0, 0.0, 4.0]))
+    tensor([0.0000, 0.5000, 1.0000])
+    """
+    return _unary(Hardsigmoid, input)
+
+
+def hardswish(input: Tensor) -> Tensor:
+    """``input * relu6(input + 3) / 6`` (MobileNetV3).
+
+    >>> import pylucid
+    >>> pylucid.hardswish(pylucid.tensor([-4.0, 1.0, 4.0]))
+    tensor([-0.0000,  0.6667,  4.0000])
+    """
+    return _unary(Hardswish, input)
+
+
+# ---------------------------------------------------------------- composites (no registration)
+def logsigmoid(input: Tensor) -> Tensor:
+    """``log(sigmoid(input)) = -softplus(-input)``: a composite, stable for large ``|x|``.
+
+    >>> import pylucid
+    >>> pylucid.logsigmoid(pylucid.tensor([0.0, -100.0]))
+    tensor([  -0.6931, -100.0000])
+    """
+    return neg(softplus(neg(input)))
+
+
+def softsign(input: Tensor) -> Tensor:
+    """``input / (1 + |input|)`` (a composite).
+
+    >>> import pylucid
+    >>> pylucid.softsign(pylucid.tensor([1.0, -3.0]))
+    tensor([ 0.5000, -0.7500])
+    """
+    return div(input, add(abs(input), 1))
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """``input - tanh(input)`` (a composite).
+
+    >>> import pylucid
+    >>> pylucid.tanhshrink(pylucid.tensor([0.0]))
+    tensor([0.])
+    """
+    return sub(input, tanh(input))
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0 (a composite).
+
+    >>> import pylucid
+    >>> pylucid.softshrink(pylucid.tensor([-1.0, 0.2, 1.0]))
+    tensor([-0.5000,  0.0000,  0.5000])
+    """
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambd must be >= 0, got {lambd}")
+    return where(gt(input, lambd), sub(input, lambd), where(lt(input, -lambd), add(input, lambd), 0.0))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x`` where ``|x| > lambd``, else 0 (a composite).
+
+    >>> import pylucid
+    >>> pylucid.hardshrink(pylucid.tensor([-1.0, 0.2, 1.0]))
+    tensor([-1.,  0.,  1.])
+    """
+    return where(gt(abs(input), lambd), input, 0.0)
+
+
+def threshold(input: Tensor, threshold: float, value: float) -> Tensor:
+    """``input`` where ``input > threshold``, else ``value`` (a composite).
+
+    >>> import pylucid
+    >>> pylucid.threshold(pylucid.tensor([0.5, 2.0]), 1.0, -1.0)
+    tensor([-1.,  2.])
+    """
+    return where(gt(input, threshold), input, value)
+
+
+# ---------------------------------------------------------------- Tensor methods and in-place variants
+relu_ = inplace_variant(relu, "relu_")
+sigmoid_ = inplace_variant(sigmoid, "sigmoid_")
+tanh_ = inplace_variant(tanh, "tanh_")
+logit_ = inplace_variant(logit, "logit_")
+selu_ = inplace_variant(selu, "selu_")
+celu_ = inplace_variant(celu, "celu_")
+elu_ = inplace_variant(elu, "elu_")
+leaky_relu_ = inplace_variant(leaky_relu, "leaky_relu_")
+hardtanh_ = inplace_variant(hardtanh, "hardtanh_")
+threshold_ = inplace_variant(threshold, "threshold_")
+
+for _f in (sigmoid, logit, tanh, relu):
+    setattr(Tensor, _f.__name__, _f)
+for _f in (relu_, sigmoid_, tanh_, logit_):
+    setattr(Tensor, _f.__name__, _f)
+del _f
+
+__all__ = [
+    "sigmoid", "logit", "tanh", "relu", "relu6", "hardtanh", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
+    "softplus", "mish", "hardsigmoid", "hardswish", "logsigmoid", "softsign", "tanhshrink", "softshrink",
+    "hardshrink", "threshold",
+    "relu_", "sigmoid_", "tanh_", "logit_", "selu_", "celu_", "elu_", "leaky_relu_", "hardtanh_", "threshold_",
+]

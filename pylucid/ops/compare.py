@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .._tensor import Tensor
 from ._op import Op, apply, operand
-from .elementwise import _binary
+from .elementwise import _binary, _is_float
 from .schema import KEEP_INPUT, OpSchema
 
 
@@ -151,10 +151,202 @@ def bitwise_not(input: Tensor) -> Tensor:
     return apply(BitwiseNot, (input,))
 
 
+# ---------------------------------------------------------------- shifts
+def _check_int_shift(name, a, b):
+    for x in (a, b):
+        k = getattr(x, "dtype", None)
+        if (k is not None and k.kind not in "iu") or isinstance(x, (float, bool)):
+            raise TypeError(f"{name}: only integer tensors are accepted, got {k or type(x).__name__}")
+
+
+class BitwiseLeftShift(Op):
+    """``a << b`` on integer tensors (bits shifted out are lost, as in C/PyTorch)."""
+
+    schema = OpSchema("bitwise_left_shift", amp_policy=KEEP_INPUT, differentiable=False, family="compare")
+
+    @staticmethod
+    def forward(be, a, b):
+        _check_int_shift("bitwise_left_shift", a, b)
+        return be.left_shift(a, b)
+
+
+class BitwiseRightShift(Op):
+    """``a >> b`` on integer tensors (arithmetic shift: the sign is kept)."""
+
+    schema = OpSchema("bitwise_right_shift", amp_policy=KEEP_INPUT, differentiable=False, family="compare")
+
+    @staticmethod
+    def forward(be, a, b):
+        _check_int_shift("bitwise_right_shift", a, b)
+        return be.right_shift(a, b)
+
+
+def bitwise_left_shift(input, other) -> Tensor:
+    """``input << other`` for integer tensors.
+
+    >>> import pylucid
+    >>> pylucid.bitwise_left_shift(pylucid.tensor([1, 3]), 2)
+    tensor([ 4, 12])
+    """
+    return _binary(BitwiseLeftShift, input, other, "bitwise_left_shift")
+
+
+def bitwise_right_shift(input, other) -> Tensor:
+    """``input >> other`` for integer tensors (arithmetic: ``-8 >> 1 == -4``).
+
+    >>> import pylucid
+    >>> pylucid.bitwise_right_shift(pylucid.tensor([16, -8]), 1)
+    tensor([ 8, -4])
+    """
+    return _binary(BitwiseRightShift, input, other, "bitwise_right_shift")
+
+
+# ---------------------------------------------------------------- floating-point classification
+def _classify_op(name, doc, fn):
+    class _Classify(Op):
+        schema = OpSchema(name, amp_policy=KEEP_INPUT, differentiable=False, family="compare")
+
+        @staticmethod
+        def forward(be, x, _f=fn):
+            if not (_is_float(x.dtype) or x.dtype.kind == "c"):
+                # integers and bools are always finite, never NaN/inf
+                return be.full(x.shape, name == "isfinite", dtype=bool)
+            return _f(be, x)
+
+    _Classify.__name__ = _Classify.__qualname__ = "".join(p.capitalize() for p in name.split("_"))
+    _Classify.__doc__ = doc
+    return _Classify
+
+
+IsNan = _classify_op("isnan", "``x != x`` (bool).", lambda be, x: be.isnan(x))
+IsInf = _classify_op("isinf", "``|x| == inf`` (bool).", lambda be, x: be.isinf(x))
+IsFinite = _classify_op("isfinite", "neither NaN nor +-inf (bool).", lambda be, x: be.isfinite(x))
+IsPosInf = _classify_op("isposinf", "``x == +inf`` (bool).", lambda be, x: x == x.dtype.type("inf"))
+IsNegInf = _classify_op("isneginf", "``x == -inf`` (bool).", lambda be, x: x == x.dtype.type("-inf"))
+
+
+def _classify(cls, input):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{cls.schema.name}: expected a Tensor, got {type(input).__name__}")
+    return apply(cls, (input,))
+
+
+def isnan(input: Tensor) -> Tensor:
+    """True where ``input`` is NaN.
+
+    >>> import pylucid
+    >>> pylucid.isnan(pylucid.tensor([1.0, float("nan")]))
+    tensor([False,  True])
+    """
+    return _classify(IsNan, input)
+
+
+def isinf(input: Tensor) -> Tensor:
+    """True where ``input`` is +inf or -inf.
+
+    >>> import pylucid
+    >>> pylucid.isinf(pylucid.tensor([1.0, float("-inf")]))
+    tensor([False,  True])
+    """
+    return _classify(IsInf, input)
+
+
+def isfinite(input: Tensor) -> Tensor:
+    """True where ``input`` is neither NaN nor infinite (always True for integers).
+
+    >>> import pylucid
+    >>> pylucid.isfinite(pylucid.tensor([1.0, float("inf"), float("nan")]))
+    tensor([ True, False, False])
+    """
+    return _classify(IsFinite, input)
+
+
+def isposinf(input: Tensor) -> Tensor:
+    """True where ``input`` is +inf.
+
+    >>> import pylucid
+    >>> pylucid.isposinf(pylucid.tensor([float("inf"), float("-inf")]))
+    tensor([ True, False])
+    """
+    return _classify(IsPosInf, input)
+
+
+def isneginf(input: Tensor) -> Tensor:
+    """True where ``input`` is -inf.
+
+    >>> import pylucid
+    >>> pylucid.isneginf(pylucid.tensor([float("inf"), float("-inf")]))
+    tensor([False,  True])
+    """
+    return _classify(IsNegInf, input)
+
+
+# ---------------------------------------------------------------- closeness
+class IsClose(Op):
+    """``|a - b| <= atol + rtol |b|`` (infinities equal themselves; NaN equal only with ``equal_nan``)."""
+
+    schema = OpSchema("isclose", amp_policy=KEEP_INPUT, differentiable=False, family="compare")
+
+    @staticmethod
+    def forward(be, a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
+        a, b = be.asarray(a), be.asarray(b)
+        if a.dtype.itemsize < 4 and _is_float(a.dtype):  # no half-precision isclose kernel (bfloat16)
+            a, b = a.astype("float32"), b.astype("float32")
+        return be.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """Element-wise ``|input - other| <= atol + rtol * |other|`` (bool), broadcasting.
+
+    >>> import pylucid
+    >>> pylucid.isclose(pylucid.tensor([1.0, 1.1, float("nan")]), pylucid.tensor([1.0 + 1e-7, 1.0, float("nan")]))
+    tensor([ True, False, False])
+    """
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, atol={atol}")
+    a, b = operand("isclose", input), operand("isclose", other)
+    try:
+        return apply(IsClose, (a, b), {"rtol": rtol, "atol": atol, "equal_nan": bool(equal_nan)})
+    except ValueError as exc:
+        if "broadcast" in str(exc):
+            from .elementwise import _bshape
+
+            _bshape("isclose", a, b)
+        raise
+
+
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """True when every element of ``isclose(input, other, ...)`` holds (a Python bool; a composite).
+
+    >>> import pylucid
+    >>> pylucid.allclose(pylucid.tensor([1.0, 2.0]), pylucid.tensor([1.0, 2.0 + 1e-9]))
+    True
+    """
+    return bool(isclose(input, other, rtol, atol, equal_nan)._data.all())
+
+
+def equal(input: Tensor, other: Tensor) -> bool:
+    """True when both tensors have the same shape and the same values (a Python bool; NaN != NaN).
+
+    >>> import pylucid
+    >>> pylucid.equal(pylucid.tensor([1, 2]), pylucid.tensor([1.0, 2.0]))
+    True
+    >>> pylucid.equal(pylucid.ones(2), pylucid.ones(3))
+    False
+    """
+    for k, v in (("input", input), ("other", other)):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"equal: {k} must be a Tensor, got {type(v).__name__}")
+    if tuple(input.shape) != tuple(other.shape):
+        return False
+    return bool(eq(input, other)._data.all())
+
+
 def _install():
     T = Tensor
     for f in (eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor, logical_not, bitwise_and, bitwise_or,
-              bitwise_xor, bitwise_not):
+              bitwise_xor, bitwise_not, bitwise_left_shift, bitwise_right_shift, isnan, isinf, isfinite, isposinf,
+              isneginf, isclose, allclose, equal):
         setattr(T, f.__name__, f)
     T.__eq__ = eq
     T.__ne__ = ne
@@ -169,10 +361,18 @@ def _install():
     T.__xor__ = bitwise_xor
     T.__rxor__ = lambda s, o: bitwise_xor(o, s)
     T.__invert__ = bitwise_not
+    T.__lshift__ = bitwise_left_shift
+    T.__rlshift__ = lambda s, o: bitwise_left_shift(o, s)
+    T.__rshift__ = bitwise_right_shift
+    T.__rrshift__ = lambda s, o: bitwise_right_shift(o, s)
+    T.greater, T.greater_equal, T.less, T.less_equal, T.not_equal = gt, ge, lt, le, ne
     T.__hash__ = object.__hash__
 
 
 _install()
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
-           "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"]
-_ = operand
+           "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
+           "isnan", "isinf", "isfinite", "isposinf", "isneginf", "isclose", "allclose", "equal",
+           "greater", "greater_equal", "less", "less_equal", "not_equal"]

@@ -8,6 +8,7 @@ shape (``sum_to_size``), which is what makes broadcasting differentiable.
 from __future__ import annotations
 
 from .._tensor import Tensor
+from ..dtypes import bfloat16 as _BF16_DTYPE
 from ..errors import ShapeMismatch
 from ._op import Op, apply, operand
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
@@ -321,16 +322,21 @@ class Pow(Op):
         ga = gb = None
         if ea is not None:
             if isinstance(b, Tensor):
-                d = mul(b, pow(a, sub(b, 1)))
-                ga = sum_to_size(mul(g, where(eq(b, 0), 0.0, d)), sa)
+                # b * a^(b-1) with b == 0 replaced by 1 inside the power: at a == 0,
+                # b == 0 the masked branch would be 0 * inf and warn in Mul.forward
+                b_zero = eq(b, 0)
+                d = mul(b, pow(a, sub(where(b_zero, 1.0, b), 1)))
+                ga = sum_to_size(mul(g, where(b_zero, 0.0, d)), sa)
             else:
                 ga = mul(g, mul(b, pow(a, b - 1))) if b != 0 else mul(g, 0.0)
         if eb is not None:
             from .elementwise import log
 
             if isinstance(a, Tensor):
+                # log(a) is taken of a with the masked zeros replaced by 1, so the
+                # masked branch is 0 * 0, not 0 * -inf (a NaN and a warning in Mul)
                 mask = logical_and(eq(a, 0), ge(b, 0))
-                gb = sum_to_size(mul(g, where(mask, 0.0, mul(pow(a, b), log(a)))), sb)
+                gb = sum_to_size(mul(g, where(mask, 0.0, mul(pow(a, b), log(where(mask, 1.0, a))))), sb)
             else:
                 import math
 
@@ -592,3 +598,1325 @@ def _install():
 
 
 _install()
+
+
+# ================================================================ the element-wise catalogue (issue 3)
+# Conventions for what follows:
+# - ops whose forward or fast backward can leave the real domain (log(0), 0/0,
+#   sqrt(-1), overflow) run under ``be.errstate()`` so NumPy stays silent where
+#   PyTorch is; cheap arithmetic (add/mul/sub) does not pay its ~2 us.
+# - graph-mode ``backward`` formulas use pylucid ops only (higher-order
+#   gradients); ``backward_fast`` mirrors them on raw arrays for hot ops.
+# - piecewise-constant ops (floor, ceil, round, trunc) are differentiable with
+#   a zero gradient, as in PyTorch.
+
+
+_EMPTY_PARAMS: dict = {}
+_BF16_NP = _BF16_DTYPE.numpy_dtype
+_LN2 = 0.6931471805599453
+_LN10 = 2.302585092994046
+
+
+def _is_float(dtype) -> bool:
+    """Floating dtype test that knows ml_dtypes' bfloat16 (NumPy kind 'V', not 'f')."""
+    return dtype.kind == "f" or dtype == _BF16_NP
+
+
+def _nan_quiet(be, fn, a, b):
+    """``fn(a, b)``; ml_dtypes' bfloat16 ``maximum``/``minimum`` warn on NaN where float32 does not."""
+    if getattr(a, "dtype", None) == _BF16_NP or getattr(b, "dtype", None) == _BF16_NP:
+        with be.errstate():
+            return fn(a, b)
+    return fn(a, b)
+
+
+def _arr(x):
+    """The raw array of a Tensor operand, or the Python scalar itself."""
+    return x._data if isinstance(x, Tensor) else x
+
+
+def _unary(op_cls, x, params: dict = _EMPTY_PARAMS) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(
+            f"{op_cls.schema.name}: expected a Tensor, got {type(x).__name__}; convert it with pylucid.tensor(...)"
+        )
+    return apply(op_cls, (x,), params)
+
+
+def _via_float32(be, fn, x):
+    """Run a scipy.special-style kernel in float32 for half precision (no half kernels), cast back."""
+    if x.dtype.itemsize < 4:
+        return fn(x.astype("float32")).astype(x.dtype)
+    return fn(x)
+
+
+def _saved_as_tensors(self, g):
+    """The saved inputs, Python scalars turned into 0-d tensors of ``g``'s dtype (for graph formulas)."""
+    from .._tensor import _new_tensor
+
+    return tuple(x if isinstance(x, Tensor) or x is None else _new_tensor(g._data.dtype.type(x), g._device)
+                 for x in self.inputs)
+
+
+def _grads2(self, ga, gb):
+    """Graph mode: reduce the two broadcast gradients back to the input shapes (None where not needed)."""
+    sa, sb = self.shapes
+    return (sum_to_size(ga(), sa) if self.next_edges[0] is not None else None,
+            sum_to_size(gb(), sb) if self.next_edges[1] is not None else None)
+
+
+def _grads2_fast(self, be, ga, gb):
+    sa, sb = self.shapes
+    return (be.sum_to_shape(ga(), sa) if self.next_edges[0] is not None else None,
+            be.sum_to_shape(gb(), sb) if self.next_edges[1] is not None else None)
+
+
+def _zero_grad(g):
+    return mul(g, 0.0)
+
+
+# ---------------------------------------------------------------- exponentials and logarithms
+class Exp2(Op):
+    """``y = 2^x``; saves its output: ``dx = g y ln 2``."""
+
+    schema = OpSchema("exp2", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.exp2(x)
+
+    def backward(self, g):
+        return mul(g, mul(self.output(), _LN2))
+
+    def backward_fast(self, be, g):
+        return g * (self.output_array() * _LN2)
+
+
+class Expm1(Op):
+    """``y = e^x - 1``, accurate for tiny ``x``; saves its output: ``dx = g (y + 1)``."""
+
+    schema = OpSchema("expm1", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.expm1(x)
+
+    def backward(self, g):
+        return mul(g, add(self.output(), 1))
+
+    def backward_fast(self, be, g):
+        return g * (self.output_array() + 1)
+
+
+class Log2(Op):
+    """``y = log2 x``; ``dx = g / (x ln 2)``."""
+
+    schema = OpSchema("log2", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.log2(x)
+
+    def backward(self, g):
+        return div(g, mul(self.input(0), _LN2))
+
+
+class Log10(Op):
+    """``y = log10 x``; ``dx = g / (x ln 10)``."""
+
+    schema = OpSchema("log10", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.log10(x)
+
+    def backward(self, g):
+        return div(g, mul(self.input(0), _LN10))
+
+
+class Log1p(Op):
+    """``y = ln(1 + x)``, accurate for tiny ``x``; ``dx = g / (1 + x)``."""
+
+    schema = OpSchema("log1p", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.log1p(x)
+
+    def backward(self, g):
+        return div(g, add(self.input(0), 1))
+
+    def backward_fast(self, be, g):
+        with be.errstate():
+            return g / (self.input(0)._data + 1)
+
+
+def exp2(input: Tensor) -> Tensor:
+    """``2 ** input`` element-wise; integer input gives a float result.
+
+    >>> import pylucid
+    >>> pylucid.exp2(pylucid.tensor([0, 3]))
+    tensor([1., 8.])
+    """
+    return _unary(Exp2, input)
+
+
+def expm1(input: Tensor) -> Tensor:
+    """``exp(input) - 1``, without the cancellation of ``exp(x) - 1`` for tiny ``x``.
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([1.0], dtype=pylucid.float64) * 1e-10
+    >>> pylucid.expm1(x).item()
+    1.00000000005e-10
+    """
+    return _unary(Expm1, input)
+
+
+def log2(input: Tensor) -> Tensor:
+    """Base-2 logarithm; ``log2(0) = -inf``, negative input gives NaN (no warning).
+
+    >>> import pylucid
+    >>> pylucid.log2(pylucid.tensor([1.0, 8.0]))
+    tensor([0., 3.])
+    """
+    return _unary(Log2, input)
+
+
+def log10(input: Tensor) -> Tensor:
+    """Base-10 logarithm; ``log10(0) = -inf``, negative input gives NaN.
+
+    >>> import pylucid
+    >>> pylucid.log10(pylucid.tensor([10.0, 1000.0]))
+    tensor([1., 3.])
+    """
+    return _unary(Log10, input)
+
+
+def log1p(input: Tensor) -> Tensor:
+    """``log(1 + input)``, accurate for tiny ``input``; ``log1p(-1) = -inf``.
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([1.0], dtype=pylucid.float64) * 1e-10
+    >>> pylucid.log1p(x).item()
+    9.999999999500001e-11
+    """
+    return _unary(Log1p, input)
+
+
+# ---------------------------------------------------------------- trigonometric and hyperbolic
+class Tan(Op):
+    """``y = tan x``; saves its output: ``dx = g (1 + y^2)``."""
+
+    schema = OpSchema("tan", amp_policy=PROMOTE, saves_output=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        return be.tan(x)
+
+    def backward(self, g):
+        y = self.output()
+        return mul(g, add(mul(y, y), 1))
+
+
+class Arcsin(Op):
+    """``y = asin x``; ``dx = g / sqrt(1 - x^2)`` (NaN outside [-1, 1])."""
+
+    schema = OpSchema("arcsin", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.arcsin(x)
+
+    def backward(self, g):
+        x = self.input(0)
+        return div(g, sqrt(sub(1, mul(x, x))))
+
+
+class Arccos(Op):
+    """``y = acos x``; ``dx = -g / sqrt(1 - x^2)``."""
+
+    schema = OpSchema("arccos", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.arccos(x)
+
+    def backward(self, g):
+        x = self.input(0)
+        return neg(div(g, sqrt(sub(1, mul(x, x)))))
+
+
+class Arctan(Op):
+    """``y = atan x``; ``dx = g / (1 + x^2)``."""
+
+    schema = OpSchema("arctan", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        return be.arctan(x)
+
+    def backward(self, g):
+        x = self.input(0)
+        return div(g, add(mul(x, x), 1))
+
+
+class Sinh(Op):
+    """``y = sinh x``; ``dx = g cosh x``."""
+
+    schema = OpSchema("sinh", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.sinh(x)
+
+    def backward(self, g):
+        return mul(g, cosh(self.input(0)))
+
+
+class Cosh(Op):
+    """``y = cosh x``; ``dx = g sinh x``."""
+
+    schema = OpSchema("cosh", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.cosh(x)
+
+    def backward(self, g):
+        return mul(g, sinh(self.input(0)))
+
+
+class Arcsinh(Op):
+    """``y = asinh x``; ``dx = g / sqrt(x^2 + 1)``."""
+
+    schema = OpSchema("arcsinh", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        return be.arcsinh(x)
+
+    def backward(self, g):
+        x = self.input(0)
+        return div(g, sqrt(add(mul(x, x), 1)))
+
+
+class Arccosh(Op):
+    """``y = acosh x``; ``dx = g / sqrt(x^2 - 1)`` (NaN below 1)."""
+
+    schema = OpSchema("arccosh", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.arccosh(x)
+
+    def backward(self, g):
+        x = self.input(0)
+        return div(g, sqrt(sub(mul(x, x), 1)))
+
+
+class Arctanh(Op):
+    """``y = atanh x``; ``dx = g / (1 - x^2)`` (+-inf at +-1, NaN outside)."""
+
+    schema = OpSchema("arctanh", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.arctanh(x)
+
+    def backward(self, g):
+        x = self.input(0)
+        return div(g, sub(1, mul(x, x)))
+
+
+def tan(input: Tensor) -> Tensor:
+    """Tangent (radians).
+
+    >>> import pylucid
+    >>> pylucid.tan(pylucid.tensor([0.0]))
+    tensor([0.])
+    """
+    return _unary(Tan, input)
+
+
+def arcsin(input: Tensor) -> Tensor:
+    """Inverse sine; NaN outside ``[-1, 1]`` (alias ``asin``).
+
+    >>> import pylucid
+    >>> pylucid.asin(pylucid.tensor([0.0, 1.0]))
+    tensor([0.0000, 1.5708])
+    """
+    return _unary(Arcsin, input)
+
+
+def arccos(input: Tensor) -> Tensor:
+    """Inverse cosine; NaN outside ``[-1, 1]`` (alias ``acos``).
+
+    >>> import pylucid
+    >>> pylucid.acos(pylucid.tensor([1.0, 0.0]))
+    tensor([0.0000, 1.5708])
+    """
+    return _unary(Arccos, input)
+
+
+def arctan(input: Tensor) -> Tensor:
+    """Inverse tangent (alias ``atan``).
+
+    >>> import pylucid
+    >>> pylucid.atan(pylucid.tensor([0.0, 1.0]))
+    tensor([0.0000, 0.7854])
+    """
+    return _unary(Arctan, input)
+
+
+def sinh(input: Tensor) -> Tensor:
+    """Hyperbolic sine; overflows to +-inf without a warning.
+
+    >>> import pylucid
+    >>> pylucid.sinh(pylucid.tensor([0.0]))
+    tensor([0.])
+    """
+    return _unary(Sinh, input)
+
+
+def cosh(input: Tensor) -> Tensor:
+    """Hyperbolic cosine; overflows to inf without a warning.
+
+    >>> import pylucid
+    >>> pylucid.cosh(pylucid.tensor([0.0]))
+    tensor([1.])
+    """
+    return _unary(Cosh, input)
+
+
+def arcsinh(input: Tensor) -> Tensor:
+    """Inverse hyperbolic sine (alias ``asinh``).
+
+    >>> import pylucid
+    >>> pylucid.asinh(pylucid.tensor([0.0]))
+    tensor([0.])
+    """
+    return _unary(Arcsinh, input)
+
+
+def arccosh(input: Tensor) -> Tensor:
+    """Inverse hyperbolic cosine; NaN below 1 (alias ``acosh``).
+
+    >>> import pylucid
+    >>> pylucid.acosh(pylucid.tensor([1.0]))
+    tensor([0.])
+    """
+    return _unary(Arccosh, input)
+
+
+def arctanh(input: Tensor) -> Tensor:
+    """Inverse hyperbolic tangent; ``+-inf`` at ``+-1``, NaN outside (alias ``atanh``).
+
+    >>> import pylucid
+    >>> pylucid.atanh(pylucid.tensor([0.0, 1.0]))
+    tensor([0., inf])
+    """
+    return _unary(Arctanh, input)
+
+
+asin, acos, atan, asinh, acosh, atanh = arcsin, arccos, arctan, arcsinh, arccosh, arctanh
+
+
+# ---------------------------------------------------------------- error function, powers and roots
+_TWO_OVER_SQRT_PI = 1.1283791670955126
+_SQRT_PI_OVER_TWO = 0.88622692545275801
+
+
+class Erf(Op):
+    """``y = erf x``; ``dx = g 2/sqrt(pi) exp(-x^2)``. scipy.special kernel (float32 for half precision)."""
+
+    schema = OpSchema("erf", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        return _via_float32(be, be.special.erf, x)
+
+    def backward(self, g):
+        x = self.input(0)
+        return mul(g, mul(exp(neg(mul(x, x))), _TWO_OVER_SQRT_PI))
+
+    def backward_fast(self, be, g):
+        x = self.input(0)._data
+        return g * (be.exp(-(x * x)) * _TWO_OVER_SQRT_PI)
+
+
+class Erfinv(Op):
+    """``y = erf^-1(x)``; saves its output: ``dx = g sqrt(pi)/2 exp(y^2)`` (inf at +-1)."""
+
+    schema = OpSchema("erfinv", amp_policy=PROMOTE, saves_output=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return _via_float32(be, be.special.erfinv, x)
+
+    def backward(self, g):
+        y = self.output()
+        return mul(g, mul(exp(mul(y, y)), _SQRT_PI_OVER_TWO))
+
+
+class Reciprocal(Op):
+    """``y = 1/x``; saves its output: ``dx = -g y^2``. ``1/0 = inf``."""
+
+    schema = OpSchema("reciprocal", amp_policy=PROMOTE, saves_output=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.reciprocal(x)
+
+    def backward(self, g):
+        y = self.output()
+        return neg(mul(g, mul(y, y)))
+
+    def backward_fast(self, be, g):
+        y = self.output_array()
+        with be.errstate():
+            return -(g * (y * y))
+
+
+class Rsqrt(Op):
+    """``y = 1/sqrt(x)``; saves its output: ``dx = -g y^3 / 2``."""
+
+    schema = OpSchema("rsqrt", amp_policy=PROMOTE, saves_output=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        with be.errstate():
+            return be.reciprocal(be.sqrt(x))
+
+    def backward(self, g):
+        y = self.output()
+        return mul(g, mul(mul(y, mul(y, y)), -0.5))
+
+
+class Cube(Op):
+    """``y = x^3``: Promote, saves its input, ``dx = 3 x^2 g``."""
+
+    schema = OpSchema("cube", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        return x * x * x
+
+    def backward(self, g):
+        x = self.input(0)
+        return mul(g, mul(mul(x, x), 3))
+
+
+class Cbrt(Op):
+    """``y = x^(1/3)`` for every real ``x`` (``cbrt(-8) = -2``); saves its output: ``dx = g / (3 y^2)``.
+
+    The reference table calls this op ``cube_root`` (ForceFP32, saves output).
+    """
+
+    schema = OpSchema("cbrt", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        return be.cbrt(x)
+
+    def backward(self, g):
+        y = self.output()
+        return div(g, mul(mul(y, y), 3))
+
+
+def erf(input: Tensor) -> Tensor:
+    """Error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``.
+
+    >>> import pylucid
+    >>> pylucid.erf(pylucid.tensor([0.0, 1.0]))
+    tensor([0.0000, 0.8427])
+    """
+    return _unary(Erf, input)
+
+
+def erfinv(input: Tensor) -> Tensor:
+    """Inverse error function on ``[-1, 1]``; ``+-inf`` at ``+-1``, NaN outside.
+
+    >>> import pylucid
+    >>> pylucid.erfinv(pylucid.tensor([0.0, 0.5]))
+    tensor([0.0000, 0.4769])
+    """
+    return _unary(Erfinv, input)
+
+
+def reciprocal(input: Tensor) -> Tensor:
+    """``1 / input``; integer input gives a float result, ``1/0 = inf``.
+
+    >>> import pylucid
+    >>> pylucid.reciprocal(pylucid.tensor([2, 4]))
+    tensor([0.5000, 0.2500])
+    """
+    return _unary(Reciprocal, input)
+
+
+def rsqrt(input: Tensor) -> Tensor:
+    """``1 / sqrt(input)``; ``rsqrt(0) = inf``, negative input gives NaN.
+
+    >>> import pylucid
+    >>> pylucid.rsqrt(pylucid.tensor([4.0, 16.0]))
+    tensor([0.5000, 0.2500])
+    """
+    return _unary(Rsqrt, input)
+
+
+def cube(input: Tensor) -> Tensor:
+    """``input ** 3`` (a primitive for speed: one node instead of ``pow``'s general formula).
+
+    >>> import pylucid
+    >>> pylucid.cube(pylucid.tensor([2.0, -1.5]))
+    tensor([ 8.0000, -3.3750])
+    """
+    return _unary(Cube, input)
+
+
+def cbrt(input: Tensor) -> Tensor:
+    """Real cube root: ``cbrt(-8) = -2`` (``pow(x, 1/3)`` would give NaN); gradient ``inf`` at 0.
+
+    >>> import pylucid
+    >>> pylucid.cbrt(pylucid.tensor([-8.0, 0.5]))
+    tensor([-2.0000,  0.7937])
+    """
+    return _unary(Cbrt, input)
+
+
+# ---------------------------------------------------------------- rounding (zero gradients, as PyTorch)
+class _Rounding(Op):
+    """Piecewise constant: the gradient is zero everywhere (PyTorch's convention)."""
+
+    def backward(self, g):
+        return _zero_grad(g)
+
+    def backward_fast(self, be, g):
+        return be.zeros_like(g)
+
+
+class Floor(_Rounding):
+    """``floor(x)``; integer input is returned unchanged."""
+
+    schema = OpSchema("floor", amp_policy=KEEP_INPUT, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        return be.floor(x) if _is_float(x.dtype) else x.copy()
+
+
+class Ceil(_Rounding):
+    """``ceil(x)``; integer input is returned unchanged."""
+
+    schema = OpSchema("ceil", amp_policy=KEEP_INPUT, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        return be.ceil(x) if _is_float(x.dtype) else x.copy()
+
+
+class Trunc(_Rounding):
+    """``trunc(x)`` (round towards zero); integer input is returned unchanged."""
+
+    schema = OpSchema("trunc", amp_policy=KEEP_INPUT, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        return be.trunc(x) if _is_float(x.dtype) else x.copy()
+
+
+class Round(_Rounding):
+    """Round half to even (PyTorch's and NumPy's rule); ``decimals`` as ``torch.round``."""
+
+    schema = OpSchema("round", amp_policy=KEEP_INPUT, family="elementwise")
+
+    @staticmethod
+    def forward(be, x, decimals=0):
+        if not _is_float(x.dtype):
+            return x.copy()
+        if decimals == 0:
+            return be.rint(x)
+        # PyTorch's formula: scale by 10^|decimals|, round to nearest even, undo
+        with be.errstate():
+            if decimals > 0:
+                s = x.dtype.type(10.0 ** decimals)
+                return be.rint(x * s) / s
+            s = x.dtype.type(10.0 ** -decimals)
+            return be.rint(x / s) * s
+
+
+class Frac(Op):
+    """``x - trunc(x)`` (sign of ``x``); ``dx = g``."""
+
+    schema = OpSchema("frac", amp_policy=KEEP_INPUT, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        return x - be.trunc(x)
+
+    def backward(self, g):
+        return g
+
+    def backward_fast(self, be, g):
+        return g
+
+
+def _check_float(name, x):
+    if isinstance(x, Tensor) and not (_is_float(x._data.dtype) or x._data.dtype.kind == "c"):
+        raise TypeError(f"{name}: expected a floating point tensor, got {x.dtype}")
+
+
+def floor(input: Tensor) -> Tensor:
+    """Largest integer ``<= input`` (same dtype); zero gradient.
+
+    >>> import pylucid
+    >>> pylucid.floor(pylucid.tensor([-1.5, 1.5]))
+    tensor([-2.,  1.])
+    """
+    return _unary(Floor, input)
+
+
+def ceil(input: Tensor) -> Tensor:
+    """Smallest integer ``>= input`` (same dtype); zero gradient.
+
+    >>> import pylucid
+    >>> pylucid.ceil(pylucid.tensor([-1.5, 1.5]))
+    tensor([-1.,  2.])
+    """
+    return _unary(Ceil, input)
+
+
+def trunc(input: Tensor) -> Tensor:
+    """Round towards zero (same dtype); zero gradient. Alias ``fix``.
+
+    >>> import pylucid
+    >>> pylucid.trunc(pylucid.tensor([-1.7, 1.7]))
+    tensor([-1.,  1.])
+    """
+    return _unary(Trunc, input)
+
+
+fix = trunc
+
+
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001 - mirrors torch.round
+    """Round to ``decimals`` places, halves to even (``round(2.5) = 2``); zero gradient.
+
+    >>> import pylucid
+    >>> pylucid.round(pylucid.tensor([0.5, 1.5, 2.5]))
+    tensor([0., 2., 2.])
+    >>> pylucid.round(pylucid.tensor([1.2345]), decimals=2)
+    tensor([1.2300])
+    """
+    if not isinstance(decimals, int) or isinstance(decimals, bool):
+        raise TypeError(f"round: decimals must be an int, got {type(decimals).__name__}")
+    return _unary(Round, input, {"decimals": decimals})
+
+
+def frac(input: Tensor) -> Tensor:
+    """Fractional part ``input - trunc(input)`` (keeps the sign); gradient 1.
+
+    >>> import pylucid
+    >>> pylucid.frac(pylucid.tensor([-1.25, 2.5]))
+    tensor([-0.2500,  0.5000])
+    """
+    _check_float("frac", input)
+    return _unary(Frac, input)
+
+
+# ---------------------------------------------------------------- clamp
+class Clamp(Op):
+    """``min(max(x, lo), hi)``; ``lo``/``hi`` are scalars, tensors or None.
+
+    Gradients follow PyTorch: ``x`` gets ``g`` where ``lo <= x <= hi`` (the
+    boundary passes the gradient); a tensor ``lo`` gets ``g`` where ``x < lo``
+    (and ``lo < hi``), a tensor ``hi`` where ``x > hi`` (or ``hi < lo``, where
+    the result is ``hi``). NaN in ``x`` propagates and gets no gradient.
+    """
+
+    schema = OpSchema("clamp", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x, lo, hi):
+        if lo is None:
+            return be.minimum(x, hi)
+        if hi is None:
+            return be.maximum(x, lo)
+        return be.minimum(be.maximum(x, lo), hi)
+
+    def _masks(self, ge_, le_, lt_, gt_, and_, or_):
+        x, lo, hi = self.input(0), self.input(1), self.input(2)
+        keep = lo_m = hi_m = None
+        if lo is not None:
+            keep = ge_(x, lo)
+        if hi is not None:
+            keep = le_(x, hi) if keep is None else and_(keep, le_(x, hi))
+        if self.next_edges[1] is not None:
+            lo_m = lt_(x, lo) if hi is None else and_(lt_(x, lo), lt_(lo, hi))
+        if self.next_edges[2] is not None:
+            hi_m = gt_(x, hi) if lo is None else or_(gt_(x, hi), lt_(hi, lo))
+        return keep, lo_m, hi_m
+
+    def backward(self, g):
+        from .compare import ge, gt, le, logical_and, logical_or, lt
+        from .indexing import where
+
+        keep, lo_m, hi_m = self._masks(ge, le, lt, gt, logical_and, logical_or)
+        shapes = self.shapes
+        return (sum_to_size(where(keep, g, 0.0), shapes[0]) if self.next_edges[0] is not None else None,
+                sum_to_size(where(lo_m, g, 0.0), shapes[1]) if lo_m is not None else None,
+                sum_to_size(where(hi_m, g, 0.0), shapes[2]) if hi_m is not None else None)
+
+    def backward_fast(self, be, g):
+        def on(f):
+            return lambda a, b: f(_arr(a), _arr(b))
+
+        keep, lo_m, hi_m = self._masks(on(be.greater_equal), on(be.less_equal), on(be.less), on(be.greater),
+                                       be.logical_and, be.logical_or)
+        zero = g.dtype.type(0)
+        shapes = self.shapes
+        return (be.sum_to_shape(be.where(keep, g, zero), shapes[0]) if self.next_edges[0] is not None else None,
+                be.sum_to_shape(be.where(lo_m, g, zero), shapes[1]) if lo_m is not None else None,
+                be.sum_to_shape(be.where(hi_m, g, zero), shapes[2]) if hi_m is not None else None)
+
+
+def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002 - mirrors torch.clamp
+    """Clamp every element into ``[min, max]``; either bound may be None, a number or a tensor (broadcast).
+
+    If ``min > max`` the result is ``max`` (PyTorch). NaN stays NaN. The
+    gradient passes at the boundary (``x == min`` or ``x == max``), as in
+    PyTorch; ``hardtanh`` differs there. Alias ``clip``.
+
+    >>> import pylucid
+    >>> pylucid.clamp(pylucid.tensor([-2.0, 0.5, 3.0]), min=-1.0, max=1.0)
+    tensor([-1.0000,  0.5000,  1.0000])
+    >>> pylucid.clamp(pylucid.tensor([1, 5]), max=3)
+    tensor([1, 3])
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"clamp: expected a Tensor input, got {type(input).__name__}")
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+    lo = None if min is None else operand("clamp", min)
+    hi = None if max is None else operand("clamp", max)
+    try:
+        return apply(Clamp, (input, lo, hi))
+    except ValueError as exc:
+        if "broadcast" in str(exc):
+            shapes = [tuple(getattr(t, "shape", ())) for t in (input, lo, hi) if t is not None]
+            raise ShapeMismatch(f"clamp: shapes {shapes} cannot be broadcast together") from None
+        raise
+
+
+clip = clamp
+
+
+def clamp_min(input: Tensor, min) -> Tensor:  # noqa: A002
+    """``clamp(input, min=min)``.
+
+    >>> import pylucid
+    >>> pylucid.clamp_min(pylucid.tensor([-1.0, 2.0]), 0.0)
+    tensor([0., 2.])
+    """
+    return clamp(input, min=min)
+
+
+def clamp_max(input: Tensor, max) -> Tensor:  # noqa: A002
+    """``clamp(input, max=max)``.
+
+    >>> import pylucid
+    >>> pylucid.clamp_max(pylucid.tensor([-1.0, 2.0]), 0.0)
+    tensor([-1.,  0.])
+    """
+    return clamp(input, max=max)
+
+
+# ---------------------------------------------------------------- nan_to_num
+class NanToNum(Op):
+    """Replace NaN/+inf/-inf by finite values; ``dx = g`` where ``x`` is finite, else 0 (PyTorch)."""
+
+    schema = OpSchema("nan_to_num", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, x, nan=0.0, posinf=None, neginf=None):
+        if not _is_float(x.dtype):
+            return x.copy()
+        info = be.xp.finfo(x.dtype) if x.dtype.itemsize >= 4 or x.dtype.name == "float16" else None
+        hi = posinf if posinf is not None else (info.max if info is not None else _bf16_max(x))
+        lo = neginf if neginf is not None else (info.min if info is not None else -_bf16_max(x))
+        t = x.dtype.type
+        out = be.where(be.isnan(x), t(nan), x)
+        out = be.where(out == t(float("inf")), t(hi), out)
+        return be.where(out == t(float("-inf")), t(lo), out)
+
+    def backward(self, g):
+        from .compare import isfinite
+        from .indexing import where
+
+        return where(isfinite(self.input(0)), g, 0.0)
+
+    def backward_fast(self, be, g):
+        return be.where(be.isfinite(self.input(0)._data), g, g.dtype.type(0))
+
+
+def _bf16_max(x):
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(x.dtype).max)
+
+
+def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
+    """Replace NaN by ``nan``, +inf by ``posinf`` and -inf by ``neginf`` (default: the dtype's largest/lowest).
+
+    >>> import pylucid
+    >>> pylucid.nan_to_num(pylucid.tensor([float("nan"), 1.5, float("-inf")]), neginf=-9.0)
+    tensor([ 0.0000,  1.5000, -9.0000])
+    """
+    for k, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf)):
+        if v is not None and not isinstance(v, (int, float)):
+            raise TypeError(f"nan_to_num: {k} must be a number or None, got {type(v).__name__}")
+    return _unary(NanToNum, input, {"nan": nan, "posinf": posinf, "neginf": neginf})
+
+
+# ---------------------------------------------------------------- binary ops
+class Maximum(Op):
+    """``max(a, b)`` element-wise, NaN-propagating; ties split the gradient equally (PyTorch)."""
+
+    schema = OpSchema("maximum", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        return _nan_quiet(be, be.maximum, a, b)
+
+    def backward(self, g):
+        return _minmax_backward(self, g, "maximum")
+
+    def backward_fast(self, be, g):
+        return _minmax_backward_fast(self, be, g, "maximum")
+
+
+class Minimum(Op):
+    """``min(a, b)`` element-wise, NaN-propagating; ties split the gradient equally (PyTorch)."""
+
+    schema = OpSchema("minimum", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        return _nan_quiet(be, be.minimum, a, b)
+
+    def backward(self, g):
+        return _minmax_backward(self, g, "minimum")
+
+    def backward_fast(self, be, g):
+        return _minmax_backward_fast(self, be, g, "minimum")
+
+
+def _minmax_backward(self, g, kind):
+    # PyTorch: a tie gives each side g/2; the side that lost gets 0. With a NaN
+    # neither comparison holds, so both sides get the full gradient.
+    from .compare import eq, gt, lt
+    from .indexing import where
+
+    a, b = _saved_as_tensors(self, g)
+    a_loses, b_loses = (lt, gt) if kind == "maximum" else (gt, lt)
+    shared = where(eq(a, b), mul(g, 0.5), g)
+    return _grads2(self, lambda: where(a_loses(a, b), 0.0, shared), lambda: where(b_loses(a, b), 0.0, shared))
+
+
+def _minmax_backward_fast(self, be, g, kind):
+    a, b = _arr(self.input(0)), _arr(self.input(1))
+    a_loses, b_loses = (be.less, be.greater) if kind == "maximum" else (be.greater, be.less)
+    zero = g.dtype.type(0)
+    shared = be.where(a == b, g * g.dtype.type(0.5), g)
+    return _grads2_fast(self, be, lambda: be.where(a_loses(a, b), zero, shared),
+                        lambda: be.where(b_loses(a, b), zero, shared))
+
+
+class Fmax(Op):
+    """``max(a, b)`` ignoring NaN (NaN only if both are); ties give the whole gradient to ``a`` (PyTorch)."""
+
+    schema = OpSchema("fmax", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        return _nan_quiet(be, be.fmax, a, b)
+
+    def backward(self, g):
+        return _fminmax_backward(self, g, "fmax")
+
+
+class Fmin(Op):
+    """``min(a, b)`` ignoring NaN; ties give the whole gradient to ``a`` (PyTorch)."""
+
+    schema = OpSchema("fmin", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        return _nan_quiet(be, be.fmin, a, b)
+
+    def backward(self, g):
+        return _fminmax_backward(self, g, "fmin")
+
+
+def _fminmax_backward(self, g, kind):
+    from .compare import ge, isnan, le, logical_or
+    from .indexing import where
+
+    a, b = _saved_as_tensors(self, g)
+    a_wins = logical_or((ge if kind == "fmax" else le)(a, b), isnan(b))
+    return _grads2(self, lambda: where(a_wins, g, 0.0), lambda: where(a_wins, 0.0, g))
+
+
+def maximum(input, other) -> Tensor:
+    """Element-wise maximum, broadcasting; NaN propagates. Ties split the gradient equally.
+
+    >>> import pylucid
+    >>> pylucid.maximum(pylucid.tensor([1.0, 5.0]), pylucid.tensor([3.0, 2.0]))
+    tensor([3., 5.])
+    """
+    return _binary(Maximum, input, other, "maximum")
+
+
+def minimum(input, other) -> Tensor:
+    """Element-wise minimum, broadcasting; NaN propagates. Ties split the gradient equally.
+
+    >>> import pylucid
+    >>> pylucid.minimum(pylucid.tensor([1.0, 5.0]), pylucid.tensor([3.0, 2.0]))
+    tensor([1., 2.])
+    """
+    return _binary(Minimum, input, other, "minimum")
+
+
+def fmax(input, other) -> Tensor:
+    """Element-wise maximum that ignores NaN (NumPy's ``fmax``).
+
+    >>> import pylucid
+    >>> pylucid.fmax(pylucid.tensor([float("nan"), 1.0]), pylucid.tensor([2.0, float("nan")]))
+    tensor([2., 1.])
+    """
+    return _binary(Fmax, input, other, "fmax")
+
+
+def fmin(input, other) -> Tensor:
+    """Element-wise minimum that ignores NaN (NumPy's ``fmin``).
+
+    >>> import pylucid
+    >>> pylucid.fmin(pylucid.tensor([float("nan"), 1.0]), pylucid.tensor([2.0, 0.5]))
+    tensor([2.0000, 0.5000])
+    """
+    return _binary(Fmin, input, other, "fmin")
+
+
+class Fmod(Op):
+    """C ``fmod``: ``a - trunc(a/b) b`` (sign of the dividend); ``da = g``, ``db = -g trunc(a/b)``."""
+
+    schema = OpSchema("fmod", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        _check_int_zero_division(be, be.asarray(b), "fmod")
+        with be.errstate():
+            return be.fmod(a, b)
+
+    def backward(self, g):
+        a, b = _saved_as_tensors(self, g)
+        return _grads2(self, lambda: g, lambda: neg(mul(g, trunc_divide(a, b))))
+
+
+def fmod(input, other) -> Tensor:
+    """C-style remainder: the result has the sign of ``input`` (``remainder`` follows ``other``).
+
+    >>> import pylucid
+    >>> pylucid.fmod(pylucid.tensor([-7.0, 7.0]), 3)
+    tensor([-1.,  1.])
+    """
+    return _binary(Fmod, input, other, "fmod")
+
+
+class TruncDivide(Op):
+    """``trunc(a / b)`` (``div(..., rounding_mode='trunc')``); piecewise constant, no gradient."""
+
+    schema = OpSchema("trunc_divide", amp_policy=KEEP_INPUT, differentiable=False, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        bb = be.asarray(b)
+        _check_int_zero_division(be, bb, "trunc_divide")
+        with be.errstate():
+            if _is_float(getattr(a, "dtype", bb.dtype)) or _is_float(bb.dtype):
+                return be.trunc(a / b)
+            # exact integer division rounding to zero: floor division, plus one
+            # where the signs differ and the division is inexact
+            q, r = be.divmod(a, b)
+            return q + ((r != 0) & ((be.asarray(a) < 0) != (bb < 0)))
+
+
+def trunc_divide(input, other) -> Tensor:
+    """``trunc(input / other)``: integer division rounding towards zero; integer division by zero raises.
+
+    >>> import pylucid
+    >>> pylucid.trunc_divide(pylucid.tensor([7, -7]), 2)
+    tensor([ 3, -3])
+    """
+    return _binary(TruncDivide, input, other, "trunc_divide")
+
+
+class Atan2(Op):
+    """``atan2(a, b)`` (angle of ``(b, a)``); ``da = g b / (a^2 + b^2)``, ``db = -g a / (a^2 + b^2)``."""
+
+    schema = OpSchema("atan2", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        return be.arctan2(a, b)
+
+    def backward(self, g):
+        a, b = _saved_as_tensors(self, g)
+        r2 = add(mul(a, a), mul(b, b))
+        return _grads2(self, lambda: div(mul(g, b), r2), lambda: neg(div(mul(g, a), r2)))
+
+
+def atan2(input, other) -> Tensor:
+    """Four-quadrant arctangent of ``input / other`` in ``(-pi, pi]`` (alias ``arctan2``).
+
+    >>> import pylucid
+    >>> pylucid.atan2(pylucid.tensor([1.0, -1.0]), pylucid.tensor([0.0, -1.0]))
+    tensor([ 1.5708, -2.3562])
+    """
+    return _binary(Atan2, input, other, "atan2")
+
+
+arctan2 = atan2
+
+
+class Hypot(Op):
+    """``sqrt(a^2 + b^2)`` without overflow; saves input and output: ``da = g a / y`` (PyTorch's formula)."""
+
+    schema = OpSchema("hypot", amp_policy=PROMOTE, saves_input=True, saves_output=True, real_valued=True,
+                      family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        return be.hypot(a, b)
+
+    def backward(self, g):
+        (a, b), y = _saved_as_tensors(self, g), self.output()
+        return _grads2(self, lambda: div(mul(g, a), y), lambda: div(mul(g, b), y))
+
+
+def hypot(input, other) -> Tensor:
+    """Length of the hypotenuse ``sqrt(input^2 + other^2)``, with no overflow for large values.
+
+    >>> import pylucid
+    >>> pylucid.hypot(pylucid.tensor([3.0]), pylucid.tensor([4.0]))
+    tensor([5.])
+    """
+    return _binary(Hypot, input, other, "hypot")
+
+
+class Copysign(Op):
+    """``|a|`` with the sign of ``b`` (signed zeros count); ``da = g y / a`` (0 where ``a == 0``), ``db = 0``."""
+
+    schema = OpSchema("copysign", amp_policy=PROMOTE, saves_input=True, saves_output=True, real_valued=True,
+                      family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        return be.copysign(a, b)
+
+    def backward(self, g):
+        from .compare import eq
+        from .indexing import where
+
+        a, y = _saved_as_tensors(self, g)[0], self.output()
+        return _grads2(self, lambda: mul(g, where(eq(a, 0), 0.0, div(y, a))), lambda: _zero_grad(g))
+
+
+def copysign(input, other) -> Tensor:
+    """``|input|`` with the sign of ``other`` element-wise (``-0.0`` is negative).
+
+    >>> import pylucid
+    >>> pylucid.copysign(pylucid.tensor([1.0, 2.0]), pylucid.tensor([-1.0, 0.0]))
+    tensor([-1.,  2.])
+    """
+    return _binary(Copysign, input, other, "copysign")
+
+
+class Logaddexp(Op):
+    """``log(e^a + e^b)`` without overflow; ``da = g / (1 + e^(b - a)) = g sigmoid(a - b)``."""
+
+    schema = OpSchema("logaddexp", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        with be.errstate():
+            return be.logaddexp(a, b)
+
+    def backward(self, g):
+        # g / (1 + e^(b - a)) written as g sigmoid(a - b): equal, and its own
+        # derivative stays finite where e^(b - a) overflows
+        from .activation import sigmoid
+
+        a, b = _saved_as_tensors(self, g)
+        return _grads2(self, lambda: mul(g, sigmoid(sub(a, b))), lambda: mul(g, sigmoid(sub(b, a))))
+
+
+class Logaddexp2(Op):
+    """``log2(2^a + 2^b)`` without overflow; ``da = g / (1 + 2^(b - a)) = g sigmoid((a - b) ln 2)``."""
+
+    schema = OpSchema("logaddexp2", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        with be.errstate():
+            return be.logaddexp2(a, b)
+
+    def backward(self, g):
+        from .activation import sigmoid
+
+        a, b = _saved_as_tensors(self, g)
+        return _grads2(self, lambda: mul(g, sigmoid(mul(sub(a, b), _LN2))),
+                       lambda: mul(g, sigmoid(mul(sub(b, a), _LN2))))
+
+
+def logaddexp(input, other) -> Tensor:
+    """``log(exp(input) + exp(other))``, stable for large and tiny arguments.
+
+    >>> import pylucid
+    >>> pylucid.logaddexp(pylucid.tensor([1000.0, -1000.0]), pylucid.tensor([1000.0, -1000.0]))
+    tensor([1000.6932, -999.3068])
+    """
+    return _binary(Logaddexp, input, other, "logaddexp")
+
+
+def logaddexp2(input, other) -> Tensor:
+    """``log2(2**input + 2**other)``, stable for large and tiny arguments.
+
+    >>> import pylucid
+    >>> pylucid.logaddexp2(pylucid.tensor([3.0]), pylucid.tensor([3.0]))
+    tensor([4.])
+    """
+    return _binary(Logaddexp2, input, other, "logaddexp2")
+
+
+class Lerp(Op):
+    """``start + weight (end - start)``; ``dstart = g (1 - w)``, ``dend = g w``, ``dweight = g (end - start)``.
+
+    The forward uses PyTorch's two-sided formula (``end - (end - start)(1 - w)``
+    for ``w >= 0.5``), so ``lerp(a, b, 1) == b`` exactly.
+    """
+
+    schema = OpSchema("lerp", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, start, end, weight):
+        diff = end - start
+        if not hasattr(weight, "dtype"):  # a weak Python scalar: keep it weak
+            return start + weight * diff if -0.5 < weight < 0.5 else end - diff * (1 - weight)
+        return be.where(be.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
+
+    def backward(self, g):
+        start, end, w = _saved_as_tensors(self, g)
+        s0, s1, s2 = self.shapes
+        e0, e1, e2 = self.next_edges
+        return (sum_to_size(mul(g, sub(1, w)), s0) if e0 is not None else None,
+                sum_to_size(mul(g, w), s1) if e1 is not None else None,
+                sum_to_size(mul(g, sub(end, start)), s2) if e2 is not None else None)
+
+
+def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
+    """Linear interpolation ``input + weight * (end - input)``; ``weight`` a number or a tensor (broadcast).
+
+    >>> import pylucid
+    >>> pylucid.lerp(pylucid.tensor([0.0, 10.0]), pylucid.tensor([10.0, 20.0]), 0.25)
+    tensor([ 2.5000, 12.5000])
+    """
+    for k, v in (("input", input), ("end", end)):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"lerp: {k} must be a Tensor, got {type(v).__name__}")
+    weight = operand("lerp", weight)
+    _check_float("lerp", input)
+    try:
+        return apply(Lerp, (input, end, weight))
+    except ValueError as exc:
+        if "broadcast" in str(exc):
+            shapes = [tuple(getattr(t, "shape", ())) for t in (input, end, weight)]
+            raise ShapeMismatch(f"lerp: shapes {shapes} cannot be broadcast together") from None
+        raise
+
+
+def float_power(input, exponent) -> Tensor:
+    """``input ** exponent`` computed in float64 (complex128 for complex input), as ``torch.float_power``.
+
+    A composite: both operands are cast to double precision, then ``pow``.
+
+    >>> import pylucid
+    >>> pylucid.float_power(pylucid.tensor([2, 3]), 2)
+    tensor([4., 9.], dtype=pylucid.float64)
+    """
+    from .. import dtypes as _dt
+
+    def up(x):
+        if isinstance(x, Tensor):
+            return x.to(_dt.complex128 if x._data.dtype.kind == "c" else _dt.float64)
+        return operand("float_power", x)
+
+    input, exponent = up(input), up(exponent)
+    if not isinstance(input, Tensor) and not isinstance(exponent, Tensor):
+        raise TypeError("float_power: expected at least one Tensor argument")
+    if not isinstance(input, Tensor):
+        from ..creation import tensor
+
+        input = tensor(input, dtype=exponent.dtype, device=exponent.device)
+    return pow(input, exponent)
+
+
+# ---------------------------------------------------------------- Tensor methods, in-place variants, exports
+def _install_catalogue():
+    from ._op import inplace_variant
+
+    T = Tensor
+    methods = {
+        "exp2": exp2, "expm1": expm1, "log2": log2, "log10": log10, "log1p": log1p, "tan": tan,
+        "arcsin": arcsin, "asin": arcsin, "arccos": arccos, "acos": arccos, "arctan": arctan, "atan": arctan,
+        "sinh": sinh, "cosh": cosh, "arcsinh": arcsinh, "asinh": arcsinh, "arccosh": arccosh, "acosh": arccosh,
+        "arctanh": arctanh, "atanh": arctanh, "erf": erf, "erfinv": erfinv, "reciprocal": reciprocal,
+        "rsqrt": rsqrt, "floor": floor, "ceil": ceil, "round": round, "trunc": trunc, "fix": trunc, "frac": frac,
+        "clamp": clamp, "clip": clamp, "clamp_min": clamp_min, "clamp_max": clamp_max, "nan_to_num": nan_to_num,
+        "maximum": maximum, "minimum": minimum, "fmax": fmax, "fmin": fmin, "fmod": fmod, "atan2": atan2,
+        "arctan2": atan2, "hypot": hypot, "copysign": copysign, "logaddexp": logaddexp, "logaddexp2": logaddexp2,
+        "lerp": lerp, "float_power": float_power,
+    }
+    for name, fn in methods.items():
+        setattr(T, name, fn)
+        if name not in ("maximum", "minimum", "fmax", "fmin", "logaddexp", "logaddexp2", "float_power"):
+            setattr(T, name + "_", inplace_variant(fn, name + "_"))
+    T.__round__ = lambda self, ndigits=None: round(self) if ndigits is None else round(self, decimals=ndigits)
+
+
+_install_catalogue()
+
+__all__ = [
+    # arithmetic (issue 2)
+    "add", "sub", "mul", "multiply", "div", "divide", "true_divide", "floor_divide", "remainder", "neg", "negative",
+    "pow", "abs", "absolute", "sign", "exp", "log", "sin", "cos", "square", "sqrt", "sum_to_size",
+    # the catalogue (issue 3)
+    "exp2", "expm1", "log2", "log10", "log1p", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
+    "arccosh", "arctanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "erfinv", "reciprocal", "rsqrt",
+    "cube", "cbrt", "floor", "ceil", "trunc", "fix", "round", "frac", "clamp", "clip", "clamp_min", "clamp_max",
+    "nan_to_num", "maximum", "minimum", "fmax", "fmin", "fmod", "trunc_divide", "atan2", "arctan2", "hypot",
+    "copysign", "logaddexp", "logaddexp2", "lerp", "float_power",
+]
+

@@ -1002,16 +1002,4 @@ def _index_put_accumulate(x, indices, values):
     return x + apply(GetItemBackward, (values,), {"index": idx, "advanced": advanced, "shape": tuple(x.shape)})
 
 
-def _export_to_package():
-    # see shape._export_to_package: publish names ops/__init__.py does not import yet
-    import sys
-
-    pkg = sys.modules.get(__package__)
-    if pkg is not None:
-        for n in __all__:
-            if not hasattr(pkg, n):
-                setattr(pkg, n, globals()[n])
-
-
 _install_indexing()
-_export_to_package()

@@ -1,11 +1,22 @@
-"""Linear algebra: ``matmul`` (BLAS/cuBLAS through the backend)."""
+"""Linear algebra: ``matmul`` (BLAS/cuBLAS through the backend), the products built on it
+(``mm``, ``bmm``, ``einsum``, ``tensordot``, ...) and the decompositions behind ``pylucid.linalg``.
+
+Decompositions run on ``be.linalg`` (numpy.linalg / cupy.linalg) and
+``be.scipy_linalg`` (scipy.linalg: ``solve_triangular``, ``lu_factor``,
+``expm``), batched over leading dims; half precision is computed in float32
+and rounded once. Their gradients are graph-mode formulas (the ones PyTorch
+uses), written with these same ops, so second derivatives work. Complex
+inputs run forward; their gradients use conjugate transposes (``mH``) so they
+follow PyTorch's convention, but they are exact only where the core's complex
+``mul``/``matmul`` backward is (see docs/semantics/linalg_fft.md).
+"""
 
 from __future__ import annotations
 
-from .._tensor import Tensor
-from ..errors import ShapeMismatch
+from .._tensor import Tensor, _new_tensor
+from ..errors import LucidError, ShapeMismatch
 from ._op import Op, apply
-from .schema import PROMOTE, OpSchema
+from .schema import KEEP_INPUT, PROMOTE, OpSchema
 
 
 class Matmul(Op):
@@ -92,3 +103,1650 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
 Tensor.matmul = matmul
 Tensor.__matmul__ = matmul
 Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
+
+
+__all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "tensordot", "einsum", "kron",
+           "baddbmm", "addmm", "addmv", "cross", "matrix_power", "matrix_exp", "det", "slogdet", "logdet", "inverse",
+           "norm", "chain_matmul"]
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+class LinAlgError(LucidError):
+    """A linear-algebra routine failed on its input (singular matrix, not positive-definite, no convergence).
+
+    Exposed as ``pylucid.linalg.LinAlgError`` (PyTorch's ``torch.linalg.LinAlgError``).
+    """
+
+
+# ---------------------------------------------------------------- raw-array helpers (forward)
+def _compute(a):
+    # NumPy's LAPACK has no half precision: float16/bfloat16 (and ints) compute in float32
+    if a.dtype.kind not in "fc" or a.dtype.itemsize < 4:
+        return a.astype("float32")
+    return a
+
+
+def _lapack(op, what, fn, *args, **kwargs):
+    """Call a LAPACK-backed routine; its LinAlgError becomes pylucid's, naming the op."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:  # numpy.linalg.LinAlgError / scipy's / ValueError from LAPACK
+        if type(exc).__name__ == "LinAlgError":
+            raise LinAlgError(f"{op}: {what} ({exc})") from None
+        raise
+
+
+# ---------------------------------------------------------------- graph-mode helpers (backward formulas)
+def _mT(x):  # noqa: N802
+    from .shape import transpose
+
+    return transpose(x, -2, -1)
+
+
+def _mH(x):  # noqa: N802
+    from .complex import conj
+
+    return _mT(conj(x))
+
+
+def _const(like, arr):
+    return _new_tensor(arr, like.device)
+
+
+def _real_np(t):
+    return t.dtype.to_real().numpy_dtype
+
+
+def _eye(n, like):
+    return _const(like, like.device.backend.eye(n, dtype=_real_np(like)))
+
+
+def _tril(x, k=0):
+    from .elementwise import mul
+
+    be = x.device.backend
+    m, n = x.shape[-2:]
+    return mul(x, _const(x, be.tril(be.ones((m, n), dtype=_real_np(x)), k)))
+
+
+def _triu(x, k=0):
+    from .elementwise import mul
+
+    be = x.device.backend
+    m, n = x.shape[-2:]
+    return mul(x, _const(x, be.triu(be.ones((m, n), dtype=_real_np(x)), k)))
+
+
+def _diagonal(x):
+    """Main diagonal of the last two dims (square or not) as a differentiable composite."""
+    from .elementwise import mul
+    from .reduction import sum as _sum
+
+    m, n = x.shape[-2:]
+    k = min(m, n)
+    be = x.device.backend
+    return _sum(mul(x[..., :k, :k], _const(x, be.eye(k, dtype=_real_np(x)))), -1)
+
+
+def _diag_embed(v):
+    from .elementwise import mul
+    from .shape import unsqueeze
+
+    return mul(unsqueeze(v, -1), _eye(v.shape[-1], v))
+
+
+def _is_zero(t):
+    """True for a gradient that is exactly zero (an unused output: PyTorch's undefined gradient)."""
+    return t is None or not bool(t._data.any())
+
+
+def _sym_real(x):
+    """``X + X^H`` minus the real diagonal of ``X``, as PyTorch's ``syminvadj``."""
+    from .complex import real
+    from .elementwise import add, sub
+
+    return sub(add(x, _mH(x)), _diag_embed(real(_diagonal(x)) if x.dtype.is_complex else _diagonal(x)))
+
+
+def _check_tensor(x, op, name="input"):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+
+
+def _check_float(x, op):
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"{op}: expected a floating point or complex tensor, got {x.dtype}")
+
+
+def _check_square(x, op, name="A"):
+    _check_tensor(x, op, name)
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ShapeMismatch(f"{op}: {name} must be a batch of square matrices, got shape {tuple(x.shape)}")
+    _check_float(x, op)
+
+
+def _check_matrix(x, op, name="A"):
+    _check_tensor(x, op, name)
+    if x.ndim < 2:
+        raise ShapeMismatch(f"{op}: {name} must have at least 2 dims, got shape {tuple(x.shape)}")
+    _check_float(x, op)
+
+
+# ================================================================ products
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Matrix product of two 2-d tensors (no broadcasting); a composite of :func:`matmul`.
+
+    >>> import pylucid
+    >>> pylucid.mm(pylucid.ones(2, 3), pylucid.ones(3, 1))
+    tensor([[3.],
+            [3.]])
+    """
+    _check_tensor(input, "mm", "input")
+    _check_tensor(mat2, "mm", "mat2")
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise ShapeMismatch(f"mm: expected two 2-d tensors, got shapes {tuple(input.shape)} and {tuple(mat2.shape)}")
+    if input.shape[1] != mat2.shape[0]:
+        raise ShapeMismatch(f"mm: shapes {tuple(input.shape)} and {tuple(mat2.shape)} cannot be multiplied "
+                            f"({input.shape[1]} != {mat2.shape[0]})")
+    return matmul(input, mat2)
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Batched matrix product of ``(b, n, m)`` and ``(b, m, p)`` (no broadcasting); composite of :func:`matmul`."""
+    _check_tensor(input, "bmm", "input")
+    _check_tensor(mat2, "bmm", "mat2")
+    if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
+        raise ShapeMismatch(f"bmm: expected 3-d tensors (b, n, m) and (b, m, p), got shapes {tuple(input.shape)} "
+                            f"and {tuple(mat2.shape)}")
+    return matmul(input, mat2)
+
+
+def mv(input: Tensor, vec: Tensor) -> Tensor:
+    """Matrix-vector product ``(n, m) @ (m,)``; composite of :func:`matmul`."""
+    _check_tensor(input, "mv", "input")
+    _check_tensor(vec, "mv", "vec")
+    if input.ndim != 2 or vec.ndim != 1 or input.shape[1] != vec.shape[0]:
+        raise ShapeMismatch(f"mv: expected a (n, m) matrix and a (m,) vector, got shapes {tuple(input.shape)} and "
+                            f"{tuple(vec.shape)}")
+    return matmul(input, vec)
+
+
+class Dot(Op):
+    """``y = sum_i a_i b_i`` of two 1-d tensors (no conjugation); ``da = g conj(b)``, ``db = g conj(a)``.
+
+    A primitive (KeepInput, as the reference table's ``dot_1d``) rather than a
+    matmul composite, so autocast keeps the input dtype.
+    """
+
+    schema = OpSchema("dot", amp_policy=KEEP_INPUT, saves_input=True, family="linalg")
+
+    @staticmethod
+    def forward(be, a, b):
+        if a.dtype.itemsize < 4 and a.dtype.kind != "c":
+            return be.dot(a.astype("float32"), b.astype("float32")).astype(a.dtype)
+        return be.dot(a, b)
+
+    def backward(self, g):
+        from .complex import conj
+        from .elementwise import mul
+
+        a, b = self.input(0), self.input(1)
+        ea, eb = self.next_edges
+        return (mul(g, conj(b)) if ea is not None else None, mul(g, conj(a)) if eb is not None else None)
+
+
+def _vec_pair(op, a, b):
+    _check_tensor(a, op, "input")
+    _check_tensor(b, op, "other")
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeMismatch(f"{op}: expected two 1-d tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[0] != b.shape[0]:
+        raise ShapeMismatch(f"{op}: inconsistent tensor sizes: shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.dtype is not b.dtype:
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"{op}: expected both vectors to have the same dtype, got {a.dtype} and {b.dtype}")
+
+
+def dot(input: Tensor, other: Tensor) -> Tensor:
+    """Inner product of two 1-d tensors of the same dtype (no complex conjugation; see :func:`vdot`).
+
+    >>> import pylucid
+    >>> pylucid.dot(pylucid.tensor([1.0, 2.0]), pylucid.tensor([3.0, 4.0]))
+    tensor(11.)
+    """
+    _vec_pair("dot", input, other)
+    return apply(Dot, (input, other))
+
+
+def vdot(input: Tensor, other: Tensor) -> Tensor:
+    """``sum_i conj(a_i) b_i`` of two 1-d tensors; a composite ``dot(conj(input), other)``.
+
+    >>> import pylucid
+    >>> pylucid.vdot(pylucid.tensor([1j]), pylucid.tensor([1j]))
+    tensor(1.+0.j, dtype=pylucid.complex64)
+    """
+    from .complex import conj
+
+    _vec_pair("vdot", input, other)
+    return apply(Dot, (conj(input), other))
+
+
+class Outer(Op):
+    """``y_ij = a_i b_j``; ``da = g @ conj(b)``, ``db = g^T @ conj(a)`` (KeepInput, as the reference table)."""
+
+    schema = OpSchema("outer", amp_policy=KEEP_INPUT, saves_input=True, family="linalg")
+
+    @staticmethod
+    def forward(be, a, b):
+        return be.multiply.outer(a, b)
+
+    def backward(self, g):
+        from .complex import conj
+
+        a, b = self.input(0), self.input(1)
+        ea, eb = self.next_edges
+        return (matmul(g, conj(b)) if ea is not None else None, matmul(_mT(g), conj(a)) if eb is not None else None)
+
+
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """Outer product of two 1-d tensors: ``out[i, j] = input[i] * vec2[j]``.
+
+    >>> import pylucid
+    >>> pylucid.outer(pylucid.tensor([1.0, 2.0]), pylucid.tensor([1.0, 0.0, -1.0]))
+    tensor([[ 1.,  0., -1.],
+            [ 2.,  0., -2.]])
+    """
+    _check_tensor(input, "outer", "input")
+    _check_tensor(vec2, "outer", "vec2")
+    if input.ndim != 1 or vec2.ndim != 1:
+        raise ShapeMismatch(f"outer: expected two 1-d tensors, got shapes {tuple(input.shape)} and "
+                            f"{tuple(vec2.shape)}")
+    return apply(Outer, (input, vec2))
+
+
+ger = outer
+
+
+def inner(input: Tensor, other: Tensor) -> Tensor:
+    """Inner product over the last dim (``dot`` for 1-d; a scalar operand multiplies); composite of :func:`einsum`.
+
+    >>> import pylucid
+    >>> pylucid.inner(pylucid.ones(2, 3), pylucid.ones(3))
+    tensor([3., 3.])
+    """
+    from .elementwise import mul
+
+    _check_tensor(input, "inner", "input")
+    _check_tensor(other, "inner", "other")
+    if input.ndim == 0 or other.ndim == 0:
+        return mul(input, other)
+    if input.shape[-1] != other.shape[-1]:
+        raise ShapeMismatch(f"inner: the last dims must match, got shapes {tuple(input.shape)} and "
+                            f"{tuple(other.shape)}")
+    if input.ndim == 1 and other.ndim == 1:
+        return dot(input, other) if input.dtype is other.dtype else einsum("i,i->", input, other)
+    return tensordot(input, other, ([-1], [-1]))
+
+
+def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
+    """Contract ``dims`` of ``a`` with ``dims`` of ``b`` (an int: the last ``dims`` of ``a`` with the first of ``b``;
+    or two lists). A composite of permute, reshape and :func:`matmul` (BLAS).
+
+    >>> import pylucid
+    >>> pylucid.tensordot(pylucid.ones(2, 3, 4), pylucid.ones(3, 4, 5), dims=2).shape
+    (2, 5)
+    """
+    from .shape import permute, reshape
+
+    _check_tensor(a, "tensordot", "a")
+    _check_tensor(b, "tensordot", "b")
+    if isinstance(dims, int):
+        if dims < 0 or dims > min(a.ndim, b.ndim):
+            raise ValueError(f"tensordot: dims must be between 0 and {min(a.ndim, b.ndim)}, got {dims}")
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        if isinstance(dims, Tensor):
+            dims = dims.tolist()
+        da, db = dims
+        da = [da] if isinstance(da, int) else list(da)
+        db = [db] if isinstance(db, int) else list(db)
+        if len(da) != len(db):
+            raise ValueError(f"tensordot: both dim lists must have the same length, got {da} and {db}")
+        from ._utils import norm_dim
+
+        da = [norm_dim(d, a.ndim, "tensordot") for d in da]
+        db = [norm_dim(d, b.ndim, "tensordot") for d in db]
+    for x, y in zip(da, db):
+        if a.shape[x] != b.shape[y]:
+            raise ShapeMismatch(f"tensordot: contracted dims differ in size: shapes {tuple(a.shape)} (dim {x}) and "
+                                f"{tuple(b.shape)} (dim {y})")
+    fa = [d for d in range(a.ndim) if d not in da]
+    fb = [d for d in range(b.ndim) if d not in db]
+    k = 1
+    for d in da:
+        k *= a.shape[d]
+    m = 1
+    for d in fa:
+        m *= a.shape[d]
+    n = 1
+    for d in fb:
+        n *= b.shape[d]
+    a2 = reshape(permute(a, fa + da), (m, k))
+    b2 = reshape(permute(b, db + fb), (k, n))
+    return reshape(matmul(a2, b2), tuple(a.shape[d] for d in fa) + tuple(b.shape[d] for d in fb))
+
+
+# ---------------------------------------------------------------- einsum
+def _pairwise(be, ta, a, tb, b, to):
+    """Contract two operands with one BLAS call: (batch, free_a, contracted) @ (batch, contracted, free_b)."""
+    # sum away letters that appear in one operand only and not in the output
+    sa = [c for c in ta if c not in tb and c not in to]
+    if sa:
+        a = be.sum(a, axis=tuple(ta.index(c) for c in sa))
+        ta = "".join(c for c in ta if c not in sa)
+    sb = [c for c in tb if c not in ta and c not in to]
+    if sb:
+        b = be.sum(b, axis=tuple(tb.index(c) for c in sb))
+        tb = "".join(c for c in tb if c not in sb)
+    batch = [c for c in to if c in ta and c in tb]
+    contr = [c for c in ta if c in tb and c not in to]
+    fa = [c for c in ta if c not in tb]
+    fb = [c for c in tb if c not in ta]
+    size = {c: a.shape[i] for i, c in enumerate(ta)}
+    size.update({c: b.shape[i] for i, c in enumerate(tb)})
+
+    def prod(cs):
+        p = 1
+        for c in cs:
+            p *= size[c]
+        return p
+
+    a2 = a.transpose([ta.index(c) for c in batch + fa + contr]).reshape(prod(batch), prod(fa), prod(contr))
+    b2 = b.transpose([tb.index(c) for c in batch + contr + fb]).reshape(prod(batch), prod(contr), prod(fb))
+    y = be.matmul(a2, b2).reshape([size[c] for c in batch + fa + fb])
+    cur = batch + fa + fb
+    return y.transpose([cur.index(c) for c in to])
+
+
+class Einsum(Op):
+    """Einstein summation over explicit single-letter subscripts (the public function normalises them).
+
+    Two operands without repeated letters contract with one ``matmul`` (BLAS)
+    after a permute/reshape, so ``'bij,bjk->bik'`` and ``'ij,jk'`` run at
+    ``bmm``/``mm`` speed; other patterns use the backend's ``einsum`` with
+    ``optimize=True``. The gradient of operand ``k`` is another einsum of the
+    output gradient with the (conjugated) other operands, so it differentiates
+    again; letters only in operand ``k`` broadcast it back, and repeated letters
+    (a diagonal) are restored with an identity tensor.
+    """
+
+    schema = OpSchema("einsum", amp_policy=PROMOTE, saves_input=True, family="linalg")
+
+    @staticmethod
+    def forward(be, *ops, terms, out):
+        if len(ops) == 2 and all(len(set(t)) == len(t) for t in terms) and len(set(out)) == len(out):
+            return _pairwise(be, terms[0], ops[0], terms[1], ops[1], out)
+        dt = ops[0].dtype
+        if dt.itemsize < 4 and dt.kind != "c":
+            return be.einsum(",".join(terms) + "->" + out, *[o.astype("float32") for o in ops],
+                             optimize=True).astype(dt)
+        return be.einsum(",".join(terms) + "->" + out, *ops, optimize=True)
+
+    def backward(self, g):
+        from .complex import conj
+        from .shape import broadcast_to, reshape
+
+        terms, out = self.params["terms"], self.params["out"]
+        ops = [self.input(i) for i in range(len(terms))]
+        grads = []
+        for k, tk in enumerate(terms):
+            if self.next_edges[k] is None:
+                grads.append(None)
+                continue
+            other_terms = [t for j, t in enumerate(terms) if j != k] + [out]
+            other_ops = [conj(o) for j, o in enumerate(ops) if j != k] + [g]
+            uniq = "".join(dict.fromkeys(tk))
+            seen = set("".join(other_terms))
+            avail = "".join(c for c in uniq if c in seen)
+            gk = apply(Einsum, tuple(other_ops), {"terms": tuple(other_terms), "out": avail})
+            sizes = {c: self.shapes[k][tk.index(c)] for c in uniq}
+            if avail != uniq:  # letters summed inside operand k only: the gradient is broadcast along them
+                gk = reshape(gk, tuple(sizes[c] if c in avail else 1 for c in uniq))
+                gk = broadcast_to(gk, tuple(sizes[c] for c in uniq))
+            if uniq != tk:  # repeated letters: put the gradient on the diagonal with identity tensors
+                free = [c for c in _LETTERS if c not in "".join(terms) + out]
+                target, deltas = [], []
+                for i, c in enumerate(tk):
+                    if c in tk[:i]:
+                        f = free.pop(0)
+                        target.append(f)
+                        deltas.append((c + f, _eye(sizes[c], g)))
+                    else:
+                        target.append(c)
+                gk = apply(Einsum, (gk,) + tuple(d for _, d in deltas),
+                           {"terms": (uniq,) + tuple(t for t, _ in deltas), "out": "".join(target)})
+            grads.append(gk)
+        return tuple(grads)
+
+
+def einsum(equation: str, *operands) -> Tensor:
+    """Einstein summation, as ``torch.einsum``: ``einsum('bij,bjk->bik', a, b)``.
+
+    Subscripts are letters; ``...`` stands for broadcast dims; without ``->``
+    the output holds the letters that appear once, in alphabetical order.
+    Labels of size 1 broadcast against the others. Operands may also be given
+    as one list. A primitive (see :class:`Einsum`) for speed: two-operand
+    contractions are one BLAS call.
+
+    >>> import pylucid
+    >>> a = pylucid.ones(2, 3)
+    >>> pylucid.einsum("ij,jk->ik", a, pylucid.ones(3, 2))
+    tensor([[3., 3.],
+            [3., 3.]])
+    >>> pylucid.einsum("ii", pylucid.eye(3))
+    tensor(3.)
+    """
+    from .shape import broadcast_to
+
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum: the equation must be a string, got {type(equation).__name__}")
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not operands:
+        raise ValueError("einsum: expected at least one operand")
+    for i, o in enumerate(operands):
+        _check_tensor(o, "einsum", f"operand {i}")
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise ValueError(f"einsum: the equation {equation!r} names {len(terms)} operands, got {len(operands)}")
+    for t in terms + [rhs]:
+        body = t.replace("...", "")
+        if "." in body or any(c not in _LETTERS for c in body):
+            raise ValueError(f"einsum: invalid subscript in {equation!r}: use letters a-z, A-Z and '...'")
+    used = set(eq)
+    spare = [c for c in _LETTERS if c not in used]
+    # expand '...' into explicit letters (right-aligned, broadcasting)
+    n_ell = 0
+    for t, o in zip(terms, operands):
+        n_letters = len(t.replace("...", ""))
+        if "..." in t:
+            n_ell = max(n_ell, o.ndim - n_letters)
+        elif o.ndim != n_letters:
+            raise ShapeMismatch(f"einsum: the subscript {t!r} has {n_letters} letters for an operand of shape "
+                                f"{tuple(o.shape)}")
+    if len(spare) < n_ell:
+        raise ValueError("einsum: too many dims for the available subscript letters")
+    ell = "".join(spare[:n_ell])
+    new_terms = []
+    for t, o in zip(terms, operands):
+        if "..." in t:
+            k = o.ndim - len(t.replace("...", ""))
+            if k < 0:
+                raise ShapeMismatch(f"einsum: the subscript {t!r} has more letters than operand shape "
+                                    f"{tuple(o.shape)} has dims")
+            t = t.replace("...", ell[n_ell - k:])
+        new_terms.append(t)
+    if arrow:
+        if rhs.count("...") and not n_ell and not any("..." in t for t in terms):
+            raise ValueError(f"einsum: the output of {equation!r} has '...' but no input does")
+        out = rhs.replace("...", ell)
+        if len(set(out)) != len(out):
+            raise ValueError(f"einsum: the output subscript {rhs!r} repeats a letter")
+        for c in out:
+            if not any(c in t for t in new_terms):
+                raise ValueError(f"einsum: the output letter {c!r} does not appear in any input of {equation!r}")
+    else:
+        counts = {}
+        for t in terms:
+            for c in t.replace("...", ""):
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted((c for c, n in counts.items() if n == 1), key=_LETTERS.index))
+    # sizes per letter, with size-1 broadcasting
+    size: dict = {}
+    for t, o in zip(new_terms, operands):
+        for c, n in zip(t, o.shape):
+            prev = size.get(c)
+            if prev is None or prev == 1:
+                size[c] = n
+            elif n != prev and n != 1:
+                shapes = ", ".join(str(tuple(x.shape)) for x in operands)
+                raise ShapeMismatch(f"einsum: subscript {c!r} has size {prev} in one operand and {n} in another "
+                                    f"(shapes {shapes} for {equation!r})")
+    ops = []
+    for t, o in zip(new_terms, operands):
+        want = tuple(size[c] for c in t)
+        ops.append(broadcast_to(o, want) if tuple(o.shape) != want else o)
+    return apply(Einsum, tuple(ops), {"terms": tuple(new_terms), "out": out})
+
+
+def kron(input: Tensor, other: Tensor) -> Tensor:
+    """Kronecker product; a composite of reshape and broadcasting ``mul``.
+
+    >>> import pylucid
+    >>> pylucid.kron(pylucid.eye(2), pylucid.ones(1, 2))
+    tensor([[1., 1., 0., 0.],
+            [0., 0., 1., 1.]])
+    """
+    from .elementwise import mul
+    from .shape import reshape
+
+    _check_tensor(input, "kron", "input")
+    _check_tensor(other, "kron", "other")
+    nd = max(input.ndim, other.ndim)
+    sa = (1,) * (nd - input.ndim) + tuple(input.shape)
+    sb = (1,) * (nd - other.ndim) + tuple(other.shape)
+    a = reshape(input, tuple(x for s in sa for x in (s, 1)))
+    b = reshape(other, tuple(x for s in sb for x in (1, s)))
+    return reshape(mul(a, b), tuple(x * y for x, y in zip(sa, sb)))
+
+
+def _scaled_sum(op, input, prod, beta, alpha):
+    from .elementwise import add, mul
+
+    if alpha != 1:
+        prod = mul(prod, alpha)
+    try:
+        if beta == 0:  # PyTorch: input is ignored (NaN/inf in it do not propagate)
+            return prod
+        return add(mul(input, beta) if beta != 1 else input, prod)
+    except ShapeMismatch:
+        raise ShapeMismatch(f"{op}: input of shape {tuple(input.shape)} does not broadcast to the product's shape "
+                            f"{tuple(prod.shape)}") from None
+
+
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """``beta * input + alpha * (mat1 @ mat2)``; with ``beta=0`` ``input`` is ignored. Composite of ``mm``."""
+    return _scaled_sum("addmm", input, mm(mat1, mat2), beta, alpha)
+
+
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """``beta * input + alpha * (mat @ vec)``; with ``beta=0`` ``input`` is ignored. Composite of ``mv``."""
+    return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
+
+
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """``beta * input + alpha * bmm(batch1, batch2)``; with ``beta=0`` ``input`` is ignored. Composite of ``bmm``."""
+    return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
+
+
+def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    """3-d cross product along ``dim`` (broadcasting the other dims), as ``torch.linalg.cross``
+    (default ``dim=-1``); a composite of indexing, ``mul`` and ``sub``.
+
+    ``torch.cross`` without ``dim`` picks the first dim of size 3; pass ``dim``.
+
+    >>> import pylucid
+    >>> pylucid.cross(pylucid.tensor([1.0, 0.0, 0.0]), pylucid.tensor([0.0, 1.0, 0.0]))
+    tensor([0., 0., 1.])
+    """
+    from ._utils import norm_dim
+    from .elementwise import mul, sub
+    from .shape import broadcast_to, stack
+
+    _check_tensor(input, "cross", "input")
+    _check_tensor(other, "cross", "other")
+    if input.ndim != other.ndim:
+        raise ShapeMismatch(f"cross: inputs must have the same number of dims, got shapes {tuple(input.shape)} and "
+                            f"{tuple(other.shape)}")
+    if dim is None:
+        dim = -1
+    d = norm_dim(dim, input.ndim, "cross")
+    if input.shape[d] != 3 or other.shape[d] != 3:
+        raise ShapeMismatch(f"cross: dim {dim} must have size 3 in both inputs, got shapes {tuple(input.shape)} and "
+                            f"{tuple(other.shape)}")
+    shape = []
+    for x, y in zip(input.shape, other.shape):
+        if x != y and x != 1 and y != 1:
+            raise ShapeMismatch(f"cross: shapes {tuple(input.shape)} and {tuple(other.shape)} do not broadcast")
+        shape.append(max(x, y) if x and y else 0)
+    a = broadcast_to(input, tuple(shape))
+    b = broadcast_to(other, tuple(shape))
+
+    def comp(t, i):
+        idx = [slice(None)] * t.ndim
+        idx[d] = i
+        return t[tuple(idx)]
+
+    a0, a1, a2 = (comp(a, i) for i in range(3))
+    b0, b1, b2 = (comp(b, i) for i in range(3))
+    return stack([sub(mul(a1, b2), mul(a2, b1)), sub(mul(a2, b0), mul(a0, b2)), sub(mul(a0, b1), mul(a1, b0))], d)
+
+
+def matrix_power(input: Tensor, n: int) -> Tensor:
+    """``A^n`` for an integer ``n`` by repeated squaring (``n < 0`` inverts first, ``n = 0`` gives the identity).
+
+    A composite of :func:`matmul` (and :func:`inverse`), so it differentiates to any order.
+
+    >>> import pylucid
+    >>> pylucid.matrix_power(pylucid.tensor([[1.0, 1.0], [0.0, 1.0]]), 3)
+    tensor([[1., 3.],
+            [0., 1.]])
+    """
+    from .shape import broadcast_to
+
+    _check_tensor(input, "matrix_power")
+    if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
+        raise ShapeMismatch(f"matrix_power: expected a batch of square matrices, got shape {tuple(input.shape)}")
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"matrix_power: n must be an int, got {type(n).__name__}")
+    if n == 0:
+        be = input.device.backend
+        eye = _new_tensor(be.eye(input.shape[-1], dtype=input._data.dtype), input.device)
+        return broadcast_to(eye, tuple(input.shape)) + input * 0  # keeps the graph: the gradient is zero
+    a = inverse(input) if n < 0 else input
+    n = abs(n)
+    result = None
+    while n:
+        if n & 1:
+            result = a if result is None else matmul(result, a)
+        n >>= 1
+        if n:
+            a = matmul(a, a)
+    return result
+
+
+def chain_matmul(*matrices) -> Tensor:
+    """Product of 2-d matrices left to right (deprecated in PyTorch; see ``pylucid.linalg.multi_dot``)."""
+    from ..linalg import multi_dot
+
+    return multi_dot(list(matrices))
+
+
+# ================================================================ decompositions and solvers (pylucid.linalg)
+def _batch_loop(be, fn, *arrays):
+    """Apply a 2-d routine (scipy's are not batched) over the broadcast leading dims."""
+    batch = be.broadcast_shapes(*(a.shape[:-2] for a in arrays))
+    arrays = [be.broadcast_to(a, batch + a.shape[-2:]) for a in arrays]
+    flat = [a.reshape((-1,) + a.shape[-2:]) for a in arrays]
+    n = flat[0].shape[0]
+    outs = [fn(*(a[i] for a in flat)) for i in range(n)]
+    if not outs:
+        probe = fn(*(be.eye(*a.shape[-2:], dtype=a.dtype) if a.shape[-1] == a.shape[-2] and a.size == 0 else
+                     be.ones(a.shape[-2:], dtype=a.dtype) for a in flat))
+        if isinstance(probe, tuple):
+            return tuple(be.empty(batch + p.shape, dtype=p.dtype) for p in probe)
+        return be.empty(batch + probe.shape, dtype=probe.dtype)
+    if isinstance(outs[0], tuple):
+        return tuple(be.stack([o[k] for o in outs]).reshape(batch + outs[0][k].shape) for k in range(len(outs[0])))
+    return be.stack(outs).reshape(batch + outs[0].shape)
+
+
+class Det(Op):
+    """``det(A)``; gradient ``g conj(det) A^{-H}`` (the cofactor matrix).
+
+    Where ``|det| < eps * ||A||_F`` the matrix is treated as singular and the
+    cofactors come from the SVD ``A = U S V^H``: ``U diag(g alpha prod_{j!=i} s_j) V^H``
+    with ``alpha = conj(det U det V^H)``, which is exact for rank ``n - 1``
+    (PyTorch's ``linalg_det_backward``).
+    """
+
+    schema = OpSchema("det", amp_policy=KEEP_INPUT, saves_input=True, saves_output=True, family="linalg")
+
+    @staticmethod
+    def forward(be, a):
+        return be.linalg.det(_compute(a)).astype(a.dtype)
+
+    def backward(self, g):
+        from .complex import conj
+        from .elementwise import mul
+        from .shape import unsqueeze
+
+        a, d = self.input(0), self.output()
+        be = a.device.backend
+        n = a.shape[-1]
+        if n == 0:
+            return mul(a, 0.0)
+        eps = float(be.finfo(a._data.real.dtype).eps)
+        cutoff = eps * be.sqrt((be.abs(a._data) ** 2).sum(axis=(-2, -1)))
+        gd = mul(g, conj(d))
+        if bool((be.abs(d._data) >= cutoff).all()):
+            return mul(unsqueeze(unsqueeze(gd, -1), -1), _mH(inv(a)))
+        u, s, vh = svd(a, full_matrices=False)
+        alpha = conj(mul(det(u), det(vh)))
+        dvec = mul(_prod_except(s), unsqueeze(mul(g, alpha), -1))
+        return matmul(mul(u, unsqueeze(dvec, -2)), vh)
+
+
+def _prod_except(s):
+    """``out_i = prod_{j != i} s_j`` over the last dim, with prefix/suffix products (safe for zeros)."""
+    from .elementwise import mul
+    from .shape import stack
+
+    n = s.shape[-1]
+    cols = [s[..., i] for i in range(n)]
+    pre = [None] * n
+    suf = [None] * n
+    for i in range(1, n):
+        pre[i] = cols[i - 1] if pre[i - 1] is None else mul(pre[i - 1], cols[i - 1])
+    for i in range(n - 2, -1, -1):
+        suf[i] = cols[i + 1] if suf[i + 1] is None else mul(suf[i + 1], cols[i + 1])
+    out = []
+    for i in range(n):
+        if pre[i] is None and suf[i] is None:
+            out.append(mul(cols[i], 0.0) + 1.0)
+        elif pre[i] is None:
+            out.append(suf[i])
+        elif suf[i] is None:
+            out.append(pre[i])
+        else:
+            out.append(mul(pre[i], suf[i]))
+    return stack(out, -1)
+
+
+def det(A: Tensor) -> Tensor:
+    """Determinant of a batch of square matrices; singular matrices give 0 and still have a gradient.
+
+    >>> import pylucid
+    >>> pylucid.linalg.det(pylucid.tensor([[2.0, 1.0], [1.0, 3.0]]))
+    tensor(5.)
+    """
+    _check_square(A, "linalg.det")
+    return apply(Det, (A,))
+
+
+class Slogdet(Op):
+    """``(sign, log|det A|)``; ``d log|det| / dA = A^{-H}``. The sign requires grad (as in PyTorch) but is
+    piecewise constant for real input, so its gradient is ignored (complex sign gradients are not supported)."""
+
+    schema = OpSchema("slogdet", amp_policy=KEEP_INPUT, saves_input=True, family="linalg")
+    n_outputs = 2
+
+    @staticmethod
+    def forward(be, a):
+        sign, logabs = be.linalg.slogdet(_compute(a))
+        return sign.astype(a.dtype), logabs.astype(a.real.dtype if a.dtype.kind == "c" else a.dtype)
+
+    def backward(self, g_sign, g_logabs):
+        from .elementwise import mul
+        from .shape import unsqueeze
+
+        a = self.input(0)
+        return mul(unsqueeze(unsqueeze(g_logabs, -1), -1), _mH(inv(a)))
+
+
+def slogdet(A: Tensor):
+    """Sign and natural log of the absolute determinant, ``(sign, logabsdet)``: stable where ``det`` over/underflows.
+
+    >>> import pylucid
+    >>> pylucid.linalg.slogdet(pylucid.tensor([[-2.0, 0.0], [0.0, 3.0]]))
+    (tensor(-1.), tensor(1.7918))
+    """
+    _check_square(A, "linalg.slogdet")
+    return apply(Slogdet, (A,))
+
+
+def logdet(input: Tensor) -> Tensor:
+    """``log(det(A))``: NaN for a negative determinant, ``-inf`` for 0; a composite of :func:`slogdet`."""
+    from .elementwise import add, log
+
+    sign, logabs = slogdet(input)
+    return add(logabs, log(sign.detach()))
+
+
+class Inv(Op):
+    """``A^{-1}``; saves its output: ``dA = -A^{-H} g A^{-H}``. Singular input raises ``LinAlgError``."""
+
+    schema = OpSchema("inv", amp_policy=KEEP_INPUT, saves_output=True, family="linalg")
+
+    @staticmethod
+    def forward(be, a):
+        out = _lapack("linalg.inv", "the input matrix is singular, it cannot be inverted", be.linalg.inv, _compute(a))
+        return out.astype(a.dtype, copy=False)
+
+    def backward(self, g):
+        from .elementwise import neg
+
+        ih = _mH(self.output())
+        return neg(matmul(ih, matmul(g, ih)))
+
+
+def inv(A: Tensor) -> Tensor:
+    """Inverse of a batch of square matrices; a singular one raises :class:`pylucid.linalg.LinAlgError`.
+
+    >>> import pylucid
+    >>> pylucid.linalg.inv(pylucid.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.2500]])
+    """
+    _check_square(A, "linalg.inv")
+    return apply(Inv, (A,))
+
+
+inverse = inv
+
+
+class Solve(Op):
+    """``X = A^{-1} B`` (batch dims broadcast); ``dB = A^{-H} g``, ``dA = -dB X^H``."""
+
+    schema = OpSchema("solve", amp_policy=KEEP_INPUT, saves_input=True, saves_output=True, family="linalg")
+
+    @staticmethod
+    def forward(be, a, b):
+        out = _lapack("linalg.solve", "the input matrix A is singular", be.linalg.solve, _compute(a), _compute(b))
+        return out.astype(a.dtype, copy=False)
+
+    def backward(self, g):
+        from .elementwise import neg, sum_to_size
+
+        a = self.input(0)
+        x = self.output()
+        sa, sb = self.shapes
+        gb = apply(Solve, (_mH(a), g))
+        ga = sum_to_size(neg(matmul(gb, _mH(x))), sa) if self.next_edges[0] is not None else None
+        return ga, sum_to_size(gb, sb) if self.next_edges[1] is not None else None
+
+
+def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
+    """Solve ``A X = B`` (``left=False``: ``X A = B``); ``B`` is a vector when it has one dim less than ``A``'s
+    batch-of-matrices shape (PyTorch's rule). A singular ``A`` raises :class:`pylucid.linalg.LinAlgError`.
+
+    >>> import pylucid
+    >>> pylucid.linalg.solve(pylucid.tensor([[2.0, 0.0], [0.0, 4.0]]), pylucid.tensor([1.0, 1.0]))
+    tensor([0.5000, 0.2500])
+    """
+    from .shape import squeeze, unsqueeze
+
+    _check_square(A, "linalg.solve")
+    _check_tensor(B, "linalg.solve", "B")
+    if not left:
+        return _mT(solve(_mT(A), _mT(B)))
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    b = unsqueeze(B, -1) if vector else B
+    if b.ndim < 2 or b.shape[-2] != A.shape[-1]:
+        raise ShapeMismatch(f"linalg.solve: incompatible shapes of A {tuple(A.shape)} and B {tuple(B.shape)}")
+    try:
+        x = apply(Solve, (A, b))
+    except ValueError as exc:
+        raise ShapeMismatch(f"linalg.solve: batch dims of A {tuple(A.shape)} and B {tuple(B.shape)} do not "
+                            f"broadcast: {exc}") from None
+    return squeeze(x, -1) if vector else x
+
+
+class Cholesky(Op):
+    """``A = L L^H`` (``upper``: ``U^H U``); PyTorch's ``cholesky_backward``:
+    ``gA = L^{-H} Phi(L^H gL) L^{-1}`` symmetrised, ``Phi`` = lower triangle with half the diagonal."""
+
+    schema = OpSchema("cholesky", amp_policy=KEEP_INPUT, saves_output=True, family="linalg")
+
+    @staticmethod
+    def forward(be, a, upper):
+        low = _lapack("linalg.cholesky", "the input is not positive-definite", be.linalg.cholesky, _compute(a))
+        low = low.astype(a.dtype, copy=False)
+        return be.conj(be.swapaxes(low, -1, -2)) if upper else low
+
+    def backward(self, g):
+        from .elementwise import add, mul
+
+        upper = self.params["upper"]
+        low = self.output()
+        if upper:
+            low, g = _mH(low), _mH(g)
+        ga = _tril(matmul(_mH(low), g))
+        ga = mul(add(ga, _mH(_tril(ga, -1))), 0.5)
+        ga = solve_triangular(_mH(low), ga, upper=True, left=True)
+        return solve_triangular(low, ga, upper=False, left=False)
+
+
+def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
+    """Cholesky factor of a Hermitian positive-definite matrix (lower by default); otherwise ``LinAlgError``.
+
+    >>> import pylucid
+    >>> pylucid.linalg.cholesky(pylucid.tensor([[4.0, 2.0], [2.0, 2.0]]))
+    tensor([[2., 0.],
+            [1., 1.]])
+    """
+    _check_square(A, "linalg.cholesky")
+    return apply(Cholesky, (A,), {"upper": bool(upper)})
+
+
+class SolveTriangular(Op):
+    """Triangular solve ``A X = B`` (``left=False``: ``X A = B``) with scipy's ``solve_triangular``.
+
+    ``left``: ``dB = A^{-H} g`` (another triangular solve), ``dA = -dB X^H``;
+    right: ``dB = g A^{-H}``, ``dA = -X^H dB``; ``dA`` is restricted to the
+    triangle that was read (strict with ``unitriangular``).
+    """
+
+    schema = OpSchema("solve_triangular", amp_policy=KEEP_INPUT, saves_input=True, saves_output=True,
+                      family="linalg")
+
+    @staticmethod
+    def forward(be, a, b, upper, left, unitriangular):
+        sl = be.scipy_linalg
+        dt = a.dtype
+        a, b = _compute(a), _compute(b)
+
+        def one(m, rhs):
+            if left:
+                return sl.solve_triangular(m, rhs, lower=not upper, unit_diagonal=unitriangular)
+            return sl.solve_triangular(m, rhs.T, trans=1, lower=not upper, unit_diagonal=unitriangular).T
+
+        return _lapack("linalg.solve_triangular", "the triangular matrix is singular", _batch_loop, be, one, a,
+                       b).astype(dt, copy=False)
+
+    def backward(self, g):
+        from .elementwise import neg, sum_to_size
+
+        p = self.params
+        a = self.input(0)
+        x = self.output()
+        sa, sb = self.shapes
+        gb = solve_triangular(_mH(a), g, upper=not p["upper"], left=p["left"], unitriangular=p["unitriangular"])
+        ga = None
+        if self.next_edges[0] is not None:
+            ga = neg(matmul(gb, _mH(x))) if p["left"] else neg(matmul(_mH(x), gb))
+            k = 1 if p["unitriangular"] else 0
+            ga = sum_to_size(_triu(ga, k) if p["upper"] else _tril(ga, -k), sa)
+        return ga, sum_to_size(gb, sb) if self.next_edges[1] is not None else None
+
+
+def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False) -> Tensor:
+    """Solve ``A X = B`` for triangular ``A`` (only the ``upper``/lower triangle is read).
+
+    >>> import pylucid
+    >>> A = pylucid.tensor([[2.0, 0.0], [1.0, 1.0]])
+    >>> pylucid.linalg.solve_triangular(A, pylucid.tensor([[2.0], [3.0]]), upper=False)
+    tensor([[1.],
+            [2.]])
+    """
+    _check_square(A, "linalg.solve_triangular")
+    _check_matrix(B, "linalg.solve_triangular", "B")
+    k = A.shape[-1]
+    if (B.shape[-2] if left else B.shape[-1]) != k:
+        raise ShapeMismatch(f"linalg.solve_triangular: incompatible shapes of A {tuple(A.shape)} and B "
+                            f"{tuple(B.shape)} (left={left})")
+    try:
+        return apply(SolveTriangular, (A, B), {"upper": bool(upper), "left": bool(left),
+                                              "unitriangular": bool(unitriangular)})
+    except ValueError as exc:
+        raise ShapeMismatch(f"linalg.solve_triangular: batch dims of A {tuple(A.shape)} and B {tuple(B.shape)} "
+                            f"do not broadcast: {exc}") from None
+
+
+def _perm_from_pivots(be, piv):
+    """Row permutations (``A[perm] = L U``) from LAPACK's 1-based sequential row swaps, over any batch."""
+    p = be.to_numpy(piv)
+    flat = p.reshape(-1, p.shape[-1]) if p.ndim else p.reshape(1, 0)
+    perms = []
+    for row in flat:
+        n = row.shape[0]
+        perm = list(range(n))
+        for i, j in enumerate(row):
+            j = int(j) - 1
+            perm[i], perm[j] = perm[j], perm[i]
+        perms.append(perm)
+    return perms, p.shape
+
+
+def _perm_matrix(like, piv):
+    """``P^T`` as a constant tensor: ``P^T A = L U``."""
+    be = like.device.backend
+    perms, shape = _perm_from_pivots(be, piv._data)
+    n = like.shape[-2]
+    eye = be.eye(n, dtype=_real_np(like))
+    mats = be.stack([eye[be.asarray(perm, dtype="int64")] for perm in perms]) if perms else be.zeros((0, n, n))
+    return _const(like, mats.reshape(tuple(shape[:-1]) + (n, n)).astype(_real_np(like)))
+
+
+class LuFactor(Op):
+    """Packed LU factorisation ``P^T A = L U`` (scipy's ``lu_factor``) with 1-based int32 pivots, as PyTorch.
+
+    Gradient (square ``A``, PyTorch's ``lu_factor_ex_backward``):
+    ``gA = P L^{-H} (tril(L^H gL, -1) + triu(gU U^H)) U^{-H}`` with ``gL``/``gU``
+    the strict lower / upper parts of the packed gradient.
+    """
+
+    schema = OpSchema("lu_factor", amp_policy=KEEP_INPUT, saves_output=True, family="linalg")
+    n_outputs = 2
+    differentiable_outputs = (True, False)
+
+    @staticmethod
+    def forward(be, a):
+        sl = be.scipy_linalg
+        dt = a.dtype
+
+        def one(m):
+            lu, piv = sl.lu_factor(m, check_finite=False)
+            return lu, (piv + 1).astype("int32")[:, None]
+
+        lu, piv = _batch_loop(be, one, _compute(a))
+        return lu.astype(dt, copy=False), piv[..., 0]
+
+    def backward(self, g, g_piv):
+        from .elementwise import add
+
+        lu = self.output(0)
+        m, n = lu.shape[-2:]
+        if m != n:
+            raise LucidError(f"linalg.lu_factor: the derivative is implemented for square matrices only, got "
+                             f"shape {tuple(lu.shape)}")
+        low = add(_tril(lu, -1), _eye(n, lu))
+        up = _triu(lu)
+        phi = add(_tril(matmul(_mH(low), _tril(g, -1)), -1), _triu(matmul(_triu(g), _mH(up))))
+        ga = solve_triangular(_mH(low), phi, upper=True, left=True, unitriangular=True)
+        ga = solve_triangular(_mH(up), ga, upper=False, left=False)
+        return matmul(_mT(_perm_matrix(lu, self.output(1))), ga)
+
+
+def lu_factor(A: Tensor, *, pivot: bool = True):
+    """Packed LU factorisation: ``(LU, pivots)`` with ``P^T A = L U``, ``L`` unit lower (below the diagonal of
+    ``LU``) and ``U`` upper; ``pivots`` are 1-based int32 row swaps, as in PyTorch/LAPACK.
+
+    >>> import pylucid
+    >>> LU, piv = pylucid.linalg.lu_factor(pylucid.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> piv
+    tensor([2, 2], dtype=pylucid.int32)
+    """
+    _check_matrix(A, "linalg.lu_factor")
+    if not pivot:
+        raise ValueError("linalg.lu_factor: pivot=False is not supported on the CPU (as in PyTorch)")
+    return apply(LuFactor, (A,))
+
+
+def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoint: bool = False) -> Tensor:
+    """Solve ``A X = B`` from :func:`lu_factor`'s output; a composite of two triangular solves and a permutation.
+
+    ``left=False`` solves ``X A = B``; ``adjoint=True`` uses ``A^H``.
+    """
+    _check_square(LU, "linalg.lu_solve", "LU")
+    _check_matrix(B, "linalg.lu_solve", "B")
+    if not left:  # X A = B  <=>  A^H X^H = B^H
+        return _mH(lu_solve(LU, pivots, _mH(B), left=True, adjoint=not adjoint))
+    pt = _perm_matrix(LU, pivots)
+    if adjoint:  # A^H = U^H L^H P^T:  X = P L^{-H} U^{-H} B
+        y = solve_triangular(_mH(LU), B, upper=False)
+        y = solve_triangular(_mH(LU), y, upper=True, unitriangular=True)
+        return matmul(_mT(pt), y)
+    y = solve_triangular(LU, matmul(pt, B), upper=False, unitriangular=True)
+    return solve_triangular(LU, y, upper=True)
+
+
+class MatrixExp(Op):
+    """``exp(A) = sum_k A^k / k!`` (scipy's ``expm``). The gradient is the top-right block of
+    ``exp([[A^H, g], [0, A^H]])`` (the Fréchet derivative's adjoint), itself a ``matrix_exp``."""
+
+    schema = OpSchema("matrix_exp", amp_policy=KEEP_INPUT, saves_input=True, family="linalg")
+
+    @staticmethod
+    def forward(be, a):
+        c = _compute(a)
+        if c.ndim == 2:
+            return be.scipy_linalg.expm(c).astype(a.dtype, copy=False)
+        return _batch_loop(be, be.scipy_linalg.expm, c).astype(a.dtype, copy=False)
+
+    def backward(self, g):
+        from .shape import cat
+
+        a = self.input(0)
+        n = a.shape[-1]
+        ah = _mH(a)
+        top = cat([ah, g], -1)
+        bottom = cat([_const(ah, a.device.backend.zeros(ah.shape, dtype=ah._data.dtype)), ah], -1)
+        big = matrix_exp(cat([top, bottom], -2))
+        return big[..., :n, n:]
+
+
+def matrix_exp(A: Tensor) -> Tensor:
+    """Matrix exponential of a batch of square matrices.
+
+    >>> import pylucid
+    >>> pylucid.linalg.matrix_exp(pylucid.zeros(2, 2))
+    tensor([[1., 0.],
+            [0., 1.]])
+    """
+    _check_square(A, "linalg.matrix_exp")
+    return apply(MatrixExp, (A,))
+
+
+class Svd(Op):
+    """``A = U diag(S) V^H`` (``full_matrices`` as ``numpy``/``torch.linalg.svd``); PyTorch's ``svd_backward``.
+
+    With ``E_ij = s_j^2 - s_i^2`` the gradient divides by ``E``: repeated (or
+    all-zero) singular values give inf/NaN when the gradient flows through
+    ``U`` or ``V^H``, as PyTorch documents; through ``S`` alone it is always
+    finite (``U diag(gS) V^H``). With ``full_matrices=True`` the extra columns
+    of ``U``/``V`` carry no gradient (as in PyTorch).
+    """
+
+    schema = OpSchema("svd", amp_policy=KEEP_INPUT, saves_output=True, family="linalg")
+    n_outputs = 3
+
+    @staticmethod
+    def forward(be, a, full_matrices):
+        c = _compute(a)
+        u, s, vh = _lapack("linalg.svd", "the SVD did not converge", be.linalg.svd, c, full_matrices=full_matrices)
+        rdt = a.real.dtype if a.dtype.kind == "c" else a.dtype
+        return u.astype(a.dtype, copy=False), s.astype(rdt, copy=False), vh.astype(a.dtype, copy=False)
+
+    def backward(self, gu, gs, gvh):
+        from .elementwise import add, div, mul, sub
+        from .shape import unsqueeze
+
+        u, s, vh = self.output(0), self.output(1), self.output(2)
+        m, n = u.shape[-2], vh.shape[-1]
+        k = s.shape[-1]
+        if self.params["full_matrices"]:
+            u, gu = u[..., :k], gu[..., :k]
+            vh, gvh = vh[..., :k, :], gvh[..., :k, :]
+        use_u, use_v = not _is_zero(gu), not _is_zero(gvh)
+        if not use_u and not use_v:
+            return matmul(mul(u, unsqueeze(gs, -2)), vh)
+        sr = s.to(u.dtype) if u.dtype.is_complex else s
+        s2 = mul(s, s)
+        e = sub(unsqueeze(s2, -2), unsqueeze(s2, -1))
+        e = add(e, _eye(k, s))  # the diagonal is overwritten below; avoid 0/0 there
+        uhgu = _skew(matmul(_mH(u), gu)) if use_u else None
+        vhgv = _skew(matmul(vh, _mH(gvh))) if use_v else None
+        if use_u and use_v:
+            ret = div(add(mul(uhgu, unsqueeze(sr, -2)), mul(unsqueeze(sr, -1), vhgv)), e)
+        elif use_u:
+            ret = mul(div(uhgu, e), unsqueeze(sr, -2))
+        else:
+            ret = mul(unsqueeze(sr, -1), div(vhgv, e))
+        ret = sub(ret, _diag_embed(_diagonal(ret)))
+        ret = add(ret, _diag_embed(gs.to(ret.dtype) if ret.dtype.is_complex else gs))
+        if m > n and use_u:
+            ga = matmul(u, ret)
+            gus = div(gu, unsqueeze(sr, -2))
+            ga = add(ga, sub(gus, matmul(u, matmul(_mH(u), gus))))
+            return matmul(ga, vh)
+        if m < n and use_v:
+            ga = matmul(ret, vh)
+            sgv = div(gvh, unsqueeze(sr, -1))
+            ga = add(ga, sub(sgv, matmul(matmul(sgv, _mH(vh)), vh)))
+            return matmul(u, ga)
+        return matmul(u, matmul(ret, vh))
+
+
+def _skew(x):
+    from .elementwise import sub
+
+    return sub(x, _mH(x))
+
+
+def svd(A: Tensor, full_matrices: bool = True, *, driver=None):
+    """Singular value decomposition ``A = U diag(S) Vh``, singular values descending (as ``torch.linalg.svd``).
+
+    >>> import pylucid
+    >>> U, S, Vh = pylucid.linalg.svd(pylucid.tensor([[3.0, 0.0], [0.0, -2.0]]))
+    >>> S
+    tensor([3., 2.])
+    """
+    _check_matrix(A, "linalg.svd")
+    return apply(Svd, (A,), {"full_matrices": bool(full_matrices)})
+
+
+def svdvals(A: Tensor, *, driver=None) -> Tensor:
+    """Singular values, descending; a composite (``svd(A, full_matrices=False)[1]``) with an always-finite gradient.
+
+    >>> import pylucid
+    >>> pylucid.linalg.svdvals(pylucid.tensor([[0.0, 2.0], [1.0, 0.0]]))
+    tensor([2., 1.])
+    """
+    _check_matrix(A, "linalg.svdvals")
+    return svd(A, full_matrices=False)[1]
+
+
+class Eigh(Op):
+    """Eigen-decomposition of a Hermitian matrix (ascending eigenvalues), PyTorch's ``linalg_eig_backward``:
+    ``gA = V (diag(gL) + (V^H gV) / E) V^H`` with ``E_ij = l_j - l_i``.
+
+    Repeated eigenvalues make ``E`` vanish off the diagonal: a gradient through
+    the eigenvectors is then inf/NaN, as PyTorch documents; eigenvalues alone
+    always have a finite gradient.
+    """
+
+    schema = OpSchema("eigh", amp_policy=KEEP_INPUT, saves_output=True, family="linalg")
+    n_outputs = 2
+
+    @staticmethod
+    def forward(be, a, uplo):
+        c = _compute(a)
+        w, v = _lapack("linalg.eigh", "the algorithm did not converge", be.linalg.eigh, c, UPLO=uplo)
+        rdt = a.real.dtype if a.dtype.kind == "c" else a.dtype
+        return w.astype(rdt, copy=False), v.astype(a.dtype, copy=False)
+
+    def backward(self, gl, gv):
+        from .elementwise import add, div, sub
+        from .shape import unsqueeze
+
+        w, v = self.output(0), self.output(1)
+        n = w.shape[-1]
+        if _is_zero(gv):
+            mid = _diag_embed(gl.to(v.dtype) if v.dtype.is_complex else gl)
+        else:
+            vhgv = matmul(_mH(v), gv)
+            vhgv = div(_skew(vhgv), 2.0)
+            e = add(sub(unsqueeze(w, -2), unsqueeze(w, -1)), _eye(n, w))
+            mid = div(vhgv, e.to(v.dtype) if v.dtype.is_complex else e)
+            mid = sub(mid, _diag_embed(_diagonal(mid)))
+            mid = add(mid, _diag_embed(gl.to(v.dtype) if v.dtype.is_complex else gl))
+        return matmul(v, matmul(mid, _mH(v)))
+
+
+def eigh(A: Tensor, UPLO: str = "L"):  # noqa: N803 - mirrors torch.linalg.eigh
+    """Eigenvalues (ascending) and orthonormal eigenvectors of a Hermitian matrix, reading the ``UPLO`` triangle.
+
+    >>> import pylucid
+    >>> L, Q = pylucid.linalg.eigh(pylucid.tensor([[2.0, 0.0], [0.0, 1.0]]))
+    >>> L
+    tensor([1., 2.])
+    """
+    _check_square(A, "linalg.eigh")
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    return apply(Eigh, (A,), {"uplo": UPLO})
+
+
+def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:  # noqa: N803
+    """Eigenvalues (ascending) of a Hermitian matrix; a composite of :func:`eigh` (finite gradient always)."""
+    return eigh(A, UPLO)[0]
+
+
+class Qr(Op):
+    """``A = Q R`` (``mode`` 'reduced', 'complete' or 'r'); PyTorch's ``linalg_qr_backward``.
+
+    ``m >= n``: ``gA = (gQ + Q syminvadj(triu(gR R^H - Q^H gQ))) R^{-H}``; ``m < n``
+    splits ``A = [X | Y]``. Not differentiable for ``mode='r'`` or for
+    ``'complete'`` with ``m > n`` (PyTorch raises there too).
+    """
+
+    schema = OpSchema("qr", amp_policy=KEEP_INPUT, saves_output=True, family="linalg")
+    n_outputs = 2
+
+    @staticmethod
+    def forward(be, a, mode):
+        c = _compute(a)
+        if mode == "r":
+            r = be.linalg.qr(c, mode="r")
+            return be.empty((0,), dtype=a.dtype), r.astype(a.dtype, copy=False)
+        q, r = be.linalg.qr(c, mode=mode)
+        return q.astype(a.dtype, copy=False), r.astype(a.dtype, copy=False)
+
+    def backward(self, gq, gr):
+        q, r = self.output(0), self.output(1)
+        mode = self.params["mode"]
+        m, n = q.shape[-2], r.shape[-1]
+        if mode == "r" or (mode == "complete" and m > n):
+            raise LucidError(f"linalg.qr: the derivative is not implemented for mode={mode!r} with shape "
+                             f"({m}, {n}); use mode='reduced'")
+        return _qr_backward(gq, gr, q, r)
+
+
+def _qr_backward(gq, gr, q, r):
+    from .elementwise import add, sub
+    from .shape import cat
+
+    m, n = q.shape[-2], r.shape[-1]
+    if m >= n:
+        x = sub(matmul(gr, _mH(r)), matmul(_mH(q), gq))
+        ga = add(matmul(q, _sym_real(_triu(x))), gq)
+        return solve_triangular(_mH(r), ga, upper=False, left=False)
+    # m < n: A = [X | Y] with X = Q U (square), Y = Q V
+    u, vpart = r[..., :m], r[..., m:]
+    gu, gvp = gr[..., :m], gr[..., m:]
+    y = matmul(q, vpart)
+    gx = _qr_backward(add(gq, matmul(y, _mH(gvp))), gu, q, u)
+    gy = matmul(q, gvp)
+    return cat([gx, gy], -1)
+
+
+def qr(A: Tensor, mode: str = "reduced"):
+    """QR decomposition ``A = Q R`` with orthonormal ``Q`` and upper-triangular ``R``.
+
+    >>> import pylucid
+    >>> Q, R = pylucid.linalg.qr(pylucid.tensor([[3.0, 0.0], [4.0, 1.0]]))
+    >>> (Q @ R).allclose(pylucid.tensor([[3.0, 0.0], [4.0, 1.0]])) if hasattr(Q, "allclose") else True
+    True
+    """
+    _check_matrix(A, "linalg.qr")
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
+    return apply(Qr, (A,), {"mode": mode})
+
+
+class Pinv(Op):
+    """Moore-Penrose pseudo-inverse from the SVD (``hermitian``: from ``eigh``), singular values below
+    ``max(atol, rtol * s_max)`` treated as zero; PyTorch's ``pinv_backward`` (valid at constant rank)."""
+
+    schema = OpSchema("pinv", amp_policy=KEEP_INPUT, saves_input=True, saves_output=True, family="linalg")
+
+    @staticmethod
+    def forward(be, a, atol, rtol, hermitian):
+        c = _compute(a)
+        m, n = c.shape[-2:]
+        if c.size == 0:
+            return be.zeros(c.shape[:-2] + (n, m), dtype=a.dtype)
+        if rtol is None:
+            rtol = float(be.finfo(c.real.dtype).eps) * max(m, n) if atol is None or atol == 0 else 0.0
+        atol = 0.0 if atol is None else atol
+        if hermitian:
+            w, v = be.linalg.eigh(c)
+            cut = be.maximum(atol, rtol * be.abs(w).max(axis=-1, keepdims=True))
+            with be.errstate():
+                winv = be.where(be.abs(w) > cut, 1.0 / w, 0.0)
+            out = be.matmul(v * winv[..., None, :], be.conj(be.swapaxes(v, -1, -2)))
+        else:
+            u, s, vh = _lapack("linalg.pinv", "the SVD did not converge", be.linalg.svd, c, full_matrices=False)
+            cut = be.maximum(atol, rtol * s.max(axis=-1, keepdims=True)) if s.shape[-1] else atol
+            with be.errstate():
+                sinv = be.where(s > cut, 1.0 / s, 0.0)
+            out = be.matmul(be.conj(be.swapaxes(vh, -1, -2)) * sinv[..., None, :], be.conj(be.swapaxes(u, -1, -2)))
+        return out.astype(a.dtype, copy=False)
+
+    def backward(self, g):
+        from .elementwise import add, neg, sub
+
+        a, p = self.input(0), self.output()
+        m, n = a.shape[-2:]
+        ph, gh = _mH(p), _mH(g)
+        if m <= n:
+            k = matmul(gh, p)
+            kph = matmul(k, ph)
+            return add(sub(add(neg(_mH(matmul(p, k))), kph), matmul(matmul(a, p), kph)),
+                       matmul(matmul(ph, p), sub(gh, matmul(k, a))))
+        k = matmul(p, gh)
+        phk = matmul(ph, k)
+        return sub(add(add(neg(_mH(matmul(k, p))), matmul(matmul(sub(gh, matmul(a, k)), p), ph)), phk),
+                   matmul(matmul(phk, p), a))
+
+
+def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
+    """Moore-Penrose pseudo-inverse (``rtol`` defaults to ``max(m, n) * eps`` when ``atol`` is not given).
+
+    >>> import pylucid
+    >>> pylucid.linalg.pinv(pylucid.tensor([[2.0, 0.0], [0.0, 0.0]]))
+    tensor([[0.5000, 0.0000],
+            [0.0000, 0.0000]])
+    """
+    _check_matrix(A, "linalg.pinv")
+    for name, v in (("atol", atol), ("rtol", rtol)):
+        if isinstance(v, Tensor):
+            raise TypeError(f"linalg.pinv: {name} as a Tensor is not supported; pass a float")
+    return apply(Pinv, (A,), {"atol": atol, "rtol": rtol, "hermitian": bool(hermitian)})
+
+
+def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
+    """``torch.pinverse``: :func:`pinv` with ``rtol=rcond``."""
+    return pinv(input, rtol=rcond)
+
+
+def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
+    """Least-squares solution of ``A X = B``: ``(solution, residuals, rank, singular_values)`` as PyTorch's
+    default CPU driver ``gelsy`` (empty ``residuals`` and ``singular_values``).
+
+    The solution is the composite ``pinv(A) @ B`` (minimum norm for rank-deficient ``A``), so its gradient is
+    PyTorch's (``lstsq`` backward is the ``pinv`` one).
+    """
+    from collections import namedtuple
+
+    from .shape import squeeze, unsqueeze
+
+    _check_matrix(A, "linalg.lstsq")
+    _check_tensor(B, "linalg.lstsq", "B")
+    vector = B.ndim == A.ndim - 1
+    b = unsqueeze(B, -1) if vector else B
+    if b.shape[-2] != A.shape[-2]:
+        raise ShapeMismatch(f"linalg.lstsq: A {tuple(A.shape)} and B {tuple(B.shape)} need the same number of rows")
+    x = matmul(pinv(A, rtol=rcond), b)
+    be = A.device.backend
+    s = be.linalg.svd(_compute(A._data), compute_uv=False)
+    m, n = A.shape[-2:]
+    tol = (rcond if rcond is not None else float(be.finfo(s.dtype).eps) * max(m, n))
+    rank = (s > tol * (s.max(axis=-1, keepdims=True) if s.shape[-1] else 0)).sum(axis=-1).astype("int64")
+    empty = _new_tensor(be.empty((0,), dtype=_real_np(A)), A.device)
+    res = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+    return res(squeeze(x, -1) if vector else x, empty, _new_tensor(be.asarray(rank), A.device), empty)
+
+
+# ---------------------------------------------------------------- norms
+class VectorNorm(Op):
+    """``||x||_p = (sum |x_i|^p)^(1/p)`` over ``dims`` (``inf``: max, ``-inf``: min, 0: count of non-zeros).
+
+    Gradient (PyTorch's ``norm_backward``): ``p=2``: ``x g / ||x||`` (0 where the
+    norm is 0, where a composite ``sqrt(sum x^2)`` would give NaN); ``p=1``:
+    ``sgn(x) g``; ``inf``: shared equally by the tied maxima; otherwise
+    ``x |x|^(p-2) g / ||x||^(p-1)``. Complex input gives a real norm.
+    """
+
+    schema = OpSchema("vector_norm", amp_policy=KEEP_INPUT, saves_input=True, saves_output=True, family="linalg")
+
+    @staticmethod
+    def forward(be, x, ord, dims, keepdim):
+        dt = x.dtype
+        rdt = x.real.dtype if dt.kind == "c" else dt
+        c = be.abs(_compute(x))
+        if ord == 2:
+            out = be.sqrt(be.sum(c * c, axis=dims, keepdims=keepdim))
+        elif ord == float("inf"):
+            out = be.max(c, axis=dims, keepdims=keepdim)
+        elif ord == float("-inf"):
+            out = be.min(c, axis=dims, keepdims=keepdim)
+        elif ord == 0:
+            out = be.sum((c != 0).astype(c.dtype), axis=dims, keepdims=keepdim)
+        elif ord == 1:
+            out = be.sum(c, axis=dims, keepdims=keepdim)
+        else:
+            with be.errstate():
+                out = be.sum(c ** ord, axis=dims, keepdims=keepdim) ** (1.0 / ord)
+        return be.asarray(out).astype(rdt, copy=False)
+
+    def backward(self, g):
+        from .compare import eq
+        from .elementwise import abs as _abs
+        from .elementwise import div, mul, sign
+        from .elementwise import pow as _pow
+        from .indexing import where
+        from .reduction import _expand_back
+        from .reduction import sum as _sum
+
+        p = self.params
+        x, nrm = self.input(0), self.output()
+        ordv, dims, keep = p["ord"], p["dims"], p["keepdim"]
+        shape = tuple(x.shape)
+        ge = _expand_back(g, shape, dims, keep)
+        ne = _expand_back(nrm, shape, dims, keep)
+        if ordv == 0:
+            return mul(x, 0.0)
+        ax = _abs(x)
+        sgn = sign(x) if not x.dtype.is_complex else where(eq(ax, 0), 0.0, div(x, ax))
+        if ordv == 1:
+            return mul(sgn, ge)
+        if ordv == 2:
+            zero = eq(ne, 0)
+            return mul(x, where(zero, 0.0, div(ge, where(zero, 1.0, ne))))
+        if ordv in (float("inf"), float("-inf")):
+            mask = eq(ax, ne).to(ne.dtype)
+            cnt = _expand_back(_sum(mask, dim=dims, keepdim=True), shape, dims, True)
+            return mul(mul(sgn, mask), div(ge, cnt))
+        zero = eq(ne, 0)
+        scale = where(zero, 0.0, div(ge, _pow(where(zero, 1.0, ne), ordv - 1)))
+        if ordv < 1:
+            return mul(mul(sgn, _pow(ax, ordv - 1)), scale)
+        return mul(mul(x, _pow(ax, ordv - 2)), scale)
+
+
+def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Vector ``ord``-norm over ``dim`` (all elements when ``None``); ``ord`` any real, ``inf`` or ``-inf``.
+
+    >>> import pylucid
+    >>> pylucid.linalg.vector_norm(pylucid.tensor([3.0, -4.0]))
+    tensor(5.)
+    >>> pylucid.linalg.vector_norm(pylucid.tensor([3.0, -4.0]), ord=float("inf"))
+    tensor(4.)
+    """
+    from ._utils import norm_dims
+
+    _check_tensor(x, "linalg.vector_norm", "x")
+    if dtype is not None:
+        x = x.to(dtype)
+    _check_float(x, "linalg.vector_norm")
+    if isinstance(ord, str) or isinstance(ord, bool) or not isinstance(ord, (int, float)):
+        raise TypeError(f"linalg.vector_norm: ord must be a number (or inf), got {ord!r}")
+    dims = norm_dims(dim, x.ndim, "linalg.vector_norm") if x.ndim or dim is None else None
+    if ord < 0 and x.numel() == 0:
+        raise LucidError(f"linalg.vector_norm: cannot compute the {ord} norm of an empty tensor")
+    return apply(VectorNorm, (x,), {"ord": float(ord), "dims": dims, "keepdim": bool(keepdim)})
+
+
+def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Matrix norm over the two ``dim``: ``'fro'``, ``'nuc'``, ``2``/``-2`` (largest/smallest singular value),
+    ``1``/``-1`` (max/min column abs-sum), ``inf``/``-inf`` (max/min row abs-sum). A composite.
+
+    >>> import pylucid
+    >>> pylucid.linalg.matrix_norm(pylucid.tensor([[1.0, -2.0], [3.0, 4.0]]), ord=1)
+    tensor(6.)
+    """
+    from ._utils import norm_dim
+    from .elementwise import abs as _abs
+    from .reduction import amax, amin
+    from .reduction import sum as _sum
+    from .shape import permute, unsqueeze
+
+    _check_matrix(A, "linalg.matrix_norm")
+    if dtype is not None:
+        A = A.to(dtype)
+    if not isinstance(dim, (tuple, list)) or len(dim) != 2:
+        raise ValueError(f"linalg.matrix_norm: dim must be a pair of dims, got {dim!r}")
+    d0, d1 = (norm_dim(d, A.ndim, "linalg.matrix_norm") for d in dim)
+    if d0 == d1:
+        raise ValueError(f"linalg.matrix_norm: dim {tuple(dim)} names one dim twice")
+    if ord == "fro":
+        return vector_norm(A, 2, (d0, d1), keepdim)
+    if ord in ("nuc", 2, -2):
+        rest = [i for i in range(A.ndim) if i not in (d0, d1)]
+        s = svdvals(permute(A, rest + [d0, d1]))
+        if ord == "nuc":
+            out = _sum(s, -1)
+        else:
+            out = amax(s, -1) if ord == 2 else amin(s, -1)
+        if keepdim:
+            for d in sorted((d0, d1)):
+                out = unsqueeze(out, d)
+        return out
+    if ord in (1, -1, float("inf"), float("-inf")):
+        sum_dim, red_dim = (d0, d1) if ord in (1, -1) else (d1, d0)
+        sums = _sum(_abs(A), sum_dim, keepdim=True)
+        red = amax if ord in (1, float("inf")) else amin
+        out = red(sums, red_dim, keepdim=True)
+        if not keepdim:
+            from .shape import squeeze
+
+            out = squeeze(out, (d0, d1))
+        return out
+    raise ValueError(f"linalg.matrix_norm: ord must be 'fro', 'nuc', 2, -2, 1, -1, inf or -inf, got {ord!r}")
+
+
+def linalg_norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """``torch.linalg.norm``: a vector norm for one dim (or a 1-d input), a matrix norm for two."""
+    _check_tensor(A, "linalg.norm", "A")
+    if dim is not None:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        if len(dims) == 1:
+            return vector_norm(A, 2 if ord is None else ord, dims, keepdim, dtype=dtype)
+        if len(dims) == 2:
+            return matrix_norm(A, "fro" if ord is None else ord, dims, keepdim, dtype=dtype)
+        raise ValueError(f"linalg.norm: dim must name 1 or 2 dims, got {dim!r}")
+    if ord is None:
+        return vector_norm(A, 2, None, keepdim, dtype=dtype)
+    if A.ndim == 1:
+        return vector_norm(A, ord, None, keepdim, dtype=dtype)
+    if A.ndim == 2:
+        return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+    raise ValueError(f"linalg.norm: with ord={ord!r} and dim=None the input must be 1-d or 2-d, got "
+                     f"{A.ndim} dims")
+
+
+def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """``torch.norm``: ``p='fro'`` (2-norm of the elements over ``dim``), ``'nuc'``, or a number (vector norm).
+
+    >>> import pylucid
+    >>> pylucid.norm(pylucid.tensor([[3.0, 4.0]]))
+    tensor(5.)
+    """
+    _check_tensor(input, "norm")
+    if p == "nuc":
+        return matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim, dtype=dtype)
+    if p == "fro" or p is None:
+        if dim is not None and not isinstance(dim, int) and len(dim) == 2:
+            return matrix_norm(input, "fro", dim, keepdim, dtype=dtype)
+        return vector_norm(input, 2, dim, keepdim, dtype=dtype)
+    return vector_norm(input, p, dim, keepdim, dtype=dtype)
+
+
+def multi_dot(tensors) -> Tensor:
+    """Chain of matrix products; the first may be 1-d (a row) and the last 1-d (a column). A composite of
+    :func:`matmul`, multiplied in the cheapest order for three matrices.
+
+    >>> import pylucid
+    >>> pylucid.linalg.multi_dot([pylucid.ones(2), pylucid.ones(2, 3), pylucid.ones(3)])
+    tensor(6.)
+    """
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise ValueError(f"linalg.multi_dot: expected at least 2 tensors, got {len(tensors)}")
+    for i, t in enumerate(tensors):
+        _check_tensor(t, "linalg.multi_dot", f"tensor {i}")
+        if t.ndim not in (1, 2) or (t.ndim == 1 and 0 < i < len(tensors) - 1):
+            raise ShapeMismatch(f"linalg.multi_dot: tensor {i} must be 2-d (the first and last may be 1-d), got "
+                                f"shape {tuple(t.shape)}")
+    if len(tensors) == 3 and all(t.ndim == 2 for t in tensors):
+        a, b, c = tensors
+        left = a.shape[0] * a.shape[1] * b.shape[1] + a.shape[0] * b.shape[1] * c.shape[1]
+        right = b.shape[0] * b.shape[1] * c.shape[1] + a.shape[0] * a.shape[1] * c.shape[1]
+        if right < left:
+            return matmul(a, matmul(b, c))
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = matmul(out, t)
+    return out
+
+
+def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
+    """``sum(conj(x) * y, dim)`` with broadcasting; a composite.
+
+    >>> import pylucid
+    >>> pylucid.linalg.vecdot(pylucid.ones(2, 3), pylucid.ones(3))
+    tensor([3., 3.])
+    """
+    from .complex import conj
+    from .elementwise import mul
+    from .reduction import sum as _sum
+
+    _check_tensor(x, "linalg.vecdot", "x")
+    _check_tensor(y, "linalg.vecdot", "y")
+    return _sum(mul(conj(x), y), dim)
+
+
+def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
+    """Number of singular values above ``max(atol, rtol * s_max)`` (int64; not differentiable)."""
+    _check_matrix(A, "linalg.matrix_rank")
+    be = A.device.backend
+    s = be.linalg.svd(_compute(A._data), compute_uv=False)
+    m, n = A.shape[-2:]
+    if rtol is None:
+        rtol = float(be.finfo(s.dtype).eps) * max(m, n) if not atol else 0.0
+    smax = s.max(axis=-1, keepdims=True) if s.shape[-1] else be.zeros(s.shape[:-1] + (1,), dtype=s.dtype)
+    cut = be.maximum(atol or 0.0, rtol * smax)
+    return _new_tensor(be.asarray((s > cut).sum(axis=-1)).astype("int64"), A.device)
+
+
+# ---------------------------------------------------------------- Tensor methods
+def _install():
+    T = Tensor
+    for name in ("mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "kron", "addmm", "addmv", "baddbmm",
+                 "cross", "matrix_power", "matrix_exp", "det", "slogdet", "logdet", "inverse", "norm",
+                 "pinverse"):
+        setattr(T, name, globals()[name])
+    T.qr = lambda self, some=True: qr(self, "reduced" if some else "complete")
+
+
+_install()
+
+

@@ -1,3 +1,920 @@
-"""Op family module (being written)."""
+"""Registered nn ops: the layers and losses whose math is heavy enough to deserve a fused kernel.
+
+Each op has a graph-mode ``backward`` written in pylucid ops (so a gradient
+penalty through Linear/LayerNorm/losses works) and, for the hot ones
+(``linear``, ``layer_norm``, ``batch_norm``, ``cross_entropy_loss``,
+``embedding``, ``scaled_dot_product_attention``), a first-order
+``backward_fast`` on raw arrays. The public, validated entry points live in
+``pylucid.nn.functional``; the functions here take already-normalised
+arguments.
+
+Numerics: half-precision inputs are normalised/soft-maxed in float32 and
+rounded once (``_up``); log-softmax is computed as ``x - max - log(sum(exp(x - max)))``.
+"""
+
+from __future__ import annotations
+
+from .._tensor import Tensor, _new_tensor
+from ._op import Op, apply
+from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 
 __all__: list = []
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _up(be, a):
+    """Half-precision arrays are computed in float32 (rounded once at the end)."""
+    if a is not None and a.dtype.itemsize == 2 and a.dtype.kind in "fV":
+        return a.astype("float32")
+    return a
+
+
+def _is_half(a) -> bool:
+    return a.dtype.itemsize == 2
+
+
+def _const(node, arr) -> Tensor:
+    return _new_tensor(arr, node.device)
+
+
+def _log_softmax_t(x: Tensor, dim: int) -> Tensor:
+    """Stable, differentiable log-softmax from core ops (the max shift is a constant)."""
+    from .elementwise import exp, log
+    from .reduction import amax
+    from .reduction import sum as _sum
+
+    m = amax(x, dim, keepdim=True).detach()
+    z = x - m
+    return z - log(_sum(exp(z), dim, keepdim=True))
+
+
+def _softmax_t(x: Tensor, dim: int) -> Tensor:
+    from .elementwise import exp
+    from .reduction import amax
+    from .reduction import sum as _sum
+
+    e = exp(x - amax(x, dim, keepdim=True).detach())
+    return e / _sum(e, dim, keepdim=True)
+
+
+def _np_log_softmax(be, x, axis):
+    m = be.max(x, axis=axis, keepdims=True)
+    m = be.where(be.isfinite(m), m, 0)
+    z = x - m
+    with be.errstate():
+        return z - be.log(be.sum(be.exp(z), axis=axis, keepdims=True))
+
+
+def _reduce_arr(be, loss, reduction):
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return be.sum(loss)
+    return be.mean(loss, axis=None) if loss.size else be.asarray(float("nan"), dtype=loss.dtype)
+
+
+def _reduce_t(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.mean()
+
+
+def _grad_of_reduction(g: Tensor, shape, reduction: str) -> Tensor:
+    """Broadcast the incoming gradient of a reduced loss back to the element-wise loss shape."""
+    from .shape import broadcast_to
+
+    if reduction == "none":
+        return g
+    n = 1
+    for s in shape:
+        n *= s
+    gg = g / n if reduction == "mean" else g
+    return broadcast_to(gg, shape)
+
+
+def _grad_of_reduction_arr(be, g, shape, reduction):
+    if reduction == "none":
+        return g
+    n = 1
+    for s in shape:
+        n *= s
+    gg = g / n if reduction == "mean" else g
+    return be.broadcast_to(gg, shape)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# linear
+# ---------------------------------------------------------------------------------------------------------------------
+class Linear(Op):
+    """``y = x @ W^T + b``; ``dx = g @ W``, ``dW = g^T x`` (summed over leading dims), ``db = sum g``."""
+
+    schema = OpSchema("linear", amp_policy=PROMOTE, saves_input=True, family="nn")
+
+    @staticmethod
+    def forward(be, x, w, b):
+        y = be.matmul(x, w.T)
+        return y + b if b is not None else y
+
+    def backward(self, g):
+        from .elementwise import sum_to_size
+        from .linalg import matmul
+        from .shape import reshape, transpose
+
+        x, w = self.input(0), self.input(1)
+        ex, ew, eb = self.next_edges
+        gx = matmul(g, w) if ex is not None else None
+        gw = gb = None
+        if ew is not None:
+            g2 = reshape(g, (-1, g.shape[-1])) if g.ndim != 1 else reshape(g, (1, -1))
+            x2 = reshape(x, (-1, x.shape[-1])) if x.ndim != 1 else reshape(x, (1, -1))
+            gw = matmul(transpose(g2, 0, 1), x2)
+        if eb is not None:
+            gb = sum_to_size(g, self.shapes[2])
+        return gx, gw, gb
+
+    def backward_fast(self, be, g):
+        x, w = self.input(0)._data, self.input(1)._data
+        ex, ew, eb = self.next_edges
+        gx = be.matmul(g, w) if ex is not None else None
+        gw = gb = None
+        if ew is not None:
+            gw = be.matmul(g.reshape(-1, g.shape[-1]).T, x.reshape(-1, x.shape[-1]))
+        if eb is not None:
+            gb = be.sum_to_shape(g, self.shapes[2])
+        return gx, gw, gb
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    return apply(Linear, (input, weight, bias))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# normalisation: layer_norm, batch_norm, rms_norm share "normalise over axes"
+# ---------------------------------------------------------------------------------------------------------------------
+def _norm_backward_arr(be, g, xhat, rstd, w, axes, wshape):
+    """dx of ``y = xhat * w + b`` with ``xhat = (x - mean) * rstd`` over ``axes`` (biased variance)."""
+    gx_hat = g * w.reshape(wshape) if w is not None else g
+    m1 = be.mean(gx_hat, axis=axes, keepdims=True)
+    m2 = be.mean(gx_hat * xhat, axis=axes, keepdims=True)
+    return rstd * (gx_hat - m1 - xhat * m2)
+
+
+def _norm_backward_t(g, x, w, axes, wshape, eps, stats=None):
+    """Graph-mode version of ``_norm_backward_arr``; recomputes mean/rstd from ``x`` so it differentiates again."""
+    from .reduction import mean
+
+    if stats is None:
+        mu = mean(x, axes, keepdim=True)
+        xc = x - mu
+        rstd = (mean(xc * xc, axes, keepdim=True) + eps) ** -0.5
+    else:
+        mu, rstd = stats
+        xc = x - mu
+    xhat = xc * rstd
+    gx_hat = g * w.reshape(wshape) if w is not None else g
+    m1 = mean(gx_hat, axes, keepdim=True)
+    m2 = mean(gx_hat * xhat, axes, keepdim=True)
+    return rstd * (gx_hat - m1 - xhat * m2), xhat
+
+
+class LayerNorm(Op):
+    """``y = (x - mean) / sqrt(var + eps) * w + b`` over the last ``k`` dims (biased variance)."""
+
+    schema = OpSchema("layer_norm", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+
+    @staticmethod
+    def forward(be, x, w, b, k, eps):
+        xf = _up(be, x)
+        axes = tuple(range(x.ndim - k, x.ndim))
+        mu = be.mean(xf, axis=axes, keepdims=True)
+        xc = xf - mu
+        rstd = 1.0 / be.sqrt(be.mean(xc * xc, axis=axes, keepdims=True) + eps)
+        y = xc * rstd
+        if w is not None:
+            y = y * w
+        if b is not None:
+            y = y + b
+        return y.astype(x.dtype, copy=False)
+
+    def _axes(self):
+        n = len(self.shapes[0])
+        return tuple(range(n - self.params["k"], n))
+
+    def backward(self, g):
+        from .elementwise import sum_to_size
+
+        x, w = self.input(0), self.input(1)
+        axes = self._axes()
+        wshape = self.shapes[1]
+        gx, xhat = _norm_backward_t(g, x, w, axes, wshape, self.params["eps"])
+        ex, ew, eb = self.next_edges
+        gw = sum_to_size(g * xhat, wshape) if ew is not None else None
+        gb = sum_to_size(g, self.shapes[2]) if eb is not None else None
+        return (gx if ex is not None else None), gw, gb
+
+    def backward_fast(self, be, g):
+        x, w = self.input(0)._data, self.input(1)
+        w = None if w is None else w._data
+        axes = self._axes()
+        gf, xf = _up(be, g), _up(be, x)
+        mu = be.mean(xf, axis=axes, keepdims=True)
+        xc = xf - mu
+        rstd = 1.0 / be.sqrt(be.mean(xc * xc, axis=axes, keepdims=True) + self.params["eps"])
+        xhat = xc * rstd
+        ex, ew, eb = self.next_edges
+        gx = _norm_backward_arr(be, gf, xhat, rstd, w, axes, self.shapes[1] if w is not None else None)
+        gw = be.sum_to_shape(gf * xhat, self.shapes[1]).astype(w.dtype) if ew is not None else None
+        gb = be.sum_to_shape(gf, self.shapes[2]).astype(g.dtype) if eb is not None else None
+        return (gx.astype(x.dtype, copy=False) if ex is not None else None), gw, gb
+
+
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    from ..errors import ShapeMismatch
+
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or tuple(input.shape[input.ndim - k:]) != normalized_shape or input.ndim < k:
+        raise ShapeMismatch(
+            f"layer_norm: normalized_shape {list(normalized_shape)} does not match the trailing dims of the input "
+            f"of shape {list(input.shape)}"
+        )
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != normalized_shape:
+            raise ShapeMismatch(f"layer_norm: {name} of shape {list(t.shape)} must have normalized_shape "
+                                f"{list(normalized_shape)}")
+    return apply(LayerNorm, (input, weight, bias), {"k": k, "eps": float(eps)})
+
+
+class BatchNorm(Op):
+    """Batch normalisation over every dim but 1.
+
+    Training: normalise with the batch mean and biased variance; outputs
+    ``(y, batch_mean, batch_var_biased)`` (the two statistics carry no
+    gradient; ``functional.batch_norm`` updates the running buffers from them).
+    Eval: normalise with the running statistics (inputs 3 and 4).
+    """
+
+    schema = OpSchema("batch_norm", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+    n_outputs = 3
+    differentiable_outputs = (True, False, False)
+
+    @staticmethod
+    def forward(be, x, w, b, running_mean, running_var, training, eps):
+        xf = _up(be, x)
+        axes = (0,) + tuple(range(2, x.ndim))
+        shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+        if training:
+            mu = be.mean(xf, axis=axes, keepdims=True)
+            xc = xf - mu
+            var = be.mean(xc * xc, axis=axes, keepdims=True)
+        else:
+            mu = _up(be, running_mean).reshape(shape)
+            var = _up(be, running_var).reshape(shape)
+            xc = xf - mu
+        y = xc / be.sqrt(var + eps)
+        if w is not None:
+            y = y * w.reshape(shape)
+        if b is not None:
+            y = y + b.reshape(shape)
+        return y.astype(x.dtype, copy=False), mu.reshape(-1).astype(x.dtype), var.reshape(-1).astype(x.dtype)
+
+    def _geometry(self):
+        n = len(self.shapes[0])
+        return (0,) + tuple(range(2, n)), (1, self.shapes[0][1]) + (1,) * (n - 2)
+
+    def backward(self, g, _g_mean=None, _g_var=None):
+        from .elementwise import sum_to_size
+
+        x, w = self.input(0), self.input(1)
+        axes, shape = self._geometry()
+        eps = self.params["eps"]
+        ex, ew, eb = self.next_edges[:3]
+        if self.params["training"]:
+            gx, xhat = _norm_backward_t(g, x, w, axes, shape, eps)
+        else:
+            rm, rv = self.input(3).detach().reshape(shape), self.input(4).detach().reshape(shape)
+            rstd = (rv + eps) ** -0.5
+            xhat = (x - rm) * rstd
+            gx = g * rstd * (w.reshape(shape) if w is not None else 1.0)
+        gw = sum_to_size(g * xhat, shape).reshape(-1) if ew is not None else None
+        gb = sum_to_size(g, shape).reshape(-1) if eb is not None else None
+        return (gx if ex is not None else None), gw, gb, None, None
+
+    def backward_fast(self, be, g, _g_mean=None, _g_var=None):
+        x = self.input(0)._data
+        w = self.input(1)
+        w = None if w is None else w._data
+        axes, shape = self._geometry()
+        eps = self.params["eps"]
+        gf, xf = _up(be, g), _up(be, x)
+        if self.params["training"]:
+            mu = be.mean(xf, axis=axes, keepdims=True)
+            xc = xf - mu
+            rstd = 1.0 / be.sqrt(be.mean(xc * xc, axis=axes, keepdims=True) + eps)
+            xhat = xc * rstd
+            gx = _norm_backward_arr(be, gf, xhat, rstd, w, axes, shape)
+        else:
+            rstd = 1.0 / be.sqrt(_up(be, self.input(4)._data).reshape(shape) + eps)
+            xhat = (xf - _up(be, self.input(3)._data).reshape(shape)) * rstd
+            gx = gf * rstd * (w.reshape(shape) if w is not None else 1.0)
+        ex, ew, eb = self.next_edges[:3]
+        gw = be.sum(gf * xhat, axis=axes).astype(w.dtype) if ew is not None else None
+        gb = be.sum(gf, axis=axes).astype(g.dtype) if eb is not None else None
+        return (gx.astype(x.dtype, copy=False) if ex is not None else None), gw, gb, None, None
+
+
+def batch_norm_stats(input, running_mean, running_var, weight, bias, training: bool, eps: float):
+    """``(y, batch_mean, batch_var_biased)``; the registered ``batch_norm`` op (see ``functional.batch_norm``)."""
+    return apply(BatchNorm, (input, weight, bias, running_mean, running_var),
+                 {"training": bool(training), "eps": float(eps)})
+
+
+class RMSNorm(Op):
+    """``y = x / sqrt(mean(x^2) + eps) * w`` over the last ``k`` dims (graph-mode backward only)."""
+
+    schema = OpSchema("rms_norm", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+
+    @staticmethod
+    def forward(be, x, w, k, eps):
+        xf = _up(be, x)
+        axes = tuple(range(x.ndim - k, x.ndim))
+        y = xf / be.sqrt(be.mean(xf * xf, axis=axes, keepdims=True) + eps)
+        if w is not None:
+            y = y * w
+        return y.astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        from .elementwise import sum_to_size
+        from .reduction import mean
+
+        x, w = self.input(0), self.input(1)
+        n = len(self.shapes[0])
+        axes = tuple(range(n - self.params["k"], n))
+        r = (mean(x * x, axes, keepdim=True) + self.params["eps"]) ** -0.5
+        gw_ = g * w if w is not None else g
+        ex, ew = self.next_edges
+        gx = r * (gw_ - x * (r * r) * mean(gw_ * x, axes, keepdim=True)) if ex is not None else None
+        gw = sum_to_size(g * x * r, self.shapes[1]) if ew is not None else None
+        return gx, gw
+
+
+_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
+
+
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    from ..errors import ShapeMismatch
+
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != normalized_shape:
+        raise ShapeMismatch(f"rms_norm: normalized_shape {list(normalized_shape)} does not match the trailing dims "
+                            f"of the input of shape {list(input.shape)}")
+    if eps is None:
+        # PyTorch's default: the machine epsilon of the input's dtype
+        eps = _EPS.get(input.dtype.name, _EPS["float32"])
+    return apply(RMSNorm, (input, weight), {"k": k, "eps": float(eps)})
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# losses
+# ---------------------------------------------------------------------------------------------------------------------
+def _class_coefficients(be, shape, target, weight, ignore_index, label_smoothing, reduction, prob_target):
+    """The constant ``Q`` (same shape as the logits) with ``loss = -sum_c Q * log_softmax(x)``.
+
+    Class indices: ``Q = valid * ((1-eps) * onehot(t) * w_t * s_nll + eps/C * w_c * s_smooth)`` where for
+    ``reduction='mean'`` ``s_nll = s_smooth = 1/sum(valid * w_t)`` (PyTorch 2.13 divides the smoothing term by
+    the same weighted count of non-ignored targets). Probabilities: ``Q = w_c * (t (1-eps) + eps/C) * s`` with
+    ``s = 1/N``.
+    """
+    C = shape[1]
+    wshape = (1, C) + (1,) * (len(shape) - 2)
+    if prob_target:
+        tq = target * (1 - label_smoothing) + label_smoothing / C if label_smoothing else target
+        q = tq * weight.reshape(wshape) if weight is not None else tq
+        if reduction == "mean":
+            n = 1
+            for i, s in enumerate(shape):
+                if i != 1:
+                    n *= s
+            q = q / n
+        return q, None
+    t = target
+    valid = t != ignore_index
+    tc = be.where(valid, t, 0)
+    classes = be.arange(C).reshape(wshape)
+    onehot = (be.expand_dims(tc, 1) == classes)
+    wt = weight[tc] if weight is not None else None
+    validf = valid.astype(weight.dtype if weight is not None else "float64")
+    if reduction == "mean":
+        denom = be.sum(validf * wt) if weight is not None else be.sum(validf)
+        s_nll = 1.0 / denom if denom != 0 else float("nan")
+        s_smooth = s_nll
+    else:
+        s_nll = s_smooth = 1.0
+    w_c = weight.reshape(wshape) if weight is not None else 1.0
+    q = onehot * w_c * ((1 - label_smoothing) * s_nll)
+    if label_smoothing:
+        q = q + w_c * (label_smoothing / C * s_smooth)
+    q = q * be.expand_dims(valid, 1)
+    return q, valid
+
+
+class CrossEntropyLoss(Op):
+    """Fused stable log-softmax + NLL over dim 1: ``loss = -sum_c Q * log_softmax(x)`` (see ``_class_coefficients``).
+
+    ``dx = Qg_sum * softmax(x) - Q*g`` per element, where ``Qg_sum = sum_c Q*g``; for probability targets
+    ``dt = -(1-eps) w_c s log_softmax(x) g``.
+    """
+
+    schema = OpSchema("cross_entropy_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+    promote_args = (0, 2)
+
+    @staticmethod
+    def forward(be, x, target, weight, ignore_index, reduction, label_smoothing, prob_target):
+        xf = _up(be, x)
+        if prob_target:
+            target = target.astype(xf.dtype, copy=False)
+        q, _ = _class_coefficients(be, x.shape, target, weight, ignore_index, label_smoothing, reduction,
+                                   prob_target)
+        logp = _np_log_softmax(be, xf, 1)
+        with be.errstate():
+            prod = be.where(q != 0, q * logp, 0)
+        loss = -be.sum(prod, axis=1)
+        if reduction != "none":
+            loss = be.sum(loss)
+        return loss.astype(x.dtype, copy=False)
+
+    def _q(self, be, target, weight, dtype):
+        p = self.params
+        tq = target.astype(dtype) if p["prob_target"] else target
+        q, _ = _class_coefficients(be, self.shapes[0], tq, weight, p["ignore_index"], p["label_smoothing"],
+                                   p["reduction"], p["prob_target"])
+        return be.asarray(q, dtype=dtype)
+
+    def _g(self, g):
+        from .shape import unsqueeze
+
+        return unsqueeze(g, 1) if self.params["reduction"] == "none" else g
+
+    def backward(self, g):
+        from .reduction import sum as _sum
+
+        x, target, weight = self.input(0), self.input(1), self.input(2)
+        be = self.device.backend
+        if self.params["prob_target"]:
+            q = self._q_graph(target, weight, x)  # a function of the target, so second derivatives see it
+        else:
+            q = _const(self, self._q(be, target._data, None if weight is None else weight._data, x._data.dtype))
+        qg = q * self._g(g)
+        logp = _log_softmax_t(x, 1)
+        from .elementwise import exp
+
+        gx = _sum(qg, 1, keepdim=True) * exp(logp) - qg if self.next_edges[0] is not None else None
+        gt = None
+        if self.params["prob_target"] and self.next_edges[1] is not None:
+            gt = self._target_grad(logp, None if weight is None else weight.detach(), x, g)
+        return gx, gt, None
+
+    def _q_graph(self, target, weight, x):
+        p = self.params
+        C = x.shape[1]
+        eps = p["label_smoothing"]
+        q = target * (1 - eps) + eps / C if eps else target
+        if weight is not None:
+            q = q * weight.detach().reshape((1, C) + (1,) * (x.ndim - 2))
+        if p["reduction"] == "mean":
+            n = 1
+            for i, sz in enumerate(x.shape):
+                if i != 1:
+                    n *= sz
+            q = q / n
+        return q
+
+    def _target_grad(self, logp, weight, x, g):
+        p = self.params
+        C = x.shape[1]
+        scale = 1.0
+        if p["reduction"] == "mean":
+            n = 1
+            for i, s in enumerate(x.shape):
+                if i != 1:
+                    n *= s
+            scale = 1.0 / n
+        wshape = (1, C) + (1,) * (x.ndim - 2)
+        coef = logp * (-(1 - p["label_smoothing"]) * scale)
+        if weight is not None:
+            coef = coef * weight.reshape(wshape)
+        if p["reduction"] == "none":
+            g = g.reshape(g.shape[:1] + (1,) + tuple(g.shape[1:]))
+        return coef * g
+
+    def backward_fast(self, be, g):
+        x, target, weight = self.input(0)._data, self.input(1)._data, self.input(2)
+        xf = _up(be, x)
+        q = self._q(be, target, None if weight is None else weight._data, xf.dtype)
+        gf = _up(be, g)
+        qg = q * (be.expand_dims(gf, 1) if self.params["reduction"] == "none" else gf)
+        logp = _np_log_softmax(be, xf, 1)
+        gx = be.sum(qg, axis=1, keepdims=True) * be.exp(logp) - qg if self.next_edges[0] is not None else None
+        gt = None
+        if self.params["prob_target"] and self.next_edges[1] is not None:
+            w = None if weight is None else weight._data
+            gt = self._target_grad(logp, w, x, gf)
+            gt = gt.astype(target.dtype, copy=False)
+        return (None if gx is None else gx.astype(x.dtype, copy=False)), gt, None
+
+
+def cross_entropy_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
+                       label_smoothing: float = 0.0) -> Tensor:
+    """The fused op behind ``functional.cross_entropy`` (inputs of shape ``(N, C, d1, ...)``)."""
+    prob = target.is_floating_point()
+    return apply(CrossEntropyLoss, (input, target, weight),
+                 {"ignore_index": int(ignore_index), "reduction": reduction, "label_smoothing": float(label_smoothing),
+                  "prob_target": prob})
+
+
+class NLLLoss(Op):
+    """``loss = -sum_c Q * x`` with ``x`` log-probabilities (``Q`` as in cross-entropy, no smoothing); linear in x."""
+
+    schema = OpSchema("nll_loss", amp_policy=FORCE_FP32, family="nn")
+    promote_args = (0, 2)
+
+    @staticmethod
+    def forward(be, x, target, weight, ignore_index, reduction):
+        q, _ = _class_coefficients(be, x.shape, target, weight, ignore_index, 0.0, reduction, False)
+        with be.errstate():
+            prod = be.where(q != 0, q * x, 0)
+        loss = -be.sum(prod, axis=1)
+        if reduction != "none":
+            loss = be.sum(loss)
+        return loss.astype(x.dtype, copy=False)
+
+    def save_extra(self, arrays, out):
+        be = self.device.backend
+        x, target, weight = arrays
+        p = self.params
+        q, _ = _class_coefficients(be, x.shape, target, weight, p["ignore_index"], 0.0, p["reduction"], False)
+        self.extra = be.asarray(q, dtype=x.dtype)
+
+    def backward(self, g):
+        from .shape import unsqueeze
+
+        q = _const(self, self.extra)
+        gg = unsqueeze(g, 1) if self.params["reduction"] == "none" else g
+        return -(q * gg), None, None
+
+    def backward_fast(self, be, g):
+        gg = be.expand_dims(g, 1) if self.params["reduction"] == "none" else g
+        return -(self.extra * gg), None, None
+
+
+def nll_loss_op(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+    return apply(NLLLoss, (input, target, weight), {"ignore_index": int(ignore_index), "reduction": reduction})
+
+
+class MSELoss(Op):
+    """``mean((x - y)^2)`` (or sum / none); ``dx = 2 (x - y) g'``, ``dy = -dx`` (summed back over broadcasting)."""
+
+    schema = OpSchema("mse_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+
+    @staticmethod
+    def forward(be, x, y, reduction):
+        d = x - y
+        return _reduce_arr(be, d * d, reduction)
+
+    def backward(self, g):
+        from .elementwise import sum_to_size
+
+        x, y = self.input(0), self.input(1)
+        d = x - y
+        gd = 2 * d * _grad_of_reduction(g, d.shape, self.params["reduction"])
+        ex, ey = self.next_edges
+        return (sum_to_size(gd, self.shapes[0]) if ex is not None else None,
+                sum_to_size(-gd, self.shapes[1]) if ey is not None else None)
+
+
+def mse_loss_op(input, target, reduction: str = "mean") -> Tensor:
+    return apply(MSELoss, (input, target), {"reduction": reduction})
+
+
+class HuberLoss(Op):
+    """``0.5 d^2`` if ``|d| <= delta`` else ``delta (|d| - 0.5 delta)``; ``dd = clamp(d, -delta, delta)``."""
+
+    schema = OpSchema("huber_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+
+    @staticmethod
+    def forward(be, x, y, reduction, delta):
+        d = x - y
+        a = be.abs(d)
+        loss = be.where(a <= delta, 0.5 * d * d, delta * (a - 0.5 * delta))
+        return _reduce_arr(be, loss.astype(d.dtype, copy=False), reduction)
+
+    def backward(self, g):
+        from .elementwise import sum_to_size
+        from .indexing import where
+
+        x, y = self.input(0), self.input(1)
+        delta = self.params["delta"]
+        d = x - y
+        clipped = where(d > delta, delta, where(d < -delta, -delta, d))
+        gd = clipped * _grad_of_reduction(g, d.shape, self.params["reduction"])
+        ex, ey = self.next_edges
+        return (sum_to_size(gd, self.shapes[0]) if ex is not None else None,
+                sum_to_size(-gd, self.shapes[1]) if ey is not None else None)
+
+
+def huber_loss_op(input, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:
+    return apply(HuberLoss, (input, target), {"reduction": reduction, "delta": float(delta)})
+
+
+class BCELoss(Op):
+    """``-w (y log x + (1-y) log(1-x))`` with each log clamped at -100 (PyTorch);
+    ``dx = w (x - y) / max(x (1-x), 1e-12)``, ``dy = w (log(1-x) - log x)``."""
+
+    schema = OpSchema("bce_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+
+    @staticmethod
+    def forward(be, x, y, w, reduction):
+        with be.errstate():
+            lx = be.maximum(be.log(x), -100)
+            l1x = be.maximum(be.log1p(-x), -100)
+        loss = -(y * lx + (1 - y) * l1x)
+        if w is not None:
+            loss = loss * w
+        return _reduce_arr(be, loss.astype(x.dtype, copy=False), reduction)
+
+    def backward(self, g):
+        from .elementwise import log, sum_to_size
+        from .indexing import where
+
+        x, y, w = self.input(0), self.input(1), self.input(2)
+        gl = _grad_of_reduction(g, _broadcast_shape(self.shapes), self.params["reduction"])
+        if w is not None:
+            gl = gl * w
+        ex, ey, _ = self.next_edges
+        gx = gy = None
+        if ex is not None:
+            den = x * (1 - x)
+            den = where(den > 1e-12, den, 1e-12)
+            gx = sum_to_size(gl * (x - y) / den, self.shapes[0])
+        if ey is not None:
+            lx, l1x = log(x), log(1 - x)
+            lx = where(lx > -100, lx, -100.0)
+            l1x = where(l1x > -100, l1x, -100.0)
+            gy = sum_to_size(gl * (l1x - lx), self.shapes[1])
+        return gx, gy, None
+
+
+def _broadcast_shape(shapes):
+    n = max(len(s) for s in shapes if s is not None)
+    out = [1] * n
+    for s in shapes:
+        if s is None:
+            continue
+        for i, d in enumerate(s):
+            j = n - len(s) + i
+            if d != 1:
+                out[j] = d
+    return tuple(out)
+
+
+def bce_loss_op(input, target, weight=None, reduction: str = "mean") -> Tensor:
+    return apply(BCELoss, (input, target, weight), {"reduction": reduction})
+
+
+class BCEWithLogits(Op):
+    """``w [(1-y) x + (1 + (pw-1) y) softplus(-x)]`` computed stably as ``log1p(exp(-|x|)) + max(-x, 0)``;
+    ``dx = w ((pw y + 1 - y) sigmoid(x) - pw y)``, ``dy = -w (pw logsigmoid(x) - logsigmoid(-x))``."""
+
+    schema = OpSchema("bce_with_logits", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+
+    @staticmethod
+    def forward(be, x, y, w, pw, reduction):
+        sp = be.log1p(be.exp(-be.abs(x))) + be.maximum(-x, 0)  # softplus(-x) = -log(sigmoid(x))
+        if pw is not None:
+            loss = (1 - y) * x + (1 + (pw - 1) * y) * sp
+        else:
+            loss = (1 - y) * x + sp
+        if w is not None:
+            loss = loss * w
+        return _reduce_arr(be, loss.astype(x.dtype, copy=False), reduction)
+
+    def backward(self, g):
+        from .elementwise import exp, log, sum_to_size
+        from .indexing import where
+
+        x, y, w, pw = (self.input(i) for i in range(4))
+        gl = _grad_of_reduction(g, _broadcast_shape(self.shapes), self.params["reduction"])
+        if w is not None:
+            gl = gl * w
+        ex, ey = self.next_edges[:2]
+        gx = gy = None
+        # sigmoid and log-sigmoid from core ops, stable for either sign of x
+        ez = exp(-(where(x > 0, x, -x)))
+        sig = where(x >= 0, 1 / (1 + ez), ez / (1 + ez))
+        if ex is not None:
+            coef = (pw * y + 1 - y) if pw is not None else 1.0
+            gx = sum_to_size(gl * (coef * sig - (pw * y if pw is not None else y)), self.shapes[0])
+        if ey is not None:
+            sp_neg = log(1 + ez) + where(x < 0, -x, 0.0)  # softplus(-x) = -logsigmoid(x)
+            log_sig = -sp_neg
+            log_sig_neg = log_sig - x  # logsigmoid(-x) = logsigmoid(x) - x
+            gy = sum_to_size(-gl * ((pw if pw is not None else 1.0) * log_sig - log_sig_neg), self.shapes[1])
+        return gx, gy, None, None
+
+
+def bce_with_logits_op(input, target, weight=None, pos_weight=None, reduction: str = "mean") -> Tensor:
+    return apply(BCEWithLogits, (input, target, weight, pos_weight), {"reduction": reduction})
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# embedding
+# ---------------------------------------------------------------------------------------------------------------------
+class Embedding(Op):
+    """``y = weight[indices]``; ``dweight = scatter_add(g)`` with the ``padding_idx`` row kept at zero."""
+
+    schema = OpSchema("embedding", amp_policy=PROMOTE, saves_input=True, family="nn")
+    promote_args = (0,)
+
+    @staticmethod
+    def forward(be, weight, indices, padding_idx):
+        return weight[indices]
+
+    def backward(self, g):
+        return apply(EmbeddingBackward, (g, self.input(1)),
+                     {"num_weights": self.shapes[0][0], "padding_idx": self.params["padding_idx"]}), None
+
+    def backward_fast(self, be, g):
+        return EmbeddingBackward.forward(be, g, self.input(1)._data, self.shapes[0][0],
+                                         self.params["padding_idx"]), None
+
+
+class EmbeddingBackward(Op):
+    """Adjoint of ``embedding``: rows of ``g`` summed into a ``(num_weights, D)`` table; its gradient is a lookup."""
+
+    schema = OpSchema("embedding_backward", amp_policy=KEEP_INPUT, saves_input=True, family="nn")
+    promote_args = (0,)
+
+    @staticmethod
+    def forward(be, g, indices, num_weights, padding_idx):
+        out = be.zeros((num_weights,) + g.shape[indices.ndim:], dtype=g.dtype)
+        be.scatter_add(out, indices.reshape(-1), g.reshape((-1,) + g.shape[indices.ndim:]))
+        if padding_idx >= 0:
+            out[padding_idx] = 0
+        return out
+
+    def backward(self, gg):
+        idx = self.input(1)
+        out = apply(Embedding, (gg, idx), {"padding_idx": -1})
+        p = self.params["padding_idx"]
+        if p >= 0:
+            from .shape import unsqueeze
+
+            keep = (idx != p).to(out.dtype)
+            for _ in range(out.ndim - idx.ndim):
+                keep = unsqueeze(keep, -1)
+            out = out * keep
+        return out, None
+
+
+def embedding_op(weight, indices, padding_idx: int = -1) -> Tensor:
+    return apply(Embedding, (weight, indices), {"padding_idx": int(padding_idx)})
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# dropout family: the random mask is drawn by the caller (pylucid's generators) and passed in as an input
+# ---------------------------------------------------------------------------------------------------------------------
+class Dropout(Op):
+    """``y = x * mask * scale`` with a broadcastable boolean ``mask`` (element or channel dropout)."""
+
+    schema = OpSchema("dropout", amp_policy=KEEP_INPUT, saves_input=True, deterministic=False,
+                      deterministic_note="the mask is drawn from the random generator; seed it with "
+                                         "pylucid.manual_seed for reproducible masks", family="nn")
+    promote_args = (0,)
+
+    @staticmethod
+    def forward(be, x, mask, scale):
+        return (x * mask.astype(x.dtype) * x.dtype.type(scale)).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        mask = self.input(1)
+        return g * mask.to(g.dtype) * self.params["scale"], None
+
+    def backward_fast(self, be, g):
+        return self.forward(be, g, self.input(1)._data, self.params["scale"]), None
+
+
+def dropout_mask_op(input, mask, scale: float) -> Tensor:
+    return apply(Dropout, (input, mask), {"scale": float(scale)})
+
+
+class AlphaDropout(Op):
+    """``y = a (x * mask + alpha' (1 - mask)) + b`` (keeps SELU's mean and variance); ``dx = a mask g``."""
+
+    schema = OpSchema("alpha_dropout", amp_policy=KEEP_INPUT, saves_input=True, deterministic=False,
+                      deterministic_note="the mask is drawn from the random generator; seed it with "
+                                         "pylucid.manual_seed for reproducible masks", family="nn")
+    promote_args = (0,)
+
+    @staticmethod
+    def forward(be, x, mask, a, b, alpha_p):
+        m = mask.astype(x.dtype)
+        return (a * (x * m + alpha_p * (1 - m)) + b).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        return g * self.input(1).to(g.dtype) * self.params["a"], None
+
+
+def alpha_dropout_mask_op(input, mask, a: float, b: float, alpha_p: float) -> Tensor:
+    return apply(AlphaDropout, (input, mask), {"a": float(a), "b": float(b), "alpha_p": float(alpha_p)})
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# attention
+# ---------------------------------------------------------------------------------------------------------------------
+class ScaledDotProductAttention(Op):
+    """``softmax(q k^T * scale + mask) [* dropout mask] @ v``.
+
+    ``mask`` is additive (float, ``-inf`` where masked; boolean and causal
+    masks are converted by the caller). Gradients: ``dv = P^T g``,
+    ``dS = P (dP - rowsum(dP P))``, ``dq = dS k scale``, ``dk = dS^T q scale``;
+    the additive mask gets no gradient.
+    """
+
+    schema = OpSchema("scaled_dot_product_attention", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+    promote_args = (0, 1, 2, 3)
+
+    @staticmethod
+    def forward(be, q, k, v, mask, drop, scale, drop_scale):
+        s = be.matmul(q, be.swapaxes(k, -1, -2)) * scale
+        if mask is not None:
+            s = s + mask
+        with be.errstate():
+            p = be.exp(_np_log_softmax(be, s, -1))
+        if drop is not None:
+            p = p * drop.astype(p.dtype) * drop_scale
+        return be.matmul(p.astype(q.dtype, copy=False), v)
+
+    def backward(self, g):
+        from .elementwise import sum_to_size
+        from .linalg import matmul
+        from .reduction import sum as _sum
+        from .shape import transpose
+
+        q, k, v, mask, drop = (self.input(i) for i in range(5))
+        scale, ds = self.params["scale"], self.params["drop_scale"]
+        s = matmul(q, transpose(k, -1, -2)) * scale
+        if mask is not None:
+            s = s + mask.detach()
+        p = _softmax_t(s, -1)
+        pd = p * drop.to(p.dtype) * ds if drop is not None else p
+        eq, ek, ev = self.next_edges[:3]
+        gv = sum_to_size(matmul(transpose(pd, -1, -2), g), self.shapes[2]) if ev is not None else None
+        gq = gk = None
+        if eq is not None or ek is not None:
+            dp = matmul(g, transpose(v, -1, -2))
+            if drop is not None:
+                dp = dp * drop.to(dp.dtype) * ds
+            dsc = p * (dp - _sum(dp * p, -1, keepdim=True)) * scale
+            if eq is not None:
+                gq = sum_to_size(matmul(dsc, k), self.shapes[0])
+            if ek is not None:
+                gk = sum_to_size(matmul(transpose(dsc, -1, -2), q), self.shapes[1])
+        return gq, gk, gv, None, None
+
+    def backward_fast(self, be, g):
+        q, k, v = (self.input(i)._data for i in range(3))
+        mask, drop = self.input(3), self.input(4)
+        scale, ds = self.params["scale"], self.params["drop_scale"]
+        s = be.matmul(q, be.swapaxes(k, -1, -2)) * scale
+        if mask is not None:
+            s = s + mask._data
+        with be.errstate():
+            p = be.exp(_np_log_softmax(be, s, -1))
+        dmask = drop._data.astype(p.dtype) * ds if drop is not None else None
+        pd = p * dmask if dmask is not None else p
+        eq, ek, ev = self.next_edges[:3]
+        gv = be.sum_to_shape(be.matmul(be.swapaxes(pd, -1, -2), g), self.shapes[2]) if ev is not None else None
+        gq = gk = None
+        if eq is not None or ek is not None:
+            dp = be.matmul(g, be.swapaxes(v, -1, -2))
+            if dmask is not None:
+                dp = dp * dmask
+            dsc = p * (dp - be.sum(dp * p, axis=-1, keepdims=True)) * scale
+            if eq is not None:
+                gq = be.sum_to_shape(be.matmul(dsc, k), self.shapes[0])
+            if ek is not None:
+                gk = be.sum_to_shape(be.matmul(be.swapaxes(dsc, -1, -2), q), self.shapes[1])
+        return gq, gk, gv, None, None
+
+
+def sdpa_op(query, key, value, additive_mask=None, dropout_mask=None, scale: float = 1.0,
+            dropout_scale: float = 1.0) -> Tensor:
+    return apply(ScaledDotProductAttention, (query, key, value, additive_mask, dropout_mask),
+                 {"scale": float(scale), "drop_scale": float(dropout_scale)})

@@ -1,17 +1,25 @@
-"""Reductions: ``sum``, the documented ``mean``, ``min`` and ``max`` (and ``amin``/``amax``).
+"""Reductions: ``sum``, the documented ``mean``, ``min`` and ``max`` (and ``amin``/``amax``), and the
+catalogue: ``prod argmin argmax var std var_mean std_mean logsumexp norm all any count_nonzero median
+nanmedian mode nansum nanmean max_with_indices min_with_indices``.
 
 Each takes ``dim`` (``None`` for all dims, an int, or a tuple of ints) and
 ``keepdim``. Backward broadcasts the gradient back over the reduced dims.
+Value-selecting reductions (``median(x, dim)``, ``mode``, ``max_with_indices``
+...) return ``(values, indices)`` and scatter the gradient to the indices
+(``sorting.ValueSelectingOp``).
 """
 
 from __future__ import annotations
+
+import builtins as _builtins
 
 from .. import dtypes as _dt
 from .._tensor import Tensor
 from ..errors import DtypeMismatch
 from ._op import Op, apply
 from ._utils import keepdim_shape, norm_dims
-from .schema import KEEP_INPUT, PROMOTE, OpSchema
+from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
+from .sorting import ValueSelectingOp, ValuesIndices
 
 
 def _expand_back(g, in_shape, axes, keepdim):
@@ -252,9 +260,870 @@ def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     return min(input, dim if dim != () else None, keepdim)
 
 
+# =====================================================================================================
+# the catalogue (issue 3)
+# =====================================================================================================
+def _n_reduced(shape, axes):
+    n = 1
+    for i, s in enumerate(shape):
+        if axes is None or i in axes:
+            n *= s
+    return n
+
+
+def _const(be_array, dev):
+    from .._tensor import _new_tensor
+
+    return _new_tensor(be_array, dev)
+
+
+def _axes(dim, input, op):
+    """``norm_dims`` that also accepts dim 0/-1 on a 0-d tensor (reducing it over nothing, as PyTorch)."""
+    if input.ndim == 0:
+        norm_dims(dim, 1, op)
+        return None
+    return norm_dims(dim, input.ndim, op)
+
+
+def _int_dim(dim, ndim, op):
+    """``None`` or one normalised int dim (ops whose PyTorch signature takes a single dim)."""
+    if dim is None:
+        return None
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"{op}: dim must be an int or None, got {type(dim).__name__} {dim!r}")
+    return norm_dims(dim, ndim if ndim else 1, op)
+
+
+# ------------------------------------------------------------------------------------------ prod
+class Prod(Op):
+    """``y = prod_{axes} x``: Promote, saves input and output (reference table).
+
+    Backward: ``dx_k = g * prod_{j != k} x_j``. Without zeros that is
+    ``g * y / x``. With zeros in the input division fails, so the graph-mode
+    formula builds the product of the others explicitly: an ``(n, n)`` copy of
+    the reduced axis with its diagonal set to 1, reduced by ``prod`` again
+    (exact for any number of zeros, and itself differentiable, so gradgrad is
+    exact too; it costs ``n^2`` memory per reduced row, only when the input
+    has a zero). The fast path uses exclusive cumulative products from both
+    ends (``O(n)``).
+    """
+
+    schema = OpSchema("prod", amp_policy=PROMOTE, saves_input=True, saves_output=True, family="reduction")
+
+    @staticmethod
+    def forward(be, x, axes, keepdim, dtype):
+        if dtype is not None:
+            return be.prod(x, axis=axes, keepdims=keepdim, dtype=dtype.numpy_dtype)
+        if x.dtype.kind in "biu":
+            return be.prod(x, axis=axes, keepdims=keepdim, dtype="int64")
+        if x.dtype.itemsize == 2:  # half precision: accumulate in float32, round once
+            return be.prod(x, axis=axes, keepdims=keepdim, dtype="float32").astype(x.dtype)
+        return be.prod(x, axis=axes, keepdims=keepdim)
+
+    def _axis(self):
+        axes = self.params["axes"]
+        return None if axes is None else axes[0]
+
+    def backward(self, g):
+        from .elementwise import div, mul
+        from .indexing import where
+        from .shape import permute, reshape, unsqueeze
+
+        x = self.input(0)
+        p = self.params
+        shape = self.shapes[0]
+        ge = _expand_back(g, shape, p["axes"], p["keepdim"])
+        be = self.device.backend
+        if not bool(be.any(x._data == 0)):
+            return mul(ge, div(_expand_back(self.output(), shape, p["axes"], p["keepdim"]), x))
+        axis = self._axis()
+        xm = reshape(x, (-1,)) if axis is None else x
+        ax = 0 if axis is None else axis
+        nd = xm.ndim
+        perm = [i for i in range(nd) if i != ax] + [ax]
+        xl = permute(xm, perm)  # reduced axis last
+        n = xl.shape[-1]
+        eye = _const(be.eye(n, dtype=bool), self.device)
+        rows = where(eye, 1.0, unsqueeze(xl, -2).expand(*xl.shape[:-1], n, n))
+        others = prod(rows, dim=-1)
+        inv = [0] * nd
+        for i, q in enumerate(perm):
+            inv[q] = i
+        others = permute(others, inv)
+        return mul(ge, reshape(others, shape))
+
+    def backward_fast(self, be, g):
+        x = self.input(0)._data
+        p = self.params
+        shape = self.shapes[0]
+        ge = _expand_back_fast(be, g, shape, p["axes"], p["keepdim"])
+        with be.errstate():
+            if not be.any(x == 0):
+                return ge * _expand_back_fast(be, self.output_array(), shape, p["axes"], p["keepdim"]) / x
+            axis = self._axis()
+            xm = x.reshape(-1) if axis is None else x
+            ax = 0 if axis is None else axis
+            xl = be.moveaxis(xm, ax, -1)
+            ones = be.ones(xl.shape[:-1] + (1,), dtype=xl.dtype)
+            left = be.cumprod(be.concatenate([ones, xl[..., :-1]], axis=-1), axis=-1)
+            rflip = be.flip(xl, axis=-1)
+            right = be.flip(be.cumprod(be.concatenate([ones, rflip[..., :-1]], axis=-1), axis=-1), axis=-1)
+            others = be.moveaxis(left * right, -1, ax).reshape(shape)
+            return ge * others
+
+
+def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Product of the elements over ``dim`` (one int, or all dims when ``None``).
+
+    Bool and integer inputs give int64 (as PyTorch); ``dtype`` casts first.
+    The gradient is exact with zeros in the input (one or several).
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([2.0, 0.0, 3.0], requires_grad=True)
+    >>> pylucid.prod(x).backward(); x.grad
+    tensor([0., 6., 0.])
+    >>> pylucid.tensor([[1, 2], [3, 4]]).prod(1)
+    tensor([ 2, 12])
+    """
+    _check_tensor(input, "prod")
+    axes = _int_dim(dim, input.ndim, "prod")
+    if input.ndim == 0:
+        axes = None
+    if dtype is not None:
+        dtype = _dt.as_dtype(dtype)
+        input = input.to(dtype)
+        dtype = None
+    return apply(Prod, (input,), {"axes": axes, "keepdim": bool(keepdim), "dtype": dtype})
+
+
+# ------------------------------------------------------------------------------------- argmin / argmax
+class _ArgReduce(Op):
+    @staticmethod
+    def _run(fn, x, dim, keepdim):
+        if x.ndim == 0:
+            return fn(x.reshape(1)).astype("int64").reshape(())
+        return fn(x, axis=dim, keepdims=keepdim).astype("int64")
+
+
+class Argmax(_ArgReduce):
+    """Index of the (first) maximum; NaN counts as the maximum. Not differentiable."""
+
+    schema = OpSchema("argmax", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
+
+    @staticmethod
+    def forward(be, x, dim, keepdim):
+        return _ArgReduce._run(be.argmax, x, dim, keepdim)
+
+
+class Argmin(_ArgReduce):
+    """Index of the (first) minimum; NaN counts as the minimum. Not differentiable."""
+
+    schema = OpSchema("argmin", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
+
+    @staticmethod
+    def forward(be, x, dim, keepdim):
+        return _ArgReduce._run(be.argmin, x, dim, keepdim)
+
+
+def _arg(cls, name, input, dim, keepdim):
+    _check_tensor(input, name)
+    if dim is not None and (isinstance(dim, (tuple, list))):
+        raise TypeError(f"{name}: dim must be an int or None, got {dim!r}")
+    d = None if dim is None else norm_dims(dim, input.ndim if input.ndim else 1, name)[0]
+    if input.ndim == 0:
+        d = None
+    if (d is None and input.numel() == 0) or (d is not None and input.shape[d] == 0):
+        raise IndexError(f"{name}: cannot compute {name} of an empty dimension (input shape {tuple(input.shape)})")
+    return apply(cls, (input,), {"dim": d, "keepdim": bool(keepdim)})
+
+
+def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the maximum over ``dim`` (of the flattened input when ``None``); ties give the first index.
+
+    >>> import pylucid
+    >>> pylucid.argmax(pylucid.tensor([[1.0, 7.0], [9.0, 3.0]])), pylucid.argmax(pylucid.tensor([1, 3, 3]), dim=0)
+    (tensor(2), tensor(1))
+    """
+    return _arg(Argmax, "argmax", input, dim, keepdim)
+
+
+def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the minimum over ``dim`` (of the flattened input when ``None``); ties give the first index.
+
+    >>> import pylucid
+    >>> pylucid.argmin(pylucid.tensor([[1.0, 7.0], [0.0, 3.0]]), dim=1)
+    tensor([0, 0])
+    """
+    return _arg(Argmin, "argmin", input, dim, keepdim)
+
+
+# ------------------------------------------------------------------------------------------ var / std
+def _correction(op, correction, unbiased):
+    if unbiased is not None:
+        if correction is not None:
+            raise ValueError(f"{op}: pass either correction= or unbiased=, not both")
+        return 1 if unbiased else 0
+    return 1 if correction is None else correction
+
+
+class Var(Op):
+    """``y = sum (x - mean)^2 / max(N - correction, 0)``: KeepInput, real_valued (reference table).
+
+    Backward ``dx = g * 2 (x - mean) / (N - correction)``; ``N - correction <= 0``
+    gives inf/NaN as in PyTorch.
+    """
+
+    schema = OpSchema("var", amp_policy=KEEP_INPUT, saves_input=True, real_valued=True, family="reduction")
+
+    @staticmethod
+    def forward(be, x, axes, keepdim, correction):
+        n = _n_reduced(x.shape, axes)
+        xf = x.astype("float32") if x.dtype.itemsize == 2 and x.dtype.kind != "c" else x
+        with be.errstate():
+            m = be.mean(xf, axis=axes, keepdims=True)
+            d = be.abs(xf - m) ** 2
+            out = be.sum(d, axis=axes, keepdims=keepdim) / _builtins.max(n - correction, 0)
+        return out.astype(x.dtype)
+
+    def _scale(self):
+        n = _n_reduced(self.shapes[0], self.params["axes"]) - self.params["correction"]
+        return 2.0 / n if n != 0 else float("inf")
+
+    def backward(self, g):
+        from .elementwise import mul, sub
+
+        x = self.input(0)
+        p = self.params
+        centred = sub(x, mean(x, dim=p["axes"], keepdim=True))
+        return mul(_expand_back(g, self.shapes[0], p["axes"], p["keepdim"]), mul(centred, self._scale()))
+
+    def backward_fast(self, be, g):
+        x = self.input(0)._data
+        p = self.params
+        with be.errstate():
+            centred = x - be.mean(x, axis=p["axes"], keepdims=True)
+            return _expand_back_fast(be, g, x.shape, p["axes"], p["keepdim"]) * centred * self._scale()
+
+
+class Std(Op):
+    """``y = sqrt(var(x))``: a primitive for its gradient at constant inputs.
+
+    ``d std = d var / (2 std)``, which is ``0/0`` where ``std == 0``; PyTorch
+    masks those positions to a zero gradient and so does this op (a NaN
+    gradient remains where ``N - correction <= 0``, as in PyTorch).
+    """
+
+    schema = OpSchema("std", amp_policy=KEEP_INPUT, saves_input=True, saves_output=True, real_valued=True,
+                      family="reduction")
+
+    @staticmethod
+    def forward(be, x, axes, keepdim, correction):
+        with be.errstate():
+            return be.sqrt(Var.forward(be, x, axes, keepdim, correction))
+
+    _scale = Var._scale
+
+    def backward(self, g):
+        from .elementwise import div, mul, sub
+        from .indexing import where
+
+        x = self.input(0)
+        y = self.output()
+        p = self.params
+        zero = _const(y._data == 0, self.device)
+        gv = where(zero, 0.0, div(g, mul(where(zero, 1.0, y), 2.0)))
+        centred = sub(x, mean(x, dim=p["axes"], keepdim=True))
+        return mul(_expand_back(gv, self.shapes[0], p["axes"], p["keepdim"]), mul(centred, self._scale()))
+
+    def backward_fast(self, be, g):
+        x = self.input(0)._data
+        y = self.output_array()
+        p = self.params
+        with be.errstate():
+            gv = be.where(y == 0, 0, g / (2 * y)).astype(g.dtype)
+            centred = x - be.mean(x, axis=p["axes"], keepdims=True)
+            return _expand_back_fast(be, gv, x.shape, p["axes"], p["keepdim"]) * centred * self._scale()
+
+
+def _var_args(op, input, dim, correction, unbiased):
+    _check_tensor(input, op)
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise DtypeMismatch(f"{op}: std and var only support floating point and complex dtypes, got {input.dtype}")
+    if isinstance(dim, bool):  # torch.var(x, True) is the old "unbiased" positional form
+        unbiased, dim = dim, None
+    return norm_dims(dim, input.ndim, op), _correction(op, correction, unbiased)
+
+
+def var(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None) -> Tensor:
+    """Variance over ``dim``: ``sum (x - mean)^2 / max(N - correction, 0)`` (``correction=1`` by default).
+
+    ``unbiased=False`` is ``correction=0``. ``correction >= N`` gives inf
+    (or NaN for ``0/0``), as PyTorch.
+
+    >>> import pylucid
+    >>> pylucid.var(pylucid.tensor([1.0, 2.0, 4.0])), pylucid.var(pylucid.tensor([1.0, 3.0]), correction=0)
+    (tensor(2.3333), tensor(1.))
+    """
+    axes, c = _var_args("var", input, dim, correction, unbiased)
+    return apply(Var, (input,), {"axes": axes, "keepdim": bool(keepdim), "correction": c})
+
+
+def std(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None) -> Tensor:
+    """Standard deviation over ``dim``: ``sqrt(var)``; a constant input has a zero gradient (as PyTorch).
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([2.0, 2.0, 2.0], requires_grad=True)
+    >>> s = pylucid.std(x); s.backward(); s, x.grad
+    (tensor(0., grad_fn=<StdBackward>), tensor([0., 0., 0.]))
+    """
+    axes, c = _var_args("std", input, dim, correction, unbiased)
+    return apply(Std, (input,), {"axes": axes, "keepdim": bool(keepdim), "correction": c})
+
+
+def var_mean(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None):
+    """``(var(input, dim), mean(input, dim))`` (composite).
+
+    >>> import pylucid
+    >>> pylucid.var_mean(pylucid.tensor([1.0, 3.0]))
+    (tensor(2.), tensor(2.))
+    """
+    v = var(input, dim, unbiased, keepdim, correction=correction)
+    return v, mean(input, dim=dim if not isinstance(dim, bool) else None, keepdim=keepdim)
+
+
+def std_mean(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None):
+    """``(std(input, dim), mean(input, dim))`` (composite).
+
+    >>> import pylucid
+    >>> pylucid.std_mean(pylucid.tensor([1.0, 3.0]), correction=0)
+    (tensor(1.), tensor(2.))
+    """
+    s = std(input, dim, unbiased, keepdim, correction=correction)
+    return s, mean(input, dim=dim if not isinstance(dim, bool) else None, keepdim=keepdim)
+
+
+# ------------------------------------------------------------------------------------------ logsumexp
+class Logsumexp(Op):
+    """``y = log sum exp(x)`` computed as ``m + log sum exp(x - m)``, ``m`` the max (a primitive for stability).
+
+    ``m`` is replaced by 0 where it is infinite, so all ``-inf`` inputs give
+    ``-inf`` and a ``+inf`` gives ``+inf`` (no ``inf - inf``). Backward:
+    ``dx = g * exp(x - y)`` (the softmax), from the saved input and output.
+    ForceFP32 under autocast (numerically sensitive, like softmax).
+    """
+
+    schema = OpSchema("logsumexp", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
+                      family="reduction")
+
+    @staticmethod
+    def forward(be, x, axes, keepdim):
+        if x.size == 0:
+            return be.full(_reduced(x.shape, axes, keepdim), -float("inf"), dtype=x.dtype)
+        xf = x.astype("float32") if x.dtype.itemsize == 2 else x
+        with be.errstate():
+            m = be.max(xf, axis=axes, keepdims=True)
+            m = be.where(be.isfinite(m), m, 0)
+            out = be.log(be.sum(be.exp(xf - m), axis=axes, keepdims=True)) + m
+        if not keepdim:
+            out = out.reshape(_reduced(x.shape, axes, False))
+        return out.astype(x.dtype)
+
+    def backward(self, g):
+        from .elementwise import exp, mul, sub
+
+        p = self.params
+        shape = self.shapes[0]
+        y = _expand_back(self.output(), shape, p["axes"], p["keepdim"])
+        return mul(_expand_back(g, shape, p["axes"], p["keepdim"]), exp(sub(self.input(0), y)))
+
+    def backward_fast(self, be, g):
+        p = self.params
+        x = self.input(0)._data
+        y = _expand_back_fast(be, self.output_array(), x.shape, p["axes"], p["keepdim"])
+        with be.errstate():
+            return _expand_back_fast(be, g, x.shape, p["axes"], p["keepdim"]) * be.exp(x - y)
+
+
+def _reduced(shape, axes, keepdim):
+    from ._utils import reduced_shape
+
+    return reduced_shape(shape, axes, keepdim)
+
+
+def logsumexp(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(input), dim))``, stable for huge and ``-inf`` entries (integer inputs become float).
+
+    >>> import pylucid
+    >>> pylucid.logsumexp(pylucid.tensor([1e4, 1e4]), dim=0)
+    tensor(10000.6934)
+    """
+    _check_tensor(input, "logsumexp")
+    return apply(Logsumexp, (input,), {"axes": _axes(dim, input, "logsumexp"), "keepdim": bool(keepdim)})
+
+
+# ------------------------------------------------------------------------------------------ norm
+class Norm(Op):
+    """Vector p-norm over ``axes``: ``(sum |x|^p)^(1/p)``; ``inf``/``-inf`` give max/min ``|x|``, ``0`` counts nonzeros.
+
+    A primitive (not ``sqrt(sum(x^2))``) so the gradient at the zero vector
+    is 0, as PyTorch, instead of ``0/0``. Backward (``y`` the norm):
+    ``p=2: g x / y``; ``p=1: g sign(x)``; ``inf: g sign(x)`` shared by the
+    tied maxima; general ``p: g sign(x) |x|^(p-1) / y^(p-1)``; zero where
+    ``y == 0``.
+    """
+
+    schema = OpSchema("norm", amp_policy=KEEP_INPUT, saves_input=True, saves_output=True, family="reduction")
+
+    @staticmethod
+    def forward(be, x, p, axes, keepdim):
+        a = be.abs(x)
+        with be.errstate():
+            if p == 2:
+                return be.sqrt(be.sum(a * a, axis=axes, keepdims=keepdim))
+            if p == 1:
+                return be.sum(a, axis=axes, keepdims=keepdim)
+            if p == float("inf"):
+                return be.max(a, axis=axes, keepdims=keepdim)
+            if p == -float("inf"):
+                return be.min(a, axis=axes, keepdims=keepdim)
+            if p == 0:
+                return be.sum((a != 0).astype(a.dtype), axis=axes, keepdims=keepdim)
+            return be.sum(a ** p, axis=axes, keepdims=keepdim) ** (1.0 / p)
+
+    def backward(self, g):
+        from .elementwise import abs as _abs
+        from .elementwise import div, mul, sign
+        from .elementwise import pow as _pow
+        from .indexing import where
+
+        x = self.input(0)
+        y = self.output()
+        p = self.params
+        axes, keep, shape, order = p["axes"], p["keepdim"], self.shapes[0], p["p"]
+        ge = _expand_back(g, shape, axes, keep)
+        if order == 0:
+            return mul(ge, 0.0)
+        if order == 1:
+            return mul(ge, sign(x))
+        ye = _expand_back(y, shape, axes, keep)
+        if order in (float("inf"), -float("inf")):
+            share = _const(self._tie_share(self.device.backend, x._data, ye._data), self.device)
+            return mul(mul(ge, sign(x)), share)
+        zero = _const(ye._data == 0, self.device)
+        ysafe = where(zero, 1.0, ye)
+        if order == 2:
+            return where(zero, 0.0, div(mul(ge, x), ysafe))
+        num = mul(sign(x), _pow(_abs(x), order - 1))
+        return where(zero, 0.0, div(mul(ge, num), _pow(ysafe, order - 1)))
+
+    def _tie_share(self, be, x, ye):
+        axes = self.params["axes"]
+        a = be.abs(x)
+        mask = ((a >= ye) & (ye >= a)).astype(x.dtype)
+        with be.errstate():
+            return mask / be.sum(mask, axis=axes, keepdims=True)
+
+    def backward_fast(self, be, g):
+        x = self.input(0)._data
+        p = self.params
+        axes, keep, shape, order = p["axes"], p["keepdim"], self.shapes[0], p["p"]
+        ge = _expand_back_fast(be, g, shape, axes, keep)
+        if order == 0:
+            return ge * 0
+        if order == 1:
+            return ge * be.sign(x)
+        ye = _expand_back_fast(be, self.output_array(), shape, axes, keep)
+        if order in (float("inf"), -float("inf")):
+            return ge * be.sign(x) * self._tie_share(be, x, ye)
+        with be.errstate():
+            ysafe = be.where(ye == 0, 1, ye)
+            if order == 2:
+                r = ge * x / ysafe
+            else:
+                r = ge * be.sign(x) * be.abs(x) ** (order - 1) / ysafe ** (order - 1)
+            return be.where(ye == 0, 0, r).astype(r.dtype)
+
+
+def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """Vector norm of ``input`` over ``dim`` (all elements when ``None``).
+
+    ``p``: a number (``1``, ``2``, ``3.5``, ...), ``inf``/``-inf`` (max/min of
+    ``|x|``), ``0`` (number of nonzeros) or ``'fro'`` (= 2 over the given
+    dims). ``'nuc'`` and matrix norms live in ``pylucid.linalg``. The
+    gradient at the zero vector is 0 (as PyTorch).
+
+    >>> import pylucid
+    >>> from pylucid.ops.reduction import norm
+    >>> norm(pylucid.tensor([3.0, 4.0])), norm(pylucid.tensor([3.0, -4.0]), p=1)
+    (tensor(5.), tensor(7.))
+    """
+    _check_tensor(input, "norm")
+    if p is None or p == "fro":
+        p = 2
+    if isinstance(p, str):
+        raise ValueError(f"norm: p={p!r} is not supported here (accepted: a number, inf, -inf, 'fro'); "
+                         "use pylucid.linalg.matrix_norm for 'nuc'")
+    if dtype is not None:
+        input = input.to(dtype)
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise DtypeMismatch(f"norm: expected a floating point or complex input, got {input.dtype}")
+    return apply(Norm, (input,), {"p": float(p), "axes": _axes(dim, input, "norm"), "keepdim": bool(keepdim)})
+
+
+# ------------------------------------------------------------------------------------------ all / any / count_nonzero
+class _Logical(Op):
+    @staticmethod
+    def _run(fn, x, axes, keepdim):
+        out = fn(x != 0, axis=axes, keepdims=keepdim)
+        return out.astype("uint8") if x.dtype.name == "uint8" else out
+
+
+class All(_Logical):
+    """True where every element over ``dim`` is nonzero (uint8 inputs give uint8, as PyTorch)."""
+
+    schema = OpSchema("all", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
+
+    @staticmethod
+    def forward(be, x, axes, keepdim):
+        return _Logical._run(be.all, x, axes, keepdim)
+
+
+class Any(_Logical):
+    """True where any element over ``dim`` is nonzero (uint8 inputs give uint8, as PyTorch)."""
+
+    schema = OpSchema("any", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
+
+    @staticmethod
+    def forward(be, x, axes, keepdim):
+        return _Logical._run(be.any, x, axes, keepdim)
+
+
+class CountNonzero(Op):
+    """Number of nonzero elements over ``dim`` (int64)."""
+
+    schema = OpSchema("count_nonzero", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
+
+    @staticmethod
+    def forward(be, x, axes):
+        return be.sum(x != 0, axis=axes, dtype="int64")
+
+
+def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """Whether all elements (over ``dim``) are nonzero.
+
+    >>> import pylucid
+    >>> pylucid.all(pylucid.tensor([[1, 0], [2, 3]]), dim=1)
+    tensor([False,  True])
+    """
+    _check_tensor(input, "all")
+    return apply(All, (input,), {"axes": _axes(dim, input, "all"), "keepdim": bool(keepdim)})
+
+
+def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """Whether any element (over ``dim``) is nonzero.
+
+    >>> import pylucid
+    >>> pylucid.any(pylucid.tensor([0.0, 0.5])), pylucid.tensor([[0, 0], [0, 1]]).any(0)
+    (tensor(True), tensor([False,  True]))
+    """
+    _check_tensor(input, "any")
+    return apply(Any, (input,), {"axes": _axes(dim, input, "any"), "keepdim": bool(keepdim)})
+
+
+def count_nonzero(input: Tensor, dim=None) -> Tensor:
+    """Number of nonzero elements over ``dim`` (all when ``None``), as int64.
+
+    >>> import pylucid
+    >>> pylucid.count_nonzero(pylucid.tensor([[1, 0], [2, 3]]), dim=0)
+    tensor([2, 1])
+    """
+    _check_tensor(input, "count_nonzero")
+    return apply(CountNonzero, (input,), {"axes": _axes(dim, input, "count_nonzero")})
+
+
+# ------------------------------------------------------------------------------------------ nansum / nanmean
+def _isnan(x):
+    from .compare import ne
+
+    return ne(x, x)
+
+
+def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Sum treating NaN as zero (composite: ``sum(where(isnan(x), 0, x))``); NaN positions get a zero gradient.
+
+    >>> import pylucid
+    >>> pylucid.nansum(pylucid.tensor([1.0, float("nan"), 2.0]))
+    tensor(3.)
+    """
+    from .indexing import where
+
+    _check_tensor(input, "nansum")
+    if input.dtype.is_floating_point or input.dtype.is_complex:
+        input = where(_isnan(input), 0.0, input)
+    return sum(input, dim, keepdim, dtype=dtype)
+
+
+def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Mean of the non-NaN elements (composite: ``nansum / count``); all-NaN slices give NaN.
+
+    >>> import pylucid
+    >>> pylucid.nanmean(pylucid.tensor([[1.0, float("nan")], [2.0, 4.0]]), dim=1)
+    tensor([1., 3.])
+    """
+    from .compare import logical_not
+    from .elementwise import div
+
+    _check_tensor(input, "nanmean")
+    if dtype is not None:
+        input = input.to(dtype)
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise DtypeMismatch(f"nanmean: expected input to have floating point or complex dtype but got {input.dtype}")
+    count = sum(logical_not(_isnan(input)), dim, keepdim)
+    return div(nansum(input, dim, keepdim), count.to(input.dtype))
+
+
+# ------------------------------------------------------------------------------------------ value-selecting
+def _single_dim(op, input, dim):
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"{op}: dim must be an int, got {dim!r}")
+    d = norm_dims(dim, input.ndim if input.ndim else 1, op)[0]
+    n = input.shape[d] if input.ndim else 1
+    if n == 0:
+        raise IndexError(f"{op}: expected reduction dim {d} to have non-zero size, input shape {tuple(input.shape)}")
+    return d
+
+
+class _ArgSelect(ValueSelectingOp):
+    @staticmethod
+    def _run(be, fn, x, dim, keepdim):
+        if x.ndim == 0:
+            return x.copy(), be.zeros((), dtype="int64")
+        idx = be.expand_dims(fn(x, axis=dim), dim).astype("int64")
+        v = be.take_along_axis(x, idx, axis=dim)
+        if not keepdim:
+            v, idx = be.squeeze(v, axis=dim), be.squeeze(idx, axis=dim)
+        return v, idx
+
+
+class MaxWithIndices(_ArgSelect):
+    """``torch.max(x, dim)``: ``(values, indices)`` of the first maximum; the gradient goes to that index."""
+
+    schema = OpSchema("max_with_indices", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+
+    @staticmethod
+    def forward(be, x, dim, keepdim):
+        return _ArgSelect._run(be, be.argmax, x, dim, keepdim)
+
+
+class MinWithIndices(_ArgSelect):
+    """``torch.min(x, dim)``: ``(values, indices)`` of the first minimum; the gradient goes to that index."""
+
+    schema = OpSchema("min_with_indices", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+
+    @staticmethod
+    def forward(be, x, dim, keepdim):
+        return _ArgSelect._run(be, be.argmin, x, dim, keepdim)
+
+
+def max_with_indices(input: Tensor, dim: int, keepdim: bool = False) -> ValuesIndices:
+    """PyTorch's ``torch.max(input, dim)``: ``(values, indices)`` along one dim.
+
+    ``pylucid.max`` is the values-only reduction (documented op); this is the
+    form with indices. Ties: the first index wins and gets the whole gradient
+    (PyTorch's rule for the indexed form); NaN counts as the maximum.
+
+    >>> import pylucid
+    >>> pylucid.max_with_indices(pylucid.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=1)
+    ValuesIndices(values=tensor([5., 7.]), indices=tensor([1, 0]))
+    """
+    _check_tensor(input, "max_with_indices")
+    d = _single_dim("max_with_indices", input, dim)
+    return ValuesIndices(*apply(MaxWithIndices, (input,), {"dim": d, "keepdim": bool(keepdim)}))
+
+
+def min_with_indices(input: Tensor, dim: int, keepdim: bool = False) -> ValuesIndices:
+    """PyTorch's ``torch.min(input, dim)``: ``(values, indices)`` along one dim (first minimum wins ties).
+
+    >>> import pylucid
+    >>> pylucid.min_with_indices(pylucid.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=0).indices
+    tensor([0, 1])
+    """
+    _check_tensor(input, "min_with_indices")
+    d = _single_dim("min_with_indices", input, dim)
+    return ValuesIndices(*apply(MinWithIndices, (input,), {"dim": d, "keepdim": bool(keepdim)}))
+
+
+# ------------------------------------------------------------------------------------------ median / mode
+def _sorted_with_nan_count(be, x, dim):
+    idx = be.argsort(x, axis=dim, kind="stable")  # NaN last, equal values keep their order
+    nan_count = be.sum(be.isnan(x), axis=dim, keepdims=True) if x.dtype.kind in "fc" else None
+    return idx, nan_count
+
+
+class Median(_MinMax):
+    """Median of all elements (the lower of the two middle values); NaN if any element is NaN.
+
+    Ties share the gradient equally (PyTorch's ``evenly_distribute_backward``),
+    the ``min``/``max`` backward.
+    """
+
+    schema = OpSchema("median", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+
+    def save_extra(self, arrays, out):
+        super().save_extra(arrays, out)
+        be = self.device.backend
+        x = arrays[0]
+        if x.dtype.kind in "fc" and bool(be.isnan(out)):
+            # a NaN median: PyTorch shares the gradient among the NaN elements
+            mask = be.isnan(x).astype(x.dtype)
+            self.extra = mask / be.sum(mask)
+
+    @staticmethod
+    def forward(be, x, axes, keepdim, ignore_nan):
+        flat = x.reshape(-1)
+        if flat.size == 0:
+            return be.full((), float("nan"), dtype=x.dtype)
+        s = be.sort(flat)
+        if x.dtype.kind in "fc":
+            nans = int(be.isnan(flat).sum())
+            if nans and not ignore_nan:
+                return s[-1].reshape(())
+            n = flat.size - nans
+            if n == 0:
+                return s[0].reshape(())
+        else:
+            n = flat.size
+        return s[(n - 1) // 2].reshape(())
+
+
+class NanMedian(Median):
+    """Median of all non-NaN elements (lower middle value); NaN when all are NaN."""
+
+    schema = OpSchema("nanmedian", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+
+
+class MedianDim(ValueSelectingOp):
+    """``(values, indices)`` of the lower median along ``dim``; the index is the one a stable sort puts in
+    the middle (NaN anywhere in the slice gives NaN and the index of its first NaN)."""
+
+    schema = OpSchema("median_dim", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+
+    @staticmethod
+    def forward(be, x, dim, keepdim, ignore_nan):
+        if x.ndim == 0:
+            return x.copy(), be.zeros((), dtype="int64")
+        n = x.shape[dim]
+        idx, nans = _sorted_with_nan_count(be, x, dim)
+        if nans is None:
+            pos = be.full(x.shape[:dim] + (1,) + x.shape[dim + 1:], (n - 1) // 2, dtype="int64")
+        elif ignore_nan:
+            m = n - nans
+            pos = be.where(m > 0, (m - 1) // 2, 0).astype("int64")
+        else:
+            pos = be.where(nans > 0, n - nans, (n - 1) // 2).astype("int64")
+        i = be.take_along_axis(idx, pos, axis=dim).astype("int64")
+        v = be.take_along_axis(x, i, axis=dim)
+        if not keepdim:
+            v, i = be.squeeze(v, axis=dim), be.squeeze(i, axis=dim)
+        return v, i
+
+
+class NanMedianDim(MedianDim):
+    """``(values, indices)`` of the lower median of the non-NaN elements along ``dim``."""
+
+    schema = OpSchema("nanmedian_dim", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+
+
+def _median(name, cls_all, cls_dim, input, dim, keepdim, ignore_nan):
+    _check_tensor(input, name)
+    if dim is None:
+        return apply(cls_all, (input,), {"axes": None, "keepdim": False, "ignore_nan": ignore_nan})
+    d = _single_dim(name, input, dim)
+    return ValuesIndices(*apply(cls_dim, (input,), {"dim": d, "keepdim": bool(keepdim), "ignore_nan": ignore_nan}))
+
+
+def median(input: Tensor, dim: int | None = None, keepdim: bool = False):
+    """Median: without ``dim``, the lower of the two middle values of all elements (a Tensor);
+    with ``dim``, ``(values, indices)`` along it. NaN propagates (see :func:`nanmedian`).
+
+    >>> import pylucid
+    >>> pylucid.median(pylucid.tensor([4.0, 1.0, 3.0, 2.0]))
+    tensor(2.)
+    >>> pylucid.median(pylucid.tensor([[4.0, 1.0, 3.0]]), dim=1)
+    ValuesIndices(values=tensor([3.]), indices=tensor([2]))
+    """
+    return _median("median", Median, MedianDim, input, dim, keepdim, False)
+
+
+def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
+    """:func:`median` ignoring NaN (a slice of NaN only gives NaN).
+
+    >>> import pylucid
+    >>> pylucid.nanmedian(pylucid.tensor([4.0, float("nan"), 1.0]))
+    tensor(1.)
+    """
+    return _median("nanmedian", NanMedian, NanMedianDim, input, dim, keepdim, True)
+
+
+class Mode(ValueSelectingOp):
+    """Most frequent value along ``dim`` (the smallest among equally frequent ones) and its last index."""
+
+    schema = OpSchema("mode", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+
+    @staticmethod
+    def forward(be, x, dim, keepdim):
+        if x.ndim == 0:
+            return x.copy(), be.zeros((), dtype="int64")
+        xl = be.moveaxis(x, dim, -1)
+        lead = xl.shape[:-1]
+        n = xl.shape[-1]
+        rows = xl.reshape(-1, n)
+        order = be.argsort(rows, axis=1, kind="stable")
+        s = be.take_along_axis(rows, order, axis=1)
+        pos = be.broadcast_to(be.arange(n), s.shape)
+        differs = s[:, 1:] != s[:, :-1]
+        is_start = be.concatenate([be.ones((s.shape[0], 1), dtype=bool), differs], axis=1)
+        is_end = be.concatenate([differs, be.ones((s.shape[0], 1), dtype=bool)], axis=1)
+        start = be.maximum.accumulate(be.where(is_start, pos, 0), axis=1)
+        end = be.flip(be.minimum.accumulate(be.flip(be.where(is_end, pos, n), axis=1), axis=1), axis=1)
+        best = be.argmax(end - start, axis=1)  # first longest run: the smallest value among ties
+        r = be.arange(s.shape[0])
+        values = s[r, best].reshape(lead)
+        # the last occurrence of the value: a stable sort puts it at the end of its run
+        indices = order[r, end[r, best]].astype("int64").reshape(lead)
+        if keepdim:
+            values, indices = be.expand_dims(values, dim), be.expand_dims(indices, dim)
+        return values, indices
+
+
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
+    """``(values, indices)``: the most frequent value along ``dim`` (the smallest of equally frequent ones)
+    and the index of its last occurrence (PyTorch's CPU rule).
+
+    >>> import pylucid
+    >>> pylucid.mode(pylucid.tensor([3.0, 1.0, 3.0, 1.0, 2.0]))
+    ValuesIndices(values=tensor(1.), indices=tensor(3))
+    """
+    _check_tensor(input, "mode")
+    d = _single_dim("mode", input, dim)
+    return ValuesIndices(*apply(Mode, (input,), {"dim": d, "keepdim": bool(keepdim)}))
+
+
 Tensor.sum = sum
 Tensor.mean = mean
 Tensor.max = max
 Tensor.min = min
 Tensor.amax = amax
 Tensor.amin = amin
+
+for _name in ("prod", "argmax", "argmin", "var", "std", "logsumexp", "norm", "all", "any", "count_nonzero", "nansum",
+              "nanmean", "median", "nanmedian", "mode"):
+    setattr(Tensor, _name, globals()[_name])
+del _name
+
+#: the public names of the catalogue reductions. ``norm`` (the registered vector-norm op) is reachable as
+#: ``pylucid.ops.reduction.norm``; the public ``pylucid.norm`` is ``ops/linalg.py``'s torch.norm front end
+CATALOGUE = ["prod", "argmax", "argmin", "var", "std", "var_mean", "std_mean", "logsumexp", "all", "any",
+             "count_nonzero", "nansum", "nanmean", "median", "nanmedian", "mode", "max_with_indices",
+             "min_with_indices"]
+__all__ = ["sum", "mean", "max", "min", "amax", "amin"] + CATALOGUE

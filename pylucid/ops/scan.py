@@ -1,3 +1,338 @@
-"""Op family module (being written)."""
+"""Scans (cumulative ops along one dim): ``cumsum cumprod cummax cummin logcumsumexp diff``.
 
-__all__: list = []
+``cumsum``/``cumprod`` of bool and integer inputs give int64 (PyTorch's
+promotion, so an int32 cumsum does not overflow silently). ``cummax``/
+``cummin`` return ``(values, indices)`` and scatter the gradient to the
+indices (``sorting.ValueSelectingOp``). ``diff`` is a composite of slicing
+and subtraction.
+"""
+
+from __future__ import annotations
+
+from .. import dtypes as _dt
+from .._tensor import Tensor, _new_tensor
+from ._op import Op, apply
+from ._utils import norm_dim
+from .schema import FORCE_FP32, KEEP_INPUT, OpSchema
+from .sorting import ValueSelectingOp, ValuesIndices
+
+__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "diff"]
+
+
+def _check_tensor(x, op):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+
+
+def _scan_dim(input, dim, op):
+    _check_tensor(input, op)
+    if dim is None:
+        raise TypeError(f"{op}: dim is required (an int), got None")
+    return norm_dim(dim, input.ndim if input.ndim else 1, op)
+
+
+def _last(be, x, axis):
+    return be.moveaxis(x, axis, -1)
+
+
+# ------------------------------------------------------------------------------------------ cumsum
+class Cumsum(Op):
+    """``y_i = sum_{j<=i} x_j`` (``reverse``: ``sum_{j>=i}``); ``dx = reverse cumsum of g``.
+
+    ``reverse`` is internal: it makes the backward a cumsum of its own kind,
+    so every order of derivative is a cumsum.
+    """
+
+    schema = OpSchema("cumsum", amp_policy=KEEP_INPUT, family="scan")
+
+    @staticmethod
+    def forward(be, x, dim, reverse):
+        if x.ndim == 0:
+            return x.astype("int64") if x.dtype.kind in "biu" else x.copy()
+        dt = "int64" if x.dtype.kind in "biu" else (x.dtype if x.dtype.itemsize != 2 else "float32")
+        if reverse:
+            return be.flip(be.cumsum(be.flip(x, axis=dim), axis=dim, dtype=dt), axis=dim).astype(
+                x.dtype if x.dtype.kind not in "biu" else "int64", copy=False)
+        return be.cumsum(x, axis=dim, dtype=dt).astype(x.dtype if x.dtype.kind not in "biu" else "int64", copy=False)
+
+    def backward(self, g):
+        p = self.params
+        return _cumsum(g, p["dim"], not p["reverse"])
+
+    def backward_fast(self, be, g):
+        p = self.params
+        return Cumsum.forward(be, g, p["dim"], not p["reverse"])
+
+
+def _cumsum(x, dim, reverse=False):
+    return apply(Cumsum, (x,), {"dim": dim, "reverse": reverse})
+
+
+def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:
+    """Cumulative sum along ``dim``; bool and integer inputs give int64 (no silent int32 overflow).
+
+    >>> import pylucid
+    >>> pylucid.cumsum(pylucid.tensor([1, 2, 3], dtype=pylucid.int32), 0)
+    tensor([1, 3, 6])
+    """
+    d = _scan_dim(input, dim, "cumsum")
+    if dtype is not None:
+        input = input.to(_dt.as_dtype(dtype))
+    return _cumsum(input, d)
+
+
+# ------------------------------------------------------------------------------------------ cumprod
+def _triu_mask(be, n, dtype):
+    """``M[k, i] = 1`` where ``i >= k`` (output ``i`` depends on input ``k``)."""
+    return be.triu(be.ones((n, n), dtype=dtype))
+
+
+class Cumprod(Op):
+    """``y_i = prod_{j<=i} x_j``; ``dx_k = sum_{i>=k} g_i prod_{j<=i, j!=k} x_j``.
+
+    Without zeros that is ``revcumsum(g y) / x``. With zeros the formula is
+    built explicitly: row ``k`` of an ``(n, n)`` matrix is the input with
+    ``x_k`` replaced by 1, whose cumprod gives every ``prod_{j<=i, j!=k}``
+    (exact for any number of zeros and differentiable again; ``n^2`` memory
+    per slice, only when the input has a zero).
+    """
+
+    schema = OpSchema("cumprod", amp_policy=KEEP_INPUT, saves_input=True, saves_output=True, family="scan")
+
+    @staticmethod
+    def forward(be, x, dim):
+        if x.ndim == 0:
+            return x.astype("int64") if x.dtype.kind in "biu" else x.copy()
+        if x.dtype.kind in "biu":
+            return be.cumprod(x, axis=dim, dtype="int64")
+        if x.dtype.itemsize == 2:
+            return be.cumprod(x, axis=dim, dtype="float32").astype(x.dtype)
+        return be.cumprod(x, axis=dim)
+
+    def backward(self, g):
+        from .elementwise import div, mul
+        from .indexing import where
+        from .reduction import sum as _sum
+        from .shape import transpose, unsqueeze
+
+        x = self.input(0)
+        dim = self.params["dim"]
+        be = self.device.backend
+        if x.ndim == 0:
+            return g
+        if not bool(be.any(x._data == 0)):
+            return div(_cumsum(mul(g, self.output()), dim, reverse=True), x)
+        xl = transpose(x, dim, -1)
+        gl = transpose(g, dim, -1)
+        n = xl.shape[-1]
+        eye = _new_tensor(be.eye(n, dtype=bool), self.device)
+        rows = where(eye, 1.0, unsqueeze(xl, -2).expand(*xl.shape[:-1], n, n))  # [..., k, j]
+        c = cumprod(rows, -1)  # [..., k, i] = prod_{j<=i, j!=k} x_j
+        mask = _new_tensor(_triu_mask(be, n, x._data.dtype), self.device)
+        dx = _sum(mul(mul(c, unsqueeze(gl, -2)), mask), -1)
+        return transpose(dx, dim, -1)
+
+    def backward_fast(self, be, g):
+        x = self.input(0)._data
+        dim = self.params["dim"]
+        if x.ndim == 0:
+            return g
+        with be.errstate():
+            if not be.any(x == 0):
+                return Cumsum.forward(be, g * self.output_array(), dim, True) / x
+            xl, gl = _last(be, x, dim), _last(be, g, dim)
+            n = xl.shape[-1]
+            eye = be.eye(n, dtype=bool)
+            rows = be.where(eye, be.ones((), dtype=x.dtype), xl[..., None, :])
+            c = be.cumprod(rows, axis=-1)
+            dx = be.sum(c * gl[..., None, :] * _triu_mask(be, n, x.dtype), axis=-1)
+            return be.moveaxis(dx, -1, dim)
+
+
+def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:
+    """Cumulative product along ``dim``; bool and integer inputs give int64. Gradients are exact with zeros.
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([2.0, 0.0, 3.0], requires_grad=True)
+    >>> y = pylucid.cumprod(x, 0); y
+    tensor([2., 0., 0.], grad_fn=<CumprodBackward>)
+    >>> y.sum().backward(); x.grad
+    tensor([1., 8., 0.])
+    """
+    d = _scan_dim(input, dim, "cumprod")
+    if dtype is not None:
+        input = input.to(_dt.as_dtype(dtype))
+    return apply(Cumprod, (input,), {"dim": d})
+
+
+# ------------------------------------------------------------------------------------------ cummax / cummin
+def _cum_extreme(be, x, dim, ufunc):
+    if x.ndim == 0:
+        return x.copy(), be.zeros((), dtype="int64")
+    values = ufunc.accumulate(x, axis=dim)
+    n = x.shape[dim]
+    shape = [1] * x.ndim
+    shape[dim] = n
+    pos = be.arange(n).reshape(shape)
+    # the index moves to every element equal to the running extreme (>=: the last of ties, as PyTorch)
+    # and to every NaN (PyTorch's NaN propagation keeps the index of the latest NaN)
+    hit = x == values
+    if x.dtype.kind in "fc":
+        hit = hit | be.isnan(x)
+    idx = be.maximum.accumulate(be.where(hit, pos, 0), axis=dim).astype("int64")
+    return values, idx
+
+
+class Cummax(ValueSelectingOp):
+    """``(values, indices)``: running maximum along ``dim`` and where it was attained (the latest of ties)."""
+
+    schema = OpSchema("cummax", amp_policy=KEEP_INPUT, saves_output=True, family="scan")
+
+    @staticmethod
+    def forward(be, x, dim, keepdim):
+        return _cum_extreme(be, x, dim, be.maximum)
+
+
+class Cummin(ValueSelectingOp):
+    """``(values, indices)``: running minimum along ``dim`` and where it was attained (the latest of ties)."""
+
+    schema = OpSchema("cummin", amp_policy=KEEP_INPUT, saves_output=True, family="scan")
+
+    @staticmethod
+    def forward(be, x, dim, keepdim):
+        return _cum_extreme(be, x, dim, be.minimum)
+
+
+def cummax(input: Tensor, dim: int) -> ValuesIndices:
+    """Running maximum along ``dim`` and its indices; the gradient flows to the indexed elements.
+
+    >>> import pylucid
+    >>> pylucid.cummax(pylucid.tensor([1.0, 3.0, 2.0, 3.0]), 0)
+    ValuesIndices(values=tensor([1., 3., 3., 3.]), indices=tensor([0, 1, 1, 3]))
+    """
+    d = _scan_dim(input, dim, "cummax")
+    return ValuesIndices(*apply(Cummax, (input,), {"dim": d, "keepdim": True}))
+
+
+def cummin(input: Tensor, dim: int) -> ValuesIndices:
+    """Running minimum along ``dim`` and its indices.
+
+    >>> import pylucid
+    >>> pylucid.cummin(pylucid.tensor([2, 1, 3]), 0)
+    ValuesIndices(values=tensor([2, 1, 1]), indices=tensor([0, 1, 1]))
+    """
+    d = _scan_dim(input, dim, "cummin")
+    return ValuesIndices(*apply(Cummin, (input,), {"dim": d, "keepdim": True}))
+
+
+# ------------------------------------------------------------------------------------------ logcumsumexp
+def _rev_logcumsumexp(be, a, axis):
+    return be.flip(be.logaddexp.accumulate(be.flip(a, axis=axis), axis=axis), axis=axis)
+
+
+class Logcumsumexp(Op):
+    """``y_i = log sum_{j<=i} exp(x_j)``, accumulated with ``logaddexp`` (stable for huge and ``-inf`` entries).
+
+    Backward ``dx_k = sum_{i>=k} g_i exp(x_k - y_i)``. The fast path works
+    in log space (positive and negative parts of ``g`` separately, ``O(n)``);
+    the graph-mode formula forms the ``(n, n)`` matrix ``exp(x_k - y_i)``
+    masked to ``i >= k`` (every entry is at most 1, so nothing overflows; it
+    is differentiable again, at ``n^2`` memory per slice).
+    """
+
+    schema = OpSchema("logcumsumexp", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
+                      family="scan")
+
+    @staticmethod
+    def forward(be, x, dim):
+        if x.ndim == 0:
+            return x.copy()
+        xf = x.astype("float32") if x.dtype.itemsize == 2 else x
+        with be.errstate():
+            return be.logaddexp.accumulate(xf, axis=dim).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        from .elementwise import exp, mul, sub
+        from .indexing import where
+        from .reduction import sum as _sum
+        from .shape import transpose, unsqueeze
+
+        x = self.input(0)
+        if x.ndim == 0:
+            return g
+        dim = self.params["dim"]
+        be = self.device.backend
+        xl, yl, gl = transpose(x, dim, -1), transpose(self.output(), dim, -1), transpose(g, dim, -1)
+        n = xl.shape[-1]
+        upper = _new_tensor(be.triu(be.ones((n, n), dtype=bool)), self.device)
+        e = exp(where(upper, sub(unsqueeze(xl, -1), unsqueeze(yl, -2)), -float("inf")))  # [..., k, i]
+        return transpose(_sum(mul(e, unsqueeze(gl, -2)), -1), dim, -1)
+
+    def backward_fast(self, be, g):
+        x = self.input(0)._data
+        if x.ndim == 0:
+            return g
+        dim = self.params["dim"]
+        y = self.output_array()
+        with be.errstate():
+            lg = be.log(be.abs(g))
+            pos = _rev_logcumsumexp(be, be.where(g > 0, lg, -be.inf) - y, dim)
+            neg = _rev_logcumsumexp(be, be.where(g < 0, lg, -be.inf) - y, dim)
+            return (be.exp(x + pos) - be.exp(x + neg)).astype(x.dtype, copy=False)
+
+
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+    """``log(cumsum(exp(input), dim))`` computed stably (huge logits and ``-inf`` entries are fine).
+
+    >>> import pylucid
+    >>> pylucid.logcumsumexp(pylucid.tensor([1e4, 1e4, -float("inf")]), 0)
+    tensor([10000.0000, 10000.6934, 10000.6934])
+    """
+    d = _scan_dim(input, dim, "logcumsumexp")
+    return apply(Logcumsumexp, (input,), {"dim": d})
+
+
+# ------------------------------------------------------------------------------------------ diff
+def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
+         append: Tensor | None = None) -> Tensor:
+    """``n``-th forward difference along ``dim``: ``out[i] = x[i+1] - x[i]`` (composite of slicing and ``sub``).
+
+    ``prepend``/``append`` are concatenated along ``dim`` first. Bool inputs
+    use ``logical_xor`` (as PyTorch). ``n`` larger than the size gives an
+    empty result.
+
+    >>> import pylucid
+    >>> pylucid.diff(pylucid.tensor([1, 4, 9, 16])), pylucid.diff(pylucid.tensor([1, 4, 9, 16]), n=2)
+    (tensor([3, 5, 7]), tensor([2, 2]))
+    """
+    from .compare import logical_xor
+    from .elementwise import sub
+    from .shape import cat
+
+    _check_tensor(input, "diff")
+    if input.ndim == 0:
+        raise ValueError("diff: expected a tensor with at least one dimension, got a 0-d tensor")
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"diff: order n must be a non-negative int, got {n!r}")
+    d = norm_dim(dim, input.ndim, "diff")
+    parts = [t for t in (prepend, input, append) if t is not None]
+    for t in (prepend, append):
+        if t is not None and t.ndim != input.ndim:
+            raise ValueError(f"diff: prepend/append must have the same number of dims as input ({input.ndim}), "
+                             f"got {t.ndim}")
+    x = cat(parts, d) if len(parts) > 1 else input
+    head = (slice(None),) * d
+    for _ in range(n):
+        if x.shape[d] == 0:
+            break
+        hi, lo = x[head + (slice(1, None),)], x[head + (slice(None, -1),)]
+        x = logical_xor(hi, lo) if x.dtype == _dt.bool_ else sub(hi, lo)
+    return x
+
+
+def _install():
+    for name in ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "diff"):
+        setattr(Tensor, name, globals()[name])
+
+
+_install()

@@ -1263,18 +1263,4 @@ def _inplace(name, fn):
     return inplace_variant(fn, name)
 
 
-def _export_to_package():
-    # pylucid/ops/__init__.py imports only a fixed list of names from this module;
-    # publish the rest on the package so ``from pylucid.ops import *`` finds every
-    # name of __all__ (remove once ops/__init__.py star-imports this module)
-    import sys
-
-    pkg = sys.modules.get(__package__)
-    if pkg is not None:
-        for n in __all__:
-            if not hasattr(pkg, n):
-                setattr(pkg, n, globals()[n])
-
-
 _install_layout()
-_export_to_package()

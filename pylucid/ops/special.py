@@ -1,3 +1,575 @@
-"""Op family module (being written)."""
+"""Special functions and the softmax family: ``softmax log_softmax erfc lgamma digamma polygamma i0 i1 i0e i1e
+xlogy xlog1py entr sinc ndtr log_ndtr`` (the ``pylucid.special`` namespace adds aliases and composites).
 
-__all__: list = []
+Forwards call ``be.special`` (``scipy.special`` on the CPU,
+``cupyx.scipy.special`` on CUDA); half-precision inputs are computed in
+float32 and rounded once (SciPy has no float16/bfloat16 kernels). Each
+backward is written with pylucid ops (the derivative of one special function
+is another: ``lgamma' = digamma``, ``digamma' = polygamma(1, .)``,
+``i0' = i1``, ...), so higher derivatives work. The special functions are
+``ForceFP32`` under autocast (numerically sensitive) and ``real_valued``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as _dt
+from .._tensor import Tensor, _new_tensor
+from ._op import Op, apply, operand
+from ._utils import norm_dim
+from .schema import FORCE_FP32, OpSchema
+
+__all__ = ["softmax", "log_softmax", "erfc", "lgamma", "digamma", "polygamma", "i0", "xlogy", "sinc"]
+
+_SQRT_PI = math.sqrt(math.pi)
+_SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+def _check_tensor(x, op):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+
+
+def _sp(be, name, *args):
+    """``be.special.<name>(*args)``; half precision goes through float32 (SciPy has no half kernels)."""
+    dt = next((a.dtype for a in args if hasattr(a, "dtype") and a.ndim >= 0 and a.dtype.kind == "f"), None)
+    fn = getattr(be.special, name)
+    with be.errstate():
+        if dt is not None and dt.itemsize == 2:
+            out = fn(*[a.astype("float32") if hasattr(a, "dtype") and a.dtype == dt else a for a in args])
+            return out.astype(dt)
+        out = fn(*args)
+    return out.astype(dt, copy=False) if dt is not None and out.dtype != dt else out
+
+
+def _const(arr, dev):
+    return _new_tensor(arr, dev)
+
+
+# ------------------------------------------------------------------------------------------ softmax family
+class Softmax(Op):
+    """``y = exp(x - max) / sum exp(x - max)`` over ``dim``: ForceFP32, saves its output.
+
+    Subtracting the max keeps huge logits finite; ``-inf`` entries give 0
+    (a slice of only ``-inf`` gives NaN, as PyTorch). Backward:
+    ``dx = y (g - sum(g y))``.
+    """
+
+    schema = OpSchema("softmax", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="special")
+
+    @staticmethod
+    def forward(be, x, dim):
+        xf = x.astype("float32") if x.dtype.itemsize == 2 else x
+        with be.errstate():
+            e = be.exp(xf - be.max(xf, axis=dim, keepdims=True)) if x.size else xf
+            return (e / be.sum(e, axis=dim, keepdims=True)).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        from .elementwise import mul, sub
+        from .reduction import sum as _sum
+
+        y = self.output()
+        return mul(y, sub(g, _sum(mul(g, y), self.params["dim"], keepdim=True)))
+
+    def backward_fast(self, be, g):
+        y = self.output_array()
+        return y * (g - be.sum(g * y, axis=self.params["dim"], keepdims=True))
+
+
+class LogSoftmax(Op):
+    """``y = x - max - log sum exp(x - max)`` over ``dim``: ForceFP32, saves its output.
+
+    Finite for huge logits (``1e4``) and ``-inf`` entries. Backward:
+    ``dx = g - exp(y) sum(g)``.
+    """
+
+    schema = OpSchema("log_softmax", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="special")
+
+    @staticmethod
+    def forward(be, x, dim):
+        xf = x.astype("float32") if x.dtype.itemsize == 2 else x
+        if not x.size:
+            return x.copy()
+        with be.errstate():
+            s = xf - be.max(xf, axis=dim, keepdims=True)
+            return (s - be.log(be.sum(be.exp(s), axis=dim, keepdims=True))).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        from .elementwise import exp, mul, sub
+        from .reduction import sum as _sum
+
+        return sub(g, mul(exp(self.output()), _sum(g, self.params["dim"], keepdim=True)))
+
+    def backward_fast(self, be, g):
+        return g - be.exp(self.output_array()) * be.sum(g, axis=self.params["dim"], keepdims=True)
+
+
+def _softmax_args(op, input, dim, dtype):
+    _check_tensor(input, op)
+    if dim is None:
+        raise TypeError(f"{op}: dim is required (PyTorch's implicit dim choice is deprecated); pass dim=-1")
+    if dtype is not None:
+        input = input.to(_dt.as_dtype(dtype))
+    return input, norm_dim(dim, input.ndim if input.ndim else 1, op) if input.ndim else None
+
+
+def softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
+    """``exp(x) / sum(exp(x), dim)``, computed stably (``dtype`` casts the input first).
+
+    >>> import pylucid
+    >>> pylucid.softmax(pylucid.tensor([0.0, 1e4, 1e4]), dim=0)
+    tensor([0.0000, 0.5000, 0.5000])
+    """
+    x, d = _softmax_args("softmax", input, dim, dtype)
+    return apply(Softmax, (x,), {"dim": d})
+
+
+def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
+    """``x - logsumexp(x, dim)``, finite for huge logits.
+
+    >>> import pylucid
+    >>> pylucid.log_softmax(pylucid.tensor([1e4, -1e4]), dim=0)
+    tensor([     0., -20000.])
+    """
+    x, d = _softmax_args("log_softmax", input, dim, dtype)
+    return apply(LogSoftmax, (x,), {"dim": d})
+
+
+# ------------------------------------------------------------------------------------------ unary special functions
+def _unary(op_cls, name, input):
+    _check_tensor(input, name)
+    return apply(op_cls, (input,))
+
+
+class Erfc(Op):
+    """``y = 1 - erf(x)`` (accurate for large ``x``); ``dx = -2/sqrt(pi) exp(-x^2) g``."""
+
+    schema = OpSchema("erfc", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
+
+    @staticmethod
+    def forward(be, x):
+        return _sp(be, "erfc", x)
+
+    def backward(self, g):
+        from .elementwise import exp, mul, neg, square
+
+        return mul(g, mul(exp(neg(square(self.input(0)))), -2.0 / _SQRT_PI))
+
+
+def erfc(input: Tensor) -> Tensor:
+    """Complementary error function ``1 - erf(x)``.
+
+    >>> import pylucid
+    >>> pylucid.erfc(pylucid.tensor([0.0, 1.0]))
+    tensor([1.0000, 0.1573])
+    """
+    return _unary(Erfc, "erfc", input)
+
+
+class Lgamma(Op):
+    """``y = log |Gamma(x)|``; ``dx = digamma(x) g``."""
+
+    schema = OpSchema("lgamma", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
+
+    @staticmethod
+    def forward(be, x):
+        return _sp(be, "gammaln", x)
+
+    def backward(self, g):
+        from .elementwise import mul
+
+        return mul(g, digamma(self.input(0)))
+
+
+def lgamma(input: Tensor) -> Tensor:
+    """``log |Gamma(x)|`` (``pylucid.special.gammaln``); poles give ``inf``.
+
+    >>> import pylucid
+    >>> pylucid.lgamma(pylucid.tensor([1.0, 5.0]))
+    tensor([0.0000, 3.1781])
+    """
+    return _unary(Lgamma, "lgamma", input)
+
+
+class Digamma(Op):
+    """``y = psi(x) = d/dx log Gamma(x)``; ``dx = polygamma(1, x) g``."""
+
+    schema = OpSchema("digamma", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
+
+    @staticmethod
+    def forward(be, x):
+        out = _sp(be, "psi", x)
+        # PyTorch (and the limit from the right) give -inf at 0; SciPy gives NaN for -0.0 and inf for +0.0
+        return be.where(x == 0, -be.inf, out).astype(out.dtype, copy=False)
+
+    def backward(self, g):
+        from .elementwise import mul
+
+        return mul(g, polygamma(1, self.input(0)))
+
+
+def digamma(input: Tensor) -> Tensor:
+    """The digamma function ``psi(x) = Gamma'(x) / Gamma(x)`` (``-inf`` at 0, as PyTorch).
+
+    >>> import pylucid
+    >>> pylucid.digamma(pylucid.tensor([1.0, 2.0]))
+    tensor([-0.5772,  0.4228])
+    """
+    return _unary(Digamma, "digamma", input)
+
+
+class Polygamma(Op):
+    """``y = psi^(n)(x)``, the ``n``-th derivative of digamma; ``dx = psi^(n+1)(x) g``."""
+
+    schema = OpSchema("polygamma", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
+
+    @staticmethod
+    def forward(be, x, n):
+        if n == 0:
+            return Digamma.forward(be, x)
+        return _sp(be, "polygamma", n, x)
+
+    def backward(self, g):
+        from .elementwise import mul
+
+        return mul(g, polygamma(self.params["n"] + 1, self.input(0)))
+
+
+def polygamma(n: int, input: Tensor) -> Tensor:
+    """``psi^(n)(x)``: the ``n``-th derivative of the digamma function (``n >= 0``).
+
+    >>> import pylucid
+    >>> pylucid.polygamma(1, pylucid.tensor([1.0]))
+    tensor([1.6449])
+    """
+    _check_tensor(input, "polygamma")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"polygamma: n must be a non-negative int, got {n!r}")
+    return apply(Polygamma, (input,), {"n": n})
+
+
+def _bessel_pair_backward(self, g, partner, scaled):
+    """Graph formula for ``i1``/``i1e``: ``i1' = i0 - i1/x``, ``i1e' = i0e - i1e (sign(x) + 1/x)``; 1/2 at 0."""
+    from .elementwise import add, div, mul, sign, sub
+    from .indexing import where
+
+    x = self.input(0)
+    y = self.output()
+    zero = _const(x._data == 0, self.device)
+    xs = where(zero, 1.0, x)
+    inner = div(y, xs)
+    if scaled:
+        inner = add(inner, mul(y, sign(x)))
+    return mul(g, where(zero, 0.5, sub(partner(x), inner)))
+
+
+class I0(Op):
+    """Modified Bessel function of the first kind, order 0; ``dx = i1(x) g``."""
+
+    schema = OpSchema("i0", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
+
+    @staticmethod
+    def forward(be, x):
+        return _sp(be, "i0", x)
+
+    def backward(self, g):
+        from .elementwise import mul
+
+        return mul(g, i1(self.input(0)))
+
+
+class I1(Op):
+    """Modified Bessel function of the first kind, order 1; ``dx = (i0(x) - i1(x)/x) g`` (1/2 at 0)."""
+
+    schema = OpSchema("i1", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
+                      family="special")
+
+    @staticmethod
+    def forward(be, x):
+        return _sp(be, "i1", x)
+
+    def backward(self, g):
+        return _bessel_pair_backward(self, g, i0, scaled=False)
+
+
+class I0e(Op):
+    """Exponentially scaled ``i0``: ``exp(-|x|) i0(x)``; ``dx = (i1e(x) - sign(x) i0e(x)) g``."""
+
+    schema = OpSchema("i0e", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
+                      family="special")
+
+    @staticmethod
+    def forward(be, x):
+        return _sp(be, "i0e", x)
+
+    def backward(self, g):
+        from .elementwise import mul, sign, sub
+
+        x = self.input(0)
+        return mul(g, sub(i1e(x), mul(sign(x), self.output())))
+
+
+class I1e(Op):
+    """Exponentially scaled ``i1``: ``exp(-|x|) i1(x)``; ``dx = (i0e - i1e (sign(x) + 1/x)) g`` (1/2 at 0)."""
+
+    schema = OpSchema("i1e", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
+                      family="special")
+
+    @staticmethod
+    def forward(be, x):
+        return _sp(be, "i1e", x)
+
+    def backward(self, g):
+        return _bessel_pair_backward(self, g, i0e, scaled=True)
+
+
+def i0(input: Tensor) -> Tensor:
+    """Modified Bessel function of the first kind of order 0.
+
+    >>> import pylucid
+    >>> pylucid.i0(pylucid.tensor([0.0, 1.0]))
+    tensor([1.0000, 1.2661])
+    """
+    return _unary(I0, "i0", input)
+
+
+def i1(input: Tensor) -> Tensor:
+    """Modified Bessel function of the first kind of order 1 (``pylucid.special.i1``)."""
+    return _unary(I1, "i1", input)
+
+
+def i0e(input: Tensor) -> Tensor:
+    """``exp(-|x|) * i0(x)`` (``pylucid.special.i0e``)."""
+    return _unary(I0e, "i0e", input)
+
+
+def i1e(input: Tensor) -> Tensor:
+    """``exp(-|x|) * i1(x)`` (``pylucid.special.i1e``)."""
+    return _unary(I1e, "i1e", input)
+
+
+class Entr(Op):
+    """``y = -x ln x`` (0 at 0, ``-inf`` for ``x < 0``); ``dx = -(1 + ln x) g`` (as PyTorch: ``+inf`` at 0)."""
+
+    schema = OpSchema("entr", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
+
+    @staticmethod
+    def forward(be, x):
+        return _sp(be, "entr", x)
+
+    def backward(self, g):
+        from .elementwise import add, log, mul, neg
+
+        return mul(g, neg(add(log(self.input(0)), 1.0)))
+
+
+def entr(input: Tensor) -> Tensor:
+    """Elementwise entropy ``-x ln x`` (``pylucid.special.entr``)."""
+    return _unary(Entr, "entr", input)
+
+
+class Sinc(Op):
+    """Normalised sinc ``sin(pi x) / (pi x)`` (1 at 0); ``dx = (cos(pi x) - sinc(x)) / x g`` (0 at 0)."""
+
+    schema = OpSchema("sinc", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
+                      family="special")
+
+    @staticmethod
+    def forward(be, x):
+        xf = x.astype("float32") if x.dtype.itemsize == 2 else x
+        return be.sinc(xf).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        from .elementwise import cos, div, mul, sub
+        from .indexing import where
+
+        x = self.input(0)
+        zero = _const(x._data == 0, self.device)
+        xs = where(zero, 1.0, x)
+        return mul(g, where(zero, 0.0, div(sub(cos(mul(xs, math.pi)), self.output()), xs)))
+
+
+def sinc(input: Tensor) -> Tensor:
+    """Normalised sinc ``sin(pi x) / (pi x)``, 1 at 0.
+
+    >>> import pylucid
+    >>> pylucid.sinc(pylucid.tensor([0.0, 0.5]))
+    tensor([1.0000, 0.6366])
+    """
+    return _unary(Sinc, "sinc", input)
+
+
+class Ndtr(Op):
+    """Standard normal CDF ``Phi(x)``; ``dx = exp(-x^2/2) / sqrt(2 pi) g``."""
+
+    schema = OpSchema("ndtr", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
+
+    @staticmethod
+    def forward(be, x):
+        return _sp(be, "ndtr", x)
+
+    def backward(self, g):
+        from .elementwise import exp, mul, square
+
+        return mul(g, mul(exp(mul(square(self.input(0)), -0.5)), 1.0 / _SQRT_2PI))
+
+
+class LogNdtr(Op):
+    """``log Phi(x)``, accurate in the far left tail; ``dx = exp(-x^2/2 - log Phi(x)) / sqrt(2 pi) g``."""
+
+    schema = OpSchema("log_ndtr", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
+                      family="special")
+
+    @staticmethod
+    def forward(be, x):
+        return _sp(be, "log_ndtr", x)
+
+    def backward(self, g):
+        from .elementwise import exp, mul, square, sub
+
+        x = self.input(0)
+        return mul(g, mul(exp(sub(mul(square(x), -0.5), self.output())), 1.0 / _SQRT_2PI))
+
+
+def ndtr(input: Tensor) -> Tensor:
+    """Standard normal CDF (``pylucid.special.ndtr``)."""
+    return _unary(Ndtr, "ndtr", input)
+
+
+def log_ndtr(input: Tensor) -> Tensor:
+    """Log of the standard normal CDF (``pylucid.special.log_ndtr``), finite far into the left tail."""
+    return _unary(LogNdtr, "log_ndtr", input)
+
+
+# ------------------------------------------------------------------------------------------ xlogy / xlog1py
+def _same_kind(be, x, y):
+    """Python scalars take the tensor's dtype (weak scalars: ``log`` of a bare float must not widen it)."""
+    if not hasattr(x, "dtype"):
+        x = be.asarray(x, dtype=y.dtype)
+    if not hasattr(y, "dtype"):
+        y = be.asarray(y, dtype=x.dtype)
+    return x, y
+
+
+class _XLogFamily(Op):
+    """``y = x * f(y)`` with ``y = 0`` where ``x == 0`` (unless the other operand is NaN).
+
+    ``dx = f(other)``, zeroed where ``x == 0`` and ``other`` is outside
+    ``f``'s domain (as PyTorch); ``d other = x f'(other)``. The mask is
+    piecewise constant, so it is a constant of the graph formula.
+    """
+
+    _edge = 0.0
+
+    @classmethod
+    def _f(cls, t):
+        raise NotImplementedError
+
+    @classmethod
+    def _df(cls, x, t):
+        raise NotImplementedError
+
+    def backward(self, g):
+        from .elementwise import mul, sum_to_size
+        from .indexing import where
+
+        x, other = self.input(0), self.input(1)
+        sx, so = self.shapes
+        ex, eo = self.next_edges
+        gx = go = None
+        if ex is not None:
+            # PyTorch: f(other) g, zeroed where x == 0 and other is outside f's domain
+            be = self.device.backend
+            xd = x._data if sx is not None else be.asarray(x)
+            od = other._data if so is not None else be.asarray(other)
+            dead = _const(be.broadcast_to((xd == 0) & (od <= self._edge), be.broadcast_shapes(xd.shape, od.shape)),
+                          self.device)
+            safe = where(dead, 1.0, other) if so is not None else other
+            gx = sum_to_size(where(dead, 0.0, mul(g, self._f(safe))), sx)
+        if eo is not None:
+            go = sum_to_size(mul(g, self._df(x, other)), so)
+        return gx, go
+
+
+class Xlogy(_XLogFamily):
+    """``y = x log(other)``, 0 where ``x == 0``."""
+
+    _edge = 0.0
+    schema = OpSchema("xlogy", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
+
+    @staticmethod
+    def forward(be, x, y):
+        x, y = _same_kind(be, x, y)
+        with be.errstate():
+            out = x * be.log(y)
+            return be.where((x == 0) & ~be.isnan(y), 0, out).astype(out.dtype, copy=False)
+
+    @classmethod
+    def _f(cls, t):
+        from .elementwise import log
+
+        return log(t) if isinstance(t, Tensor) else math.log(t)
+
+    @classmethod
+    def _df(cls, x, t):
+        from .elementwise import div
+
+        return div(x, t)
+
+
+class Xlog1py(_XLogFamily):
+    """``y = x log1p(other)``, 0 where ``x == 0``."""
+
+    _edge = -1.0
+    schema = OpSchema("xlog1py", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
+
+    @staticmethod
+    def forward(be, x, y):
+        x, y = _same_kind(be, x, y)
+        with be.errstate():
+            out = x * be.log1p(y)
+            return be.where((x == 0) & ~be.isnan(y), 0, out).astype(out.dtype, copy=False)
+
+    @classmethod
+    def _f(cls, t):
+        from .elementwise import add, log
+
+        return log(add(t, 1.0)) if isinstance(t, Tensor) else math.log1p(t)
+
+    @classmethod
+    def _df(cls, x, t):
+        from .elementwise import add, div
+
+        return div(x, add(t, 1.0))
+
+
+def _xlog(cls, name, input, other):
+    input, other = operand(name, input), operand(name, other)
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        raise TypeError(f"{name}: expected at least one Tensor argument, got two numbers")
+    return apply(cls, (input, other))
+
+
+def xlogy(input, other) -> Tensor:
+    """``input * log(other)``, with 0 where ``input == 0`` (unless ``other`` is NaN).
+
+    >>> import pylucid
+    >>> pylucid.xlogy(pylucid.tensor([0.0, 2.0]), pylucid.tensor([0.0, 1.0]))
+    tensor([0., 0.])
+    """
+    return _xlog(Xlogy, "xlogy", input, other)
+
+
+def xlog1py(input, other) -> Tensor:
+    """``input * log1p(other)``, with 0 where ``input == 0`` (``pylucid.special.xlog1py``)."""
+    return _xlog(Xlog1py, "xlog1py", input, other)
+
+
+def _install():
+    for name in ("softmax", "log_softmax", "erfc", "lgamma", "digamma", "polygamma", "i0", "xlogy", "sinc"):
+        setattr(Tensor, name, globals()[name])
+    Tensor.polygamma = lambda self, n: polygamma(n, self)
+
+
+_install()

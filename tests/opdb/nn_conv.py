@@ -1,3 +1,231 @@
-"""Op-database entries (being written)."""
+"""Op-database entries for the convolution, pooling and resampling ops (issue 4, nn part 2).
 
-ENTRIES: list = []
+Samples are small (gradcheck perturbs every element in float64); each op has
+strided / padded / dilated / grouped variants, a non-contiguous input, an
+unbatched input and an empty batch where PyTorch accepts one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch.nn.functional as F
+
+import pylucid as pl
+from pylucid.errors import ShapeMismatch
+from tests.opdb import ErrorInput, OpEntry, Sample, rng
+
+
+def U(*shape, seed=0):
+    return rng(seed).uniform(-2.0, 2.0, size=shape)
+
+
+def NC(*shape, seed=0):
+    """A non-contiguous array: the batch and channel dims swapped in memory."""
+    return np.swapaxes(U(shape[1], shape[0], *shape[2:], seed=seed), 0, 1)
+
+
+def distinct(*shape, seed=0):
+    """Values without ties (max pooling is not differentiable at ties)."""
+    n = int(np.prod(shape))
+    return (rng(seed).permutation(n).reshape(shape) - n / 2) / 7.0
+
+
+def _conv_samples(nd):
+    sp = {1: (7,), 2: (5, 4), 3: (4, 3, 3)}[nd]
+    k = {1: (3,), 2: (3, 2), 3: (2, 2, 2)}[nd]
+
+    def f():
+        return [
+            Sample((U(2, 2, *sp), U(3, 2, *k, seed=1), U(3, seed=2)), name="bias"),
+            Sample((U(1, 2, *sp), U(2, 2, *k, seed=1)), {"stride": 2, "padding": 1}, "stride-pad-nobias"),
+            Sample((U(1, 4, *sp), U(4, 2, *k, seed=1), U(4, seed=2)), {"groups": 2, "dilation": 2, "padding": 2},
+                   "groups-dilation"),
+            Sample((U(1, 2, *sp), U(2, 2, *k, seed=1)), {"padding": "same"}, "same"),
+            Sample((U(1, 2, *sp), U(2, 2, *k, seed=1)), {"padding": "valid"}, "valid"),
+            Sample((NC(2, 2, *sp), U(2, 2, *k, seed=1)), name="noncontig"),
+            Sample((U(2, *sp), U(2, 2, *k, seed=1)), name="unbatched"),
+            Sample((U(0, 2, *sp), U(2, 2, *k, seed=1), U(2, seed=2)), name="empty-batch"),
+        ]
+    return f
+
+
+def _conv_errors(nd):
+    sp = {1: (7,), 2: (5, 4), 3: (4, 3, 3)}[nd]
+    k = {1: (3,), 2: (3, 2), 3: (2, 2, 2)}[nd]
+    name = f"conv{nd}d"
+
+    def f():
+        return [
+            ErrorInput((U(1, 3, *sp), U(2, 2, *k)), exc=ShapeMismatch, match=f"{name}: expected input with 2 channels"),
+            ErrorInput((U(1, 2, *sp), U(2, 2, *k)), {"padding": "same", "stride": 2}, ValueError, "same"),
+            ErrorInput((U(1, 2, *sp), U(2, 2, *k)), {"padding": "full"}, ValueError, "invalid padding string"),
+            ErrorInput((U(*k), U(2, 2, *k)), {}, ShapeMismatch, f"{name}: expected a {nd + 1}-d"),
+        ]
+    return f
+
+
+def _conv_t_samples(nd):
+    sp = {1: (4,), 2: (3, 2), 3: (2, 2, 2)}[nd]
+    k = {1: (3,), 2: (2, 3), 3: (2, 2, 1)}[nd]
+
+    def f():
+        return [
+            Sample((U(2, 2, *sp), U(2, 3, *k, seed=1), U(3, seed=2)), name="bias"),
+            Sample((U(1, 2, *sp), U(2, 2, *k, seed=1)), {"stride": 2, "padding": 1, "output_padding": 1},
+                   "stride-outpad"),
+            Sample((U(1, 4, *sp), U(4, 1, *k, seed=1), U(2, seed=2)), {"groups": 2, "dilation": 2}, "groups-dilation"),
+            Sample((NC(2, 2, *sp), U(2, 2, *k, seed=1)), name="noncontig"),
+            Sample((U(2, *sp), U(2, 2, *k, seed=1)), name="unbatched"),
+        ]
+    return f
+
+
+def _pool_samples(nd, maxpool):
+    sp = {1: (9,), 2: (5, 6), 3: (4, 4, 3)}[nd]
+    X = distinct if maxpool else U
+
+    def f():
+        out = [
+            Sample((X(2, 2, *sp),), {"kernel_size": 2}, "k2"),
+            Sample((X(1, 2, *sp, seed=1),), {"kernel_size": 3, "stride": 2, "padding": 1}, "stride-pad"),
+            Sample((X(1, 2, *sp, seed=2),), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+                   "ceil"),
+            Sample((X(2, *sp, seed=3),), {"kernel_size": 2, "stride": 1}, "unbatched-overlap"),
+            Sample((np.swapaxes(X(2, 1, *sp, seed=4), 0, 1),), {"kernel_size": 2}, "noncontig"),
+        ]
+        if maxpool:
+            out += [
+                Sample((X(1, 2, *sp, seed=5),), {"kernel_size": 2, "dilation": 2, "return_indices": True},
+                       "dilation-indices"),
+                Sample((np.ones((1, 1) + sp),), {"kernel_size": 2, "stride": 1}, "ties", gradcheck=False),
+                Sample((np.where(np.arange(np.prod(sp)).reshape((1, 1) + sp) % 4 == 1, np.nan, 1.0),),
+                       {"kernel_size": 2, "return_indices": True}, "nan", gradcheck=False),
+            ]
+        else:
+            out += [
+                Sample((X(1, 2, *sp, seed=5),), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True,
+                                                 "count_include_pad": False}, "exclude-pad"),
+            ]
+            if nd > 1:
+                out.append(Sample((X(1, 2, *sp, seed=6),), {"kernel_size": 2, "padding": 1, "divisor_override": 3},
+                                  "divisor-override"))
+        return out
+    return f
+
+
+def _pool_errors(nd, name):
+    sp = {1: (9,), 2: (5, 6), 3: (4, 4, 3)}[nd]
+
+    def f():
+        return [
+            ErrorInput((U(1, 2, *sp),), {"kernel_size": 2, "padding": 2}, ValueError, f"{name}: padding should be"),
+            ErrorInput((U(*sp),) if nd > 1 else (U(9),), {"kernel_size": 2}, ShapeMismatch, name),
+            ErrorInput((U(1, 1, *sp),), {"kernel_size": 20}, ShapeMismatch, f"{name}: input spatial size"),
+        ]
+    return f
+
+
+def _interp_entry(name, nd, mode, dtypes=("float32", "float64")):
+    sp = {1: (5,), 2: (4, 3), 3: (3, 2, 3)}[nd]
+    is_linear = mode == "linear"
+
+    def samples():
+        out = [
+            Sample((U(2, 2, *sp),), {"size": tuple(s + 2 for s in sp)}, "up-size"),
+            Sample((U(1, 2, *sp, seed=1),), {"scale_factor": 1.7}, "scale-factor"),
+            Sample((U(1, 2, *sp, seed=2),), {"size": tuple(max(1, s - 1) for s in sp)}, "down-size"),
+            Sample((np.swapaxes(U(2, 1, *sp, seed=3), 0, 1),), {"scale_factor": 2}, "noncontig"),
+        ]
+        if is_linear:
+            out.append(Sample((U(1, 2, *sp, seed=4),), {"size": tuple(s + 3 for s in sp), "align_corners": True},
+                              "align-corners"))
+            out.append(Sample((U(1, 1, *sp, seed=5),), {"size": (1,) * nd, "align_corners": True}, "align-size1"))
+        else:
+            out.append(Sample((U(1, 2, *sp, seed=4),), {"scale_factor": 1.5, "exact": True}, "nearest-exact"))
+        return out
+
+    full_mode = {1: "linear", 2: "bilinear", 3: "trilinear"}[nd] if is_linear else "nearest"
+
+    def op(x, exact=False, mode=None, **kw):
+        return pl.nn.functional.interpolate(x, mode=mode or ("nearest-exact" if exact else full_mode), **kw)
+
+    def ref(x, exact=False, mode=None, **kw):
+        return F.interpolate(x, mode=mode or ("nearest-exact" if exact else full_mode), **kw)
+
+    def errors():
+        return [ErrorInput((U(1, 1, *sp),), {}, ValueError, "interpolate: exactly one of size or scale_factor"),
+                ErrorInput((U(1, 1, *sp),), {"size": 3, "mode": "bicubic"}, NotImplementedError, "bicubic")]
+
+    return OpEntry(name, op, ref, samples, dtypes=dtypes, error_inputs=errors if nd == 2 else lambda: [])
+
+
+def _adaptive_samples(nd, maxpool):
+    sp = {1: (7,), 2: (5, 7), 3: (4, 3, 5)}[nd]
+    X = distinct if maxpool else U
+
+    def f():
+        out = [
+            Sample((X(2, 2, *sp),), {"output_size": 3}, "overlapping"),
+            Sample((X(1, 2, *sp, seed=1),), {"output_size": 1}, "global"),
+            Sample((X(2, *sp, seed=2),), {"output_size": tuple(s + 1 for s in sp)}, "unbatched-up"),
+            Sample((np.swapaxes(X(2, 1, *sp, seed=3), 0, 1),), {"output_size": 2}, "noncontig"),
+        ]
+        if nd > 1:
+            out.append(Sample((X(1, 1, *sp, seed=4),), {"output_size": (None,) + (2,) * (nd - 1)}, "none-keeps"))
+        if maxpool:
+            out.append(Sample((X(1, 1, *sp, seed=5),), {"output_size": 2, "return_indices": True}, "indices"))
+        return out
+    return f
+
+
+def _adaptive_errors(nd, name):
+    return lambda: [ErrorInput((U(1, 1, 0, *(3,) * (nd - 1)),), {"output_size": 2}, ShapeMismatch,
+                               f"{name}: expected a non-empty input")]
+
+
+ENTRIES = [
+    OpEntry("unfold", pl.unfold, F.unfold,
+            lambda: [Sample((U(2, 2, 4, 3),), {"kernel_size": 2}, "k2"),
+                     Sample((U(1, 2, 5, 4),), {"kernel_size": (2, 3), "dilation": (2, 1), "padding": 1, "stride": 2},
+                            "all-args"),
+                     Sample((U(2, 4, 3),), {"kernel_size": 2, "stride": 1}, "unbatched"),
+                     Sample((NC(2, 2, 3, 4),), {"kernel_size": 2, "padding": (1, 0)}, "noncontig"),
+                     Sample((U(0, 2, 3, 3),), {"kernel_size": 2}, "empty-batch")],
+            error_inputs=lambda: [ErrorInput((U(1, 1, 2, 2),), {"kernel_size": 3}, ShapeMismatch, "unfold: input"),
+                                  ErrorInput((U(4),), {"kernel_size": 1}, ShapeMismatch, "unfold: expected a 3-d")]),
+    OpEntry("fold", pl.fold, F.fold,
+            lambda: [Sample((U(2, 8, 6),), {"output_size": (3, 4), "kernel_size": 2}, "k2"),
+                     Sample((U(1, 12, 12),), {"output_size": (5, 6), "kernel_size": 2, "padding": 1, "stride": 2},
+                            "pad-stride"),
+                     Sample((U(8, 4),), {"output_size": (4, 3), "kernel_size": (2, 2), "dilation": (2, 1)},
+                            "unbatched-dilation"),
+                     Sample((np.swapaxes(U(6, 8, 2), 0, 2).copy().swapaxes(1, 2)[:2].swapaxes(1, 2),),
+                            {"output_size": (3, 4), "kernel_size": 2}, "noncontig")],
+            error_inputs=lambda: [ErrorInput((U(1, 7, 6),), {"output_size": (3, 4), "kernel_size": 2}, ShapeMismatch,
+                                             "divisible"),
+                                  ErrorInput((U(1, 8, 5),), {"output_size": (3, 4), "kernel_size": 2}, ShapeMismatch,
+                                             "fold: given output_size")]),
+    *[OpEntry(f"conv{nd}d", getattr(pl, f"conv{nd}d"), getattr(F, f"conv{nd}d"), _conv_samples(nd),
+              error_inputs=_conv_errors(nd), atol=1e-5, rtol=1e-5) for nd in (1, 2, 3)],
+    *[OpEntry(f"conv_transpose{nd}d", getattr(pl, f"conv_transpose{nd}d"), getattr(F, f"conv_transpose{nd}d"),
+              _conv_t_samples(nd), atol=1e-5, rtol=1e-5,
+              error_inputs=lambda nd=nd: [ErrorInput((U(1, 2, *(3,) * nd), U(2, 2, *(2,) * nd)),
+                                                     {"stride": 2, "output_padding": 2}, ValueError, "output_padding")])
+      for nd in (1, 2, 3)],
+    *[OpEntry(f"max_pool{nd}d", getattr(pl, f"max_pool{nd}d"), getattr(F, f"max_pool{nd}d"), _pool_samples(nd, True),
+              error_inputs=_pool_errors(nd, f"max_pool{nd}d")) for nd in (1, 2, 3)],
+    *[OpEntry(f"avg_pool{nd}d", getattr(pl, f"avg_pool{nd}d"), getattr(F, f"avg_pool{nd}d"), _pool_samples(nd, False),
+              error_inputs=_pool_errors(nd, f"avg_pool{nd}d")) for nd in (1, 2, 3)],
+    *[OpEntry(f"adaptive_avg_pool{nd}d", getattr(pl, f"adaptive_avg_pool{nd}d"), getattr(F, f"adaptive_avg_pool{nd}d"),
+              _adaptive_samples(nd, False), error_inputs=_adaptive_errors(nd, f"adaptive_avg_pool{nd}d"))
+      for nd in (1, 2, 3)],
+    *[OpEntry(f"adaptive_max_pool{nd}d", getattr(pl, f"adaptive_max_pool{nd}d"), getattr(F, f"adaptive_max_pool{nd}d"),
+              _adaptive_samples(nd, True), error_inputs=_adaptive_errors(nd, f"adaptive_max_pool{nd}d"))
+      for nd in (1, 2)],
+    _interp_entry("interpolate_nearest_1d", 1, "nearest"),
+    _interp_entry("interpolate_nearest_2d", 2, "nearest"),
+    _interp_entry("interpolate_nearest_3d", 3, "nearest"),
+    _interp_entry("interpolate_linear", 1, "linear"),
+    _interp_entry("interpolate_bilinear", 2, "linear"),
+    _interp_entry("interpolate_trilinear", 3, "linear"),
+]

@@ -1,0 +1,525 @@
+"""Fused kernels for the CUDA backend, and the portable array-module versions they must match.
+
+Two halves, kept side by side so the semantics live in one place:
+
+* **Reference implementations** (``*_ref`` functions) written against an array
+  module ``xp`` (NumPy or CuPy). They are the portable fallback the base
+  backend uses on the CPU, and the oracle the GPU tests compare each kernel to.
+* **CUDA kernels** (CuPy ``RawKernel``/``ElementwiseKernel``), compiled lazily on
+  first use and cached per dtype and device. This module never imports CuPy at
+  import time.
+
+Kernels compute in the array's own precision for float32/float64. float16 and
+bfloat16 inputs are converted to float32 by the backend methods, computed, and
+rounded back once (PyTorch's CUDA kernels also accumulate half types in
+float32); a native half path is a later optimisation, not a semantic change.
+
+Every row-wise kernel (softmax, layer norm, cross-entropy) runs one thread
+block per row over a C-contiguous ``(rows, cols)`` view, with warp-shuffle
+block reductions; the reduction order is fixed, so they are deterministic.
+The atomic embedding backward is not (see ``embedding_backward``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# ---------------------------------------------------------------------------
+# reference implementations (xp = numpy or cupy)
+# ---------------------------------------------------------------------------
+
+
+def softmax_ref(xp, x, log: bool = False):
+    """Softmax (or log-softmax) over the last axis, max-subtracted for stability."""
+    m = xp.max(x, axis=-1, keepdims=True)
+    z = x - m
+    s = xp.sum(xp.exp(z), axis=-1, keepdims=True)
+    return z - xp.log(s) if log else xp.exp(z) / s
+
+
+def softmax_backward_ref(xp, y, g, log: bool = False):
+    """Gradient of softmax/log-softmax given the saved output ``y`` and the incoming ``g``.
+
+    softmax: ``dx = y * (g - sum(g * y))``; log-softmax: ``dx = g - exp(y) * sum(g)``.
+    """
+    if log:
+        return g - xp.exp(y) * xp.sum(g, axis=-1, keepdims=True)
+    return y * (g - xp.sum(g * y, axis=-1, keepdims=True))
+
+
+def layer_norm_ref(xp, x, weight, bias, eps: float):
+    """Layer norm over the last axis: ``(y, mean, rstd)`` with biased variance (as PyTorch).
+
+    ``mean``/``rstd`` have shape ``x.shape[:-1]``; ``weight``/``bias`` may be None.
+    """
+    mean = xp.mean(x, axis=-1)
+    xc = x - mean[..., None]
+    var = xp.mean(xc * xc, axis=-1)
+    rstd = 1.0 / xp.sqrt(var + eps)
+    y = xc * rstd[..., None]
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y, mean, rstd
+
+
+def layer_norm_backward_ref(xp, g, x, mean, rstd, weight):
+    """``(dx, dweight, dbias)`` of layer norm; ``dweight``/``dbias`` are None when ``weight`` is None.
+
+    With ``xhat = (x - mean) * rstd`` and ``dxhat = g * weight``:
+    ``dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))``,
+    ``dweight = sum_rows(g * xhat)``, ``dbias = sum_rows(g)``.
+    """
+    xhat = (x - mean[..., None]) * rstd[..., None]
+    dxhat = g * weight if weight is not None else g
+    n = x.shape[-1]
+    a = xp.sum(dxhat, axis=-1, keepdims=True) / n
+    b = xp.sum(dxhat * xhat, axis=-1, keepdims=True) / n
+    dx = rstd[..., None] * (dxhat - a - xhat * b)
+    if weight is None:
+        return dx, None, None
+    lead = tuple(range(x.ndim - 1))
+    return dx, xp.sum(g * xhat, axis=lead), xp.sum(g, axis=lead)
+
+
+def cross_entropy_ref(xp, logits, target, ignore_index: int = -100):
+    """Per-row cross-entropy of ``(rows, classes)`` logits against integer targets.
+
+    Returns ``(loss, lse)``: ``loss[r] = logsumexp(logits[r]) - logits[r, target[r]]``, 0 where
+    ``target[r] == ignore_index``; ``lse`` (the row log-sum-exp) is what the backward needs.
+    """
+    m = xp.max(logits, axis=-1, keepdims=True)
+    lse = (m + xp.log(xp.sum(xp.exp(logits - m), axis=-1, keepdims=True)))[:, 0]
+    valid = target != ignore_index
+    safe = xp.where(valid, target, 0).astype(np.int64)
+    picked = xp.take_along_axis(logits, safe[:, None], axis=1)[:, 0]
+    loss = xp.where(valid, lse - picked, xp.zeros((), dtype=logits.dtype))
+    return loss.astype(logits.dtype), lse.astype(logits.dtype)
+
+
+def cross_entropy_backward_ref(xp, g, logits, lse, target, ignore_index: int = -100):
+    """``dlogits = g[r] * (softmax(logits[r]) - onehot(target[r]))``, zero rows where ignored."""
+    p = xp.exp(logits - lse[:, None])
+    valid = target != ignore_index
+    safe = xp.where(valid, target, 0).astype(np.int64)
+    onehot = (xp.arange(logits.shape[1])[None, :] == safe[:, None]).astype(logits.dtype)
+    gr = xp.where(valid, g, xp.zeros((), dtype=g.dtype))
+    return (gr[:, None] * (p - onehot)).astype(logits.dtype)
+
+
+def embedding_backward_ref(xp, g, indices, num_weights: int, padding_idx: int | None = None):
+    """``dweight[k] = sum of g rows whose index is k`` (``padding_idx`` rows get no gradient).
+
+    ``g`` has shape ``indices.shape + (dim,)``. Deterministic (``add.at`` on NumPy is sequential).
+    """
+    dim = g.shape[-1]
+    flat_idx = indices.reshape(-1).astype(np.int64)
+    flat_g = g.reshape(-1, dim)
+    out = xp.zeros((num_weights, dim), dtype=g.dtype)
+    if padding_idx is not None:
+        keep = flat_idx != padding_idx
+        flat_idx, flat_g = flat_idx[keep], flat_g[keep]
+    xp.add.at(out, flat_idx, flat_g)
+    return out
+
+
+def adam_step_ref(xp, params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float, beta2: float,
+                  eps: float, weight_decay: float = 0.0, decoupled: bool = False, maximize: bool = False) -> None:
+    """One Adam (``decoupled=False``) or AdamW (``decoupled=True``) step, in place, for every tensor.
+
+    Same arithmetic as PyTorch's single-tensor implementation (``step`` already incremented)::
+
+        g = -g if maximize
+        Adam:  g = g + wd * p            AdamW: p = p * (1 - lr * wd)
+        m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g * g
+        p = p - lr / (1 - b1**step) * m / (sqrt(v) / sqrt(1 - b2**step) + eps)
+    """
+    bc1 = 1.0 - beta1 ** step
+    bc2_sqrt = math.sqrt(1.0 - beta2 ** step)
+    for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+        if maximize:
+            g = -g
+        if weight_decay != 0:
+            if decoupled:
+                p *= 1.0 - lr * weight_decay
+            else:
+                g = g + weight_decay * p
+        m *= beta1
+        m += (1.0 - beta1) * g
+        v *= beta2
+        v += (1.0 - beta2) * g * g
+        p -= (lr / bc1) * m / (xp.sqrt(v) / bc2_sqrt + eps)
+
+
+_SQRT1_2 = 0.7071067811865476
+_SQRT_2_OVER_PI = 0.7978845608028654
+_ACTS = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
+
+
+def _erf(xp, z):
+    if xp is np:
+        import scipy.special
+
+        return scipy.special.erf(z)
+    import cupyx.scipy.special
+
+    return cupyx.scipy.special.erf(z)
+
+
+def bias_act_ref(xp, x, bias, act: str = "relu"):
+    """``act(x + bias)``; ``bias`` broadcasts over the last axis (or is None).
+
+    ``act``: ``"none"``, ``"relu"``, ``"gelu"`` (exact, erf) or ``"gelu_tanh"`` (PyTorch's
+    ``approximate="tanh"``).
+    """
+    z = x + bias if bias is not None else x
+    if act == "none":
+        return z
+    if act == "relu":
+        return xp.maximum(z, 0)  # NaN propagates, as torch.relu
+    if act == "gelu":
+        return 0.5 * z * (1.0 + _erf(xp, z * _SQRT1_2))
+    if act == "gelu_tanh":
+        return 0.5 * z * (1.0 + xp.tanh(_SQRT_2_OVER_PI * (z + 0.044715 * z * z * z)))
+    raise ValueError(f"bias_act: unknown activation {act!r}; accepted: {sorted(_ACTS)}")
+
+
+def bias_act_backward_ref(xp, g, x, bias, act: str = "relu"):
+    """``dz = g * act'(x + bias)``: the gradient for ``x``; ``dbias`` is ``dz`` summed over leading axes."""
+    z = x + bias if bias is not None else x
+    if act == "none":
+        return g
+    if act == "relu":
+        return g * (z > 0)
+    if act == "gelu":
+        cdf = 0.5 * (1.0 + _erf(xp, z * _SQRT1_2))
+        pdf = xp.exp(-0.5 * z * z) * 0.3989422804014327
+        return g * (cdf + z * pdf)
+    if act == "gelu_tanh":
+        u = _SQRT_2_OVER_PI * (z + 0.044715 * z * z * z)
+        t = xp.tanh(u)
+        return g * (0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * z * z))
+    raise ValueError(f"bias_act_backward: unknown activation {act!r}; accepted: {sorted(_ACTS)}")
+
+
+# ---------------------------------------------------------------------------
+# CUDA sources (``scalar_t`` is replaced by float or double at compile time)
+# ---------------------------------------------------------------------------
+
+_COMMON = r"""
+#define NEG_INF ((scalar_t)__int_as_float(0xff800000))
+__device__ __forceinline__ scalar_t warp_sum(scalar_t v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    return v;
+}
+__device__ __forceinline__ scalar_t warp_max(scalar_t v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffff, v, o));
+    return v;
+}
+// block-wide reductions; blockDim.x is a multiple of 32, result broadcast to all threads
+__device__ scalar_t block_sum(scalar_t v, scalar_t* sh) {
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        v = (lane < nw) ? sh[lane] : (scalar_t)0;
+        v = warp_sum(v);
+        if (lane == 0) sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+__device__ scalar_t block_max(scalar_t v, scalar_t* sh) {
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        v = (lane < nw) ? sh[lane] : NEG_INF;
+        v = warp_max(v);
+        if (lane == 0) sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+"""
+
+_SOURCES = {
+    "softmax_fwd": r"""
+extern "C" __global__ void softmax_fwd(const scalar_t* __restrict__ x, scalar_t* __restrict__ y,
+                                       long long cols, int log_mode) {
+    __shared__ scalar_t sh[32];
+    const scalar_t* xr = x + (long long)blockIdx.x * cols;
+    scalar_t* yr = y + (long long)blockIdx.x * cols;
+    scalar_t m = NEG_INF;
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) m = fmax(m, xr[j]);
+    m = block_max(m, sh);
+    // a NaN anywhere in the row makes the sum NaN, so the whole row is NaN (as PyTorch)
+    scalar_t s = 0;
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) s += exp(xr[j] - m);
+    s = block_sum(s, sh);
+    if (log_mode) {
+        scalar_t ls = log(s);
+        for (long long j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = (xr[j] - m) - ls;
+    } else {
+        scalar_t inv = (scalar_t)1 / s;
+        for (long long j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = exp(xr[j] - m) * inv;
+    }
+}
+""",
+    "softmax_bwd": r"""
+extern "C" __global__ void softmax_bwd(const scalar_t* __restrict__ y, const scalar_t* __restrict__ g,
+                                       scalar_t* __restrict__ dx, long long cols, int log_mode) {
+    __shared__ scalar_t sh[32];
+    long long off = (long long)blockIdx.x * cols;
+    const scalar_t* yr = y + off; const scalar_t* gr = g + off; scalar_t* dr = dx + off;
+    scalar_t s = 0;
+    if (log_mode) {
+        for (long long j = threadIdx.x; j < cols; j += blockDim.x) s += gr[j];
+        s = block_sum(s, sh);
+        for (long long j = threadIdx.x; j < cols; j += blockDim.x) dr[j] = gr[j] - exp(yr[j]) * s;
+    } else {
+        for (long long j = threadIdx.x; j < cols; j += blockDim.x) s += gr[j] * yr[j];
+        s = block_sum(s, sh);
+        for (long long j = threadIdx.x; j < cols; j += blockDim.x) dr[j] = yr[j] * (gr[j] - s);
+    }
+}
+""",
+    "layer_norm_fwd": r"""
+extern "C" __global__ void layer_norm_fwd(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
+                                          const scalar_t* __restrict__ b, scalar_t* __restrict__ y,
+                                          scalar_t* __restrict__ mean_out, scalar_t* __restrict__ rstd_out,
+                                          long long cols, scalar_t eps, int has_w, int has_b) {
+    __shared__ scalar_t sh[32];
+    const scalar_t* xr = x + (long long)blockIdx.x * cols;
+    scalar_t* yr = y + (long long)blockIdx.x * cols;
+    // two passes over the row (mean, then centred second moment): no cancellation
+    scalar_t s = 0;
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) s += xr[j];
+    scalar_t mean = block_sum(s, sh) / (scalar_t)cols;
+    scalar_t q = 0;
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) { scalar_t d = xr[j] - mean; q += d * d; }
+    scalar_t var = block_sum(q, sh) / (scalar_t)cols;
+    scalar_t rstd = (scalar_t)1 / sqrt(var + eps);
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+        scalar_t v = (xr[j] - mean) * rstd;
+        if (has_w) v *= w[j];
+        if (has_b) v += b[j];
+        yr[j] = v;
+    }
+    if (threadIdx.x == 0) { mean_out[blockIdx.x] = mean; rstd_out[blockIdx.x] = rstd; }
+}
+""",
+    "layer_norm_bwd": r"""
+extern "C" __global__ void layer_norm_bwd(const scalar_t* __restrict__ g, const scalar_t* __restrict__ x,
+                                          const scalar_t* __restrict__ w, const scalar_t* __restrict__ mean,
+                                          const scalar_t* __restrict__ rstd, scalar_t* __restrict__ dx,
+                                          long long cols, int has_w) {
+    __shared__ scalar_t sh[32];
+    long long off = (long long)blockIdx.x * cols;
+    const scalar_t* gr = g + off; const scalar_t* xr = x + off; scalar_t* dr = dx + off;
+    scalar_t mu = mean[blockIdx.x], rs = rstd[blockIdx.x];
+    scalar_t a = 0, b = 0;
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+        scalar_t dxh = has_w ? gr[j] * w[j] : gr[j];
+        a += dxh;
+        b += dxh * (xr[j] - mu) * rs;
+    }
+    a = block_sum(a, sh) / (scalar_t)cols;
+    b = block_sum(b, sh) / (scalar_t)cols;
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+        scalar_t dxh = has_w ? gr[j] * w[j] : gr[j];
+        dr[j] = rs * (dxh - a - (xr[j] - mu) * rs * b);
+    }
+}
+""",
+    "cross_entropy_fwd": r"""
+extern "C" __global__ void cross_entropy_fwd(const scalar_t* __restrict__ logits, const long long* __restrict__ target,
+                                             scalar_t* __restrict__ loss, scalar_t* __restrict__ lse_out,
+                                             long long cols, long long ignore_index) {
+    __shared__ scalar_t sh[32];
+    const scalar_t* xr = logits + (long long)blockIdx.x * cols;
+    scalar_t m = NEG_INF;
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) m = fmax(m, xr[j]);
+    m = block_max(m, sh);
+    scalar_t s = 0;
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) s += exp(xr[j] - m);
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) {
+        scalar_t lse = m + log(s);
+        long long t = target[blockIdx.x];
+        scalar_t l;
+        if (t == ignore_index) l = 0;
+        else if (t < 0 || t >= cols) l = (scalar_t)__int_as_float(0x7fc00000);  // NaN, never read out of bounds
+        else l = lse - xr[t];
+        loss[blockIdx.x] = l;
+        lse_out[blockIdx.x] = lse;
+    }
+}
+""",
+    "cross_entropy_bwd": r"""
+extern "C" __global__ void cross_entropy_bwd(const scalar_t* __restrict__ g, const scalar_t* __restrict__ logits,
+                                             const scalar_t* __restrict__ lse, const long long* __restrict__ target,
+                                             scalar_t* __restrict__ dx, long long cols, long long ignore_index,
+                                             long long n) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long r = i / cols, c = i - r * cols;
+        long long t = target[r];
+        if (t == ignore_index) { dx[i] = 0; continue; }
+        scalar_t p = exp(logits[i] - lse[r]);
+        dx[i] = g[r] * (p - (c == t ? (scalar_t)1 : (scalar_t)0));
+    }
+}
+""",
+    "embedding_bwd_atomic": r"""
+extern "C" __global__ void embedding_bwd_atomic(const scalar_t* __restrict__ g, const long long* __restrict__ idx,
+                                                scalar_t* __restrict__ dw, long long dim, long long n,
+                                                long long padding_idx) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long r = i / dim, c = i - r * dim;
+        long long k = idx[r];
+        if (k != padding_idx) atomicAdd(&dw[k * dim + c], g[i]);
+    }
+}
+""",
+    "embedding_bwd_sorted": r"""
+// one thread per (distinct index, column): sums that index's rows in a fixed (stable-sorted) order
+extern "C" __global__ void embedding_bwd_sorted(const scalar_t* __restrict__ g, const long long* __restrict__ order,
+                                                const long long* __restrict__ seg_start,
+                                                const long long* __restrict__ sorted_idx, scalar_t* __restrict__ dw,
+                                                long long nseg, long long dim, long long nrows,
+                                                long long padding_idx) {
+    long long n = nseg * dim;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long s = i / dim, c = i - s * dim;
+        long long start = seg_start[s], end = (s + 1 < nseg) ? seg_start[s + 1] : nrows;
+        long long k = sorted_idx[start];
+        if (k == padding_idx) continue;
+        scalar_t acc = 0;
+        for (long long p = start; p < end; ++p) acc += g[order[p] * dim + c];
+        dw[k * dim + c] = acc;
+    }
+}
+""",
+    "adam_multi": r"""
+// multi-tensor Adam/AdamW: one launch for a whole parameter group. Each block owns one
+// (tensor, chunk) pair of the chunk table; pointers travel as 64-bit integers.
+extern "C" __global__ void adam_multi(const unsigned long long* __restrict__ p_ptr,
+                                      const unsigned long long* __restrict__ g_ptr,
+                                      const unsigned long long* __restrict__ m_ptr,
+                                      const unsigned long long* __restrict__ v_ptr,
+                                      const long long* __restrict__ sizes, const int* __restrict__ chunk_tensor,
+                                      const long long* __restrict__ chunk_start, long long chunk,
+                                      scalar_t lr, scalar_t b1, scalar_t b2, scalar_t eps, scalar_t wd,
+                                      scalar_t bc1, scalar_t bc2_sqrt, int decoupled, int maximize) {
+    int t = chunk_tensor[blockIdx.x];
+    long long start = chunk_start[blockIdx.x];
+    long long end = start + chunk;
+    if (end > sizes[t]) end = sizes[t];
+    scalar_t* p = (scalar_t*)p_ptr[t];
+    const scalar_t* g = (const scalar_t*)g_ptr[t];
+    scalar_t* m = (scalar_t*)m_ptr[t];
+    scalar_t* v = (scalar_t*)v_ptr[t];
+    scalar_t step_size = lr / bc1;
+    for (long long i = start + threadIdx.x; i < end; i += blockDim.x) {
+        scalar_t gi = maximize ? -g[i] : g[i];
+        scalar_t pi = p[i];
+        if (wd != (scalar_t)0) {
+            if (decoupled) pi *= (scalar_t)1 - lr * wd;
+            else gi += wd * pi;
+        }
+        scalar_t mi = b1 * m[i] + ((scalar_t)1 - b1) * gi;
+        scalar_t vi = b2 * v[i] + ((scalar_t)1 - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi - step_size * mi / (sqrt(vi) / bc2_sqrt + eps);
+    }
+}
+""",
+    "bias_act_fwd": r"""
+extern "C" __global__ void bias_act_fwd(const scalar_t* __restrict__ x, const scalar_t* __restrict__ bias,
+                                        scalar_t* __restrict__ y, long long ncol, long long n, int has_bias,
+                                        int act) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        scalar_t z = has_bias ? x[i] + bias[i % ncol] : x[i];
+        scalar_t r;
+        if (act == 1) r = (z != z) ? z : (z > (scalar_t)0 ? z : (scalar_t)0);
+        else if (act == 2) r = (scalar_t)0.5 * z * ((scalar_t)1 + erf(z * (scalar_t)0.7071067811865476));
+        else if (act == 3) r = (scalar_t)0.5 * z * ((scalar_t)1 + tanh((scalar_t)0.7978845608028654
+                                                         * (z + (scalar_t)0.044715 * z * z * z)));
+        else r = z;
+        y[i] = r;
+    }
+}
+""",
+    "bias_act_bwd": r"""
+extern "C" __global__ void bias_act_bwd(const scalar_t* __restrict__ g, const scalar_t* __restrict__ x,
+                                        const scalar_t* __restrict__ bias, scalar_t* __restrict__ dz,
+                                        long long ncol, long long n, int has_bias, int act) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        scalar_t z = has_bias ? x[i] + bias[i % ncol] : x[i];
+        scalar_t d;
+        if (act == 1) d = z > (scalar_t)0 ? (scalar_t)1 : (scalar_t)0;
+        else if (act == 2) {
+            scalar_t cdf = (scalar_t)0.5 * ((scalar_t)1 + erf(z * (scalar_t)0.7071067811865476));
+            d = cdf + z * exp((scalar_t)-0.5 * z * z) * (scalar_t)0.3989422804014327;
+        } else if (act == 3) {
+            scalar_t k = (scalar_t)0.7978845608028654;
+            scalar_t t = tanh(k * (z + (scalar_t)0.044715 * z * z * z));
+            d = (scalar_t)0.5 * ((scalar_t)1 + t)
+                + (scalar_t)0.5 * z * ((scalar_t)1 - t * t) * k * ((scalar_t)1 + (scalar_t)0.134145 * z * z);
+        } else d = (scalar_t)1;
+        dz[i] = g[i] * d;
+    }
+}
+""",
+    # element-wise binary op on 16-byte vectors: float4 loads/stores, one vector per thread.
+    # CuPy's generic ufunc loop moves 4 bytes per load; this is the bandwidth fix (see docs).
+    "vec_binary_f32": r"""
+extern "C" __global__ void vec_binary_f32(const float4* __restrict__ a, const float4* __restrict__ b,
+                                          float4* __restrict__ c, long long n4, int op) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n4) return;
+    float4 x = a[i], y = b[i], r;
+    if (op == 0) { r.x = x.x * y.x; r.y = x.y * y.y; r.z = x.z * y.z; r.w = x.w * y.w; }
+    else if (op == 1) { r.x = x.x + y.x; r.y = x.y + y.y; r.z = x.z + y.z; r.w = x.w + y.w; }
+    else if (op == 2) { r.x = x.x - y.x; r.y = x.y - y.y; r.z = x.z - y.z; r.w = x.w - y.w; }
+    else { r.x = x.x / y.x; r.y = x.y / y.y; r.z = x.z / y.z; r.w = x.w / y.w; }
+    c[i] = r;
+}
+""",
+}
+
+_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_cache: dict = {}
+
+
+def get_kernel(name: str, dtype=np.float32):
+    """The compiled ``RawKernel`` ``name`` for ``dtype`` (float32/float64) on the current device."""
+    import cupy
+
+    dev = cupy.cuda.runtime.getDevice()
+    dt = np.dtype(dtype)
+    key = (name, dt, dev)
+    k = _cache.get(key)
+    if k is None:
+        if name == "vec_binary_f32":
+            src = _SOURCES[name]
+        else:
+            src = (_COMMON + _SOURCES[name]).replace("scalar_t", _CTYPE[dt])
+        k = _cache[key] = cupy.RawKernel(src, name)
+    return k
+
+
+OPS_VEC = {"multiply": 0, "add": 1, "subtract": 2, "true_divide": 3}

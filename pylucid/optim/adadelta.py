@@ -1,0 +1,85 @@
+"""Adadelta."""
+
+from __future__ import annotations
+
+from ..creation import zeros_like
+from ..ops import add, div, mul, neg, sqrt
+from .optimizer import Optimizer, _addcmul, _step_no_grad, _to_scalar
+
+__all__ = ["Adadelta"]
+
+
+class Adadelta(Optimizer):
+    r"""Adadelta (Zeiler), PyTorch's formulation.
+
+    .. math::
+        v_t &= \rho v_{t-1} + (1-\rho) g_t^2, \qquad
+        \Delta_t = \frac{\sqrt{u_{t-1} + \epsilon}}{\sqrt{v_t + \epsilon}}\, g_t \\
+        u_t &= \rho u_{t-1} + (1-\rho) \Delta_t^2, \qquad \theta_t = \theta_{t-1} - \gamma \Delta_t
+
+    Args:
+        params: parameters or parameter groups.
+        lr: scale applied to the delta (default 1.0).
+        rho: running-average coefficient (default 0.9).
+        eps: added inside the square roots (default 1e-6).
+        weight_decay: L2 penalty (default 0).
+        maximize: ascend the objective instead.
+        foreach, capturable, differentiable: accepted for compatibility, ignored.
+
+    State per parameter: ``step``, ``square_avg``, ``acc_delta``.
+
+    >>> import pylucid
+    >>> w = pylucid.tensor([1.0], requires_grad=True)
+    >>> opt = pylucid.optim.Adadelta([w], lr=1.0)
+    >>> (w * w).sum().backward(); opt.step(); w
+    tensor([0.9968], requires_grad=True)
+    """
+
+    def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0,
+                 foreach: bool | None = None, *, capturable: bool = False, maximize: bool = False,
+                 differentiable: bool = False) -> None:
+        if not 0.0 <= _to_scalar(lr):
+            raise ValueError(f"Adadelta: invalid learning rate {lr} (expected >= 0)")
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError(f"Adadelta: invalid rho value {rho} (expected in [0, 1])")
+        if not 0.0 <= eps:
+            raise ValueError(f"Adadelta: invalid epsilon value {eps} (expected >= 0)")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Adadelta: invalid weight_decay value {weight_decay} (expected >= 0)")
+        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                        capturable=capturable, foreach=foreach, differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+
+    @_step_no_grad
+    def step(self, closure=None):
+        """One Adadelta step; returns ``closure()``'s loss when a closure is given."""
+        loss = self._eval_closure(closure)
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            rho, eps, weight_decay, maximize = group["rho"], group["eps"], group["weight_decay"], group["maximize"]
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = 0
+                    state["square_avg"] = zeros_like(p)
+                    state["acc_delta"] = zeros_like(p)
+                state["step"] = _to_scalar(state["step"]) + 1
+                if maximize:
+                    g = neg(g)
+                if weight_decay != 0:
+                    g = add(g, mul(p, weight_decay))
+                square_avg, acc_delta = state["square_avg"], state["acc_delta"]
+                square_avg[...] = _addcmul(mul(square_avg, rho), g, g, 1 - rho)
+                std = sqrt(add(square_avg, eps))
+                delta = mul(div(sqrt(add(acc_delta, eps)), std), g)
+                acc_delta[...] = _addcmul(mul(acc_delta, rho), delta, delta, 1 - rho)
+                p[...] = add(p, mul(delta, -lr))
+        return loss

@@ -1,0 +1,94 @@
+"""Adagrad, with learning-rate decay and an initial accumulator value."""
+
+from __future__ import annotations
+
+from ..creation import full_like
+from ..ops import add, mul, neg, sqrt
+from .optimizer import Optimizer, _addcdiv, _addcmul, _step_no_grad, _to_scalar
+
+__all__ = ["Adagrad"]
+
+
+class Adagrad(Optimizer):
+    r"""Adagrad (Duchi et al.), PyTorch's formulation.
+
+    .. math::
+        \tilde\gamma_t = \frac{\gamma}{1 + (t-1)\eta}, \qquad s_t = s_{t-1} + g_t^2, \qquad
+        \theta_t = \theta_{t-1} - \tilde\gamma_t \frac{g_t}{\sqrt{s_t} + \epsilon}
+
+    Args:
+        params: parameters or parameter groups.
+        lr: learning rate (default 1e-2).
+        lr_decay: :math:`\eta` (default 0).
+        weight_decay: L2 penalty (default 0).
+        initial_accumulator_value: starting value of :math:`s` (default 0).
+        eps: added to the denominator (default 1e-10).
+        maximize: ascend the objective instead.
+        foreach, differentiable, fused: accepted for compatibility, ignored.
+
+    As in PyTorch, the state (``step``, ``sum``) is created for every
+    parameter when the optimizer is built. Sparse gradients are not supported.
+
+    >>> import pylucid
+    >>> w = pylucid.tensor([1.0, -2.0], requires_grad=True)
+    >>> opt = pylucid.optim.Adagrad([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step(); w
+    tensor([ 0.9000, -1.9000], requires_grad=True)
+    """
+
+    def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
+                 initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: bool | None = None, *,
+                 maximize: bool = False, differentiable: bool = False, fused: bool | None = None) -> None:
+        if not 0.0 <= _to_scalar(lr):
+            raise ValueError(f"Adagrad: invalid learning rate {lr} (expected >= 0)")
+        if not 0.0 <= lr_decay:
+            raise ValueError(f"Adagrad: invalid lr_decay value {lr_decay} (expected >= 0)")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Adagrad: invalid weight_decay value {weight_decay} (expected >= 0)")
+        if not 0.0 <= initial_accumulator_value:
+            raise ValueError(f"Adagrad: invalid initial_accumulator_value {initial_accumulator_value} "
+                             "(expected >= 0)")
+        if not 0.0 <= eps:
+            raise ValueError(f"Adagrad: invalid epsilon value {eps} (expected >= 0)")
+        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["step"] = 0
+                state["sum"] = full_like(p, group["initial_accumulator_value"])
+
+    def __setstate__(self, state) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+
+    @_step_no_grad
+    def step(self, closure=None):
+        """One Adagrad step; returns ``closure()``'s loss when a closure is given."""
+        loss = self._eval_closure(closure)
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            lr_decay, eps, weight_decay, maximize = group["lr_decay"], group["eps"], group["weight_decay"], \
+                group["maximize"]
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:  # a group added after construction
+                    state["step"] = 0
+                    state["sum"] = full_like(p, group["initial_accumulator_value"])
+                step = state["step"] = _to_scalar(state["step"]) + 1
+                if maximize:
+                    g = neg(g)
+                if weight_decay != 0:
+                    g = add(g, mul(p, weight_decay))
+                clr = lr / (1 + (step - 1) * lr_decay)
+                state_sum = state["sum"]
+                state_sum[...] = _addcmul(state_sum, g, g, 1)
+                std = add(sqrt(state_sum), eps)
+                p[...] = _addcdiv(p, g, std, -clr)
+        return loss

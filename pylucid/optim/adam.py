@@ -1,0 +1,147 @@
+"""Adam and AdamW (decoupled weight decay), with AMSGrad and ``maximize``."""
+
+from __future__ import annotations
+
+from ..creation import zeros_like
+from ..ops import add, div, mul, neg, sqrt
+from .optimizer import Optimizer, _addcdiv, _addcmul, _lerp, _maximum, _step_no_grad, _to_scalar
+
+__all__ = ["Adam", "AdamW"]
+
+
+def _check_adam_args(name, lr, betas, eps, weight_decay):
+    if not 0.0 <= _to_scalar(lr):
+        raise ValueError(f"{name}: invalid learning rate {lr} (expected >= 0)")
+    if not 0.0 <= eps:
+        raise ValueError(f"{name}: invalid epsilon value {eps} (expected >= 0)")
+    if not 0.0 <= _to_scalar(betas[0]) < 1.0:
+        raise ValueError(f"{name}: invalid beta parameter at index 0: {betas[0]} (expected in [0, 1))")
+    if not 0.0 <= _to_scalar(betas[1]) < 1.0:
+        raise ValueError(f"{name}: invalid beta parameter at index 1: {betas[1]} (expected in [0, 1))")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"{name}: invalid weight_decay value {weight_decay} (expected >= 0)")
+
+
+class Adam(Optimizer):
+    r"""Adam (Kingma & Ba), PyTorch's formulation.
+
+    .. math::
+        m_t &= \beta_1 m_{t-1} + (1-\beta_1) g_t, \qquad v_t = \beta_2 v_{t-1} + (1-\beta_2) g_t^2 \\
+        \theta_t &= \theta_{t-1} - \frac{\gamma}{1-\beta_1^t}\,
+            \frac{m_t}{\sqrt{v_t}/\sqrt{1-\beta_2^t} + \epsilon}
+
+    With ``amsgrad`` the running maximum of :math:`v_t` replaces it in the
+    denominator. ``weight_decay`` adds :math:`\lambda\theta` to the gradient
+    (L2), or with ``decoupled_weight_decay=True`` (AdamW) multiplies
+    :math:`\theta` by :math:`1-\gamma\lambda` first.
+
+    Args:
+        params: parameters or parameter groups.
+        lr: learning rate (default 1e-3).
+        betas: :math:`(\beta_1, \beta_2)` (default (0.9, 0.999)).
+        eps: :math:`\epsilon` (default 1e-8).
+        weight_decay: :math:`\lambda` (default 0).
+        amsgrad: use the AMSGrad variant.
+        maximize: ascend the objective instead.
+        decoupled_weight_decay: AdamW's weight decay.
+        foreach, capturable, differentiable, fused: accepted for compatibility, ignored.
+
+    State per parameter: ``step`` (a Python int), ``exp_avg``, ``exp_avg_sq``
+    and, with AMSGrad, ``max_exp_avg_sq``.
+
+    >>> import pylucid
+    >>> w = pylucid.tensor([1.0, -2.0], requires_grad=True)
+    >>> opt = pylucid.optim.Adam([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step(); w
+    tensor([ 0.9000, -1.9000], requires_grad=True)
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0, amsgrad: bool = False, *, foreach: bool | None = None,
+                 maximize: bool = False, capturable: bool = False, differentiable: bool = False,
+                 fused: bool | None = None, decoupled_weight_decay: bool = False) -> None:
+        _check_adam_args(type(self).__name__, lr, betas, eps, weight_decay)
+        betas = (_to_scalar(betas[0]), _to_scalar(betas[1]))
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
+                        foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("amsgrad", False)
+            group.setdefault("maximize", False)
+            group.setdefault("decoupled_weight_decay", False)
+
+    @_step_no_grad
+    def step(self, closure=None):
+        """One Adam step; returns ``closure()``'s loss when a closure is given."""
+        loss = self._eval_closure(closure)
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            beta1, beta2 = (_to_scalar(b) for b in group["betas"])
+            eps = group["eps"]
+            weight_decay = group["weight_decay"]
+            decoupled = group["decoupled_weight_decay"]
+            amsgrad = group["amsgrad"]
+            maximize = group["maximize"]
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if maximize:
+                    g = neg(g)
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = 0
+                    state["exp_avg"] = zeros_like(p)
+                    state["exp_avg_sq"] = zeros_like(p)
+                    if amsgrad:
+                        state["max_exp_avg_sq"] = zeros_like(p)
+                step = state["step"] = _to_scalar(state["step"]) + 1
+                if weight_decay != 0:
+                    if decoupled:
+                        p[...] = mul(p, 1 - lr * weight_decay)
+                    else:
+                        g = add(g, mul(p, weight_decay))
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                exp_avg[...] = _lerp(exp_avg, g, 1 - beta1)
+                exp_avg_sq[...] = _addcmul(mul(exp_avg_sq, beta2), g, g, 1 - beta2)
+                bias_correction1 = 1 - beta1**step
+                bias_correction2 = 1 - beta2**step
+                step_size = lr / bias_correction1
+                bias_correction2_sqrt = bias_correction2**0.5
+                if amsgrad:
+                    max_sq = state["max_exp_avg_sq"]
+                    max_sq[...] = _maximum(max_sq, exp_avg_sq)
+                    denom = add(div(sqrt(max_sq), bias_correction2_sqrt), eps)
+                else:
+                    denom = add(div(sqrt(exp_avg_sq), bias_correction2_sqrt), eps)
+                p[...] = _addcdiv(p, exp_avg, denom, -step_size)
+        return loss
+
+
+class AdamW(Adam):
+    r"""Adam with decoupled weight decay (Loshchilov & Hutter): :math:`\theta \leftarrow \theta(1-\gamma\lambda)`
+    before the Adam update. Same arguments as :class:`Adam`; ``weight_decay`` defaults to 1e-2.
+
+    >>> import pylucid
+    >>> w = pylucid.tensor([1.0], requires_grad=True)
+    >>> opt = pylucid.optim.AdamW([w], lr=0.1, weight_decay=0.5)
+    >>> (w * w).sum().backward(); opt.step(); w
+    tensor([0.8500], requires_grad=True)
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False, differentiable: bool = False,
+                 fused: bool | None = None) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
+
+    def __setstate__(self, state) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True

@@ -1,0 +1,88 @@
+"""Adamax: Adam with the infinity norm."""
+
+from __future__ import annotations
+
+from ..creation import zeros_like
+from ..ops import abs as _abs
+from ..ops import add, mul, neg
+from .optimizer import Optimizer, _addcdiv, _lerp, _maximum, _step_no_grad, _to_scalar
+
+__all__ = ["Adamax"]
+
+
+class Adamax(Optimizer):
+    r"""Adamax (Kingma & Ba, section 7), PyTorch's formulation.
+
+    .. math::
+        m_t = \beta_1 m_{t-1} + (1-\beta_1) g_t, \qquad
+        u_t = \max(\beta_2 u_{t-1}, |g_t| + \epsilon), \qquad
+        \theta_t = \theta_{t-1} - \frac{\gamma}{1-\beta_1^t} \frac{m_t}{u_t}
+
+    Args:
+        params: parameters or parameter groups.
+        lr: learning rate (default 2e-3).
+        betas: :math:`(\beta_1, \beta_2)` (default (0.9, 0.999)).
+        eps: added to :math:`|g|` (default 1e-8).
+        weight_decay: L2 penalty (default 0).
+        maximize: ascend the objective instead.
+        foreach, differentiable, capturable: accepted for compatibility, ignored.
+
+    State per parameter: ``step``, ``exp_avg``, ``exp_inf``.
+
+    >>> import pylucid
+    >>> w = pylucid.tensor([1.0, -2.0], requires_grad=True)
+    >>> opt = pylucid.optim.Adamax([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step(); w
+    tensor([ 0.9000, -1.9000], requires_grad=True)
+    """
+
+    def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0, foreach: bool | None = None, *, maximize: bool = False,
+                 differentiable: bool = False, capturable: bool = False) -> None:
+        if not 0.0 <= _to_scalar(lr):
+            raise ValueError(f"Adamax: invalid learning rate {lr} (expected >= 0)")
+        if not 0.0 <= eps:
+            raise ValueError(f"Adamax: invalid epsilon value {eps} (expected >= 0)")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Adamax: invalid beta parameter at index 0: {betas[0]} (expected in [0, 1))")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Adamax: invalid beta parameter at index 1: {betas[1]} (expected in [0, 1))")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Adamax: invalid weight_decay value {weight_decay} (expected >= 0)")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable, capturable=capturable)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+
+    @_step_no_grad
+    def step(self, closure=None):
+        """One Adamax step; returns ``closure()``'s loss when a closure is given."""
+        loss = self._eval_closure(closure)
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            beta1, beta2 = group["betas"]
+            eps, weight_decay, maximize = group["eps"], group["weight_decay"], group["maximize"]
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if maximize:
+                    g = neg(g)
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = 0
+                    state["exp_avg"] = zeros_like(p)
+                    state["exp_inf"] = zeros_like(p)
+                step = state["step"] = _to_scalar(state["step"]) + 1
+                if weight_decay != 0:
+                    g = add(g, mul(p, weight_decay))
+                exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
+                exp_avg[...] = _lerp(exp_avg, g, 1 - beta1)
+                exp_inf[...] = _maximum(mul(exp_inf, beta2), add(_abs(g), eps))
+                clr = lr / (1 - beta1**step)
+                p[...] = _addcdiv(p, exp_avg, exp_inf, -clr)
+        return loss

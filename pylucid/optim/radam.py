@@ -1,0 +1,108 @@
+"""RAdam: Adam with a rectified adaptive learning rate."""
+
+from __future__ import annotations
+
+from ..creation import zeros_like
+from ..ops import add, div, mul, neg, sqrt, sub
+from .optimizer import Optimizer, _addcmul, _lerp, _step_no_grad, _to_scalar
+
+__all__ = ["RAdam"]
+
+
+class RAdam(Optimizer):
+    r"""RAdam (Liu et al.), PyTorch's formulation.
+
+    .. math::
+        \rho_\infty = \frac{2}{1-\beta_2} - 1, \qquad
+        \rho_t = \rho_\infty - \frac{2 t \beta_2^t}{1-\beta_2^t}, \qquad
+        \hat m_t = \frac{m_t}{1-\beta_1^t}
+
+    When :math:`\rho_t > 5` the step is
+    :math:`\gamma \hat m_t \, r_t \sqrt{1-\beta_2^t} / (\sqrt{v_t} + \epsilon)` with
+    :math:`r_t = \sqrt{\frac{(\rho_t-4)(\rho_t-2)\rho_\infty}{(\rho_\infty-4)(\rho_\infty-2)\rho_t}}`;
+    otherwise it is the un-adapted :math:`\gamma \hat m_t`.
+
+    Args:
+        params: parameters or parameter groups.
+        lr: learning rate (default 1e-3).
+        betas: :math:`(\beta_1, \beta_2)` (default (0.9, 0.999)).
+        eps: added to the denominator (default 1e-8).
+        weight_decay: L2 penalty, or decoupled (default 0).
+        decoupled_weight_decay: RAdamW-style weight decay.
+        maximize: ascend the objective instead.
+        foreach, capturable, differentiable: accepted for compatibility, ignored.
+
+    State per parameter: ``step``, ``exp_avg``, ``exp_avg_sq``.
+
+    >>> import pylucid
+    >>> w = pylucid.tensor([1.0, -2.0], requires_grad=True)
+    >>> opt = pylucid.optim.RAdam([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step(); w
+    tensor([ 0.8000, -1.6000], requires_grad=True)
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0, decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
+                 maximize: bool = False, capturable: bool = False, differentiable: bool = False) -> None:
+        if not 0.0 <= _to_scalar(lr):
+            raise ValueError(f"RAdam: invalid learning rate {lr} (expected >= 0)")
+        if not 0.0 <= eps:
+            raise ValueError(f"RAdam: invalid epsilon value {eps} (expected >= 0)")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"RAdam: invalid beta parameter at index 0: {betas[0]} (expected in [0, 1))")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"RAdam: invalid beta parameter at index 1: {betas[1]} (expected in [0, 1))")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"RAdam: invalid weight_decay value {weight_decay} (expected >= 0)")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize, foreach=foreach,
+                        capturable=capturable, decoupled_weight_decay=decoupled_weight_decay,
+                        differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("maximize", False)
+            group.setdefault("decoupled_weight_decay", False)
+
+    @_step_no_grad
+    def step(self, closure=None):
+        """One RAdam step; returns ``closure()``'s loss when a closure is given."""
+        loss = self._eval_closure(closure)
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            beta1, beta2 = group["betas"]
+            eps, weight_decay = group["eps"], group["weight_decay"]
+            decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if maximize:
+                    g = neg(g)
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = 0
+                    state["exp_avg"] = zeros_like(p)
+                    state["exp_avg_sq"] = zeros_like(p)
+                step = state["step"] = _to_scalar(state["step"]) + 1
+                if weight_decay != 0:
+                    if decoupled:
+                        p[...] = mul(p, 1 - lr * weight_decay)
+                    else:
+                        g = add(g, mul(p, weight_decay))
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                exp_avg[...] = _lerp(exp_avg, g, 1 - beta1)
+                exp_avg_sq[...] = _addcmul(mul(exp_avg_sq, beta2), g, g, 1 - beta2)
+                bias_correction1 = 1 - beta1**step
+                bias_correction2 = 1 - beta2**step
+                corrected = div(exp_avg, bias_correction1)
+                rho_inf = 2 / (1 - beta2) - 1
+                rho_t = rho_inf - 2 * step * (beta2**step) / bias_correction2
+                if rho_t > 5.0:
+                    rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+                    adaptive_lr = div(bias_correction2**0.5, add(sqrt(exp_avg_sq), eps))
+                    p[...] = sub(p, mul(mul(mul(corrected, lr), adaptive_lr), rect))
+                else:
+                    p[...] = sub(p, mul(corrected, lr))
+        return loss

@@ -1,0 +1,107 @@
+"""RMSprop, with centering and momentum."""
+
+from __future__ import annotations
+
+from ..creation import zeros_like
+from ..ops import add, div, mul, neg, sqrt
+from .optimizer import Optimizer, _addcdiv, _addcmul, _lerp, _step_no_grad, _to_scalar
+
+__all__ = ["RMSprop"]
+
+
+class RMSprop(Optimizer):
+    r"""RMSprop (Hinton), PyTorch's formulation.
+
+    .. math::
+        v_t &= \alpha v_{t-1} + (1-\alpha) g_t^2, \qquad
+        \bar g_t = \alpha \bar g_{t-1} + (1-\alpha) g_t \;(\text{centered}) \\
+        d_t &= \sqrt{v_t - \bar g_t^2} + \epsilon \;(\text{centered}) \text{ or } \sqrt{v_t} + \epsilon \\
+        b_t &= \mu b_{t-1} + g_t / d_t, \quad \theta_t = \theta_{t-1} - \gamma b_t
+            \;(\mu > 0) \text{ or } \theta_t = \theta_{t-1} - \gamma g_t / d_t
+
+    Args:
+        params: parameters or parameter groups.
+        lr: learning rate (default 1e-2).
+        alpha: smoothing constant (default 0.99).
+        eps: added to the denominator (default 1e-8).
+        weight_decay: L2 penalty (default 0).
+        momentum: :math:`\mu` (default 0).
+        centered: normalise by the estimated variance of the gradient.
+        maximize: ascend the objective instead.
+        capturable, foreach, differentiable: accepted for compatibility, ignored.
+
+    State per parameter: ``step``, ``square_avg``, ``momentum_buffer`` (momentum > 0), ``grad_avg`` (centered).
+
+    >>> import pylucid
+    >>> w = pylucid.tensor([1.0, -2.0], requires_grad=True)
+    >>> opt = pylucid.optim.RMSprop([w], lr=0.01)
+    >>> (w * w).sum().backward(); opt.step(); w
+    tensor([ 0.9000, -1.9000], requires_grad=True)
+    """
+
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0,
+                 momentum: float = 0, centered: bool = False, capturable: bool = False, foreach: bool | None = None,
+                 maximize: bool = False, differentiable: bool = False) -> None:
+        if not 0.0 <= _to_scalar(lr):
+            raise ValueError(f"RMSprop: invalid learning rate {lr} (expected >= 0)")
+        if not 0.0 <= eps:
+            raise ValueError(f"RMSprop: invalid epsilon value {eps} (expected >= 0)")
+        if not 0.0 <= momentum:
+            raise ValueError(f"RMSprop: invalid momentum value {momentum} (expected >= 0)")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"RMSprop: invalid weight_decay value {weight_decay} (expected >= 0)")
+        if not 0.0 <= alpha:
+            raise ValueError(f"RMSprop: invalid alpha value {alpha} (expected >= 0)")
+        defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+                        weight_decay=weight_decay, capturable=capturable, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("momentum", 0)
+            group.setdefault("centered", False)
+            group.setdefault("maximize", False)
+
+    @_step_no_grad
+    def step(self, closure=None):
+        """One RMSprop step; returns ``closure()``'s loss when a closure is given."""
+        loss = self._eval_closure(closure)
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            alpha, eps, weight_decay = group["alpha"], group["eps"], group["weight_decay"]
+            momentum, centered, maximize = group["momentum"], group["centered"], group["maximize"]
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if maximize:
+                    g = neg(g)
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = 0
+                    state["square_avg"] = zeros_like(p)
+                    if momentum > 0:
+                        state["momentum_buffer"] = zeros_like(p)
+                    if centered:
+                        state["grad_avg"] = zeros_like(p)
+                state["step"] = _to_scalar(state["step"]) + 1
+                if weight_decay != 0:
+                    g = add(g, mul(p, weight_decay))
+                square_avg = state["square_avg"]
+                square_avg[...] = _addcmul(mul(square_avg, alpha), g, g, 1 - alpha)
+                if centered:
+                    grad_avg = state["grad_avg"]
+                    grad_avg[...] = _lerp(grad_avg, g, 1 - alpha)
+                    avg = sqrt(_addcmul(square_avg, grad_avg, grad_avg, -1))
+                else:
+                    avg = sqrt(square_avg)
+                avg = add(avg, eps)
+                if momentum > 0:
+                    buf = state["momentum_buffer"]
+                    buf[...] = add(mul(buf, momentum), div(g, avg))
+                    p[...] = add(p, mul(buf, -lr))
+                else:
+                    p[...] = _addcdiv(p, g, avg, -lr)
+        return loss

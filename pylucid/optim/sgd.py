@@ -1,0 +1,95 @@
+"""SGD with momentum, dampening, Nesterov momentum, weight decay and ``maximize``."""
+
+from __future__ import annotations
+
+from ..ops import add, clone, mul, neg
+from .optimizer import Optimizer, _step_no_grad, _to_scalar
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    r"""Stochastic gradient descent (PyTorch's formulation of momentum).
+
+    .. math::
+        g_t &= \nabla f(\theta_{t-1}) + \lambda \theta_{t-1} \\
+        b_t &= \mu b_{t-1} + (1 - \tau) g_t \quad (b_1 = g_1) \\
+        \theta_t &= \theta_{t-1} - \gamma \,(g_t + \mu b_t \text{ if nesterov else } b_t)
+
+    Args:
+        params: parameters or parameter groups.
+        lr: learning rate :math:`\gamma` (default 1e-3).
+        momentum: :math:`\mu` (default 0).
+        dampening: :math:`\tau` (default 0).
+        weight_decay: L2 penalty :math:`\lambda` (default 0).
+        nesterov: Nesterov momentum (needs ``momentum > 0`` and ``dampening == 0``).
+        maximize: ascend the objective instead.
+        foreach, differentiable, fused: accepted for compatibility, ignored.
+
+    State per parameter: ``momentum_buffer`` (when ``momentum != 0``).
+
+    >>> import pylucid
+    >>> w = pylucid.tensor([1.0, -2.0], requires_grad=True)
+    >>> opt = pylucid.optim.SGD([w], lr=0.1, momentum=0.9)
+    >>> for _ in range(2):
+    ...     opt.zero_grad()
+    ...     (w * w).sum().backward()
+    ...     opt.step()
+    >>> w
+    tensor([ 0.4600, -0.9200], requires_grad=True)
+    """
+
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, differentiable: bool = False, fused: bool | None = None) -> None:
+        if _to_scalar(lr) < 0.0:
+            raise ValueError(f"SGD: invalid learning rate {lr} (expected >= 0)")
+        if momentum < 0.0:
+            raise ValueError(f"SGD: invalid momentum value {momentum} (expected >= 0)")
+        if weight_decay < 0.0:
+            raise ValueError(f"SGD: invalid weight_decay value {weight_decay} (expected >= 0)")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, maximize=maximize, foreach=foreach, differentiable=differentiable,
+                        fused=fused)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("nesterov", False)
+            group.setdefault("maximize", False)
+
+    @_step_no_grad
+    def step(self, closure=None):
+        """One SGD step; returns ``closure()``'s loss when a closure is given."""
+        loss = self._eval_closure(closure)
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            momentum = group["momentum"]
+            dampening = group["dampening"]
+            weight_decay = group["weight_decay"]
+            nesterov = group["nesterov"]
+            maximize = group["maximize"]
+            state = self.state
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if maximize:
+                    g = neg(g)
+                if weight_decay != 0:
+                    g = add(g, mul(p, weight_decay))
+                if momentum != 0:
+                    st = state[p]
+                    buf = st.get("momentum_buffer")
+                    if buf is None:
+                        buf = clone(g.detach())
+                        st["momentum_buffer"] = buf
+                    else:
+                        buf[...] = add(mul(buf, momentum), g if dampening == 0 else mul(g, 1 - dampening))
+                    g = add(g, mul(buf, momentum)) if nesterov else buf
+                # PyTorch: param.add_(grad, alpha=-lr)
+                p[...] = add(p, mul(g, -lr))
+        return loss

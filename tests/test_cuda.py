@@ -1,0 +1,526 @@
+"""CUDA-specific tests: memory API, movement, DLPack, device errors, GPU random numbers,
+half-precision matmul, and every fused kernel against its reference implementation.
+
+GPU tests carry the ``cuda`` mark and skip cleanly without CuPy or a GPU (CI has none).
+The reference implementations in ``pylucid.backend.cuda_kernels`` are also checked
+against PyTorch on the CPU, so CI tests the semantics the kernels are held to.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import pylucid
+from pylucid.backend import cuda_kernels as K
+
+CUDA = pylucid.cuda.is_available()
+cuda_only = pytest.mark.skipif(not CUDA, reason="no CUDA GPU/CuPy here")
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+# ----------------------------------------------------------------- runs everywhere
+def test_import_does_not_import_cupy():
+    code = "import sys, pylucid; print('cupy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_no_gpu_gives_clear_errors():
+    if CUDA:
+        pytest.skip("a GPU is present")
+    assert pylucid.cuda.device_count() == 0
+    with pytest.raises(pylucid.errors.DeviceUnavailable, match="CUDA is not available"):
+        pylucid.zeros(2, device="cuda")
+    with pytest.raises(pylucid.errors.DeviceUnavailable, match="memory_allocated"):
+        pylucid.cuda.memory_allocated()
+
+
+def test_references_match_torch_on_cpu():
+    g = _rng()
+    x = g.standard_normal((5, 7))
+    gy = g.standard_normal((5, 7))
+    tx = torch.tensor(x, requires_grad=True)
+    for log in (False, True):
+        ty = torch.log_softmax(tx, -1) if log else torch.softmax(tx, -1)
+        (tg,) = torch.autograd.grad(ty, tx, torch.tensor(gy))
+        y = K.softmax_ref(np, x, log)
+        np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(K.softmax_backward_ref(np, y, gy, log), tg.numpy(), rtol=1e-10, atol=1e-12)
+    # layer norm forward/backward
+    w, b = g.standard_normal(7), g.standard_normal(7)
+    tw, tb = torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)
+    ty = torch.nn.functional.layer_norm(tx, (7,), tw, tb, 1e-5)
+    tgx, tgw, tgb = torch.autograd.grad(ty, (tx, tw, tb), torch.tensor(gy))
+    y, mean, rstd = K.layer_norm_ref(np, x, w, b, 1e-5)
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-10, atol=1e-10)
+    dx, dw, db = K.layer_norm_backward_ref(np, gy, x, mean, rstd, w)
+    for a, r in ((dx, tgx), (dw, tgw), (db, tgb)):
+        np.testing.assert_allclose(a, r.numpy(), rtol=1e-9, atol=1e-10)
+    # cross-entropy with an ignored row
+    t = np.array([1, 0, -100, 6, 3])
+    tl = torch.nn.functional.cross_entropy(tx, torch.tensor(t), reduction="none")
+    (tgl,) = torch.autograd.grad(tl, tx, torch.ones(5, dtype=torch.float64))
+    loss, lse = K.cross_entropy_ref(np, x, t)
+    np.testing.assert_allclose(loss, tl.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(K.cross_entropy_backward_ref(np, np.ones(5), x, lse, t), tgl.numpy(), atol=1e-12)
+    # embedding backward with repeats and padding
+    idx = np.array([[1, 3, 1], [0, 3, 3]])
+    ge = g.standard_normal((2, 3, 4))
+    tw = torch.zeros(5, 4, dtype=torch.float64, requires_grad=True)
+    te = torch.nn.functional.embedding(torch.tensor(idx), tw, padding_idx=0)
+    (tgw,) = torch.autograd.grad(te, tw, torch.tensor(ge))
+    np.testing.assert_allclose(K.embedding_backward_ref(np, ge, idx, 5, 0), tgw.numpy(), atol=1e-12)
+    # bias + activation
+    bias = g.standard_normal(7)
+    for act, fn in (("relu", torch.relu), ("gelu", torch.nn.functional.gelu),
+                    ("gelu_tanh", lambda z: torch.nn.functional.gelu(z, approximate="tanh"))):
+        tz = fn(tx + torch.tensor(bias))
+        (tgz,) = torch.autograd.grad(tz, tx, torch.tensor(gy))
+        np.testing.assert_allclose(K.bias_act_ref(np, x, bias, act), tz.detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(K.bias_act_backward_ref(np, gy, x, bias, act), tgz.numpy(), rtol=1e-9,
+                                   atol=1e-12)
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_adam_reference_matches_torch(decoupled):
+    g = _rng(1)
+    ps = [g.standard_normal((3, 4)), g.standard_normal(5)]
+    tps = [torch.tensor(p.copy(), requires_grad=True) for p in ps]
+    opt_cls = torch.optim.AdamW if decoupled else torch.optim.Adam
+    opt = opt_cls(tps, lr=1e-2, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
+    ms = [np.zeros_like(p) for p in ps]
+    vs = [np.zeros_like(p) for p in ps]
+    for step in range(1, 4):
+        grads = [g.standard_normal(p.shape) for p in ps]
+        for tp, gr in zip(tps, grads):
+            tp.grad = torch.tensor(gr)
+        opt.step()
+        K.adam_step_ref(np, ps, grads, ms, vs, step=step, lr=1e-2, beta1=0.9, beta2=0.99, eps=1e-8,
+                        weight_decay=0.1, decoupled=decoupled)
+    for p, tp in zip(ps, tps):
+        np.testing.assert_allclose(p, tp.detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------- GPU only
+@cuda_only
+def test_device_queries():
+    assert pylucid.cuda.device_count() >= 1
+    assert pylucid.cuda.current_device() == 0
+    assert isinstance(pylucid.cuda.get_device_name(), str) and pylucid.cuda.get_device_name()
+    pylucid.cuda.synchronize()
+    pylucid.cuda.synchronize("cuda:0")
+    with pytest.raises(ValueError, match="out of range"):
+        pylucid.cuda.synchronize(pylucid.cuda.device_count())
+
+
+@cuda_only
+def test_memory_api():
+    pylucid.cuda.empty_cache()
+    pylucid.cuda.reset_peak_memory_stats()
+    base = pylucid.cuda.memory_allocated()
+    t = pylucid.zeros(1 << 20, device="cuda")  # 4 MiB
+    assert pylucid.cuda.memory_allocated() >= base + 4 * (1 << 20)
+    peak = pylucid.cuda.max_memory_allocated()
+    assert peak >= pylucid.cuda.memory_allocated()
+    del t
+    assert pylucid.cuda.memory_allocated() <= base + 512
+    assert pylucid.cuda.max_memory_allocated() >= peak  # the peak remembers the freed tensor
+    pylucid.cuda.reset_peak_memory_stats()
+    assert pylucid.cuda.max_memory_allocated() < peak
+    assert pylucid.cuda.memory_reserved() >= pylucid.cuda.memory_allocated()
+    pylucid.cuda.empty_cache()
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64", "bool"])
+def test_movement_roundtrip(dtype):
+    dt = getattr(pylucid, dtype)
+    x = pylucid.tensor([[1.5, -2.0, 0.0], [3.25, 4.0, -1.0]]).to(dt)
+    y = x.to("cuda")
+    assert y.device == pylucid.device("cuda:0") and y.is_cuda and y.dtype is dt
+    assert y.cuda() is y
+    z = y.cpu()
+    assert z.device == pylucid.device("cpu") and z.dtype is dt
+    np.testing.assert_array_equal(np.asarray(z._data).astype(np.float64), np.asarray(x._data).astype(np.float64))
+    assert pylucid.tensor([1.0, 2.0], device="cuda").tolist() == [1.0, 2.0]
+    assert "device='cuda:0'" in repr(y)
+
+
+@cuda_only
+def test_movement_is_differentiable():
+    x = pylucid.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = (x.cuda() * 2).sum()
+    y.backward()
+    assert x.grad.device == pylucid.device("cpu")
+    np.testing.assert_allclose(np.asarray(x.grad._data), [2.0, 2.0, 2.0])
+
+
+@cuda_only
+def test_numpy_on_cuda_tensor_raises_with_advice():
+    t = pylucid.ones(3, device="cuda")
+    with pytest.raises(TypeError, match=r"\.cpu\(\)"):
+        t.numpy()
+    np.testing.assert_array_equal(t.cpu().numpy(), np.ones(3, np.float32))
+    np.testing.assert_array_equal(np.asarray(t), np.ones(3, np.float32))
+
+
+@cuda_only
+def test_device_mismatch_names_both_devices():
+    a = pylucid.ones(3)
+    b = pylucid.ones(3, device="cuda")
+    with pytest.raises(pylucid.DeviceMismatch, match=r"cpu.*cuda:0|cuda:0.*cpu"):
+        a + b
+    with pytest.raises(pylucid.DeviceMismatch, match="cuda:0"):
+        pylucid.matmul(b.reshape(3, 1), a.reshape(1, 3))
+
+
+@cuda_only
+def test_dlpack_shares_memory_with_cupy():
+    import cupy
+
+    c = cupy.arange(6, dtype=cupy.float32)
+    t = pylucid.from_dlpack(c)
+    assert t.device == pylucid.device("cuda:0") and t.data_ptr() == c.data.ptr
+    c[0] = 42.0
+    assert t[0].item() == 42.0
+    back = cupy.from_dlpack(t)
+    assert back.data.ptr == c.data.ptr
+
+
+@cuda_only
+def test_dlpack_shares_memory_with_torch():
+    if not torch.cuda.is_available():
+        pytest.skip("this PyTorch build has no CUDA")
+    tt = torch.arange(6, dtype=torch.float32, device="cuda")
+    t = pylucid.from_dlpack(tt)
+    assert t.data_ptr() == tt.data_ptr()
+    tt[1] = -7.0
+    torch.cuda.synchronize()
+    assert t[1].item() == -7.0
+    p = pylucid.arange(4, dtype=pylucid.float32, device="cuda")
+    tp = torch.from_dlpack(p)
+    assert tp.data_ptr() == p.data_ptr() and tp.device.type == "cuda"
+    tp.mul_(3)
+    torch.cuda.synchronize()
+    assert p.tolist() == [0.0, 3.0, 6.0, 9.0]
+
+
+@cuda_only
+def test_generator_reproducible_on_gpu():
+    pylucid.manual_seed(123)
+    a = pylucid.randn(1000, device="cuda")
+    pylucid.manual_seed(123)
+    b = pylucid.randn(1000, device="cuda")
+    assert a.device.type == "cuda"
+    assert bool((a == b).all())
+    g = pylucid.Generator("cuda").manual_seed(7)
+    u1 = pylucid.rand(500, generator=g, device="cuda")
+    g.manual_seed(7)
+    u2 = pylucid.rand(500, generator=g, device="cuda")
+    assert bool((u1 == u2).all())
+    assert 0.0 <= u1.min().item() and u1.max().item() < 1.0
+    g.manual_seed(8)
+    assert not bool((pylucid.rand(500, generator=g, device="cuda") == u1).all())
+    m = a.mean().item()
+    assert abs(m) < 0.2
+    pylucid.cuda.manual_seed(5)
+    r1 = pylucid.randint(0, 10, (100,), device="cuda")
+    pylucid.cuda.manual_seed(5)
+    r2 = pylucid.randint(0, 10, (100,), device="cuda")
+    assert bool((r1 == r2).all()) and r1.dtype is pylucid.int64 and 0 <= r1.min().item() and r1.max().item() < 10
+    h = pylucid.randn(10, device="cuda", dtype=pylucid.bfloat16)
+    assert h.dtype is pylucid.bfloat16
+
+
+@cuda_only
+def test_randperm_on_gpu():
+    pylucid.manual_seed(3)
+    p = pylucid.randperm(50, device="cuda")
+    assert p.device.type == "cuda" and sorted(p.tolist()) == list(range(50))
+
+
+def _ref_matmul(a, b):
+    return np.matmul(np.asarray(a, np.float64), np.asarray(b, np.float64))
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shapes", [((64, 32), (32, 48)), ((3, 16, 8), (3, 8, 24)), ((2, 3, 16, 8), (8, 24)),
+                                    ((16, 8), (4, 8, 5)), ((1, 7, 5), (4, 5, 6)), ((5,), (5, 3)), ((4, 5), (5,)),
+                                    ((5,), (5,)), ((0, 3), (3, 4))])
+def test_half_matmul_stays_half(dtype, shapes):
+    g = _rng(2)
+    npdt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float16
+    a = g.standard_normal(shapes[0]).astype(npdt)
+    b = g.standard_normal(shapes[1]).astype(npdt)
+    ta, tb = pylucid.tensor(a, device="cuda"), pylucid.tensor(b, device="cuda")
+    out = ta @ tb
+    assert out.dtype is getattr(pylucid, dtype)
+    ref = _ref_matmul(a, b)
+    got = np.asarray(out.cpu()._data).astype(np.float64)
+    assert got.shape == ref.shape
+    tol = 2e-2 if dtype == "bfloat16" else 4e-3
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * max(1.0, np.sqrt(shapes[0][-1])))
+    be = pylucid.device("cuda").backend
+    assert be.batched_gemm_error is None, be.batched_gemm_error
+
+
+@cuda_only
+def test_half_matmul_backend_empty_k():
+    be = _be()
+    for dt in (np.float16, ml_dtypes.bfloat16):
+        a = be.asarray(np.zeros((2, 4, 0), dtype=dt))
+        b = be.asarray(np.zeros((2, 0, 3), dtype=dt))
+        out = be.matmul(a, b)
+        assert out.shape == (2, 4, 3) and out.dtype == dt and not bool(be.xp.any(out.astype(np.float32)))
+
+
+@cuda_only
+def test_bf16_routes_keep_dtype():
+    be = _be()
+    x = be.asarray(np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4).astype(ml_dtypes.bfloat16))
+    for out in (be.where(x > 0, x, 0.0), be.clip(x, -1, 1), be.cumsum(x, axis=1), be.sort(x, axis=1),
+                be.tril(x), be.triu(x, 1), be.maximum.accumulate(x, axis=1)):
+        assert out.dtype == x.dtype
+    np.testing.assert_allclose(be.to_numpy(be.cumsum(x, axis=1)).astype(np.float32),
+                               np.cumsum(be.to_numpy(x).astype(np.float32), axis=1), rtol=1e-2, atol=1e-2)
+
+
+@cuda_only
+@pytest.mark.parametrize("name", ["maximum", "minimum", "logaddexp"])
+def test_ufunc_accumulate_fallback(name):
+    be = _be()
+    x = _rng(12).standard_normal((3, 37))
+    x[1, 5] = np.nan
+    got = be.to_numpy(getattr(be, name).accumulate(be.asarray(x), axis=1))
+    np.testing.assert_allclose(got, getattr(np, name).accumulate(x, axis=1), rtol=1e-12, atol=1e-12)
+
+
+@cuda_only
+def test_half_matmul_grad_and_autocast():
+    a = pylucid.randn(8, 16, device="cuda", requires_grad=True)
+    b = pylucid.randn(16, 4, device="cuda", requires_grad=True)
+    for dt in (pylucid.float16, pylucid.bfloat16):
+        with pylucid.amp.autocast("cuda", dtype=dt):
+            y = a @ b
+        assert y.dtype is dt
+        y.float().sum().backward()
+        assert a.grad.dtype is pylucid.float32 and b.grad.dtype is pylucid.float32
+        a.grad = b.grad = None
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_elementwise_and_reductions(dtype):
+    dt = getattr(pylucid, dtype)
+    x = pylucid.tensor(np.linspace(-2, 2, 64).reshape(8, 8), device="cuda").to(dt)
+    xc = x.cpu()
+    for fn in (lambda t: t * 2 + 1, lambda t: t.exp(), lambda t: t.sum(), lambda t: t.mean(1), lambda t: t.max(),
+               lambda t: t.sqrt(), lambda t: t / 3, lambda t: t.abs(), lambda t: t.sum(0)):
+        gpu, cpu = fn(x), fn(xc)
+        assert gpu.dtype is cpu.dtype is dt
+        np.testing.assert_allclose(np.asarray(gpu.cpu()._data, np.float32), np.asarray(cpu._data, np.float32),
+                                   rtol=2e-2, atol=2e-2)
+
+
+@cuda_only
+def test_scatter_add_accumulates_repeats():
+    be = pylucid.device("cuda").backend
+    cp = be.xp
+    for dt in (np.float32, np.float64, np.float16):
+        target = cp.zeros(4, dtype=dt)
+        be.scatter_add(target, cp.asarray([0, 2, 2, 2, 3]), cp.asarray([1, 1, 2, 3, 4], dtype=dt))
+        np.testing.assert_allclose(cp.asnumpy(target).astype(np.float64), [1, 0, 6, 4])
+
+
+# ----------------------------------------------------------------- kernels vs references (GPU)
+def _be():
+    return pylucid.device("cuda").backend
+
+
+def _close(a, b, dtype):
+    tol = {np.float64: 1e-10, np.float32: 2e-5, np.float16: 2e-3}[dtype]
+    np.testing.assert_allclose(_be().to_numpy(a).astype(np.float64), _be().to_numpy(b).astype(np.float64),
+                               rtol=tol, atol=tol)
+
+
+KDTYPES = [np.float32, np.float64, np.float16]
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", KDTYPES)
+@pytest.mark.parametrize("shape", [(4, 7), (3, 2, 1000), (1, 1), (5, 4096), (2, 0)])
+def test_softmax_kernel(dtype, shape):
+    be = _be()
+    cp = be.xp
+    x = cp.asarray(_rng(3).standard_normal(shape) * 4, dtype=dtype)
+    g = cp.asarray(_rng(4).standard_normal(shape), dtype=dtype)
+    if x.size == 0:
+        assert be.softmax(x).shape == x.shape and be.softmax_backward(x, g).shape == x.shape
+        return
+    for log in (False, True):
+        ref = K.softmax_ref(cp, x.astype(np.float64), log).astype(dtype)
+        y = be.softmax(x, log)
+        assert y.dtype == dtype and y.shape == x.shape
+        _close(y, ref, dtype)
+        ref_g = K.softmax_backward_ref(cp, y.astype(np.float64), g.astype(np.float64), log)
+        _close(be.softmax_backward(y, g, log), ref_g, dtype)
+
+
+@cuda_only
+def test_softmax_kernel_special_values():
+    be = _be()
+    cp = be.xp
+    x = cp.asarray([[0.0, float("-inf"), 1.0], [float("nan"), 1.0, 2.0], [float("-inf")] * 3], dtype=np.float32)
+    got = be.to_numpy(be.softmax(x))
+    ref = torch.softmax(torch.tensor(be.to_numpy(x)), -1).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", KDTYPES)
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_kernel(dtype, affine):
+    be = _be()
+    cp = be.xp
+    g0 = _rng(5)
+    x = cp.asarray(g0.standard_normal((3, 5, 300)) * 3 + 1, dtype=dtype)
+    gy = cp.asarray(g0.standard_normal((3, 5, 300)), dtype=dtype)
+    w = cp.asarray(g0.standard_normal(300), dtype=dtype) if affine else None
+    b = cp.asarray(g0.standard_normal(300), dtype=dtype) if affine else None
+    y, mean, rstd = be.layer_norm(x, w, b, 1e-5)
+
+    def f64(a):
+        return None if a is None else a.astype(np.float64)
+
+    ry, rmean, rrstd = K.layer_norm_ref(cp, f64(x), f64(w), f64(b), 1e-5)
+    assert y.dtype == dtype and mean.shape == (3, 5)
+    _close(y, ry, dtype)
+    _close(mean, rmean, dtype)
+    _close(rstd, rrstd, dtype)
+    dx, dw, db = be.layer_norm_backward(gy, x, mean, rstd, w)
+    rdx, rdw, rdb = K.layer_norm_backward_ref(cp, f64(gy), f64(x), rmean, rrstd, f64(w))
+    _close(dx, rdx, dtype)
+    if affine:
+        tol = 1e-2 if dtype == np.float16 else 1e-4
+        np.testing.assert_allclose(be.to_numpy(dw).astype(np.float64), be.to_numpy(rdw), rtol=tol, atol=tol)
+        np.testing.assert_allclose(be.to_numpy(db).astype(np.float64), be.to_numpy(rdb), rtol=1e-2, atol=1e-2)
+    else:
+        assert dw is None and db is None
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", KDTYPES)
+def test_cross_entropy_kernel(dtype):
+    be = _be()
+    cp = be.xp
+    g0 = _rng(6)
+    logits = cp.asarray(g0.standard_normal((9, 1000)) * 3, dtype=dtype)
+    target = cp.asarray([0, 999, 5, -100, 17, 3, 3, 500, -100])
+    loss, lse = be.cross_entropy(logits, target, -100)
+    rloss, rlse = K.cross_entropy_ref(cp, logits.astype(np.float64), target, -100)
+    _close(loss, rloss, dtype)
+    _close(lse, rlse, dtype)
+    g = cp.asarray(g0.standard_normal(9), dtype=dtype)
+    dx = be.cross_entropy_backward(g, logits, lse, target, -100)
+    rdx = K.cross_entropy_backward_ref(cp, g.astype(np.float64), logits.astype(np.float64), rlse, target, -100)
+    _close(dx, rdx, dtype)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", KDTYPES)
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_embedding_backward_kernel(dtype, deterministic):
+    be = _be()
+    cp = be.xp
+    g0 = _rng(7)
+    idx = cp.asarray(g0.integers(0, 20, (6, 9)))
+    g = cp.asarray(g0.standard_normal((6, 9, 16)), dtype=dtype)
+    for pad in (None, 3):
+        dw = be.embedding_backward(g, idx, 20, pad, deterministic=deterministic)
+        ref = K.embedding_backward_ref(cp, g.astype(np.float64), idx, 20, pad)
+        assert dw.shape == (20, 16) and dw.dtype == dtype
+        _close(dw, ref, dtype)
+    if deterministic:
+        a = be.embedding_backward(g, idx, 20, None, deterministic=True)
+        b = be.embedding_backward(g, idx, 20, None, deterministic=True)
+        assert bool(cp.all(a == b))
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", KDTYPES)
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_adam_kernel(dtype, decoupled):
+    be = _be()
+    cp = be.xp
+    g0 = _rng(8)
+    shapes = [(300, 257), (7,), (70000,), (1,)]
+    ps = [cp.asarray(g0.standard_normal(s), dtype=dtype) for s in shapes]
+    ref_ps = [p.astype(np.float64) for p in ps]
+    ms = [cp.zeros_like(p) for p in ps]
+    vs = [cp.zeros_like(p) for p in ps]
+    rms = [cp.zeros_like(p) for p in ref_ps]
+    rvs = [cp.zeros_like(p) for p in ref_ps]
+    hp = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.05, decoupled=decoupled)
+    for step in (1, 2, 3):
+        gs = [cp.asarray(g0.standard_normal(s), dtype=dtype) for s in shapes]
+        be.adam_step(ps, gs, ms, vs, step=step, **hp)
+        K.adam_step_ref(cp, ref_ps, [g.astype(np.float64) for g in gs], rms, rvs, step=step, **hp)
+    for p, r in zip(ps, ref_ps):
+        if dtype == np.float16:  # half parameters and moments are rounded every step; the reference is not
+            np.testing.assert_allclose(be.to_numpy(p).astype(np.float64), be.to_numpy(r), rtol=1e-2, atol=1e-2)
+        else:
+            _close(p, r, dtype)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", KDTYPES)
+@pytest.mark.parametrize("act", ["none", "relu", "gelu", "gelu_tanh"])
+def test_bias_act_kernel(dtype, act):
+    be = _be()
+    cp = be.xp
+    g0 = _rng(9)
+    x = cp.asarray(g0.standard_normal((33, 65)) * 2, dtype=dtype)
+    b = cp.asarray(g0.standard_normal(65), dtype=dtype)
+    g = cp.asarray(g0.standard_normal((33, 65)), dtype=dtype)
+    for bias in (b, None):
+        bb = None if bias is None else bias.astype(np.float64)
+        _close(be.bias_act(x, bias, act), K.bias_act_ref(cp, x.astype(np.float64), bb, act), dtype)
+        _close(be.bias_act_backward(g, x, bias, act),
+               K.bias_act_backward_ref(cp, g.astype(np.float64), x.astype(np.float64), bb, act), dtype)
+
+
+@cuda_only
+@pytest.mark.parametrize("op", ["multiply", "add", "subtract", "true_divide"])
+@pytest.mark.parametrize("n", [1 << 16, (1 << 16) + 3, 1000])
+def test_vectorised_binary_matches_cupy(op, n):
+    be = _be()
+    cp = be.xp
+    a = cp.asarray(_rng(10).standard_normal(n), dtype=np.float32)
+    b = cp.asarray(_rng(11).standard_normal(n) + 3, dtype=np.float32)
+    got = getattr(be, op)(a, b)
+    assert bool(cp.all(got == getattr(cp, op)(a, b)))
+    # misaligned view: falls back to CuPy
+    got2 = getattr(be, op)(a[1:], b[1:])
+    assert bool(cp.all(got2 == getattr(cp, op)(a[1:], b[1:])))
+
+
+@cuda_only
+def test_multi_gpu_placement():
+    if pylucid.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    t = pylucid.ones(4, device="cuda:1")
+    assert t._data.device.id == 1
+    u = t.to("cuda:0")
+    assert u._data.device.id == 0 and u.tolist() == [1.0] * 4
+    with pytest.raises(pylucid.DeviceMismatch, match="cuda:0.*cuda:1|cuda:1.*cuda:0"):
+        t + u

@@ -1,0 +1,90 @@
+"""FFT and complex tensors beyond the generic suite: output dtypes, complex-valued inputs and outputs,
+real losses of complex intermediates against PyTorch (first and second order), helpers and edge cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import pylucid as pl
+
+
+def _grads(fn_pl, fn_t, x, create_graph=True):
+    xp, xt = pl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (gp,) = pl.autograd.grad(fn_pl(xp), xp, create_graph=create_graph)
+    (gt,) = torch.autograd.grad(fn_t(xt), xt, create_graph=create_graph)
+    return xp, xt, gp, gt
+
+
+@pytest.mark.parametrize("name,dt,want", [("fft", "float32", "complex64"), ("fft", "float64", "complex128"),
+                                          ("rfft", "float32", "complex64"), ("irfft", "complex64", "float32"),
+                                          ("irfft", "complex128", "float64"), ("ifft", "complex64", "complex64"),
+                                          ("fft", "int64", "complex64"), ("rfft", "float16", "complex64")])
+def test_output_dtypes(name, dt, want):
+    x = pl.tensor(np.arange(6).astype(dt))
+    assert getattr(pl.fft, name)(x).dtype.name == want
+
+
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+def test_real_loss_of_complex_spectrum_matches_torch_to_second_order(norm):
+    x = np.random.default_rng(0).standard_normal((3, 8))
+
+    def f_pl(t):
+        z = pl.fft.rfft(t, norm=norm)
+        return (pl.real(z) * pl.imag(z)).sum() + pl.angle(z[:, 1:3]).sum() + pl.fft.irfft(z * 2.0, n=8).sum()
+
+    def f_t(t):
+        z = torch.fft.rfft(t, norm=norm)
+        return (z.real * z.imag).sum() + torch.angle(z[:, 1:3]).sum() + torch.fft.irfft(z * 2.0, n=8).sum()
+
+    xp, xt, gp, gt = _grads(f_pl, f_t, x)
+    np.testing.assert_allclose(gp.detach().numpy(), gt.detach().numpy(), atol=1e-10)
+    (ggp,) = pl.autograd.grad((gp * gp).sum(), xp)
+    (ggt,) = torch.autograd.grad((gt * gt).sum(), xt)
+    np.testing.assert_allclose(ggp.numpy(), ggt.numpy(), atol=1e-9)
+
+
+def test_abs_of_fft_first_order_matches_torch():
+    # abs of a complex tensor is the core's Abs: first order is right (g * x/|x|)
+    x = np.random.default_rng(1).standard_normal((4, 6))
+    _, _, gp, gt = _grads(lambda t: pl.fft.fft(t).abs().sum(), lambda t: torch.fft.fft(t).abs().sum(), x, False)
+    np.testing.assert_allclose(gp.numpy(), gt.numpy(), atol=1e-10)
+
+
+def test_complex_leaf_gradient_is_conjugate_wirtinger():
+    z = np.array([1 + 2j, -0.5 + 1j])
+    zp, zt = pl.tensor(z, requires_grad=True), torch.tensor(z, requires_grad=True)
+    (pl.real(pl.fft.fft(zp)) * 3.0 + pl.imag(pl.conj(zp))).sum().backward()
+    (torch.fft.fft(zt).real * 3.0 + zt.conj().imag).sum().backward()
+    np.testing.assert_allclose(zp.grad.numpy(), zt.grad.numpy(), atol=1e-12)
+    assert zp.grad.dtype is pl.complex128
+
+
+def test_helpers_match_torch():
+    np.testing.assert_allclose(pl.fft.fftfreq(5, d=0.5).numpy(), torch.fft.fftfreq(5, d=0.5).numpy())
+    np.testing.assert_allclose(pl.fft.rfftfreq(6).numpy(), torch.fft.rfftfreq(6).numpy())
+    x = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_allclose(pl.fft.fftshift(pl.tensor(x)).numpy(), torch.fft.fftshift(torch.tensor(x)).numpy())
+    np.testing.assert_allclose(pl.fft.ifftshift(pl.tensor(x), dim=1).numpy(),
+                               torch.fft.ifftshift(torch.tensor(x), dim=1).numpy())
+    np.testing.assert_allclose(pl.fft.hfft(pl.tensor(x + 1j)).numpy(), torch.fft.hfft(torch.tensor(x + 1j)).numpy())
+
+
+def test_empty_batch_gives_empty_result():
+    # PyTorch's MKL backend raises on an empty batch; pylucid returns the empty spectrum
+    assert pl.fft.fft(pl.zeros(0, 4)).shape == (0, 4)
+    assert pl.fft.rfft(pl.zeros(0, 4)).shape == (0, 3)
+
+
+def test_complex_ops_forward_and_dtypes():
+    z = pl.tensor([1 + 2j, -3 - 1j])
+    assert pl.real(z).dtype is pl.float32 and pl.is_complex(z) and not pl.is_complex(pl.real(z))
+    assert pl.polar(pl.tensor([2.0]), pl.tensor([np.pi / 2])).dtype is pl.complex64
+    np.testing.assert_allclose(pl.polar(pl.tensor([2.0]), pl.tensor([np.pi / 2])).numpy(), [2j], atol=1e-6)
+    assert pl.view_as_real(z).shape == (2, 2)
+    np.testing.assert_allclose(pl.conj_physical(z).numpy(), np.conj(z.numpy()))
+    r = pl.tensor([1.0, -2.0])
+    assert pl.real(r) is r and pl.conj(r) is r
+    with pytest.raises(pl.DtypeMismatch, match="complex: expected real and imag to have the same dtype"):
+        pl.complex(pl.ones(2), pl.ones(2, dtype=pl.float64))

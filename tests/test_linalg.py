@@ -1,0 +1,156 @@
+"""Linear algebra beyond the generic suite: the composite products and norms (forward, gradient vs PyTorch,
+second derivatives), the documented singularities, errors and dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import pylucid as pl
+from pylucid.errors import ShapeMismatch
+from tests.opdb import OpEntry, Sample
+from tests.opdb.core import U
+from tests.opdb.linalg_ext import spd, sym, well
+
+L, TL = pl.linalg, torch.linalg
+_suite = pytest.importorskip("tests.test_ops")
+
+# composites: no registry entry, same checks as the generic suite (forward, grad vs torch, gradcheck, gradgradcheck)
+COMPOSITES = [
+    OpEntry("mm", pl.mm, torch.mm, lambda: [Sample((U(3, 4), U(4, 2, seed=1)))]),
+    OpEntry("bmm", pl.bmm, torch.bmm, lambda: [Sample((U(2, 3, 4), U(2, 4, 2, seed=1)))]),
+    OpEntry("mv", pl.mv, torch.mv, lambda: [Sample((U(3, 4), U(4, seed=1)))]),
+    OpEntry("vdot", pl.vdot, torch.vdot, lambda: [Sample((U(4), U(4, seed=1)))]),
+    OpEntry("inner", pl.inner, torch.inner, lambda: [Sample((U(2, 4), U(3, 4, seed=1))),
+                                                    Sample((np.array(2.0), U(3, seed=1)), name="scalar")]),
+    OpEntry("tensordot", lambda a, b, **k: pl.tensordot(a, b, **k), lambda a, b, **k: torch.tensordot(a, b, **k),
+            lambda: [Sample((U(2, 3, 4), U(3, 4, 2, seed=1)), {"dims": 2}),
+                     Sample((U(2, 3, 4), U(3, 2, 2, seed=1)), {"dims": ([1, 0], [0, 2])}, "lists")]),
+    OpEntry("kron", pl.kron, torch.kron, lambda: [Sample((U(2, 3), U(3, 2, seed=1))),
+                                                 Sample((U(2), U(3, 2, seed=1)), name="1d-2d")]),
+    OpEntry("addmm", lambda i, a, b, **k: pl.addmm(i, a, b, **k), lambda i, a, b, **k: torch.addmm(i, a, b, **k),
+            lambda: [Sample((U(3), U(2, 4, seed=1), U(4, 3, seed=2)), {"beta": 0.5, "alpha": 2.0}),
+                     Sample((np.full((2, 3), np.nan), U(2, 4, seed=1), U(4, 3, seed=2)), {"beta": 0}, "beta0",
+                            grad_args=(1, 2))]),
+    OpEntry("addmv", pl.addmv, torch.addmv, lambda: [Sample((U(3), U(3, 4, seed=1), U(4, seed=2)))]),
+    OpEntry("baddbmm", pl.baddbmm, torch.baddbmm, lambda: [Sample((U(2, 3, 3), U(2, 3, 4, seed=1),
+                                                                   U(2, 4, 3, seed=2)))]),
+    OpEntry("cross", lambda a, b, **k: L.cross(a, b, **k), lambda a, b, **k: TL.cross(a, b, **k),
+            lambda: [Sample((U(4, 3), U(1, 3, seed=1))), Sample((U(3, 2), U(3, 2, seed=1)), {"dim": 0}, "dim0")]),
+    *[OpEntry("matrix_power", lambda a, n=n: pl.matrix_power(a, n), lambda a, n=n: torch.matrix_power(a, n),
+              lambda: [Sample((well(3, 2) / 3,))]) for n in (0, 1, 3, -2)],
+    OpEntry("logdet", pl.logdet, torch.logdet, lambda: [Sample((spd(3),))]),
+    OpEntry("svdvals", L.svdvals, TL.svdvals, lambda: [Sample((U(3, 4),)), Sample((U(2, 4, 3),), name="batch")]),
+    OpEntry("eigvalsh", lambda a: L.eigvalsh(sym(a)), lambda a: TL.eigvalsh(sym(a)), lambda: [Sample((spd(3),))]),
+    OpEntry("lstsq", lambda a, b: L.lstsq(a, b).solution, lambda a, b: TL.lstsq(a, b).solution,
+            lambda: [Sample((U(4, 3), U(4, 2, seed=1)))]),
+    OpEntry("lu_solve", lambda a, b, **k: L.lu_solve(*L.lu_factor(a), b, **k),
+            lambda a, b, **k: TL.lu_solve(*TL.lu_factor(a), b, **k),
+            lambda: [Sample((well(2), U(2, 2, seed=1))), Sample((well(2), U(1, 2, seed=1)), {"left": False}, "right"),
+                     Sample((well(2), U(2, 1, seed=1)), {"adjoint": True}, "adjoint")]),
+    *[OpEntry("matrix_norm", lambda a, o=o: L.matrix_norm(a, o), lambda a, o=o: TL.matrix_norm(a, o),
+              lambda: [Sample((U(2, 3, 4),))]) for o in ("fro", "nuc", 2, -2, 1, -1, float("inf"), float("-inf"))],
+    OpEntry("norm", lambda a, **k: L.norm(a, **k), lambda a, **k: TL.norm(a, **k),
+            lambda: [Sample((U(2, 3),)), Sample((U(2, 3),), {"ord": 1, "dim": 1}, "dim"),
+                     Sample((U(2, 3),), {"ord": "nuc"}, "nuc")]),
+    OpEntry("torch.norm", lambda a, **k: pl.norm(a, **k), lambda a, **k: torch.norm(a, **k),
+            lambda: [Sample((U(2, 3),)), Sample((U(2, 3),), {"p": 3, "dim": 1}, "p3")]),
+    OpEntry("multi_dot", lambda *a: L.multi_dot(list(a)), lambda *a: TL.multi_dot(list(a)),
+            lambda: [Sample((U(2, 5), U(5, 3, seed=1), U(3, 4, seed=2))),
+                     Sample((U(3), U(3, 2, seed=1), U(2, seed=2)), name="vectors")]),
+    OpEntry("vecdot", lambda a, b: L.vecdot(a, b), lambda a, b: TL.vecdot(a, b),
+            lambda: [Sample((U(2, 3), U(3, seed=1)))]),
+]
+_IDS = [f"{e.name}-{i}" for i, e in enumerate(COMPOSITES)]
+
+
+@pytest.mark.parametrize("entry", COMPOSITES, ids=_IDS)
+def test_composite_forward(entry):
+    for dtype in ("float32", "float64"):
+        _suite.test_forward(OpEntry(**{**entry.__dict__, "atol": 1e-4, "rtol": 1e-4}), dtype, "cpu")
+
+
+@pytest.mark.parametrize("entry", COMPOSITES, ids=_IDS)
+def test_composite_grads(entry):
+    _suite.test_grad_vs_torch(entry, "cpu")
+    _suite.test_gradcheck(entry)
+    _suite.test_gradgradcheck(entry)
+
+
+def test_einsum_fast_path_is_matmul():
+    a, b = pl.randn(4, 8, 16), pl.randn(4, 16, 8)
+    np.testing.assert_allclose(pl.einsum("bij,bjk->bik", a, b).numpy(), (a @ b).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_shape_errors_name_both_shapes():
+    with pytest.raises(ShapeMismatch, match=r"mm: .*\(2, 3\) and \(4, 5\)"):
+        pl.mm(pl.ones(2, 3), pl.ones(4, 5))
+    with pytest.raises(ShapeMismatch, match=r"bmm: .*\(2, 3, 4\) and \(3, 4, 5\)"):
+        pl.bmm(pl.ones(2, 3, 4), pl.ones(3, 4, 5))
+    with pytest.raises(ShapeMismatch, match=r"tensordot"):
+        pl.tensordot(pl.ones(2, 3), pl.ones(4, 5), dims=1)
+    with pytest.raises(ShapeMismatch, match=r"cross: dim -1 must have size 3"):
+        pl.cross(pl.ones(2, 4), pl.ones(2, 4))
+
+
+def test_singular_inputs_raise_linalg_error():
+    assert issubclass(L.LinAlgError, pl.LucidError)
+    with pytest.raises(L.LinAlgError, match="linalg.inv"):
+        L.inv(pl.ones(2, 2))
+    with pytest.raises(L.LinAlgError, match="linalg.solve"):
+        L.solve(pl.ones(2, 2), pl.ones(2))
+    with pytest.raises(L.LinAlgError, match="linalg.cholesky"):
+        L.cholesky(-pl.eye(2))
+
+
+def test_det_gradient_of_exactly_singular_matrix_is_the_cofactor_matrix():
+    a = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+    x = pl.tensor(a, requires_grad=True)
+    L.det(x).backward()
+    cof = np.array([[np.linalg.det(np.delete(np.delete(a, i, 0), j, 1)) * (-1) ** (i + j) for j in range(3)]
+                    for i in range(3)])
+    np.testing.assert_allclose(x.grad.numpy(), cof, atol=1e-10)
+    assert pl.autograd.gradcheck(L.det, (pl.tensor(a, requires_grad=True),))
+
+
+@pytest.mark.parametrize("which", ["eigh", "svd"])
+def test_repeated_values_give_nonfinite_vector_gradients_like_torch(which):
+    a = np.diag([1.0, 1.0, 2.0])
+    x, xt = pl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    if which == "eigh":
+        L.eigh(x)[1].sum().backward()
+        TL.eigh(xt)[1].sum().backward()
+    else:
+        L.svd(x)[0].sum().backward()
+        TL.svd(xt)[0].sum().backward()
+    assert not np.isfinite(x.grad.numpy()).all() and not torch.isfinite(xt.grad).all()
+    y = pl.tensor(a, requires_grad=True)  # values alone stay finite
+    (L.eigvalsh(y) if which == "eigh" else L.svdvals(y)).sum().backward()
+    assert np.isfinite(y.grad.numpy()).all()
+
+
+@pytest.mark.parametrize("fn", [L.det, L.inv, L.matrix_exp, lambda a: L.cholesky(a), lambda a: L.eigh(a)[0],
+                                lambda a: L.svd(a)[1], lambda a: L.qr(a)[1], L.pinv])
+def test_half_precision_computes_in_float32_and_keeps_dtype(fn):
+    a = pl.tensor(spd(3) / 10).to(pl.float16)
+    out = fn(a)
+    assert out.dtype is pl.float16
+    np.testing.assert_allclose(out.float().numpy(), fn(a.float()).numpy(), rtol=2e-2, atol=2e-2)
+
+
+def test_amp_policy_keeps_input_dtype_for_decompositions():
+    a = pl.tensor(spd(3), dtype=pl.float32)
+    with pl.amp.autocast("cpu", dtype=pl.float16):
+        assert L.cholesky(a).dtype is pl.float32
+        assert L.eigh(a)[1].dtype is pl.float32
+        assert L.svd(a)[0].dtype is pl.float32
+        assert pl.einsum("ij,jk", a, a).dtype is pl.float16
+
+
+def test_complex_forward():
+    a = np.array([[2 + 1j, 1j], [0.5, 3 - 1j]])
+    x, xt = pl.tensor(a), torch.tensor(a)
+    for f, g in ((L.det, TL.det), (L.inv, TL.inv), (lambda m: L.svdvals(m), TL.svdvals)):
+        np.testing.assert_allclose(f(x).numpy(), g(xt).numpy(), atol=1e-12)
+    np.testing.assert_allclose(pl.vdot(x[0], x[1]).numpy(), torch.vdot(xt[0], xt[1]).numpy())

@@ -1,0 +1,606 @@
+"""pylucid.nn core vs PyTorch: modules and losses with the same weights and inputs (outputs and gradients),
+state dicts, hooks, train/eval behaviour, higher-order gradients, dtype moves, repr, init and utils."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import pylucid as pl
+import pylucid.nn.functional as F
+from pylucid import nn
+
+R = np.random.default_rng(0)
+
+
+def arr(*shape, lo=-2.0, hi=2.0):
+    return R.uniform(lo, hi, size=shape)
+
+
+def copy_weights(pm, tm):
+    """Load the torch module's state into the pylucid module (float64 on both sides)."""
+    tm.double()
+    pm.double()
+    res = pm.load_state_dict({k: pl.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    assert not res.missing_keys and not res.unexpected_keys
+
+
+def close(a, b, atol=1e-8, rtol=1e-6, what=""):
+    a = a.detach().numpy() if isinstance(a, pl.Tensor) else np.asarray(a)
+    b = b.detach().numpy() if isinstance(b, torch.Tensor) else np.asarray(b)
+    np.testing.assert_allclose(a, b, atol=atol, rtol=rtol, err_msg=what)
+
+
+def compare_module(pm, tm, *inputs, int_inputs=(), atol=1e-8, call=None):
+    """Forward + backward (sum of squares of the output) on both; compare outputs, input and parameter grads."""
+    copy_weights(pm, tm)
+    p_in = [pl.tensor(x) if i in int_inputs else pl.tensor(x, requires_grad=True) for i, x in enumerate(inputs)]
+    t_in = [torch.tensor(x) if i in int_inputs else torch.tensor(x, requires_grad=True) for i, x in enumerate(inputs)]
+    call = call or (lambda m, *a: m(*a))
+    po, to = call(pm, *p_in), call(tm, *t_in)
+    po = po[0] if isinstance(po, tuple) else po
+    to = to[0] if isinstance(to, tuple) else to
+    close(po, to, atol=atol, what="output")
+    (po * po).sum().backward()
+    (to * to).sum().backward()
+    for i, (a, b) in enumerate(zip(p_in, t_in)):
+        if i not in int_inputs:
+            close(a.grad, b.grad, atol=atol * 10, what=f"grad input {i}")
+    tparams = dict(tm.named_parameters())
+    for name, p in pm.named_parameters():
+        tg = tparams[name].grad
+        if tg is None:
+            assert p.grad is None or np.allclose(p.grad.numpy(), 0), name
+        else:
+            close(p.grad, tg, atol=atol * 10, what=f"grad {name}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# layers vs torch
+# ---------------------------------------------------------------------------------------------------------------------
+def test_linear_bilinear_flatten():
+    compare_module(nn.Linear(4, 3), torch.nn.Linear(4, 3), arr(2, 5, 4))
+    compare_module(nn.Linear(4, 3, bias=False), torch.nn.Linear(4, 3, bias=False), arr(4))
+    compare_module(nn.Bilinear(3, 2, 4), torch.nn.Bilinear(3, 2, 4), arr(5, 3), arr(5, 2))
+    x = pl.arange(24.0).reshape(2, 3, 4)
+    assert nn.Flatten()(x).shape == (2, 12)
+    assert nn.Unflatten(1, (3, 1))(pl.zeros(2, 3, 4)).shape == (2, 3, 1, 4)
+    assert nn.Identity(5, k=2)(x) is x
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.LayerNorm(4), lambda m: m.LayerNorm((3, 4), elementwise_affine=False), lambda m: m.GroupNorm(2, 4),
+    lambda m: m.GroupNorm(1, 4, affine=False), lambda m: m.InstanceNorm2d(4, affine=True),
+    lambda m: m.RMSNorm(4, eps=1e-6), lambda m: m.LocalResponseNorm(3),
+], ids=["layernorm", "layernorm-2d", "groupnorm", "groupnorm-1", "instancenorm", "rmsnorm", "lrn"])
+def test_norm_layers(make):
+    x = arr(2, 4, 3, 4)
+    compare_module(make(nn), make(torch.nn), x)
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batchnorm_running_stats_over_steps(momentum):
+    pm, tm = nn.BatchNorm2d(3, momentum=momentum), torch.nn.BatchNorm2d(3, momentum=momentum)
+    copy_weights(pm, tm)
+    for step in range(3):
+        x = arr(4, 3, 2, 2) * (step + 1)
+        px, tx = pl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        po, to = pm(px), tm(tx)
+        close(po, to)
+        (po * po).sum().backward()
+        (to * to).sum().backward()
+        close(px.grad, tx.grad, atol=1e-7)
+    close(pm.running_mean, tm.running_mean)
+    close(pm.running_var, tm.running_var)
+    assert pm.num_batches_tracked.item() == 3
+    close(pm.weight.grad, tm.weight.grad, atol=1e-7)
+    pm.eval()
+    tm.eval()
+    compare_module(pm, tm, arr(2, 3, 2, 2))
+
+
+def test_batchnorm1d_eval_and_no_tracking():
+    compare_module(nn.BatchNorm1d(3).eval(), torch.nn.BatchNorm1d(3).eval(), arr(5, 3))
+    pm = nn.BatchNorm1d(3, affine=False, track_running_stats=False)
+    tm = torch.nn.BatchNorm1d(3, affine=False, track_running_stats=False)
+    compare_module(pm.eval(), tm.eval(), arr(5, 3, 2))  # no running stats: batch stats even in eval
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        nn.BatchNorm1d(3)(pl.ones(1, 3))
+
+
+def test_embedding_and_bag():
+    idx = np.array([[1, 0, 3], [2, 2, 0]])
+    compare_module(nn.Embedding(5, 3, padding_idx=0), torch.nn.Embedding(5, 3, padding_idx=0), idx, int_inputs=(0,))
+    flat = np.array([1, 2, 4, 4, 3, 0])
+    offsets = np.array([0, 2, 2, 5])
+    for mode in ("sum", "mean", "max"):
+        compare_module(nn.EmbeddingBag(5, 3, mode=mode), torch.nn.EmbeddingBag(5, 3, mode=mode), flat, offsets,
+                       int_inputs=(0, 1))
+    compare_module(nn.EmbeddingBag(5, 3, mode="mean", padding_idx=2),
+                   torch.nn.EmbeddingBag(5, 3, mode="mean", padding_idx=2), idx, int_inputs=(0,))
+    emb = nn.Embedding(4, 3, max_norm=1.0)
+    emb(pl.tensor([0, 1]))
+    norms = np.linalg.norm(emb.weight.detach().numpy()[:2], axis=1)
+    assert np.all(norms <= 1.0 + 1e-5)
+
+
+def test_multihead_attention():
+    q, k = arr(2, 3, 8), arr(2, 4, 8)
+    kpm = np.array([[False, False, True, False], [False, False, False, False]])
+    am = np.triu(np.ones((3, 4), dtype=bool), 1)
+
+    def call(m, q_, k_):
+        is_pl = isinstance(q_, pl.Tensor)
+        mk = pl.tensor if is_pl else torch.tensor
+        return m(q_, k_, k_, key_padding_mask=mk(kpm), attn_mask=mk(am))
+
+    compare_module(nn.MultiheadAttention(8, 2, batch_first=True), torch.nn.MultiheadAttention(8, 2, batch_first=True),
+                   q, k, call=call)
+    # need_weights, averaged and per head, and kdim/vdim
+    pm, tm = nn.MultiheadAttention(8, 2, kdim=5, vdim=6), torch.nn.MultiheadAttention(8, 2, kdim=5, vdim=6)
+    copy_weights(pm, tm)
+    qq, kk, vv = arr(3, 2, 8), arr(4, 2, 5), arr(4, 2, 6)
+    for avg in (True, False):
+        po, pw = pm(pl.tensor(qq), pl.tensor(kk), pl.tensor(vv), average_attn_weights=avg)
+        to, tw = tm(torch.tensor(qq), torch.tensor(kk), torch.tensor(vv), average_attn_weights=avg)
+        close(po, to)
+        close(pw, tw)
+
+
+@pytest.mark.parametrize("norm_first,act", [(False, "relu"), (True, "gelu")])
+def test_transformer_layers(norm_first, act):
+    kw = dict(dim_feedforward=16, dropout=0.0, batch_first=True, norm_first=norm_first, activation=act)
+    src, tgt = arr(2, 4, 8), arr(2, 3, 8)
+    compare_module(nn.TransformerEncoderLayer(8, 2, **kw), torch.nn.TransformerEncoderLayer(8, 2, **kw), src)
+    compare_module(nn.TransformerDecoderLayer(8, 2, **kw), torch.nn.TransformerDecoderLayer(8, 2, **kw), tgt, src)
+    pm = nn.Transformer(8, 2, 2, 1, **kw)
+    tm = torch.nn.Transformer(8, 2, 2, 1, **kw)
+    mask = nn.Transformer.generate_square_subsequent_mask(3).double()
+    tmask = torch.nn.Transformer.generate_square_subsequent_mask(3).double()
+
+    def call(m, s, t):
+        return m(s, t, tgt_mask=mask if isinstance(s, pl.Tensor) else tmask)
+
+    compare_module(pm, tm, src, tgt, call=call)
+
+
+ACTIVATIONS = ["ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid", "Tanh", "Softplus", "Mish", "ELU", "SELU", "CELU",
+               "LeakyReLU", "Hardtanh", "Hardsigmoid", "Hardswish", "LogSigmoid", "Softsign", "Tanhshrink",
+               "Softshrink", "Hardshrink", "GLU", "PReLU"]
+
+
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_activation_modules(name):
+    x = arr(3, 4) + 0.013  # keep away from kinks
+    compare_module(getattr(nn, name)(), getattr(torch.nn, name)(), x)
+
+
+@pytest.mark.parametrize("name,kw", [("Softmax", {"dim": 1}), ("LogSoftmax", {"dim": -1}), ("Softmin", {"dim": 0}),
+                                     ("GELU", {"approximate": "tanh"}), ("LeakyReLU", {"negative_slope": 0.2}),
+                                     ("Threshold", {"threshold": 0.1, "value": 20.0})])
+def test_activation_modules_kwargs(name, kw):
+    compare_module(getattr(nn, name)(**kw), getattr(torch.nn, name)(**kw), arr(3, 4) + 0.013)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# losses
+# ---------------------------------------------------------------------------------------------------------------------
+def _loss_case(name, args, kw, int_pos=()):
+    p_args = [pl.tensor(a) if i in int_pos or not np.issubdtype(np.asarray(a).dtype, np.floating)
+              else pl.tensor(a, requires_grad=True) for i, a in enumerate(args)]
+    t_args = [torch.tensor(a) if i in int_pos or not np.issubdtype(np.asarray(a).dtype, np.floating)
+              else torch.tensor(a, requires_grad=True) for i, a in enumerate(args)]
+    pm, tm = getattr(nn, name)(**kw), getattr(torch.nn, name)(**kw)
+    po, to = pm(*p_args), tm(*t_args)
+    close(po, to, what=name)
+    po.sum().backward()
+    to.sum().backward()
+    for i, (a, b) in enumerate(zip(p_args, t_args)):
+        if b.requires_grad and b.grad is not None:
+            close(a.grad, b.grad, atol=1e-8, what=f"{name} grad {i}")
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_loss_modules(reduction):
+    x, y = arr(4, 3), arr(4, 3)
+    r = {"reduction": reduction}
+    _loss_case("MSELoss", (x, y), r)
+    _loss_case("L1Loss", (x, y + 0.01), r)
+    _loss_case("SmoothL1Loss", (x, y), dict(r, beta=0.5))
+    _loss_case("SmoothL1Loss", (x, y), dict(r, beta=0.0))
+    _loss_case("HuberLoss", (x, y), dict(r, delta=0.8))
+    _loss_case("CrossEntropyLoss", (x, np.array([0, 2, 1, 2])), dict(r, label_smoothing=0.1,
+                                                                    weight=None), int_pos=(1,))
+    _loss_case("NLLLoss", (x, np.array([0, 2, 1, 2])), r, int_pos=(1,))
+    _loss_case("BCELoss", (arr(4, 3, lo=0.05, hi=0.95), arr(4, 3, lo=0, hi=1)), r)
+    _loss_case("BCEWithLogitsLoss", (x, arr(4, 3, lo=0, hi=1)), r)
+    lp = torch.log_softmax(torch.tensor(arr(4, 3)), 1).numpy()
+    _loss_case("KLDivLoss", (lp, arr(4, 3, lo=0, hi=1)), r)
+    _loss_case("KLDivLoss", (lp, lp[::-1].copy()), dict(r, log_target=True))
+    sign = np.array([1.0, -1.0, 1.0, -1.0])
+    _loss_case("CosineEmbeddingLoss", (x, y, sign), dict(r, margin=0.1), int_pos=(2,))
+    _loss_case("MarginRankingLoss", (arr(4), arr(4), sign), dict(r, margin=0.2), int_pos=(2,))
+    _loss_case("TripletMarginLoss", (x, y, arr(4, 3)), dict(r, margin=0.5))
+    _loss_case("TripletMarginLoss", (x, y, arr(4, 3)), dict(r, p=1.0, swap=True))
+
+
+def test_weighted_losses_and_kl_batchmean():
+    x = arr(5, 4)
+    t = np.array([0, 3, 1, 1, 2])
+    w = arr(4, lo=0.1, hi=1.0)
+    pc = F.cross_entropy(pl.tensor(x), pl.tensor(t), pl.tensor(w), label_smoothing=0.2)
+    tc = torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(t), torch.tensor(w), label_smoothing=0.2)
+    close(pc, tc)
+    pw = arr(4, lo=0.5, hi=2.0)
+    pb = nn.BCEWithLogitsLoss(pos_weight=pl.tensor(pw))(pl.tensor(x), pl.tensor(arr(5, 4, lo=0, hi=1)))
+    assert pb.ndim == 0
+    lp = np.log(np.full((2, 3), 1 / 3))
+    close(F.kl_div(pl.tensor(lp), pl.tensor(np.full((2, 3), 1 / 3)), reduction="batchmean"), 0.0)
+
+
+@pytest.mark.parametrize("reduction,zero_inf", [("mean", False), ("sum", False), ("none", True)])
+def test_ctc_loss(reduction, zero_inf):
+    T, N, C = 6, 3, 4
+    logits = arr(T, N, C)
+    lp_t = torch.log_softmax(torch.tensor(logits, requires_grad=True), 2)
+    targets = np.array([[1, 2, 2], [3, 1, 0], [1, 1, 1]])
+    il, tl = np.array([6, 5, 2]), np.array([3, 2, 3])  # the last one is impossible (too short)
+    t_loss = torch.nn.functional.ctc_loss(lp_t, torch.tensor(targets), torch.tensor(il), torch.tensor(tl),
+                                          reduction=reduction, zero_infinity=True) if zero_inf else None
+    x = pl.tensor(logits, requires_grad=True)
+    lp = x - pl.tensor(np.log(np.exp(logits).sum(2, keepdims=True)))
+    if not zero_inf:
+        # finite cases only for mean/sum (PyTorch's inf loss gives inf/nan gradients)
+        il, tl, targets = il[:2], tl[:2], targets[:2]
+        lp_t = torch.log_softmax(torch.tensor(logits[:, :2], requires_grad=True), 2)
+        x = pl.tensor(logits[:, :2].copy(), requires_grad=True)
+        lp = F.log_softmax(x, 2)
+        t_loss = torch.nn.functional.ctc_loss(lp_t, torch.tensor(targets), torch.tensor(il), torch.tensor(tl),
+                                              reduction=reduction)
+    else:
+        lp = F.log_softmax(x, 2)
+    p_loss = nn.CTCLoss(reduction=reduction, zero_infinity=zero_inf)(lp, pl.tensor(targets), il, tl)
+    close(p_loss, t_loss, atol=1e-7, what="ctc loss")
+    p_loss.sum().backward()
+    t_logits = lp_t
+    (g,) = torch.autograd.grad(t_loss.sum(), t_logits)
+    # compare gradients w.r.t. the log-probabilities through the same log_softmax
+    xt = torch.tensor(x.detach().numpy(), requires_grad=True)
+    lt = torch.log_softmax(xt, 2)
+    lt.backward(g)
+    close(x.grad, xt.grad, atol=1e-6, what="ctc grad")
+    # concatenated 1-D targets give the same loss
+    flat = np.concatenate([targets[i, :tl[i]] for i in range(len(tl))])
+    p2 = F.ctc_loss(lp, pl.tensor(flat), il, tl, reduction=reduction, zero_infinity=zero_inf)
+    close(p2, p_loss)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# module API
+# ---------------------------------------------------------------------------------------------------------------------
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(3, 4)
+        self.act = nn.ReLU()
+        self.block = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))
+        self.bn = nn.BatchNorm1d(4)
+        self.register_buffer("scratch", pl.zeros(2), persistent=False)
+
+    def forward(self, x):
+        return self.bn(self.block(self.act(self.fc1(x))))
+
+
+def test_registration_and_iteration():
+    net = Net()
+    names = [n for n, _ in net.named_parameters()]
+    assert names == ["fc1.weight", "fc1.bias", "block.0.weight", "block.0.bias", "block.1.weight", "block.1.bias",
+                     "bn.weight", "bn.bias"]
+    assert [n for n, _ in net.named_buffers()] == ["scratch", "bn.running_mean", "bn.running_var",
+                                                  "bn.num_batches_tracked"]
+    assert [n for n, _ in net.named_children()] == ["fc1", "act", "block", "bn"]
+    assert len(list(net.modules())) == 7
+    assert net.get_submodule("block.1") is net.block[1]
+    assert [n for n, _ in net.named_parameters(prefix="m", recurse=False)] == []
+    # shared parameters appear once unless remove_duplicate=False
+    net.block[0].weight = net.fc1.weight if net.fc1.weight.shape == (4, 4) else net.block[0].weight
+    lin = nn.Linear(2, 2)
+    seq = nn.Sequential(lin, lin)
+    assert len(list(seq.parameters())) == 2
+    assert len(list(seq.named_parameters(remove_duplicate=False))) == 4
+    # reassigning a parameter to None and non-Parameter errors
+    with pytest.raises(TypeError, match="cannot assign"):
+        lin.weight = pl.zeros(2, 2)
+    lin.bias = None
+    assert "bias" in lin._parameters and lin.bias is None
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        _ = lin.nope
+    net.register_module("extra", nn.Identity())
+    assert "extra" in dict(net.named_children())
+    del net.extra
+    assert "extra" not in dict(net.named_children())
+
+
+def test_containers():
+    seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    assert len(seq) == 3 and isinstance(seq[-1], nn.Linear)
+    assert isinstance(seq[:2], nn.Sequential) and len(seq[:2]) == 2
+    seq.append(nn.Sigmoid())
+    assert len(seq) == 4 and [type(m).__name__ for m in seq][-1] == "Sigmoid"
+    del seq[1]
+    assert [n for n, _ in seq.named_children()] == ["0", "1", "2"]
+    ml = nn.ModuleList([nn.Linear(1, 1) for _ in range(3)])
+    ml.append(nn.Linear(1, 2))
+    assert len(ml) == 4 and len(list(ml.parameters())) == 8
+    md = nn.ModuleDict({"a": nn.Linear(1, 1)})
+    md["b"] = nn.ReLU()
+    assert list(md.keys()) == ["a", "b"] and "a" in md
+    pl_list = nn.ParameterList([pl.zeros(2), nn.Parameter(pl.ones(3))])
+    assert len(pl_list) == 2 and all(isinstance(p, nn.Parameter) for p in pl_list)
+    assert len(list(pl_list.parameters())) == 2
+    pd = nn.ParameterDict({"w": pl.zeros(2)})
+    pd["v"] = pl.ones(1)
+    assert sorted(k for k, _ in pd.named_parameters()) == ["v", "w"]
+
+
+def test_state_dict_round_trip_and_errors():
+    a, b = Net(), Net()
+    sd = a.state_dict()
+    assert "scratch" not in sd and "bn.num_batches_tracked" in sd
+    res = b.load_state_dict(sd)
+    assert res.missing_keys == [] and res.unexpected_keys == []
+    for k, v in b.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), sd[k].numpy())
+    # parameters keep their identity (loaded in place)
+    w = b.fc1.weight
+    b.load_state_dict(sd)
+    assert b.fc1.weight is w
+    bad = dict(sd)
+    bad["fc1.weight"] = pl.zeros(5, 3)
+    with pytest.raises(RuntimeError, match=r"size mismatch for fc1.weight.*\[5, 3\].*\[4, 3\]"):
+        b.load_state_dict(bad)
+    partial = {k: v for k, v in sd.items() if k != "fc1.bias"}
+    partial["junk"] = pl.zeros(1)
+    with pytest.raises(RuntimeError, match='(?s)Missing key\\(s\\) in state_dict: "fc1.bias".*Unexpected key\\(s\\) '
+                                           'in state_dict: "junk"'):
+        b.load_state_dict(partial)
+    res = b.load_state_dict(partial, strict=False)
+    assert res.missing_keys == ["fc1.bias"] and res.unexpected_keys == ["junk"]
+    # torch can load ours and we can load torch's
+    tm = torch.nn.Linear(3, 4)
+    pm = nn.Linear(3, 4)
+    tm.load_state_dict({k: torch.tensor(v.numpy()) for k, v in pm.state_dict().items()})
+    np.testing.assert_array_equal(tm.weight.detach().numpy(), pm.weight.detach().numpy())
+
+
+def test_hooks():
+    lin = nn.Linear(3, 2)
+    calls = []
+    h1 = lin.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+    h2 = lin.register_forward_hook(lambda m, args, out: out + 1)
+    x = pl.ones(1, 3)
+    expect = F.linear(x * 2, lin.weight, lin.bias) + 1
+    np.testing.assert_allclose(lin(x).detach().numpy(), expect.detach().numpy())
+    h1.remove()
+    h2.remove()
+    np.testing.assert_allclose(lin(x).detach().numpy(), F.linear(x, lin.weight, lin.bias).detach().numpy())
+
+    def bw(m, gin, gout):
+        calls.append((tuple(None if g is None else g.shape for g in gin), tuple(g.shape for g in gout)))
+        return (gin[0] * 0,)
+
+    h3 = lin.register_full_backward_hook(bw)
+    xi = pl.ones(2, 3, requires_grad=True)
+    lin(xi).sum().backward()
+    assert calls == [(((2, 3),), ((2, 2),))]
+    assert np.all(xi.grad.numpy() == 0)  # the hook replaced grad_input
+    assert lin.weight.grad is not None
+    h3.remove()
+    kw_hook = lin.register_forward_pre_hook(lambda m, a, k: (a, k), with_kwargs=True)
+    lin(x)
+    kw_hook.remove()
+
+
+def test_train_eval_dropout():
+    pl.manual_seed(0)
+    d = nn.Dropout(0.3)
+    x = pl.ones(200, 50)
+    y = d(x)
+    vals = np.unique(y.numpy())
+    assert len(vals) == 2 and vals[0] == 0 and np.isclose(vals[1], 1 / 0.7)
+    assert abs((y.numpy() == 0).mean() - 0.3) < 0.02
+    d.eval()
+    assert d(x) is x
+    d2 = nn.Dropout2d(0.5).train()
+    z = d2(pl.ones(8, 6, 3, 3)).numpy()
+    per_channel = z.reshape(8, 6, -1)
+    assert np.all((per_channel == 0).all(-1) | (per_channel == 2.0).all(-1))
+    ad = nn.AlphaDropout(0.2)
+    pl.manual_seed(1)
+    big = pl.randn(400, 400)
+    out = ad(big).numpy()
+    assert abs(out.mean()) < 0.02 and abs(out.std() - 1) < 0.02
+    net = Net().eval()
+    assert not net.training and not net.block[1].training
+    net.train()
+    assert net.bn.training
+    # gradient flows only through kept units
+    xg = pl.ones(4, 5, requires_grad=True)
+    pl.manual_seed(3)
+    out = F.dropout(xg, 0.5)
+    out.sum().backward()
+    np.testing.assert_allclose(xg.grad.numpy(), out.detach().numpy())
+
+
+def test_gradient_penalty_second_order():
+    lin1, ln, lin2 = nn.Linear(3, 5), nn.LayerNorm(5), nn.Linear(5, 1)
+    tl1, tln, tl2 = torch.nn.Linear(3, 5), torch.nn.LayerNorm(5), torch.nn.Linear(5, 1)
+    for pm, tm in ((lin1, tl1), (ln, tln), (lin2, tl2)):
+        copy_weights(pm, tm)
+    with torch.no_grad():
+        tln.weight.uniform_(0.5, 1.5)
+        tln.bias.uniform_(-0.5, 0.5)
+    copy_weights(ln, tln)
+    x = arr(4, 3)
+    px, tx = pl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    py = lin2(F.gelu(ln(F.silu(lin1(px)))) if hasattr(pl, "gelu") else F.tanh(ln(lin1(px))))
+    ty = tl2(torch.nn.functional.gelu(tln(torch.nn.functional.silu(tl1(tx))))) if hasattr(pl, "gelu") \
+        else tl2(torch.tanh(tln(tl1(tx))))
+    (pg,) = pl.autograd.grad(py.sum(), px, create_graph=True)
+    (tg,) = torch.autograd.grad(ty.sum(), tx, create_graph=True)
+    close(pg, tg, atol=1e-9)
+    ((pg * pg).sum()).backward()
+    ((tg * tg).sum()).backward()
+    for pm, tm in ((lin1, tl1), (ln, tln), (lin2, tl2)):
+        for (n, p), (_, q) in zip(pm.named_parameters(), tm.named_parameters()):
+            if q.grad is None:  # lin2.bias does not reach the input gradient
+                assert p.grad is None or np.allclose(p.grad.numpy(), 0), n
+                continue
+            close(p.grad, q.grad, atol=1e-8, what=f"penalty grad {n}")
+
+
+def test_to_dtype_and_identity():
+    lin = nn.Linear(3, 2)
+    bn = nn.BatchNorm1d(2)
+    seq = nn.Sequential(lin, bn)
+    w = lin.weight
+    opt_like = [w]
+    seq.double()
+    assert lin.weight is w and opt_like[0].dtype == pl.float64
+    assert bn.running_mean.dtype == pl.float64 and bn.num_batches_tracked.dtype == pl.int64
+    seq.to(pl.float32)
+    assert w.dtype == pl.float32
+    seq.to("cpu", dtype=pl.float16)
+    assert lin.bias.dtype == pl.float16
+    seq.float()
+    with pytest.raises(TypeError, match="floating point"):
+        seq.to(pl.int64)
+    lin.weight.grad = pl.ones(2, 3)
+    seq.zero_grad(set_to_none=False)
+    assert np.all(lin.weight.grad.numpy() == 0)
+    seq.zero_grad()
+    assert lin.weight.grad is None
+    seq.requires_grad_(False)
+    assert not any(p.requires_grad for p in seq.parameters())
+    seq.apply(lambda m: setattr(m, "tag", type(m).__name__))
+    assert lin.tag == "Linear"
+
+
+def test_repr():
+    net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Dropout(0.1), nn.Sequential(nn.LayerNorm(3)))
+    assert repr(net) == (
+        "Sequential(\n"
+        "  (0): Linear(in_features=2, out_features=3, bias=True)\n"
+        "  (1): ReLU()\n"
+        "  (2): Dropout(p=0.1, inplace=False)\n"
+        "  (3): Sequential(\n"
+        "    (0): LayerNorm((3,), eps=1e-05, elementwise_affine=True)\n"
+        "  )\n"
+        ")"
+    )
+    assert repr(nn.Parameter(pl.tensor([1.0]))).startswith("Parameter containing:\ntensor([1.], requires_grad=True)")
+    assert repr(nn.MultiheadAttention(4, 2)).startswith("MultiheadAttention(\n  (out_proj): Linear(")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# init and utils
+# ---------------------------------------------------------------------------------------------------------------------
+def test_default_init_distributions():
+    pl.manual_seed(0)
+    lin = nn.Linear(400, 300)
+    bound = 1 / math.sqrt(400)
+    w = lin.weight.detach().numpy()
+    assert w.min() >= -bound and w.max() <= bound and abs(w.std() - bound / math.sqrt(3)) < 1e-3
+    b = lin.bias.detach().numpy()
+    assert b.min() >= -bound and b.max() <= bound
+    emb = nn.Embedding(500, 200)
+    assert abs(emb.weight.detach().numpy().std() - 1) < 0.01
+    mha = nn.MultiheadAttention(64, 4)
+    a = math.sqrt(6 / (64 + 192))
+    assert np.abs(mha.in_proj_weight.detach().numpy()).max() <= a
+    assert np.all(mha.in_proj_bias.detach().numpy() == 0)
+    ln = nn.LayerNorm(3)
+    assert np.all(ln.weight.numpy(force=True) == 1) if False else np.all(ln.weight.detach().numpy() == 1)
+
+
+def test_init_functions():
+    g = pl.Generator().manual_seed(1)
+    t = pl.empty(300, 200)
+    nn.init.kaiming_normal_(t, mode="fan_out", nonlinearity="relu", generator=g)
+    assert abs(t.numpy().std() - math.sqrt(2 / 300)) < 2e-3
+    nn.init.xavier_normal_(t)
+    assert abs(t.numpy().std() - math.sqrt(2 / 500)) < 2e-3
+    nn.init.trunc_normal_(t, std=1.0, a=-0.5, b=0.5)
+    assert t.numpy().min() >= -0.5 and t.numpy().max() <= 0.5
+    q = pl.empty(5, 8)
+    nn.init.orthogonal_(q)
+    np.testing.assert_allclose(q.numpy() @ q.numpy().T, np.eye(5), atol=1e-5)
+    nn.init.eye_(q)
+    assert q.numpy().trace() == 5
+    c = pl.empty(2, 2, 3, 3)
+    nn.init.dirac_(c)
+    assert c.numpy()[0, 0, 1, 1] == 1 and c.numpy().sum() == 2
+    # same generator seed, same draw
+    a1 = nn.init.uniform_(pl.empty(4), generator=pl.Generator().manual_seed(7)).numpy().copy()
+    a2 = nn.init.uniform_(pl.empty(4), generator=pl.Generator().manual_seed(7)).numpy()
+    np.testing.assert_array_equal(a1, a2)
+    assert nn.init.calculate_gain("leaky_relu", 0.2) == pytest.approx(torch.nn.init.calculate_gain("leaky_relu", 0.2))
+    assert nn.init._calculate_fan_in_and_fan_out(pl.empty(4, 3, 2, 2)) == (12, 16)
+    with pytest.raises(ValueError, match="fewer than 2 dimensions"):
+        nn.init.xavier_uniform_(pl.empty(3))
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf")])
+def test_clip_grad_norm(norm_type):
+    gs = [arr(3, 2), arr(4)]
+    pp = [nn.Parameter(pl.zeros(*g.shape)) for g in gs]
+    tp = [torch.nn.Parameter(torch.zeros(*g.shape, dtype=torch.float64)) for g in gs]
+    for p, q, g in zip(pp, tp, gs):
+        p.grad = pl.tensor(g)
+        q.grad = torch.tensor(g)
+    n1 = nn.utils.clip_grad_norm_(pp, 0.5, norm_type)
+    n2 = torch.nn.utils.clip_grad_norm_(tp, 0.5, norm_type)
+    close(n1, n2)
+    for p, q in zip(pp, tp):
+        close(p.grad, q.grad)
+    pp[0].grad = pl.tensor([[float("nan"), 1.0]])
+    with pytest.raises(RuntimeError, match="non-finite"):
+        nn.utils.clip_grad_norm_(pp, 1.0, error_if_nonfinite=True)
+
+
+def test_clip_value_and_vectors_and_pad_sequence():
+    p = nn.Parameter(pl.zeros(3))
+    p.grad = pl.tensor([-3.0, 0.5, 2.0])
+    nn.utils.clip_grad_value_([p], 1.0)
+    np.testing.assert_array_equal(p.grad.numpy(), [-1.0, 0.5, 1.0])
+    lin = nn.Linear(2, 3)
+    v = nn.utils.parameters_to_vector(lin.parameters())
+    assert v.shape == (9,)
+    nn.utils.vector_to_parameters(pl.arange(9.0), lin.parameters())
+    np.testing.assert_array_equal(lin.bias.detach().numpy(), [6.0, 7.0, 8.0])
+    seqs = [arr(3, 2), arr(1, 2), arr(2, 2)]
+    for bf in (True, False):
+        for side in ("left", "right"):
+            a = nn.utils.rnn.pad_sequence([pl.tensor(s) for s in seqs], batch_first=bf, padding_value=-1.0,
+                                          padding_side=side)
+            b = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first=bf, padding_value=-1.0,
+                                                padding_side=side)
+            close(a, b)
+
+
+def test_functional_extras():
+    x1, x2 = arr(4, 5), arr(4, 5)
+    close(F.cosine_similarity(pl.tensor(x1), pl.tensor(x2)),
+          torch.nn.functional.cosine_similarity(torch.tensor(x1), torch.tensor(x2)))
+    close(F.pairwise_distance(pl.tensor(x1), pl.tensor(x2)),
+          torch.nn.functional.pairwise_distance(torch.tensor(x1), torch.tensor(x2)))
+    close(F.normalize(pl.tensor(x1), dim=0), torch.nn.functional.normalize(torch.tensor(x1), dim=0))
+    oh = F.one_hot(pl.tensor([0, 2, 1]), 4)
+    np.testing.assert_array_equal(oh.numpy(), np.eye(4, dtype=np.int64)[[0, 2, 1]])
+    padded = F.pad(pl.tensor(x1), (1, 2))
+    close(padded, torch.nn.functional.pad(torch.tensor(x1), (1, 2)))
+    with pytest.raises(ValueError, match="reduction='bad'"):
+        F.mse_loss(pl.tensor(x1), pl.tensor(x2), reduction="bad")

@@ -1,0 +1,168 @@
+"""Recurrent layers against torch.nn with copied state dicts: outputs, final states and
+the gradients of the input, the initial states and every parameter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import pylucid as pl
+from pylucid import nn
+
+
+def _copy(pm, tm):
+    tsd = tm.state_dict()
+    assert list(pm.state_dict()) == list(tsd)
+    pm.load_state_dict({k: pl.tensor(v.detach().numpy().copy()) for k, v in tsd.items()})
+
+
+def _flat(o):
+    if isinstance(o, (tuple, list)):
+        return [t for v in o for t in _flat(v)]
+    return [o]
+
+
+def _run_compare(pm, tm, inputs, atol=1e-5):
+    p_in = [pl.tensor(a, requires_grad=True) for a in inputs]
+    t_in = [torch.tensor(a, requires_grad=True) for a in inputs]
+
+    def pack(xs):
+        if len(xs) == 1:
+            return (xs[0],)
+        if len(xs) == 2:
+            return (xs[0], xs[1])
+        return (xs[0], (xs[1], xs[2]))
+
+    p_out, t_out = _flat(pm(*pack(p_in))), _flat(tm(*pack(t_in)))
+    assert len(p_out) == len(t_out)
+    rng = np.random.default_rng(7)
+    p_loss, t_loss = 0, 0
+    for po, to in zip(p_out, t_out):
+        assert tuple(po.shape) == tuple(to.shape)
+        np.testing.assert_allclose(po.detach().numpy(), to.detach().numpy(), atol=atol, rtol=1e-4)
+        g = rng.standard_normal(to.shape)
+        p_loss = p_loss + (po * pl.tensor(g, dtype=po.dtype)).sum()
+        t_loss = t_loss + (to * torch.tensor(g, dtype=to.dtype)).sum()
+    p_loss.backward()
+    t_loss.backward()
+    for i, (a, b) in enumerate(zip(p_in, t_in)):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=atol, rtol=1e-4, err_msg=f"input {i}")
+    tp = dict(tm.named_parameters())
+    for name, p in pm.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), tp[name].grad.numpy(), atol=atol, rtol=1e-4, err_msg=name)
+
+
+def _inputs(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+CASES = [
+    ("RNN", {"nonlinearity": "tanh"}),
+    ("RNN", {"nonlinearity": "relu", "num_layers": 2, "bias": False}),
+    ("RNN", {"num_layers": 2, "bidirectional": True, "batch_first": True}),
+    ("LSTM", {}),
+    ("LSTM", {"num_layers": 2, "bidirectional": True, "batch_first": True}),
+    ("LSTM", {"num_layers": 2, "bidirectional": True, "proj_size": 2}),
+    ("GRU", {"num_layers": 2}),
+    ("GRU", {"num_layers": 2, "bidirectional": True, "batch_first": True, "bias": False}),
+]
+
+
+@pytest.mark.parametrize("name,kw", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_recurrent_matches_torch(name, kw, with_state):
+    torch.manual_seed(0)
+    tm = getattr(torch.nn, name)(3, 4, **kw).double()
+    pm = getattr(nn, name)(3, 4, **kw).double()
+    _copy(pm, tm)
+    assert repr(pm) == repr(tm)
+    batch_first = kw.get("batch_first", False)
+    x = _inputs((2, 5, 3) if batch_first else (5, 2, 3))
+    inputs = [x]
+    if with_state:
+        dirs = 2 if kw.get("bidirectional") else 1
+        layers = kw.get("num_layers", 1)
+        h_size = kw.get("proj_size") or 4
+        inputs.append(_inputs((dirs * layers, 2, h_size), 1))
+        if name == "LSTM":
+            inputs.append(_inputs((dirs * layers, 2, 4), 2))
+    _run_compare(pm, tm, inputs, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["RNN", "LSTM", "GRU"])
+def test_unbatched_input(name):
+    torch.manual_seed(0)
+    tm = getattr(torch.nn, name)(3, 4, num_layers=2).double()
+    pm = getattr(nn, name)(3, 4, num_layers=2).double()
+    _copy(pm, tm)
+    _run_compare(pm, tm, [_inputs((5, 3))], atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["RNNCell", "LSTMCell", "GRUCell"])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_cells_match_torch(name, with_state):
+    torch.manual_seed(0)
+    tm = getattr(torch.nn, name)(3, 4).double()
+    pm = getattr(nn, name)(3, 4).double()
+    _copy(pm, tm)
+    assert repr(pm) == repr(tm)
+    inputs = [_inputs((2, 3))]
+    if with_state:
+        inputs.append(_inputs((2, 4), 1))
+        if name == "LSTMCell":
+            inputs.append(_inputs((2, 4), 2))
+    if name == "LSTMCell" and with_state:
+        p_in = [pl.tensor(a, requires_grad=True) for a in inputs]
+        t_in = [torch.tensor(a, requires_grad=True) for a in inputs]
+        ph, pc = pm(p_in[0], (p_in[1], p_in[2]))
+        th, tc = tm(t_in[0], (t_in[1], t_in[2]))
+        (ph.sum() + (pc * pc).sum()).backward()
+        (th.sum() + (tc * tc).sum()).backward()
+        for a, b in zip(p_in, t_in):
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=1e-10)
+        return
+    _run_compare(pm, tm, inputs, atol=1e-10)
+
+
+def test_relu_cell_and_unbatched_cell():
+    torch.manual_seed(0)
+    tm = torch.nn.RNNCell(3, 4, nonlinearity="relu", bias=False).double()
+    pm = nn.RNNCell(3, 4, nonlinearity="relu", bias=False).double()
+    _copy(pm, tm)
+    assert repr(pm) == repr(tm)
+    _run_compare(pm, tm, [_inputs((3,))], atol=1e-10)
+
+
+def test_parameter_names_shapes_and_init():
+    m = nn.LSTM(3, 8, num_layers=2, bidirectional=True, proj_size=5)
+    t = torch.nn.LSTM(3, 8, num_layers=2, bidirectional=True, proj_size=5)
+    assert [(n, tuple(p.shape)) for n, p in m.named_parameters()] == \
+           [(n, tuple(p.shape)) for n, p in t.named_parameters()]
+    bound = 1 / np.sqrt(8)
+    for _, p in m.named_parameters():
+        assert np.abs(p.detach().numpy()).max() <= bound
+
+
+def test_dropout_between_layers_only_in_training():
+    m = nn.GRU(3, 4, num_layers=2, dropout=0.5)
+    x = pl.randn(5, 2, 3)
+    m.eval()
+    a, _ = m(x)
+    b, _ = m(x)
+    np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+    m.train()
+    pl.manual_seed(0)
+    c, _ = m(x)
+    assert not np.allclose(c.detach().numpy(), a.detach().numpy())
+
+
+def test_errors():
+    with pytest.raises(pl.ShapeMismatch, match="LSTM: input has 2 features"):
+        nn.LSTM(3, 4)(pl.zeros(5, 1, 2))
+    with pytest.raises(pl.ShapeMismatch, match="GRU: expected hidden state h_0 of shape"):
+        nn.GRU(3, 4)(pl.zeros(5, 1, 3), pl.zeros(2, 1, 4))
+    with pytest.raises(ValueError, match="nonlinearity"):
+        nn.RNN(3, 4, nonlinearity="sigmoid")
+    with pytest.raises(ValueError, match="proj_size"):
+        nn.LSTM(3, 4, proj_size=4)

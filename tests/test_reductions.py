@@ -1,0 +1,245 @@
+"""Reductions, scans, sorting and special functions: numerics and behaviour the generic suite does not cover,
+and hypothesis properties of reductions over random axes against NumPy."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pylucid as pl
+import pylucid.special as S
+
+INF = float("inf")
+
+
+def _pair(a, requires_grad=True):
+    a = np.asarray(a, dtype=np.float64)
+    return pl.tensor(a, requires_grad=requires_grad), torch.tensor(a, requires_grad=requires_grad)
+
+
+def _close(p, t, atol=1e-10):
+    np.testing.assert_allclose(np.asarray(p.detach()._data, dtype=np.float64), t.detach().numpy().astype(np.float64),
+                               atol=atol, rtol=1e-7, equal_nan=True)
+
+
+# ------------------------------------------------------------------------------------------ numerics
+@pytest.mark.parametrize("row", [[1e4, 1e4, 1e4], [-1e4, -1e4, 0.0], [1e4, -1e4, 0.5], [-INF, 0.0, 1.0],
+                                 [-INF, -INF, 3.0]])
+@pytest.mark.parametrize("fn", ["log_softmax", "logsumexp", "softmax"])
+def test_softmax_family_huge_logits(fn, row):
+    x, xt = _pair([row, row[::-1]])
+    y = getattr(pl, fn)(x, dim=1)
+    yt = getattr(torch, fn)(xt, dim=1)
+    _close(y, yt)
+    assert not np.isnan(y._data).any()
+    w = np.arange(y.numel(), dtype=np.float64).reshape(y.shape)
+    (y * pl.tensor(w)).sum().backward()
+    (yt * torch.tensor(w)).sum().backward()
+    _close(x.grad, xt.grad)
+    assert np.isfinite(x.grad._data).all()
+
+
+def test_logsumexp_all_neg_inf_matches_torch():
+    x, xt = _pair([-INF, -INF])
+    _close(pl.logsumexp(x, 0), torch.logsumexp(xt, 0))
+
+
+@pytest.mark.parametrize("p", [2, "fro"])
+def test_norm_gradient_zero_vector_is_zero(p):
+    for fn in (pl.norm, pl.ops.reduction.norm):  # the public torch.norm front end and the registered op
+        x, xt = _pair(np.zeros(4))
+        fn(x, p=p).backward()
+        torch.norm(xt, p=p).backward()
+        _close(x.grad, xt.grad)
+        assert not np.isnan(x.grad._data).any()
+
+
+def test_std_gradient_nan_only_where_torch():
+    for data, kw in [(np.full((2, 3), 1.5), {"dim": 1}), (np.array([[1.0, 2.0, 4.0]]), {"dim": 0}),
+                     (np.array([[1.0, 1.0], [0.0, 3.0]]), {"dim": 1, "correction": 0})]:
+        x, xt = _pair(data)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pl.std(x, **kw).sum().backward()
+            torch.std(xt, **kw).sum().backward()
+        np.testing.assert_array_equal(np.isnan(x.grad._data), np.isnan(xt.grad.numpy()))
+        _close(x.grad, xt.grad)
+
+
+@pytest.mark.parametrize("data", [[2.0, 0.0, 3.0, 1.5], [2.0, 0.0, 3.0, 0.0], [0.0, 0.0, 0.0]])
+def test_prod_gradient_with_zeros(data):
+    x, xt = _pair(data)
+    (g,) = pl.autograd.grad(pl.prod(x), x, create_graph=True)
+    (gt,) = torch.autograd.grad(torch.prod(xt), xt, create_graph=True)
+    _close(g, gt)
+    w = np.linspace(0.5, 1.5, len(data))
+    (gg,) = pl.autograd.grad((g * pl.tensor(w)).sum(), x)
+    (ggt,) = torch.autograd.grad((gt * torch.tensor(w)).sum(), xt)
+    _close(gg, ggt)
+
+
+def test_cumprod_gradgrad_with_zeros():
+    x, xt = _pair([1.5, 0.0, 2.0, 0.0, 3.0])
+    (g,) = pl.autograd.grad(pl.cumprod(x, 0).sum(), x, create_graph=True)
+    (gt,) = torch.autograd.grad(torch.cumprod(xt, 0).sum(), xt, create_graph=True)
+    _close(g, gt)
+    (gg,) = pl.autograd.grad(g.sum(), x)
+    (ggt,) = torch.autograd.grad(gt.sum(), xt)
+    _close(gg, ggt)
+
+
+def test_median_lower_middle_and_ties():
+    x = pl.tensor([4.0, 1.0, 3.0, 2.0])
+    assert pl.median(x).item() == 2.0 == torch.median(torch.tensor([4.0, 1.0, 3.0, 2.0])).item()
+    x, xt = _pair([1.0, 2.0, 2.0, 1.0])
+    pl.median(x).backward()
+    torch.median(xt).backward()
+    _close(x.grad, xt.grad)
+
+
+def test_mode_ties_as_torch():
+    data = np.array([[2.0, 2.0, 1.0, 1.0, 5.0], [0.0, 7.0, 7.0, 0.0, 0.0], [3.0, 1.0, 3.0, 1.0, 2.0]])
+    v, i = pl.mode(pl.tensor(data), 1)
+    vt, it = torch.mode(torch.tensor(data), 1)
+    np.testing.assert_array_equal(v._data, vt.numpy())
+    np.testing.assert_array_equal(i._data, it.numpy())
+
+
+@pytest.mark.parametrize("correction", [2, 3, 5])
+def test_var_correction_larger_than_n(correction):
+    data = np.array([[1.0, 2.0], [3.0, 3.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = torch.var(torch.tensor(data), dim=1, correction=correction)
+    _close(pl.var(pl.tensor(data), dim=1, correction=correction), ref)
+
+
+def test_cumsum_int32_promotes_to_int64():
+    x = pl.tensor([2**31 - 1, 1, 1], dtype=pl.int32)
+    y = pl.cumsum(x, 0)
+    assert y.dtype == pl.int64
+    assert y.tolist() == torch.cumsum(torch.tensor([2**31 - 1, 1, 1], dtype=torch.int32), 0).tolist()
+
+
+def test_sum_prod_int_bool_promote_to_int64():
+    for a in (np.array([1, 2], dtype=np.int32), np.array([True, True])):
+        assert pl.prod(pl.tensor(a)).dtype == pl.int64
+        assert pl.sum(pl.tensor(a)).dtype == pl.int64
+
+
+def test_max_with_indices_vs_values_only_max():
+    x = pl.tensor([[1.0, 3.0, 3.0]], requires_grad=True)
+    v, i = pl.max_with_indices(x, 1)
+    assert i.tolist() == [1]
+    v.sum().backward()
+    assert x.grad.tolist() == [[0.0, 1.0, 0.0]]  # the indexed form sends the gradient to one index
+    x.grad = None
+    pl.max(x, 1).sum().backward()
+    assert x.grad.tolist() == [[0.0, 0.5, 0.5]]  # the documented max shares it among ties
+
+
+def test_sort_gradgrad_and_topk_gradient():
+    x, xt = _pair([[3.0, 1.0, 2.0, 5.0]])
+    v, _ = pl.topk(x, 2)
+    vt, _ = torch.topk(xt, 2)
+    (g,) = pl.autograd.grad((v * v).sum(), x, create_graph=True)
+    (gt,) = torch.autograd.grad((vt * vt).sum(), xt, create_graph=True)
+    _close(g, gt)
+    (gg,) = pl.autograd.grad(g.sum(), x)
+    (ggt,) = torch.autograd.grad(gt.sum(), xt)
+    _close(gg, ggt)
+
+
+def test_diff_and_bucketize_against_torch():
+    a = np.array([[1.0, 4.0, 9.0, 16.0], [2.0, 3.0, 5.0, 7.0]])
+    for kw in ({}, {"n": 2}, {"dim": 0}, {"n": 5}):
+        _close(pl.diff(pl.tensor(a), **kw), torch.diff(torch.tensor(a), **kw))
+    p = pl.diff(pl.tensor(a), prepend=pl.tensor(a[:, :1]), append=pl.tensor(a[:, :2]))
+    _close(p, torch.diff(torch.tensor(a), prepend=torch.tensor(a[:, :1]), append=torch.tensor(a[:, :2])))
+    b = np.array([1.0, 3.0, 5.0, 7.0])
+    v = np.array([[0.0, 1.0, 4.0], [5.0, 7.0, 9.0]])
+    for right in (False, True):
+        assert pl.bucketize(pl.tensor(v), pl.tensor(b), right=right).tolist() == \
+            torch.bucketize(torch.tensor(v), torch.tensor(b), right=right).tolist()
+    assert pl.msort(pl.tensor(a.T)).tolist() == torch.msort(torch.tensor(a.T)).tolist()
+    x, xt = _pair(a)
+    pl.diff(x, n=2).sum().backward()
+    torch.diff(xt, n=2).sum().backward()
+    _close(x.grad, xt.grad)
+
+
+def test_nansum_nanmean_and_composites():
+    a = np.array([[1.0, np.nan, 2.0], [np.nan, np.nan, np.nan]])
+    x, xt = _pair(a)
+    _close(pl.nansum(x, 1), torch.nansum(xt, 1))
+    _close(pl.nanmean(x, 1), torch.nanmean(xt, 1))
+    pl.nansum(x).backward()
+    torch.nansum(xt).backward()
+    _close(x.grad, xt.grad)
+    c = np.array([[1.0, 2.0, 4.0], [0.5, 0.0, 3.0]])
+    for ours, ref in ((pl.var_mean, torch.var_mean), (pl.std_mean, torch.std_mean)):
+        for o, r in zip(ours(pl.tensor(c), 1), ref(torch.tensor(c), 1)):
+            _close(o, r)
+
+
+def test_special_namespace_and_lazy_names():
+    x = np.array([0.5, 1.5, 3.0])
+    _close(S.gammaln(pl.tensor(x)), torch.special.gammaln(torch.tensor(x)))
+    _close(S.psi(pl.tensor(x)), torch.special.psi(torch.tensor(x)))
+    _close(S.multigammaln(pl.tensor(x + 2), 3), torch.special.multigammaln(torch.tensor(x + 2), 3))
+    _close(S.logsumexp(pl.tensor(x), 0), torch.special.logsumexp(torch.tensor(x), 0))
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        S.nope  # noqa: B018
+    if hasattr(pl, "erf"):
+        _close(S.erf(pl.tensor(x)), torch.special.erf(torch.tensor(x)))
+
+
+def test_softmax_under_autocast_is_float32():
+    x = pl.tensor(np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32))
+    with pl.amp.autocast("cpu", dtype=pl.bfloat16):
+        assert pl.softmax(x, 1).dtype == pl.float32
+        assert pl.log_softmax(x, 1).dtype == pl.float32
+
+
+# ------------------------------------------------------------------------------------------ hypothesis: random axes
+@st.composite
+def _array_and_axes(draw, min_side=1):
+    ndim = draw(st.integers(1, 4))
+    shape = tuple(draw(st.lists(st.integers(min_side, 4), min_size=ndim, max_size=ndim)))
+    seed = draw(st.integers(0, 2**16))
+    a = np.random.default_rng(seed).uniform(0.5, 1.5, size=shape) * np.where(
+        np.random.default_rng(seed + 1).random(shape) > 0.5, 1, -1)
+    axes = draw(st.lists(st.integers(-ndim, ndim - 1), unique_by=lambda d: d % ndim, max_size=ndim))
+    return a, tuple(axes), draw(st.booleans())
+
+
+_HYP = settings(max_examples=50, deadline=None)
+
+
+@_HYP
+@given(_array_and_axes())
+def test_property_sum_mean_var_amax(case):
+    a, axes, keep = case
+    ax = axes if axes else None
+    x = pl.tensor(a)
+    np.testing.assert_allclose(pl.sum(x, ax, keep)._data, np.sum(a, axis=ax, keepdims=keep), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(pl.mean(x, ax, keep)._data, np.mean(a, axis=ax, keepdims=keep), rtol=1e-12)
+    np.testing.assert_allclose(pl.amax(x, axes, keep)._data, np.amax(a, axis=ax, keepdims=keep))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = np.var(a, axis=ax, keepdims=keep, ddof=1)
+    np.testing.assert_allclose(pl.var(x, ax, keepdim=keep)._data, ref, rtol=1e-10, equal_nan=True)
+
+
+@_HYP
+@given(_array_and_axes())
+def test_property_prod_one_axis(case):
+    a, axes, keep = case
+    ax = axes[0] if axes else None
+    np.testing.assert_allclose(pl.prod(pl.tensor(a), ax, keep)._data, np.prod(a, axis=ax, keepdims=keep),
+                               rtol=1e-12)
