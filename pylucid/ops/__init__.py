@@ -8,8 +8,9 @@
 True
 """
 
-from .._tensor import Tensor
-from ._op import Op, apply, inplace_variant
+from .._state import state as _state
+from .._tensor import _TENSOR_TYPES, Tensor
+from ._op import _FAST_FLOAT, _FAST_INT_OK, Op, apply, inplace_variant
 from .registry import list_ops, op_class, schema
 from .schema import AmpPolicy, OpSchema
 
@@ -59,11 +60,93 @@ _FAMILY_MODULES = (_elementwise, _compare, _reduction, _shape, _indexing, _linal
 __all__ = sorted({n for m in _FAMILY_MODULES for n in getattr(m, "__all__", ())} | {
     "cast", "clone", "contiguous", "abs", "absolute", "add", "cos", "div", "divide", "exp", "floor_divide", "log",
     "mul", "multiply", "neg", "negative", "pow", "remainder", "sign", "sin", "sqrt", "square", "sub", "subtract",
-    "true_divide", "eq", "ge", "gt", "le", "lt", "ne", "logical_and", "logical_not", "logical_or", "logical_xor",
+    "true_divide", "addcmul", "addcdiv", "eq", "ge", "gt", "le", "lt", "ne", "logical_and", "logical_not", "logical_or", "logical_xor",
     "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "amax", "amin", "max", "mean", "min", "sum",
     "broadcast_to", "cat", "concat", "concatenate", "expand", "flatten", "permute", "reshape", "squeeze", "stack",
     "swapaxes", "swapdims", "t", "transpose", "unsqueeze", "view", "where", "matmul", "index_put",
 })
+
+
+def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
+    """``input + value * tensor1 * tensor2`` (broadcasting), differentiable.
+
+    >>> import pylucid
+    >>> pylucid.addcmul(pylucid.ones(2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([3.0, 4.0]), value=0.5)
+    tensor([2.5000, 5.0000])
+    """
+    prod = mul(tensor1, tensor2)
+    return add(input, mul(prod, value) if value != 1 else prod)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
+    """``input + value * tensor1 / tensor2`` (broadcasting), differentiable.
+
+    >>> import pylucid
+    >>> pylucid.addcdiv(pylucid.zeros(2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([4.0, 4.0]), value=2)
+    tensor([0.5000, 1.0000])
+    """
+    quot = div(tensor1, tensor2)
+    return add(input, mul(quot, value) if value != 1 else quot)
+
+
+def _plain_operand(self, other):
+    """``other`` as something a ufunc can write into ``self`` with, or None when the general path must run."""
+    data = self._data
+    if other.__class__ in _TENSOR_TYPES:
+        if other._device is self._device and other._data.dtype == data.dtype:
+            return other._data
+        return None
+    if (other.__class__ is float and data.dtype in _FAST_FLOAT) or (other.__class__ is int and data.dtype in
+                                                                     _FAST_INT_OK):
+        return other
+    return None
+
+
+def _direct_inplace(name, ufunc, general):
+    def method(self, other, *, alpha=1):
+        if not _state.grad_enabled or not (self._requires_grad or getattr(other, "_requires_grad", False)):
+            od = _plain_operand(self, other)
+            if od is not None and not (ufunc == "true_divide" and self._data.dtype.kind not in "fc"):
+                if alpha != 1:
+                    od = od * alpha
+                try:
+                    getattr(self._device.backend.xp, ufunc)(self._data, od, out=self._data)
+                except (ValueError, TypeError):
+                    pass  # broadcasting beyond self's shape, read-only storage, casting: the general path explains
+                else:
+                    self._version[0] += 1
+                    return self
+        return general(self, other, alpha=alpha) if alpha != 1 else general(self, other)
+
+    method.__name__ = name
+    method.__doc__ = general.__doc__
+    return method
+
+
+def _addc_inplace(name, ufunc, fn):
+    general = inplace_variant(fn, name)
+
+    def method(self, tensor1, tensor2, *, value=1):
+        if not _state.grad_enabled or not (self._requires_grad or tensor1._requires_grad or tensor2._requires_grad):
+            a, b = _plain_operand(self, tensor1), _plain_operand(self, tensor2)
+            if a is not None and b is not None and self._data.dtype.kind in "fc":
+                xp = self._device.backend.xp
+                tmp = getattr(xp, ufunc)(a, b)
+                if value != 1:
+                    xp.multiply(tmp, value, out=tmp)
+                try:
+                    xp.add(self._data, tmp, out=self._data)
+                except (ValueError, TypeError):
+                    pass
+                else:
+                    self._version[0] += 1
+                    return self
+        return general(self, tensor1, tensor2, value=value)
+
+    method.__name__ = name
+    method.__doc__ = f"In-place ``{fn.__name__}``: ``self += value * tensor1 {'*' if ufunc == 'multiply' else '/'} " \
+                     "tensor2``."
+    return method
 
 
 def _install_inplace():
@@ -75,6 +158,16 @@ def _install_inplace():
     }
     for name, fn in pairs.items():
         setattr(Tensor, name, inplace_variant(fn, name))
+    # the arithmetic updates optimizers live on: computed straight into the
+    # tensor's storage when no graph is recorded (no temporary, no copy)
+    for name, ufunc, fn in (("add_", "add", add), ("sub_", "subtract", sub), ("mul_", "multiply", mul),
+                            ("div_", "true_divide", div), ("subtract_", "subtract", sub),
+                            ("multiply_", "multiply", mul)):
+        setattr(Tensor, name, _direct_inplace(name, ufunc, inplace_variant(fn, name)))
+    Tensor.addcmul_ = _addc_inplace("addcmul_", "multiply", addcmul)
+    Tensor.addcdiv_ = _addc_inplace("addcdiv_", "true_divide", addcdiv)
+    Tensor.addcmul = addcmul
+    Tensor.addcdiv = addcdiv
     dunders = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_",
                "__ipow__": "pow_", "__imod__": "remainder_", "__ifloordiv__": "floor_divide_"}
     for d, name in dunders.items():
