@@ -73,7 +73,7 @@ class Add(Op):
 
     @staticmethod
     def forward(be, a, b):
-        return a + b
+        return be.add(a, b)
 
     def backward(self, g):
         sa, sb = self.shapes
@@ -104,7 +104,7 @@ class Sub(Op):
 
     @staticmethod
     def forward(be, a, b):
-        return a - b
+        return be.subtract(a, b)
 
     def backward(self, g):
         sa, sb = self.shapes
@@ -134,7 +134,7 @@ class Mul(Op):
 
     @staticmethod
     def forward(be, a, b):
-        return a * b
+        return be.multiply(a, b)
 
     def backward(self, g):
         a, b = self.input(0), self.input(1)
@@ -176,7 +176,7 @@ class Div(Op):
     @staticmethod
     def forward(be, a, b):
         with be.errstate():
-            return a / b
+            return be.true_divide(a, b)
 
     def backward(self, g):
         a, b = self.input(0), self.input(1)
