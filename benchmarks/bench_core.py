@@ -17,8 +17,9 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
-import pylucid as pl  # noqa: E402
 from _harness import compare, report  # noqa: E402
+
+import pylucid as pl  # noqa: E402
 
 
 def chain_case(m, x):

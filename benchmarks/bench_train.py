@@ -25,8 +25,9 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
-import pylucid as pl  # noqa: E402
 from _harness import compare, report  # noqa: E402
+
+import pylucid as pl  # noqa: E402
 
 
 def mlp(m):

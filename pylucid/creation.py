@@ -11,7 +11,8 @@ import numpy as np
 
 from . import dtypes as _dt
 from ._tensor import Tensor, _new_tensor
-from .device import cpu, device as _device
+from .device import cpu
+from .device import device as _device
 from .ops._utils import norm_shape
 
 

@@ -24,7 +24,16 @@ from pylucid._state import state
 from pylucid.ops import AmpPolicy
 from tests.opdb import all_entries
 from tests.optest_utils import (
-    TOL, assert_close, cast_sample, dtype_name, flat_outputs, is_float_array, pl_to_np, to_pl, to_torch, torch_to_np,
+    TOL,
+    assert_close,
+    cast_sample,
+    dtype_name,
+    flat_outputs,
+    is_float_array,
+    pl_to_np,
+    to_pl,
+    to_torch,
+    torch_to_np,
 )
 
 ENTRIES = all_entries()
@@ -54,7 +63,8 @@ def test_forward(entry, dtype, device):
     if device == "cuda" and entry.cuda_skip:
         pytest.skip(entry.cuda_skip)
     atol, rtol = TOL.get(dtype, (entry.atol, entry.rtol))
-    atol, rtol = max(atol, entry.atol if dtype in ("float32",) else 0), max(rtol, entry.rtol if dtype == "float32" else 0)
+    if dtype == "float32":  # an entry may loosen the float32 tolerances (accumulation order)
+        atol, rtol = max(atol, entry.atol), max(rtol, entry.rtol)
     for s in entry.samples():
         args = [cast_sample(a, dtype) for a in s.args]
         out = _run_pl(entry, [to_pl(a, device) for a in args], s.kwargs)

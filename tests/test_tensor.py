@@ -29,7 +29,8 @@ def test_dtype_inference_like_torch():
 
 def test_creation_functions_match_torch():
     pairs = [
-        (pl.zeros(2, 3), torch.zeros(2, 3)), (pl.ones((2,)), torch.ones((2,))), (pl.full((2, 2), 7), torch.full((2, 2), 7)),
+        (pl.zeros(2, 3), torch.zeros(2, 3)), (pl.ones((2,)), torch.ones((2,))),
+        (pl.full((2, 2), 7), torch.full((2, 2), 7)),
         (pl.full((2,), 1.5), torch.full((2,), 1.5)), (pl.eye(3, 2), torch.eye(3, 2)), (pl.arange(5), torch.arange(5)),
         (pl.arange(1, 2, 0.25), torch.arange(1, 2, 0.25)), (pl.arange(0, 10, 3), torch.arange(0, 10, 3)),
         (pl.linspace(0, 1, 5), torch.linspace(0, 1, 5)), (pl.zeros_like(pl.ones(2, dtype=pl.int32)),
@@ -212,8 +213,7 @@ def test_autocast_decorator_and_thread_local():
 
 
 def test_deterministic_algorithms_gate():
-    from pylucid.ops import Op, OpSchema, apply
-    from pylucid.ops import registry
+    from pylucid.ops import Op, OpSchema, apply, registry
 
     class _Noisy(Op):
         schema = OpSchema("_test_noisy", deterministic=False, deterministic_note="draws random numbers")

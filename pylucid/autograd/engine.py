@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from .._state import state
 from .._tensor import Tensor, _new_tensor
-from ..errors import LucidError
 from ..backend.base import SCALAR_TYPES as _SCALAR_TYPES
+from ..errors import LucidError
 from .graph import AccumulateGrad, grad_accumulator
 
 
@@ -326,7 +326,8 @@ def _check_anomaly(node, in_grads, create_graph):
                 bad = be.isinf(arr).any()
                 kind = "inf"
             if bad:
-                where = "".join(node._trace or ["(forward trace not recorded: enable detect_anomaly before the forward)"])
+                missing = ["(forward trace not recorded: enable detect_anomaly before the forward)"]
+                where = "".join(node._trace or missing)
                 raise LucidError(
                     f"Function '{node.name()}' returned {kind} values in its gradient for input {i}. "
                     f"The forward call that created it was:\n{where}"

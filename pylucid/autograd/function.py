@@ -128,7 +128,7 @@ class Function(metaclass=_FunctionMeta):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        raise NotImplementedError(f"this Function does not implement backward")
+        raise NotImplementedError("this Function does not implement backward")
 
     @classmethod
     def apply(cls, *args, **kwargs):
@@ -183,7 +183,7 @@ class Function(metaclass=_FunctionMeta):
 
 
 def once_differentiable(fn):
-    """Mark a ``backward`` as first-order only: under ``create_graph=True`` it raises instead of giving a wrong result."""
+    """Mark a ``backward`` first-order only: under ``create_graph=True`` it raises rather than give a wrong result."""
     import functools
 
     @functools.wraps(fn)

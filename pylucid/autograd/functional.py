@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from .._state import state
 from .._tensor import Tensor
 from .engine import grad as _grad
 
@@ -61,7 +60,6 @@ def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     from ..autograd.grad_mode import enable_grad
     from ..creation import ones_like, zeros_like
 
-    single = isinstance(inputs, Tensor)
     xs = _prep(inputs, create_graph)
     vs = _tup(v) if v is not None else tuple(ones_like(x) for x in xs)
     with enable_grad():

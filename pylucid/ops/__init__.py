@@ -60,7 +60,8 @@ _FAMILY_MODULES = (_elementwise, _compare, _reduction, _shape, _indexing, _linal
 __all__ = sorted({n for m in _FAMILY_MODULES for n in getattr(m, "__all__", ())} | {
     "cast", "clone", "contiguous", "abs", "absolute", "add", "cos", "div", "divide", "exp", "floor_divide", "log",
     "mul", "multiply", "neg", "negative", "pow", "remainder", "sign", "sin", "sqrt", "square", "sub", "subtract",
-    "true_divide", "addcmul", "addcdiv", "eq", "ge", "gt", "le", "lt", "ne", "logical_and", "logical_not", "logical_or", "logical_xor",
+    "true_divide", "addcmul", "addcdiv", "eq", "ge", "gt", "le", "lt", "ne", "logical_and", "logical_not", "logical_or",
+    "logical_xor",
     "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "amax", "amin", "max", "mean", "min", "sum",
     "broadcast_to", "cat", "concat", "concatenate", "expand", "flatten", "permute", "reshape", "squeeze", "stack",
     "swapaxes", "swapdims", "t", "transpose", "unsqueeze", "view", "where", "matmul", "index_put",

@@ -445,7 +445,6 @@ def commit_inplace(x: Tensor, out: Tensor, op_name: str) -> Tensor:
     needs the old ``x``), that saved reference is replaced by a snapshot of the
     old values first, so the backward stays exact.
     """
-    from .. import dtypes as dt
     from ..errors import DtypeMismatch, LucidError, ShapeMismatch
 
     if out._data.shape != x._data.shape:

@@ -151,7 +151,8 @@ ENTRIES = [
     # -- shape -----------------------------------------------------------------------
     OpEntry("reshape", lambda x, s: pl.reshape(x, s), lambda x, s: torch.reshape(x, s),
             lambda: [Sample((U(3, 4), (4, 3))), Sample((U(3, 4), (-1,)), name="flat"),
-                     Sample((noncontig(3, 4), (2, 6)), name="noncontig-copy"), Sample((np.array(1.0), (1, 1)), name="0d")],
+                     Sample((noncontig(3, 4), (2, 6)), name="noncontig-copy"),
+                     Sample((np.array(1.0), (1, 1)), name="0d")],
             error_inputs=lambda: [ErrorInput((U(3, 4), (5, 2)), exc=ShapeMismatch, match="reshape: shape")]),
     OpEntry("view", lambda x, s: x.view(s), lambda x, s: x.view(s),
             lambda: [Sample((U(3, 4), (2, 6))), Sample((U(3, 4), (12,)), name="flat")],
