@@ -66,7 +66,8 @@ def load_data(dataset: str, data_dir: str | None):
         raise SystemExit(f"pylucid train: --dataset {dataset} needs --data-dir DIR (the folder holding its files)")
     cls = {"mnist": datasets.MNIST, "fashion-mnist": datasets.FashionMNIST, "cifar10": datasets.CIFAR10}[dataset]
     train, test = cls(data_dir, train=True), cls(data_dir, train=False)
-    return train.data, train.targets, test.data, test.targets
+    # stored as bytes: scale the whole set to float32 in [0, 1] once
+    return train.data.float() / 255.0, train.targets, test.data.float() / 255.0, test.targets
 
 
 def evaluate(model, loader, device) -> tuple[float, float]:
@@ -178,7 +179,9 @@ def train(args) -> int:
             n = y.shape[0]
             seen += n
             loss_sum += loss.item() * n
-            bar.set_postfix(loss=f"{loss_sum / seen:.4f}", img_s=f"{seen / (time.perf_counter() - t0):.0f}")
+            # refresh=False: the bar redraws at tqdm's own interval, not on every batch
+            bar.set_postfix(loss=f"{loss_sum / seen:.4f}", img_s=f"{seen / (time.perf_counter() - t0):.0f}",
+                            refresh=False)
         val_loss, val_acc = evaluate(model, val_loader, device)
         rate = seen / (time.perf_counter() - t0)
         history.append({"epoch": epoch, "train_loss": loss_sum / seen, "val_loss": val_loss, "val_acc": val_acc,

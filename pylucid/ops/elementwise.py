@@ -7,7 +7,7 @@ shape (``sum_to_size``), which is what makes broadcasting differentiable.
 
 from __future__ import annotations
 
-from .._tensor import Tensor
+from .._tensor import _TENSOR_TYPES, Tensor
 from ..dtypes import bfloat16 as _BF16_DTYPE
 from ..errors import ShapeMismatch
 from ._op import Op, apply, operand
@@ -28,15 +28,38 @@ def _bshape(op, a, b):
             )
 
 
+_PLAIN_SCALARS = frozenset((int, float, bool, complex))
+
+
 def _binary(op_cls, a, b, name):
-    a = operand(name, a)
-    b = operand(name, b)
+    # Tensors and Python numbers pass as they are; anything else is normalised (or refused) by operand()
+    if a.__class__ not in _TENSOR_TYPES and a.__class__ not in _PLAIN_SCALARS:
+        a = operand(name, a)
+    if b.__class__ not in _TENSOR_TYPES and b.__class__ not in _PLAIN_SCALARS:
+        b = operand(name, b)
     try:
         return apply(op_cls, (a, b))
     except ValueError as exc:
         if "broadcast" in str(exc):
             _bshape(name, a, b)
         raise
+
+
+def _cj(x):
+    """Complex conjugate of a saved operand or a local derivative (Tensor or Python scalar); reals pass unchanged.
+
+    PyTorch's complex convention: for a real loss ``L`` the gradient of ``z`` is
+    ``dL/dRe z + i dL/dIm z``, so a holomorphic ``y = f(z)`` sends back
+    ``g * conj(f'(z))``. Every backward formula multiplies by ``_cj(f'(z))``;
+    for real dtypes this is one dtype test and no work.
+    """
+    if isinstance(x, Tensor):
+        if x._data.dtype.kind == "c":
+            from .complex import conj
+
+            return conj(x)
+        return x
+    return x.conjugate() if x.__class__ is complex else x
 
 
 def sum_to_size(g: Tensor, *shape) -> Tensor:
@@ -128,7 +151,7 @@ def sub(input, other, *, alpha=1) -> Tensor:
 
 
 class Mul(Op):
-    """``y = a * b``; ``da = g * b``, ``db = g * a``."""
+    """``y = a * b``; ``da = g * conj(b)``, ``db = g * conj(a)`` (the conjugates are no-ops for real dtypes)."""
 
     schema = OpSchema("mul", amp_policy=PROMOTE, saves_input=True, family="elementwise")
 
@@ -140,15 +163,19 @@ class Mul(Op):
         a, b = self.input(0), self.input(1)
         sa, sb = self.shapes
         ea, eb = self.next_edges
-        return (sum_to_size(mul(g, b), sa) if ea is not None else None,
-                sum_to_size(mul(g, a), sb) if eb is not None else None)
+        return (sum_to_size(mul(g, _cj(b)), sa) if ea is not None else None,
+                sum_to_size(mul(g, _cj(a)), sb) if eb is not None else None)
 
     def backward_fast(self, be, g):
         a, b = self.input(0), self.input(1)
         sa, sb = self.shapes
         ea, eb = self.next_edges
-        return (be.sum_to_shape(g * (b._data if sb is not None else b), sa) if ea is not None else None,
-                be.sum_to_shape(g * (a._data if sa is not None else a), sb) if eb is not None else None)
+        # ndarray.conj() returns the array itself for real dtypes and Python numbers' conjugate() is the number:
+        # the complex convention costs the real hot path one method call
+        return (be.sum_to_shape(g * (b._data.conj() if sb is not None else b.conjugate()), sa) if ea is not None
+                else None,
+                be.sum_to_shape(g * (a._data.conj() if sa is not None else a.conjugate()), sb) if eb is not None
+                else None)
 
 
 def mul(input, other) -> Tensor:
@@ -166,7 +193,7 @@ multiply = mul
 
 
 class Div(Op):
-    """``y = a / b`` (true division); ``da = g / b``, ``db = -g a / b^2``.
+    """``y = a / b`` (true division); ``da = g / conj(b)``, ``db = -g conj(a / b^2)``.
 
     Integer inputs give a floating result (``real_valued``).
     """
@@ -182,15 +209,15 @@ class Div(Op):
         a, b = self.input(0), self.input(1)
         sa, sb = self.shapes
         ea, eb = self.next_edges
-        return (sum_to_size(div(g, b), sa) if ea is not None else None,
-                sum_to_size(neg(div(mul(g, a), mul(b, b))), sb) if eb is not None else None)
+        return (sum_to_size(div(g, _cj(b)), sa) if ea is not None else None,
+                sum_to_size(neg(div(mul(g, _cj(a)), _cj(mul(b, b)))), sb) if eb is not None else None)
 
     def backward_fast(self, be, g):
         a, b = self.input(0), self.input(1)
         sa, sb = self.shapes
         ea, eb = self.next_edges
-        ad = a._data if sa is not None else a
-        bd = b._data if sb is not None else b
+        ad = a._data.conj() if sa is not None else a.conjugate()
+        bd = b._data.conj() if sb is not None else b.conjugate()
         with be.errstate():
             return (be.sum_to_shape(g / bd, sa) if ea is not None else None,
                     be.sum_to_shape(-(g * ad) / (bd * bd), sb) if eb is not None else None)
@@ -356,7 +383,7 @@ def pow(input, exponent) -> Tensor:  # noqa: A001 - mirrors torch.pow
 
 # ---------------------------------------------------------------- unary math
 class Abs(Op):
-    """``y = |x|``; ``dx = g * sign(x)`` (0 at 0, as PyTorch)."""
+    """``y = |x|``; ``dx = g * sign(x)`` (0 at 0, as PyTorch); complex ``x``: ``dx = g x / |x|`` (``sgn``, 0 at 0)."""
 
     schema = OpSchema("abs", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise")
 
@@ -365,10 +392,20 @@ class Abs(Op):
         return be.abs(x)
 
     def backward(self, g):
-        return mul(g, sign(self.input(0)))
+        x = self.input(0)
+        if x._data.dtype.kind == "c":
+            from .complex import sgn
+
+            return mul(g, sgn(x))  # sgn is differentiable for complex input (unlike sign for reals)
+        return mul(g, sign(x))
 
     def backward_fast(self, be, g):
-        return g * be.sign(self.input(0)._data)
+        x = self.input(0)._data
+        if x.dtype.kind == "c":
+            a = be.abs(x)
+            with be.errstate():
+                return g * be.where(a == 0, 0, x / be.where(a == 0, 1, a))
+        return g * be.sign(x)
 
 
 def abs(input: Tensor) -> Tensor:  # noqa: A001
@@ -401,7 +438,7 @@ def sign(input: Tensor) -> Tensor:
 
 
 class Exp(Op):
-    """``y = e^x``; saves its output: ``dx = g y``."""
+    """``y = e^x``; saves its output: ``dx = g conj(y)``."""
 
     schema = OpSchema("exp", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="elementwise")
 
@@ -411,10 +448,10 @@ class Exp(Op):
             return be.exp(x)
 
     def backward(self, g):
-        return mul(g, self.output())
+        return mul(g, _cj(self.output()))
 
     def backward_fast(self, be, g):
-        return g * self.output_array()
+        return g * self.output_array().conj()
 
 
 def exp(input: Tensor) -> Tensor:
@@ -423,7 +460,7 @@ def exp(input: Tensor) -> Tensor:
 
 
 class Log(Op):
-    """``y = ln x``; ``dx = g / x``. ``log(0) = -inf``, negative input gives NaN."""
+    """``y = ln x``; ``dx = g / conj(x)``. ``log(0) = -inf``, negative input gives NaN."""
 
     schema = OpSchema("log", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise")
 
@@ -433,11 +470,11 @@ class Log(Op):
             return be.log(x)
 
     def backward(self, g):
-        return div(g, self.input(0))
+        return div(g, _cj(self.input(0)))
 
     def backward_fast(self, be, g):
         with be.errstate():
-            return g / self.input(0)._data
+            return g / self.input(0)._data.conj()
 
 
 def log(input: Tensor) -> Tensor:
@@ -446,7 +483,7 @@ def log(input: Tensor) -> Tensor:
 
 
 class Sin(Op):
-    """``y = sin x``; ``dx = g cos x``."""
+    """``y = sin x``; ``dx = g conj(cos x)``."""
 
     schema = OpSchema("sin", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
 
@@ -455,10 +492,10 @@ class Sin(Op):
         return be.sin(x)
 
     def backward(self, g):
-        return mul(g, cos(self.input(0)))
+        return mul(g, _cj(cos(self.input(0))))
 
     def backward_fast(self, be, g):
-        return g * be.cos(self.input(0)._data)
+        return g * be.cos(self.input(0)._data).conj()
 
 
 def sin(input: Tensor) -> Tensor:
@@ -467,7 +504,7 @@ def sin(input: Tensor) -> Tensor:
 
 
 class Cos(Op):
-    """``y = cos x``; ``dx = -g sin x``."""
+    """``y = cos x``; ``dx = -g conj(sin x)``."""
 
     schema = OpSchema("cos", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
 
@@ -476,10 +513,10 @@ class Cos(Op):
         return be.cos(x)
 
     def backward(self, g):
-        return neg(mul(g, sin(self.input(0))))
+        return neg(mul(g, _cj(sin(self.input(0)))))
 
     def backward_fast(self, be, g):
-        return -(g * be.sin(self.input(0)._data))
+        return -(g * be.sin(self.input(0)._data).conj())
 
 
 def cos(input: Tensor) -> Tensor:
@@ -488,7 +525,7 @@ def cos(input: Tensor) -> Tensor:
 
 
 class Square(Op):
-    """``y = x^2`` (documented op): Promote, saves its input, ``dx = 2 x g``."""
+    """``y = x^2`` (documented op): Promote, saves its input, ``dx = 2 conj(x) g``."""
 
     schema = OpSchema("square", amp_policy=PROMOTE, saves_input=True, family="elementwise")
 
@@ -497,10 +534,10 @@ class Square(Op):
         return x * x
 
     def backward(self, g):
-        return mul(g, mul(self.input(0), 2))
+        return mul(g, mul(_cj(self.input(0)), 2))
 
     def backward_fast(self, be, g):
-        return g * (2 * self.input(0)._data)
+        return g * (2 * self.input(0)._data.conj())
 
 
 def square(input: Tensor) -> Tensor:
@@ -522,7 +559,7 @@ def square(input: Tensor) -> Tensor:
 
 
 class Sqrt(Op):
-    """``y = sqrt(x)`` (documented op): Promote, saves its output, ``dx = g / (2y)``.
+    """``y = sqrt(x)`` (documented op): Promote, saves its output, ``dx = g / (2 conj(y))``.
 
     Saving the output makes the backward one division instead of recomputing
     the root. Negative inputs give NaN; the gradient at 0 is ``inf``.
@@ -536,11 +573,11 @@ class Sqrt(Op):
             return be.sqrt(x)
 
     def backward(self, g):
-        return div(g, mul(self.output(), 2))
+        return div(g, mul(_cj(self.output()), 2))
 
     def backward_fast(self, be, g):
         with be.errstate():
-            return g / (2 * self.output_array())
+            return g / (2 * self.output_array().conj())
 
 
 def sqrt(input: Tensor) -> Tensor:
