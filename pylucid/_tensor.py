@@ -444,10 +444,12 @@ class Tensor:
         if arr.ndim == 0 and dt.category == _dt.FLOAT:
             v = arr.item()
             body = (f"{v:.0f}." if v == round(v) and abs(v) < 1e8 else f"{v:.4f}") if np.isfinite(v) else str(v)
+        if dt is _dt.bool_ and arr.size and arr.all():
+            body = body.replace("[ True", "[True").replace("  True", " True")  # PyTorch pads only beside False
         extras = []
         if self._device.type != "cpu":
             extras.append(f"device='{self._device}'")
-        if dt not in (_dt.float32, _dt.int64, _dt.bool_) or arr.size == 0:
+        if dt not in (_dt.float32, _dt.int64, _dt.bool_, _dt.complex64) or arr.size == 0:
             extras.append(f"dtype={dt!r}")
         if self.grad_fn is not None:
             extras.append(f"grad_fn=<{self.grad_fn.name()}>")
