@@ -139,6 +139,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     prev_grad = state.grad_enabled
     state.grad_enabled = bool(create_graph)
     acc_type = AccumulateGrad
+    last_dev = last_be = last_nd = None  # the backend of the last node's device (graphs are mostly one device)
     try:
         while ready:
             node = ready.pop()
@@ -165,7 +166,11 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     if not create_graph and fast is not None and not force_graph:
                         if node._freed:
                             node._check_freed()
-                        in_grads = fast(node.device.backend, *grads)
+                        if node.device is not last_dev:
+                            last_dev = node.device
+                            last_be = last_dev.backend
+                            last_nd = last_be.ndarray
+                        in_grads = fast(last_be, *grads)
                         if in_grads.__class__ is not tuple:
                             in_grads = (in_grads,)
                     else:
@@ -179,7 +184,14 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
             edges = node.next_edges
             if in_grads is not None and len(in_grads) != len(edges):
                 raise LucidError(f"{node.name()}: backward returned {len(in_grads)} gradients for {len(edges)} inputs")
-            nd = None if create_graph or in_grads is None else node.device.backend.ndarray
+            if create_graph or in_grads is None:
+                nd = None
+            else:
+                if node.device is not last_dev:
+                    last_dev = node.device
+                    last_be = last_dev.backend
+                    last_nd = last_be.ndarray
+                nd = last_nd
             for i, e in enumerate(edges):
                 if e is None:
                     continue
@@ -190,7 +202,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                         if nd is not None and g.__class__ is not nd and isinstance(g, _SCALAR_TYPES):
                             # NumPy returns scalars, not 0-d arrays, from 0-d arithmetic (a
                             # device copy's gradient is an array of another device: left alone)
-                            g = node.device.backend.asarray(g)
+                            g = last_be.asarray(g)
                         buf = buffers.get(child)
                         if buf is None:
                             buf = buffers[child] = [None] * child.n_outputs

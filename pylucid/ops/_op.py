@@ -406,7 +406,7 @@ def _make_node(op, args, params, st, dev):
     node.extra = None
     if op._saves_input:
         node.saved = args
-        node.saved_versions = tuple(a._version[0] if isinstance(a, Tensor) else None for a in args)
+        node.saved_versions = [a._version[0] if a.__class__ in _TT else None for a in args]
     else:
         node.saved = None
         node.saved_versions = None
