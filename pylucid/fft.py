@@ -10,7 +10,7 @@ differentiable any number of times.
 
 >>> import pylucid
 >>> pylucid.fft.fft(pylucid.tensor([1.0, 0.0, 0.0, 0.0]))
-tensor([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=pylucid.complex64)
+tensor([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j])
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def fft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = N
 
     >>> import pylucid
     >>> pylucid.fft.fft(pylucid.tensor([1.0, 2.0]), norm="forward")
-    tensor([ 1.5+0.j, -0.5+0.j], dtype=pylucid.complex64)
+    tensor([ 1.5+0.j, -0.5+0.j])
     """
     _ops.prepare(input, "fft")
     d, n = _one_dim(input, n, dim, "fft")
@@ -142,7 +142,7 @@ def rfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None = 
 
     >>> import pylucid
     >>> pylucid.fft.rfft(pylucid.tensor([1.0, 2.0, 3.0, 4.0]))
-    tensor([10.+0.j, -2.+2.j, -2.+0.j], dtype=pylucid.complex64)
+    tensor([10.+0.j, -2.+2.j, -2.+0.j])
     """
     _ops.prepare(input, "rfft", real_only=True)
     d, n = _one_dim(input, n, dim, "rfft")

@@ -37,16 +37,16 @@ from .ops.special import (
 )
 from .ops.special import lgamma as gammaln
 
-# erf, erfinv, expit, logit, exp2, expm1, log1p, round, ndtri resolve lazily (module __getattr__ below)
+# erf, erfinv, expit, logit, exp2, expm1, log1p, round resolve lazily (module __getattr__ below)
 __all__ = ["erfc", "gammaln", "digamma", "psi", "polygamma", "multigammaln", "i0",
            "i0e", "i1", "i1e", "xlogy", "xlog1py", "log_softmax", "softmax", "logsumexp", "entr", "sinc", "ndtr",
-           "log_ndtr"]
+           "log_ndtr", "ndtri"]
 
 psi = digamma
 
 # element-wise ops owned by the element-wise family: resolved on first use
 _TOP_LEVEL = {"erf": "erf", "erfinv": "erfinv", "expit": "sigmoid", "logit": "logit", "exp2": "exp2",
-              "expm1": "expm1", "log1p": "log1p", "round": "round", "ndtri": "ndtri"}
+              "expm1": "expm1", "log1p": "log1p", "round": "round"}
 
 
 def __getattr__(name: str):
@@ -59,6 +59,19 @@ def __getattr__(name: str):
         return getattr(pylucid, target)
     except AttributeError:
         raise AttributeError(f"pylucid.special.{name}: pylucid.{target} is not available in this build") from None
+
+
+def ndtri(input: Tensor) -> Tensor:
+    """Inverse of the standard normal CDF: ``sqrt(2) * erfinv(2p - 1)`` (a composite; ``+-inf`` at 0 and 1,
+    NaN outside ``[0, 1]``).
+
+    >>> import pylucid
+    >>> pylucid.special.ndtri(pylucid.tensor([0.5, 0.975]))
+    tensor([0.0000, 1.9600])
+    """
+    import pylucid
+
+    return pylucid.erfinv(input * 2 - 1) * math.sqrt(2.0)
 
 
 def multigammaln(input: Tensor, p: int) -> Tensor:

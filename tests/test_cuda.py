@@ -524,3 +524,304 @@ def test_multi_gpu_placement():
     assert u._data.device.id == 0 and u.tolist() == [1.0] * 4
     with pytest.raises(pylucid.DeviceMismatch, match="cuda:0.*cuda:1|cuda:1.*cuda:0"):
         t + u
+
+
+# ----------------------------------------------------------------- backend primitives (CPU fallbacks everywhere)
+@pytest.mark.parametrize("kind", ["max", "min", "mul", "add"])
+def test_scatter_primitives_cpu(kind):
+    be = pylucid.device("cpu").backend
+    uf = {"max": np.maximum, "min": np.minimum, "mul": np.multiply, "add": np.add}[kind]
+    t = np.arange(1.0, 6.0)
+    idx = np.array([0, 2, 2, 4, 2])
+    v = np.array([3.0, -1.0, 7.0, 0.5, 2.0])
+    ref = t.copy()
+    uf.at(ref, idx, v)
+    getattr(be, "scatter_" + kind)(t, idx, v)
+    np.testing.assert_array_equal(t, ref)
+
+
+def test_fused_fallbacks_match_ops_on_cpu():
+    # the portable fallbacks the ops call on the CPU equal the kernels' references
+    be = pylucid.device("cpu").backend
+    g0 = _rng(20)
+    x, g = g0.standard_normal((4, 9)), g0.standard_normal((4, 9))
+    for log in (False, True):
+        y = be.softmax(x, log)
+        np.testing.assert_allclose(y, K.softmax_ref(np, x, log), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(be.softmax_backward(y, g, log), K.softmax_backward_ref(np, y, g, log),
+                                   rtol=1e-12, atol=1e-12)
+    w, b = g0.standard_normal(9), g0.standard_normal(9)
+    y, m, r = be.layer_norm(x, w, b, 1e-5)
+    ry, rm, rr = K.layer_norm_ref(np, x, w, b, 1e-5)
+    for a, c in ((y, ry), (m, rm), (r, rr)):
+        np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
+    t = np.array([1, 0, -100, 8])
+    loss, lse = be.cross_entropy(x, t)
+    np.testing.assert_allclose(loss, K.cross_entropy_ref(np, x, t)[0], rtol=1e-12)
+    ps, gs = [g0.standard_normal(5)], [g0.standard_normal(5)]
+    ms, vs = [np.zeros(5)], [np.zeros(5)]
+    ref = [ps[0].copy()]
+    be.adam_step(ps, gs, ms, vs, step=1, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
+    K.adam_step_ref(np, ref, gs, [np.zeros(5)], [np.zeros(5)], step=1, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
+    np.testing.assert_array_equal(ps[0], ref[0])
+
+
+# ----------------------------------------------------------------- integration on the GPU (vs the CPU backend)
+def _both(arr, requires_grad=False):
+    c = pylucid.tensor(arr, requires_grad=requires_grad)
+    d = pylucid.tensor(arr, device="cuda", requires_grad=requires_grad)
+    return c, d
+
+
+def _np(t):
+    return np.asarray(t.detach().cpu()._data).astype(np.float64)
+
+
+@cuda_only
+@pytest.mark.parametrize("kind", ["max", "min", "mul", "add"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int64])
+def test_scatter_primitives_gpu(kind, dtype):
+    be = _be()
+    cp = be.xp
+    uf = {"max": np.maximum, "min": np.minimum, "mul": np.multiply, "add": np.add}[kind]
+    t = (np.arange(12).reshape(3, 4) % 5 + 1).astype(dtype)
+    idx = (np.array([0, 2, 2, 1, 2, 0]), np.array([1, 3, 3, 0, 3, 1]))
+    v = np.array([3, -1, 7, 2, 2, 5]).astype(dtype)
+    ref = t.copy()
+    uf.at(ref, idx, v)
+    got = cp.asarray(t)
+    getattr(be, "scatter_" + kind)(got, tuple(cp.asarray(i) for i in idx), cp.asarray(v))
+    np.testing.assert_allclose(cp.asnumpy(got).astype(np.float64), ref.astype(np.float64), rtol=1e-3)
+
+
+@cuda_only
+def test_scatter_max_propagates_nan_gpu():
+    be = _be()
+    cp = be.xp
+    t = cp.zeros(3)
+    be.scatter_max(t, cp.asarray([1, 1, 2]), cp.asarray([float("nan"), 1.0, 2.0]))
+    got = cp.asnumpy(t)
+    assert np.isnan(got[1]) and got[2] == 2.0 and got[0] == 0.0
+
+
+@cuda_only
+def test_deterministic_scatter_add_is_reproducible_and_sequential():
+    be = _be()
+    cp = be.xp
+    g0 = _rng(21)
+    idx = g0.integers(0, 7, 5000)
+    vals = g0.standard_normal(5000).astype(np.float32) * 1e3
+    ref = np.zeros(7, np.float32)
+    np.add.at(ref, idx, vals)  # NumPy's add.at is sequential: the order the deterministic path follows
+    pylucid.use_deterministic_algorithms(True)
+    try:
+        outs = []
+        for _ in range(2):
+            t = cp.zeros(7, dtype=np.float32)
+            be.scatter_add(t, cp.asarray(idx), cp.asarray(vals))
+            outs.append(cp.asnumpy(t))
+        # the embedding backward follows the flag through the op
+        w = pylucid.randn(7, 3, device="cuda", requires_grad=True)
+        i = pylucid.tensor(idx[:200], device="cuda")
+        pylucid.nn.functional.embedding(i, w).sum().backward()
+        cnt = np.bincount(idx[:200], minlength=7).astype(np.float64)
+        np.testing.assert_allclose(_np(w.grad), np.repeat(cnt[:, None], 3, 1))
+    finally:
+        pylucid.use_deterministic_algorithms(False)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], ref)
+
+
+@cuda_only
+def test_singular_detection_gpu():
+    be = _be()
+    cp = be.xp
+    with pytest.raises(np.linalg.LinAlgError, match="singular"):
+        be.raise_if_singular(cp.asarray([[1.0, 2.0], [2.0, 4.0]]), "inv")
+    be.raise_if_singular(cp.asarray([[[1.0, 0.0], [0.0, 1.0]]]), "inv")
+
+
+@cuda_only
+def test_ufunc_methods_survive_vector_path():
+    be = _be()
+    cp = be.xp
+    a = cp.arange(3.0)
+    np.testing.assert_array_equal(cp.asnumpy(be.multiply.outer(a, a)), np.multiply.outer(np.arange(3.0),
+                                                                                         np.arange(3.0)))
+    assert float(be.add.reduce(a)) == 3.0
+
+
+@cuda_only
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_softmax_op_gpu_matches_cpu(log, dim):
+    x = _rng(22).standard_normal((6, 33))
+    c, d = _both(x, requires_grad=True)
+    fn = pylucid.log_softmax if log else pylucid.softmax
+    yc, yd = fn(c, dim), fn(d, dim)
+    np.testing.assert_allclose(_np(yd), _np(yc), rtol=1e-5, atol=1e-6)
+    w = _rng(23).standard_normal((6, 33))
+    (yc * pylucid.tensor(w)).sum().backward()
+    (yd * pylucid.tensor(w, device="cuda")).sum().backward()
+    np.testing.assert_allclose(_np(d.grad), _np(c.grad), rtol=1e-5, atol=1e-6)
+
+
+@cuda_only
+def test_layer_norm_module_gpu_matches_cpu():
+    pylucid.manual_seed(0)
+    ln = pylucid.nn.LayerNorm(48)
+    ln_gpu = pylucid.nn.LayerNorm(48).to("cuda")
+    ln_gpu.load_state_dict({k: v.cuda() for k, v in ln.state_dict().items()})
+    x = _rng(24).standard_normal((4, 5, 48)).astype(np.float32)
+    c, d = _both(x, requires_grad=True)
+    yc, yd = ln(c), ln_gpu(d)
+    np.testing.assert_allclose(_np(yd), _np(yc), rtol=1e-4, atol=1e-5)
+    w = _rng(25).standard_normal((4, 5, 48)).astype(np.float32)
+    (yc * pylucid.tensor(w)).sum().backward()
+    (yd * pylucid.tensor(w, device="cuda")).sum().backward()
+    np.testing.assert_allclose(_np(d.grad), _np(c.grad), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(_np(ln_gpu.weight.grad), _np(ln.weight.grad), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(_np(ln_gpu.bias.grad), _np(ln.bias.grad), rtol=1e-4, atol=1e-4)
+
+
+@cuda_only
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_gpu_matches_cpu(reduction):
+    x = _rng(26).standard_normal((8, 11)).astype(np.float32) * 3
+    t = np.array([0, 10, 3, -100, 5, 5, 1, -100])
+    c, d = _both(x, requires_grad=True)
+    F = pylucid.nn.functional
+    lc = F.cross_entropy(c, pylucid.tensor(t), reduction=reduction)
+    ld = F.cross_entropy(d, pylucid.tensor(t, device="cuda"), reduction=reduction)
+    np.testing.assert_allclose(_np(ld), _np(lc), rtol=1e-5, atol=1e-6)
+    lc.sum().backward()
+    ld.sum().backward()
+    np.testing.assert_allclose(_np(d.grad), _np(c.grad), rtol=1e-5, atol=1e-6)
+    tt = torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(t), reduction=reduction)
+    np.testing.assert_allclose(_np(ld), tt.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@cuda_only
+@pytest.mark.parametrize("padding_idx", [None, 2])
+def test_embedding_gpu_matches_cpu(padding_idx):
+    pylucid.manual_seed(1)
+    emb = pylucid.nn.Embedding(10, 6, padding_idx=padding_idx)
+    emb_gpu = pylucid.nn.Embedding(10, 6, padding_idx=padding_idx).to("cuda")
+    emb_gpu.load_state_dict({k: v.cuda() for k, v in emb.state_dict().items()})
+    idx = np.array([[1, 2, 2, 9], [0, 2, 1, 1]])
+    w = _rng(27).standard_normal((2, 4, 6)).astype(np.float32)
+    (emb(pylucid.tensor(idx)) * pylucid.tensor(w)).sum().backward()
+    (emb_gpu(pylucid.tensor(idx, device="cuda")) * pylucid.tensor(w, device="cuda")).sum().backward()
+    np.testing.assert_allclose(_np(emb_gpu.weight.grad), _np(emb.weight.grad), rtol=1e-5, atol=1e-6)
+
+
+def _mlp(seed):
+    pylucid.manual_seed(seed)
+    nn = pylucid.nn
+    return nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 5))
+
+
+@cuda_only
+@pytest.mark.parametrize("opt_name", ["Adam", "AdamW", "SGD", "Adam-amsgrad", "Adam-maximize"])
+def test_training_steps_gpu_match_cpu(opt_name):
+    name, _, variant = opt_name.partition("-")
+    kw = {"lr": 1e-2}
+    if name != "SGD":
+        kw["weight_decay"] = 0.01
+    if variant:
+        kw[variant] = True
+    cpu_m, gpu_m = _mlp(3), _mlp(3).to("cuda")
+    gpu_m.load_state_dict({k: v.cuda() for k, v in cpu_m.state_dict().items()})
+    oc = getattr(pylucid.optim, name)(cpu_m.parameters(), **kw)
+    og = getattr(pylucid.optim, name)(gpu_m.parameters(), **kw)
+    g0 = _rng(28)
+    F = pylucid.nn.functional
+    for _ in range(4):
+        x = g0.standard_normal((9, 12)).astype(np.float32)
+        t = g0.integers(0, 5, 9)
+        for m, o, dev in ((cpu_m, oc, "cpu"), (gpu_m, og, "cuda")):
+            o.zero_grad()
+            loss = F.cross_entropy(m(pylucid.tensor(x, device=dev)), pylucid.tensor(t, device=dev))
+            loss.backward()
+            o.step()
+    for (k, pc), pg in zip(cpu_m.state_dict().items(), gpu_m.state_dict().values()):
+        assert pg.device.type == "cuda"
+        np.testing.assert_allclose(_np(pg), _np(pc), rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+@cuda_only
+def test_conv_pool_gpu_match_cpu():
+    nn = pylucid.nn
+    pylucid.manual_seed(4)
+    cpu_m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.BatchNorm2d(4))
+    gpu_m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.BatchNorm2d(4)).to("cuda")
+    gpu_m.load_state_dict({k: v.cuda() for k, v in cpu_m.state_dict().items()})
+    x = _rng(29).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    c, d = _both(x, requires_grad=True)
+    yc, yd = cpu_m(c), gpu_m(d)
+    np.testing.assert_allclose(_np(yd), _np(yc), rtol=1e-4, atol=1e-4)
+    yc.square().sum().backward()
+    yd.square().sum().backward()
+    np.testing.assert_allclose(_np(d.grad), _np(c.grad), rtol=1e-3, atol=1e-3)
+    for (k, pc), pg in zip(cpu_m.named_parameters(), gpu_m.parameters()):
+        np.testing.assert_allclose(_np(pg.grad), _np(pc.grad), rtol=1e-3, atol=1e-3, err_msg=k)
+
+
+@cuda_only
+def test_module_to_moves_optimizer_state_and_gradscaler():
+    m = _mlp(5)
+    opt = pylucid.optim.Adam(m.parameters(), lr=1e-3)
+    m(pylucid.randn(2, 12)).sum().backward()
+    opt.step()
+    m.to("cuda")
+    opt.zero_grad()
+    scaler = pylucid.amp.GradScaler("cuda")
+    with pylucid.amp.autocast("cuda", dtype=pylucid.bfloat16):
+        loss = m(pylucid.randn(2, 12, device="cuda")).float().sum()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    for st in opt.state.values():
+        assert st["exp_avg"].device.type == "cuda"
+
+
+@cuda_only
+def test_polygamma_digamma_gpu():
+    x = np.array([0.5, 1.0, 2.5, 7.0])
+    c, d = _both(x)
+    for n in (0, 1, 3):
+        np.testing.assert_allclose(_np(pylucid.polygamma(n, d)), _np(pylucid.polygamma(n, c)), rtol=1e-10)
+    np.testing.assert_allclose(_np(pylucid.digamma(d)), _np(pylucid.digamma(c)), rtol=1e-10)
+
+
+@cuda_only
+@pytest.mark.parametrize("opt_name", ["SGD", "Adam"])
+def test_optimizer_state_follows_module_to_cuda(opt_name):
+    """Issue 5: Module.to("cuda") moves parameters, buffers and (on the next step) optimizer state."""
+    import pylucid.nn as nn
+
+    def make():
+        pylucid.manual_seed(3)
+        m = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+        kw = {"lr": 0.1, "momentum": 0.9} if opt_name == "SGD" else {"lr": 0.01}
+        return m, getattr(pylucid.optim, opt_name)(m.parameters(), **kw)
+
+    x = pylucid.randn(16, 4)
+
+    def step(m, opt, dev):
+        loss = (m(x.to(dev)) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    m_cpu, o_cpu = make()
+    ref = [step(m_cpu, o_cpu, "cpu") for _ in range(4)]
+    m, o = make()
+    got = [step(m, o, "cpu") for _ in range(2)]
+    weight = m[0].weight
+    m.to("cuda")
+    assert m[0].weight is weight and weight.device.type == "cuda" and m[1].running_mean.device.type == "cuda"
+    got += [step(m, o, "cuda") for _ in range(2)]
+    assert all(v.device.type == "cuda" for st in o.state.values() for v in st.values() if isinstance(v, pylucid.Tensor))
+    np.testing.assert_allclose(got, ref, rtol=1e-5)

@@ -20,8 +20,14 @@ def _as_tuple(x):
     return x if isinstance(x, tuple) else (x,)
 
 
+def _diff_outputs(outs):
+    """The outputs a Jacobian has rows for: floating or complex Tensors (integer/bool outputs and Python numbers
+    carry no gradient; PyTorch's gradcheck skips them too)."""
+    return [o for o in outs if isinstance(o, Tensor) and (o.dtype.is_floating_point or o.dtype.is_complex)]
+
+
 def _numeric_jacobian(fn, inputs, idx, eps):
-    """Column j of d(outputs)/d(input idx) by central differences."""
+    """d(outputs)/d(input idx) by central differences: one column per input element, one row per output element."""
     x = inputs[idx]
     data = x._data  # perturbed in place (element by element, any memory layout)
     be = x.device.backend
@@ -30,32 +36,40 @@ def _numeric_jacobian(fn, inputs, idx, eps):
         at = np.unravel_index(j, data.shape)
         orig = data[at].item()
         data[at] = orig + eps
-        plus = [be.to_numpy(o.detach()._data).astype(np.float64).copy() for o in _as_tuple(fn(*inputs))]
+        plus = [be.to_numpy(o.detach()._data).astype(np.float64).copy() for o in _diff_outputs(_as_tuple(fn(*inputs)))]
         data[at] = orig - eps
-        minus = [be.to_numpy(o.detach()._data).astype(np.float64).copy() for o in _as_tuple(fn(*inputs))]
+        minus = [be.to_numpy(o.detach()._data).astype(np.float64).copy()
+                 for o in _diff_outputs(_as_tuple(fn(*inputs)))]
         data[at] = orig
-        cols.append(np.concatenate([((p - m) / (2 * eps)).reshape(-1) for p, m in zip(plus, minus)]))
-    return np.stack(cols, axis=1) if cols else np.zeros((0, 0))
+        cols.append(np.concatenate([((p - m) / (2 * eps)).reshape(-1) for p, m in zip(plus, minus)] or [np.zeros(0)]))
+    if not cols:  # an empty input: (number of output elements, 0)
+        n_out = sum(o.numel() for o in _diff_outputs(_as_tuple(fn(*inputs))))
+        return np.zeros((n_out, 0))
+    return np.stack(cols, axis=1)
 
 
 def _analytic_jacobian(fn, inputs, idx):
+    """d(outputs)/d(input idx) by backward passes: one row per output element (zeros for outputs that do not
+    require grad), one column per input element. Shapes match :func:`_numeric_jacobian` for every case,
+    empty inputs and outputs included."""
     from ..creation import zeros_like
 
-    outs = _as_tuple(fn(*inputs))
+    outs = _diff_outputs(_as_tuple(fn(*inputs)))
+    n_in = inputs[idx].numel()
+    live_outs = [o for o in outs if o._requires_grad]
     rows = []
-    for k, o in enumerate(outs):
-        if not (isinstance(o, Tensor) and o._requires_grad):
-            rows.extend(np.zeros((o.numel(), inputs[idx].numel())) for _ in [0])
+    k = 0  # position of o among live_outs
+    for o in outs:
+        if not o._requires_grad:
+            rows.extend(np.zeros(n_in) for _ in range(o.numel()))
             continue
-        flat_n = o.numel()
-        for j in range(flat_n):
-            go = [zeros_like(oo) for oo in outs]
-            go[k]._data.reshape(-1)[j] = 1.0
-            live = [(oo, g) for oo, g in zip(outs, go) if isinstance(oo, Tensor) and oo._requires_grad]
-            (g,) = _grad([a for a, _ in live], (inputs[idx],), [b for _, b in live], retain_graph=True,
-                         allow_unused=True)
-            rows.append(np.zeros(inputs[idx].numel()) if g is None else np.asarray(g).astype(np.float64).reshape(-1))
-    return np.stack(rows, axis=0) if rows else np.zeros((0, 0))
+        for j in range(o.numel()):
+            seeds = [zeros_like(oo) for oo in live_outs]
+            seeds[k]._data.reshape(-1)[j] = 1.0
+            (g,) = _grad(live_outs, (inputs[idx],), seeds, retain_graph=True, allow_unused=True)
+            rows.append(np.zeros(n_in) if g is None else np.asarray(g).astype(np.float64).reshape(-1))
+        k += 1
+    return np.stack(rows, axis=0) if rows else np.zeros((0, n_in))
 
 
 def _move_cpu(inputs):
@@ -99,9 +113,11 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps: float = 1e-6, atol: float 
     inputs = _as_tuple(inputs)
     outs = _as_tuple(fn(*inputs))
     rng = np.random.default_rng(seed)
-    if grad_outputs is None:
+    if grad_outputs is None:  # one per output; None for outputs that carry no gradient (integer, bool, numbers)
+        diff = {id(o) for o in _diff_outputs(outs)}
         grad_outputs = tuple(
-            tensor(rng.standard_normal(o.shape), dtype=o.dtype, requires_grad=True) for o in outs
+            tensor(rng.standard_normal(o.shape), dtype=o.dtype, requires_grad=True) if id(o) in diff else None
+            for o in outs
         )
     grad_outputs = _as_tuple(grad_outputs)
     n_in = len(inputs)
@@ -110,7 +126,7 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps: float = 1e-6, atol: float 
     def vjp_fn(*args):
         xs, vs = args[:n_in], args[n_in:]
         o = _as_tuple(fn(*xs))
-        live = [(a, v) for a, v in zip(o, vs) if isinstance(a, Tensor) and a._requires_grad]
+        live = [(a, v) for a, v in zip(o, vs) if isinstance(a, Tensor) and a._requires_grad and v is not None]
         gs = _grad([a for a, _ in live], [xs[i] for i in diff_idx], [v for _, v in live], create_graph=True,
                    allow_unused=True)
         from ..creation import zeros_like

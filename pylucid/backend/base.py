@@ -104,5 +104,118 @@ class ArrayBackend:
         self.xp.add.at(target, index, values)
         return target
 
+    # scatter with a combining op (scatter_reduce): NumPy's ufunc.at is sequential, so deterministic
+    def scatter_max(self, target, index, values):
+        """``target[index] = max(target[index], values)`` with repeats combined (in place; NaN propagates)."""
+        self.xp.maximum.at(target, index, values)
+        return target
+
+    def scatter_min(self, target, index, values):
+        """``target[index] = min(target[index], values)`` with repeats combined (in place; NaN propagates)."""
+        self.xp.minimum.at(target, index, values)
+        return target
+
+    def scatter_mul(self, target, index, values):
+        """``target[index] *= values`` with repeats combined (in place)."""
+        self.xp.multiply.at(target, index, values)
+        return target
+
+    def raise_if_singular(self, a, op: str) -> None:
+        """Raise ``numpy.linalg.LinAlgError`` when a batch of square matrices holds a singular one.
+
+        NumPy's ``inv``/``solve`` already raise; on the CPU this is a no-op. CUDA (cuSOLVER) returns
+        inf/NaN instead, so :class:`CUDABackend` checks the LU pivots there.
+        """
+        return None
+
+    # -- fused kernels: portable versions (CUDABackend overrides them with its kernels) ---------
+    # Same semantics as pylucid.backend.cuda_kernels (*_ref); all over the last axis.
+    def softmax(self, x, log: bool = False):
+        """Softmax (``log=True``: log-softmax) over the last axis, max-shifted; half inputs computed in float32."""
+        if x.size == 0:
+            return x.copy()
+        xf = x.astype(np.float32) if x.dtype in _HALF else x
+        with self.errstate():
+            z = xf - self.xp.max(xf, axis=-1, keepdims=True)
+            if log:
+                y = z - self.xp.log(self.sum(self.xp.exp(z), axis=-1, keepdims=True))
+            else:
+                e = self.xp.exp(z)
+                y = e / self.sum(e, axis=-1, keepdims=True)
+        return y.astype(x.dtype, copy=False)
+
+    def softmax_backward(self, y, g, log: bool = False):
+        """Gradient of :meth:`softmax` (over the last axis) from its output ``y`` and the incoming ``g``."""
+        if log:
+            return g - self.xp.exp(y) * self.sum(g, axis=-1, keepdims=True)
+        return y * (g - self.sum(g * y, axis=-1, keepdims=True))
+
+    def layer_norm(self, x, weight, bias, eps: float):
+        """Layer norm over the last axis: ``(y, mean, rstd)`` (biased variance; stats in float32 for half x)."""
+        xf = x.astype(np.float32) if x.dtype in _HALF else x
+        mean = self.mean(xf, axis=(-1,), keepdims=True)
+        xc = xf - mean
+        rstd = 1.0 / self.xp.sqrt(self.mean(xc * xc, axis=(-1,), keepdims=True) + eps)
+        y = xc * rstd
+        if weight is not None:
+            y = y * weight
+        if bias is not None:
+            y = y + bias
+        return y.astype(x.dtype, copy=False), mean[..., 0], rstd[..., 0]
+
+    def layer_norm_backward(self, g, x, mean, rstd, weight):
+        """``(dx, dweight, dbias)`` of :meth:`layer_norm` (``dweight``/``dbias`` None without ``weight``)."""
+        from .cuda_kernels import layer_norm_backward_ref
+
+        dt = x.dtype
+        up = (lambda a: a.astype(np.float32)) if dt in _HALF else (lambda a: a)
+        dx, dw, db = layer_norm_backward_ref(self.xp, up(g), up(x), mean, rstd,
+                                             None if weight is None else up(weight))
+        if dw is None:
+            return dx.astype(dt, copy=False), None, None
+        return dx.astype(dt, copy=False), dw.astype(weight.dtype, copy=False), db.astype(weight.dtype, copy=False)
+
+    def cross_entropy(self, logits, target, ignore_index: int = -100):
+        """Per-row cross-entropy of 2-D ``logits`` against int targets: ``(loss, lse)``; ignored rows 0."""
+        from .cuda_kernels import cross_entropy_ref
+
+        with self.errstate():
+            return cross_entropy_ref(self.xp, logits, target, ignore_index)
+
+    def cross_entropy_backward(self, g, logits, lse, target, ignore_index: int = -100):
+        """``dlogits`` of :meth:`cross_entropy` given the per-row incoming gradient ``g``."""
+        from .cuda_kernels import cross_entropy_backward_ref
+
+        with self.errstate():
+            return cross_entropy_backward_ref(self.xp, g, logits, lse, target, ignore_index)
+
+    def embedding_backward(self, g, indices, num_weights: int, padding_idx: int | None = None,
+                           deterministic: bool = False):
+        """``dweight`` of an embedding lookup (rows of ``g`` summed per index; NumPy's add.at is sequential)."""
+        from .cuda_kernels import embedding_backward_ref
+
+        return embedding_backward_ref(self.xp, g, indices, num_weights, padding_idx)
+
+    def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float,
+                  beta2: float, eps: float, weight_decay: float = 0.0, decoupled: bool = False,
+                  maximize: bool = False) -> None:
+        """Adam/AdamW for a list of tensors, in place (PyTorch's single-tensor arithmetic)."""
+        from .cuda_kernels import adam_step_ref
+
+        adam_step_ref(self.xp, params, grads, exp_avgs, exp_avg_sqs, step=step, lr=lr, beta1=beta1, beta2=beta2,
+                      eps=eps, weight_decay=weight_decay, decoupled=decoupled, maximize=maximize)
+
+    def bias_act(self, x, bias, act: str = "relu"):
+        """``act(x + bias)`` (``act``: none, relu, gelu, gelu_tanh; ``bias`` over the last axis or None)."""
+        from .cuda_kernels import bias_act_ref
+
+        return bias_act_ref(self.xp, x, bias, act)
+
+    def bias_act_backward(self, g, x, bias, act: str = "relu"):
+        """``g * act'(x + bias)``."""
+        from .cuda_kernels import bias_act_backward_ref
+
+        return bias_act_backward_ref(self.xp, g, x, bias, act)
+
     def errstate(self):
         return np.errstate(all="ignore")

@@ -182,6 +182,58 @@ class _HalfViaF32:
         return fn
 
 
+class _CudaLinalg(_HalfViaF32):
+    """``cupy.linalg`` with NumPy's behaviour where CuPy 14 differs.
+
+    * ``solve`` broadcasts the batch dims of ``a`` and ``b`` (NumPy 2 does, CuPy requires equal ones);
+    * ``inv``/``solve`` raise ``numpy.linalg.LinAlgError`` for a singular matrix: cuSOLVER returns
+      inf/NaN instead, so a non-finite result triggers an exact check (``slogdet`` sign 0).
+    """
+
+    def __init__(self, mod, xp) -> None:
+        super().__init__(mod)
+        self._xp = xp
+        self._inv = _via_f32(mod.inv)
+        self._solve = _via_f32(mod.solve)
+        self._slogdet = _via_f32(mod.slogdet)
+
+    def _check(self, a, out, op):
+        xp = self._xp
+        if a.size and not bool(xp.isfinite(out).all()) and bool(xp.isfinite(a).all()):
+            sign, _ = self._slogdet(a)
+            if bool((sign == 0).any()):
+                raise np.linalg.LinAlgError(f"{op}: singular matrix")
+        return out
+
+    def inv(self, a):
+        return self._check(a, self._inv(a), "inv")
+
+    def solve(self, a, b):
+        if b.ndim >= 2 and a.shape[:-2] != b.shape[:-2]:
+            xp = self._xp
+            batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))  # ValueError if they don't broadcast
+            a = xp.ascontiguousarray(xp.broadcast_to(a, batch + a.shape[-2:]))
+            b = xp.ascontiguousarray(xp.broadcast_to(b, batch + b.shape[-2:]))
+        return self._check(a, self._solve(a, b), "solve")
+
+
+class _VecUfunc:
+    """``be.multiply`` & co.: the vectorised binary path on call; ``.outer``, ``.reduce``, ``.at`` from CuPy."""
+
+    def __init__(self, backend, name: str) -> None:
+        self._be, self._name = backend, name
+        self._uf = getattr(backend.xp, name)
+        self.__name__ = name
+
+    def __call__(self, a, b, **kwargs):
+        if kwargs:
+            return self._uf(a, b, **kwargs)
+        return self._be._vec_binary(self._name, a, b)
+
+    def __getattr__(self, name: str):
+        return getattr(self._uf, name)
+
+
 class CUDABackend(ArrayBackend):
     """CuPy on one GPU (``cuda:N``)."""
 
@@ -205,6 +257,9 @@ class CUDABackend(ArrayBackend):
         self.batched_gemm_error = None  # set (with the reason) if the cuBLAS batched half path ever failed
         # cached sub-libraries
         self._special = self._linalg = self._fft = self._scipy_linalg = None
+        for op in K.OPS_VEC:
+            setattr(self, op, _VecUfunc(self, op))
+        self.divide = self.true_divide
 
     # -- device context ----------------------------------------------------------
     def device_ctx(self):
@@ -253,7 +308,7 @@ class CUDABackend(ArrayBackend):
     @property
     def linalg(self):
         if self._linalg is None:
-            self._linalg = _HalfViaF32(self.xp.linalg)
+            self._linalg = _CudaLinalg(self.xp.linalg, self.xp)
         return self._linalg
 
     @property
@@ -366,11 +421,18 @@ class CUDABackend(ArrayBackend):
     def scatter_add(self, target, index, values):
         """``target[index] += values`` with repeated indices accumulated, in place.
 
-        Atomic adds: the order in which repeated indices are summed is not fixed,
-        so float results may differ in the last bits between runs.
+        Default: atomic adds (``cupy.add.at``), fast, but the order in which repeated
+        indices are summed is not fixed, so float results may differ in the last bits
+        between runs. Under ``pylucid.use_deterministic_algorithms(True)`` a sort-based
+        path runs instead: repeats are applied in index order, one round per repeat
+        (bitwise reproducible, and equal to NumPy's sequential ``add.at``).
         """
+        from .._state import flags
+
+        if flags.deterministic:
+            return self._scatter_rounds(target, index, values, self.xp.add)
         cp = self.xp
-        if target.dtype in _HALF:
+        if target.dtype in _HALF or target.dtype.kind == "b":
             acc = target.astype(_F32)
             vals = values.astype(_F32) if hasattr(values, "astype") else values
             cp.add.at(acc, index, vals)
@@ -378,6 +440,63 @@ class CUDABackend(ArrayBackend):
             return target
         cp.add.at(target, index, values)
         return target
+
+    def scatter_max(self, target, index, values):
+        # cupyx.scatter_max is atomic and NaN-blind: the round-based path keeps PyTorch's NaN propagation
+        return self._scatter_rounds(target, index, values, self.xp.maximum)
+
+    def scatter_min(self, target, index, values):
+        return self._scatter_rounds(target, index, values, self.xp.minimum)
+
+    def scatter_mul(self, target, index, values):
+        # there is no atomic multiply: rounds of repeat-free fancy-index updates
+        return self._scatter_rounds(target, index, values, self.xp.multiply)
+
+    def _scatter_rounds(self, target, index, values, uf):
+        """``target[index] = uf(target[index], values)`` with repeats combined in index order, in place.
+
+        The flat target position of every value is ``arange(size).reshape(shape)[index]``; a stable
+        sort ranks the repeats of each position, and round ``r`` applies every value of rank ``r``
+        with one repeat-free fancy-index update. Rounds = the largest repeat count; deterministic.
+        """
+        cp = self.xp
+        with self.device_ctx():
+            pos = cp.arange(target.size, dtype=np.int64).reshape(target.shape)[index]
+            if pos.size == 0:
+                return target
+            vals = values if hasattr(values, "shape") else cp.asarray(values, dtype=target.dtype)
+            vals = cp.broadcast_to(vals.astype(target.dtype, copy=False), pos.shape).reshape(-1)
+            pos = pos.reshape(-1)
+            flat = target.reshape(-1) if target.flags.c_contiguous else cp.ascontiguousarray(target).reshape(-1)
+            order = cp.argsort(pos)  # CuPy's argsort is stable (radix sort)
+            sp = pos[order]
+            new = cp.empty(sp.shape, dtype=bool)
+            new[0] = True
+            cp.not_equal(sp[1:], sp[:-1], out=new[1:])
+            seg = cp.cumsum(new) - 1
+            starts = cp.flatnonzero(new)
+            rank_sorted = cp.arange(sp.size, dtype=np.int64) - starts[seg]
+            rounds = int(rank_sorted.max()) + 1
+            if rounds == 1:
+                flat[pos] = uf(flat[pos], vals)
+            else:
+                rank = cp.empty_like(rank_sorted)
+                rank[order] = rank_sorted
+                for r in range(rounds):
+                    m = cp.flatnonzero(rank == r)
+                    p = pos[m]
+                    flat[p] = uf(flat[p], vals[m])
+            if not target.flags.c_contiguous:
+                target[...] = flat.reshape(target.shape)
+        return target
+
+    def raise_if_singular(self, a, op: str) -> None:
+        """cuSOLVER's ``inv``/``solve`` return inf/NaN for singular input: raise LinAlgError as NumPy does."""
+        if a.size == 0:
+            return
+        sign, _ = self.linalg.slogdet(a)
+        if bool((sign == 0).any()):
+            raise np.linalg.LinAlgError(f"{op}: singular matrix")
 
     def errstate(self):
         # CuPy never warns on inf/NaN arithmetic: nothing to silence
@@ -404,19 +523,6 @@ class CUDABackend(ArrayBackend):
             return c
         return getattr(cp, op)(a, b)
 
-    def multiply(self, a, b):
-        return self._vec_binary("multiply", a, b)
-
-    def add(self, a, b):
-        return self._vec_binary("add", a, b)
-
-    def subtract(self, a, b):
-        return self._vec_binary("subtract", a, b)
-
-    def true_divide(self, a, b):
-        return self._vec_binary("true_divide", a, b)
-
-    divide = true_divide
 
     # -- fused kernels -------------------------------------------------------------------
     def _compute(self, *arrays):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from .._tensor import Tensor
 from ._op import Op, inplace_variant
 from .compare import gt, logical_and, lt
-from .elementwise import _nan_quiet, _unary, _via_float32, abs, add, div, erf, exp, mul, neg, sub
+from .elementwise import _cj, _nan_quiet, _unary, _via_float32, abs, add, div, erf, exp, mul, neg, sub
 from .indexing import where
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 
@@ -30,25 +30,30 @@ def _zero(g):
 
 # ---------------------------------------------------------------- sigmoid, logit, tanh
 class Sigmoid(Op):
-    """``y = 1 / (1 + e^-x)``; saves its output: ``dx = g y (1 - y)``.
+    """``y = 1 / (1 + e^-x)``; saves its output: ``dx = g y (1 - y)`` (``g conj(y (1 - y))`` for complex).
 
     The forward is scipy's ``expit`` (cupyx's on CUDA): no overflow warning and
-    exact 0/1 saturation for large ``|x|``.
+    exact 0/1 saturation for large ``|x|``. ``expit`` has no complex kernel:
+    complex input uses ``1 / (1 + exp(-x))``, as PyTorch.
     """
 
     schema = OpSchema("sigmoid", amp_policy=PROMOTE, saves_output=True, real_valued=True, family="activation")
 
     @staticmethod
     def forward(be, x):
+        if x.dtype.kind == "c":
+            with be.errstate():
+                return 1 / (1 + be.exp(-x))
         return _via_float32(be, be.special.expit, x)
 
     def backward(self, g):
         y = self.output()
-        return mul(g, mul(y, sub(1, y)))
+        d = mul(y, sub(1, y))
+        return mul(g, _cj(d))
 
     def backward_fast(self, be, g):
         y = self.output_array()
-        return g * (y * (1 - y))
+        return g * (y * (1 - y)).conj()
 
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -102,7 +107,7 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
 
 
 class Tanh(Op):
-    """``y = tanh x``; saves its output: ``dx = g (1 - y^2)``."""
+    """``y = tanh x``; saves its output: ``dx = g (1 - y^2)`` (``g conj(1 - y^2)`` for complex)."""
 
     schema = OpSchema("tanh", amp_policy=PROMOTE, saves_output=True, real_valued=True, family="activation")
 
@@ -112,11 +117,12 @@ class Tanh(Op):
 
     def backward(self, g):
         y = self.output()
-        return mul(g, sub(1, mul(y, y)))
+        d = sub(1, mul(y, y))
+        return mul(g, _cj(d))
 
     def backward_fast(self, be, g):
         y = self.output_array()
-        return g * (1 - y * y)
+        return g * (1 - y * y).conj()
 
 
 def tanh(input: Tensor) -> Tensor:

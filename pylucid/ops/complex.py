@@ -21,7 +21,7 @@ from ._op import Op, apply
 from .schema import KEEP_INPUT, OpSchema
 
 __all__ = ["real", "imag", "conj", "conj_physical", "resolve_conj", "is_complex", "angle", "view_as_real",
-           "view_as_complex", "complex", "polar", "is_conj"]
+           "view_as_complex", "complex", "polar", "is_conj", "sgn"]
 
 
 def _check(x, op):
@@ -115,12 +115,36 @@ def conj(input: Tensor) -> Tensor:
 
     >>> import pylucid
     >>> pylucid.conj(pylucid.tensor([1 + 2j]))
-    tensor([1.-2.j], dtype=pylucid.complex64)
+    tensor([1.-2.j])
     """
     _check(input, "conj")
     if not input.dtype.is_complex:
         return input
     return apply(Conj, (input,))
+
+
+def sgn(input: Tensor) -> Tensor:
+    """``x / |x|`` for complex input (0 at 0), ``sign(x)`` for real input, as ``torch.sgn``.
+
+    A composite: ``where(|x| == 0, 0, x / where(|x| == 0, 1, |x|))``; the safe
+    denominator keeps the gradient at 0 finite (0) to every order.
+
+    >>> import pylucid
+    >>> pylucid.sgn(pylucid.tensor([3 + 4j, 0j]))
+    tensor([0.6+0.8j, 0. +0.j ])
+    >>> pylucid.sgn(pylucid.tensor([-2.0, 0.0, 5.0]))
+    tensor([-1.,  0.,  1.])
+    """
+    from .elementwise import abs as _abs
+    from .elementwise import div, sign
+    from .indexing import where
+
+    _check(input, "sgn")
+    if not input.dtype.is_complex:
+        return sign(input)
+    a = _abs(input)
+    zero = a == 0
+    return where(zero, 0.0, div(input, where(zero, 1.0, a)))
 
 
 def conj_physical(input: Tensor) -> Tensor:
@@ -243,7 +267,7 @@ def view_as_complex(input: Tensor) -> Tensor:
 
     >>> import pylucid
     >>> pylucid.view_as_complex(pylucid.tensor([[1.0, 2.0], [0.5, -1.0]]))
-    tensor([1. +2.j, 0.5-1.j], dtype=pylucid.complex64)
+    tensor([1. +2.j, 0.5-1.j])
     """
     _check(input, "view_as_complex")
     if input.dtype not in (_dt.float32, _dt.float64):
@@ -283,7 +307,7 @@ def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A001 - mirrors torch
 
     >>> import pylucid
     >>> pylucid.complex(pylucid.tensor([1.0, 2.0]), pylucid.tensor([0.5, -1.0]))
-    tensor([1.+0.5j, 2.-1.j ], dtype=pylucid.complex64)
+    tensor([1.+0.5j, 2.-1.j ])
     """
     _check(real, "complex")
     _check(imag, "complex")
@@ -307,7 +331,7 @@ def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002
 
     >>> import pylucid
     >>> pylucid.polar(pylucid.tensor([2.0]), pylucid.tensor([0.0]))
-    tensor([2.+0.j], dtype=pylucid.complex64)
+    tensor([2.+0.j])
     """
     from .elementwise import cos, mul, sin
 
@@ -324,6 +348,7 @@ def _install():
     T.real = property(real)
     T.imag = property(imag)
     T.conj = conj
+    T.sgn = sgn
     T.conj_physical = conj_physical
     T.resolve_conj = resolve_conj
     T.is_conj = is_conj

@@ -14,20 +14,39 @@ from .schema import KEEP_INPUT, OpSchema
 
 
 class Cast(Op):
-    """``y = x`` converted to ``dtype``; ``dx = g`` converted back to ``x``'s dtype."""
+    """``y = x`` converted to ``dtype``; ``dx = g`` converted back to ``x``'s dtype.
+
+    Complex to real keeps the real part (PyTorch warns that the imaginary part
+    is discarded, and so does pylucid, once per call site). The gradient of a
+    real-to-complex cast is the real part of the complex gradient: PyTorch's
+    convention, where a real input's gradient is ``dL/dx`` of the real loss.
+    """
 
     schema = OpSchema("astype", amp_policy=KEEP_INPUT, family="conversion")
     promote_args = ()
 
     @staticmethod
     def forward(be, x, dtype, in_dtype):
+        if x.dtype.kind == "c" and not dtype.is_complex:
+            import warnings
+
+            warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=4)
+            x = x.real
         return x.astype(dtype.numpy_dtype)
 
     def backward(self, g):
-        return cast(g, self.params["in_dtype"])
+        in_dtype = self.params["in_dtype"]
+        if g._data.dtype.kind == "c" and not in_dtype.is_complex:
+            from .complex import real
+
+            g = real(g)
+        return cast(g, in_dtype)
 
     def backward_fast(self, be, g):
-        return g.astype(self.params["in_dtype"].numpy_dtype)
+        in_dtype = self.params["in_dtype"]
+        if g.dtype.kind == "c" and not in_dtype.is_complex:
+            g = g.real
+        return g.astype(in_dtype.numpy_dtype)
 
 
 def cast(x: Tensor, dtype) -> Tensor:

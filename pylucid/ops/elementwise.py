@@ -324,7 +324,8 @@ negative = neg
 
 
 class Pow(Op):
-    """``y = a ** b``; ``da = g b a^(b-1)`` (0 where ``b == 0``), ``db = g y log(a)`` (0 where ``a == 0, b >= 0``).
+    """``y = a ** b``; ``da = g conj(b a^(b-1))`` (0 where ``b == 0``), ``db = g conj(y log(a))`` (0 where
+    ``a == 0, b >= 0``; for complex ``b``: ``b`` real and ``>= 0``).
 
     The masks follow PyTorch, so ``pow(0, 0)`` has gradient 0 with respect to both.
     """
@@ -353,17 +354,27 @@ class Pow(Op):
                 # b == 0 the masked branch would be 0 * inf and warn in Mul.forward
                 b_zero = eq(b, 0)
                 d = mul(b, pow(a, sub(where(b_zero, 1.0, b), 1)))
-                ga = sum_to_size(mul(g, where(b_zero, 0.0, d)), sa)
+                ga = sum_to_size(mul(g, where(b_zero, 0.0, _cj(d))), sa)
             else:
-                ga = mul(g, mul(b, pow(a, b - 1))) if b != 0 else mul(g, 0.0)
+                ga = mul(g, _cj(mul(b, pow(a, b - 1)))) if b != 0 else mul(g, 0.0)
         if eb is not None:
             from .elementwise import log
 
             if isinstance(a, Tensor):
                 # log(a) is taken of a with the masked zeros replaced by 1, so the
                 # masked branch is 0 * 0, not 0 * -inf (a NaN and a warning in Mul)
-                mask = logical_and(eq(a, 0), ge(b, 0))
-                gb = sum_to_size(mul(g, where(mask, 0.0, mul(pow(a, b), log(where(mask, 1.0, a))))), sb)
+                if b._data.dtype.kind == "c":
+                    from .complex import imag, real
+
+                    b_nonneg = logical_and(ge(real(b), 0), eq(imag(b), 0))
+                else:
+                    b_nonneg = ge(b, 0)
+                mask = logical_and(eq(a, 0), b_nonneg)
+                gb = sum_to_size(mul(g, where(mask, 0.0, _cj(mul(pow(a, b), log(where(mask, 1.0, a)))))), sb)
+            elif a.__class__ is complex or b._data.dtype.kind == "c":
+                import cmath
+
+                gb = mul(g, _cj(mul(pow(a, b), cmath.log(a) if a != 0 else 0.0)))
             else:
                 import math
 
@@ -724,10 +735,10 @@ class Exp2(Op):
             return be.exp2(x)
 
     def backward(self, g):
-        return mul(g, mul(self.output(), _LN2))
+        return mul(g, mul(_cj(self.output()), _LN2))
 
     def backward_fast(self, be, g):
-        return g * (self.output_array() * _LN2)
+        return g * (self.output_array().conj() * _LN2)
 
 
 class Expm1(Op):
@@ -741,10 +752,10 @@ class Expm1(Op):
             return be.expm1(x)
 
     def backward(self, g):
-        return mul(g, add(self.output(), 1))
+        return mul(g, add(_cj(self.output()), 1))
 
     def backward_fast(self, be, g):
-        return g * (self.output_array() + 1)
+        return g * (self.output_array().conj() + 1)
 
 
 class Log2(Op):
@@ -758,7 +769,7 @@ class Log2(Op):
             return be.log2(x)
 
     def backward(self, g):
-        return div(g, mul(self.input(0), _LN2))
+        return div(g, mul(_cj(self.input(0)), _LN2))
 
 
 class Log10(Op):
@@ -772,7 +783,7 @@ class Log10(Op):
             return be.log10(x)
 
     def backward(self, g):
-        return div(g, mul(self.input(0), _LN10))
+        return div(g, mul(_cj(self.input(0)), _LN10))
 
 
 class Log1p(Op):
@@ -786,11 +797,11 @@ class Log1p(Op):
             return be.log1p(x)
 
     def backward(self, g):
-        return div(g, add(self.input(0), 1))
+        return div(g, add(_cj(self.input(0)), 1))
 
     def backward_fast(self, be, g):
         with be.errstate():
-            return g / (self.input(0)._data + 1)
+            return g / (self.input(0)._data.conj() + 1)
 
 
 def exp2(input: Tensor) -> Tensor:
@@ -856,7 +867,7 @@ class Tan(Op):
         return be.tan(x)
 
     def backward(self, g):
-        y = self.output()
+        y = _cj(self.output())
         return mul(g, add(mul(y, y), 1))
 
 
@@ -872,7 +883,7 @@ class Arcsin(Op):
 
     def backward(self, g):
         x = self.input(0)
-        return div(g, sqrt(sub(1, mul(x, x))))
+        return div(g, _cj(sqrt(sub(1, mul(x, x)))))
 
 
 class Arccos(Op):
@@ -887,7 +898,7 @@ class Arccos(Op):
 
     def backward(self, g):
         x = self.input(0)
-        return neg(div(g, sqrt(sub(1, mul(x, x)))))
+        return neg(div(g, _cj(sqrt(sub(1, mul(x, x))))))
 
 
 class Arctan(Op):
@@ -900,7 +911,7 @@ class Arctan(Op):
         return be.arctan(x)
 
     def backward(self, g):
-        x = self.input(0)
+        x = _cj(self.input(0))
         return div(g, add(mul(x, x), 1))
 
 
@@ -915,7 +926,7 @@ class Sinh(Op):
             return be.sinh(x)
 
     def backward(self, g):
-        return mul(g, cosh(self.input(0)))
+        return mul(g, _cj(cosh(self.input(0))))
 
 
 class Cosh(Op):
@@ -929,7 +940,7 @@ class Cosh(Op):
             return be.cosh(x)
 
     def backward(self, g):
-        return mul(g, sinh(self.input(0)))
+        return mul(g, _cj(sinh(self.input(0))))
 
 
 class Arcsinh(Op):
@@ -943,11 +954,11 @@ class Arcsinh(Op):
 
     def backward(self, g):
         x = self.input(0)
-        return div(g, sqrt(add(mul(x, x), 1)))
+        return div(g, _cj(sqrt(add(mul(x, x), 1))))
 
 
 class Arccosh(Op):
-    """``y = acosh x``; ``dx = g / sqrt(x^2 - 1)`` (NaN below 1)."""
+    """``y = acosh x``; ``dx = g / sqrt(x^2 - 1)`` (NaN below 1; complex: ``g / conj(sqrt(x-1) sqrt(x+1))``)."""
 
     schema = OpSchema("arccosh", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
 
@@ -958,6 +969,8 @@ class Arccosh(Op):
 
     def backward(self, g):
         x = self.input(0)
+        if x._data.dtype.kind == "c":  # the principal branch's derivative 1 / (sqrt(x - 1) sqrt(x + 1)), as PyTorch
+            return div(g, _cj(mul(sqrt(sub(x, 1)), sqrt(add(x, 1)))))
         return div(g, sqrt(sub(mul(x, x), 1)))
 
 
@@ -972,7 +985,7 @@ class Arctanh(Op):
             return be.arctanh(x)
 
     def backward(self, g):
-        x = self.input(0)
+        x = _cj(self.input(0))
         return div(g, sub(1, mul(x, x)))
 
 
@@ -1118,11 +1131,11 @@ class Reciprocal(Op):
             return be.reciprocal(x)
 
     def backward(self, g):
-        y = self.output()
+        y = _cj(self.output())
         return neg(mul(g, mul(y, y)))
 
     def backward_fast(self, be, g):
-        y = self.output_array()
+        y = self.output_array().conj()
         with be.errstate():
             return -(g * (y * y))
 
@@ -1138,7 +1151,7 @@ class Rsqrt(Op):
             return be.reciprocal(be.sqrt(x))
 
     def backward(self, g):
-        y = self.output()
+        y = _cj(self.output())
         return mul(g, mul(mul(y, mul(y, y)), -0.5))
 
 
@@ -1152,7 +1165,7 @@ class Cube(Op):
         return x * x * x
 
     def backward(self, g):
-        x = self.input(0)
+        x = _cj(self.input(0))
         return mul(g, mul(mul(x, x), 3))
 
 

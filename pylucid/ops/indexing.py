@@ -22,7 +22,7 @@ def _norm_index(x: Tensor, idx, op: str):
     for it in idx:
         if isinstance(it, Tensor):
             if it._device is not x._device:
-                raise DeviceMismatch(f"{op}: index tensor on {it._device} for a tensor on {x._device}")
+                it = _index_to_device(it, x, op)
             k = it._data.dtype.kind
             if k not in "biu":
                 raise IndexError(f"{op}: tensors used as indices must be integer or bool tensors, got {it.dtype}")
@@ -288,6 +288,14 @@ def _check_tensor(x, op):
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
 
 
+def _index_to_device(index: Tensor, x: Tensor, op: str) -> Tensor:
+    """An index tensor on the CPU is copied to ``x``'s GPU (as PyTorch does for ``x[idx]``); any other
+    device pair raises ``DeviceMismatch`` naming both (docs/semantics/cuda.md)."""
+    if index._device.type == "cpu" and x._device.type == "cuda":
+        return _new_tensor(x._device.backend.asarray(index._data), x._device)
+    raise DeviceMismatch(f"{op}: index on {index._device} for a tensor on {x._device}")
+
+
 def _index_tensor(x: Tensor, index, op: str, ndim: int | None = None) -> Tensor:
     """Validate an integer index tensor (device, dtype, rank)."""
     if not isinstance(index, Tensor):
@@ -298,7 +306,7 @@ def _index_tensor(x: Tensor, index, op: str, ndim: int | None = None) -> Tensor:
         except Exception:
             raise TypeError(f"{op}: index must be an integer Tensor, got {type(index).__name__}") from None
     if index._device is not x._device:
-        raise DeviceMismatch(f"{op}: index on {index._device} for a tensor on {x._device}")
+        index = _index_to_device(index, x, op)
     if index._data.dtype.kind not in "iu":
         raise TypeError(f"{op}: index must be an integer tensor (int64), got {index.dtype}")
     if ndim is not None and index.ndim > ndim:
@@ -642,7 +650,7 @@ def scatter(input: Tensor, dim: int, index, src=None, *, value=None, reduce: str
     return apply(Scatter, (input, src), {"index": index._data, "dim": d})
 
 
-_SCATTER_UFUNC = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
+_SCATTER_PRIMITIVE = {"prod": "scatter_mul", "amax": "scatter_max", "amin": "scatter_min"}
 
 
 def _reduce_identity(be, dtype, reduce):
@@ -681,8 +689,8 @@ class ScatterReduce(Op):
         if reduce in ("sum", "mean"):
             be.scatter_add(out, full, src)
         else:
-            # NumPy's ufunc.at; CuPy implements .at for add/maximum/minimum (see docs for multiply)
-            getattr(be.xp, _SCATTER_UFUNC[reduce]).at(out, full, src)
+            # backend primitives: NumPy's sequential ufunc.at on the CPU, repeat rounds on CUDA
+            getattr(be, _SCATTER_PRIMITIVE[reduce])(out, full, src)
         if reduce == "mean":
             count = be.zeros(x.shape, dtype=out.dtype) + (1 if include_self else 0)
             be.scatter_add(count, full, be.ones(index.shape, dtype=out.dtype))
@@ -755,7 +763,7 @@ def scatter_reduce(input: Tensor, dim: int, index, src: Tensor, reduce: str, *, 
     tensor([6., 2., 3.])
     """
     _check_tensor(src, "scatter_reduce")
-    if reduce not in _SCATTER_UFUNC:
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
         raise ValueError(f"scatter_reduce: reduce must be one of 'sum', 'prod', 'mean', 'amax', 'amin', "
                          f"got {reduce!r}")
     index, d = _check_scatter_index(input, dim, index, "scatter_reduce", src)

@@ -6,9 +6,9 @@ Decompositions run on ``be.linalg`` (numpy.linalg / cupy.linalg) and
 ``expm``), batched over leading dims; half precision is computed in float32
 and rounded once. Their gradients are graph-mode formulas (the ones PyTorch
 uses), written with these same ops, so second derivatives work. Complex
-inputs run forward; their gradients use conjugate transposes (``mH``) so they
-follow PyTorch's convention, but they are exact only where the core's complex
-``mul``/``matmul`` backward is (see docs/semantics/linalg_fft.md).
+inputs run forward; their gradients use conjugate transposes (``mH``) and the
+core ops' complex convention (``mul``/``matmul`` send back ``g * conj(b)`` and
+``g @ b^H``), so they follow PyTorch (see docs/semantics/linalg_fft.md).
 """
 
 from __future__ import annotations
@@ -19,11 +19,22 @@ from ._op import Op, apply
 from .schema import KEEP_INPUT, PROMOTE, OpSchema
 
 
+def _cj(t):
+    """``conj(t)`` for complex tensors, ``t`` itself otherwise."""
+    if t._data.dtype.kind == "c":
+        from .complex import conj
+
+        return conj(t)
+    return t
+
+
 class Matmul(Op):
     """``y = a @ b`` with NumPy/PyTorch rules (1-d operands, batch broadcasting).
 
-    ``da = g @ b^T`` and ``db = a^T @ g``, each summed back over broadcast
-    batch dims; 1-d operands are treated as a row (``a``) or column (``b``).
+    ``da = g @ b^H`` and ``db = a^H @ g`` (conjugate transposes: PyTorch's
+    complex convention; plain transposes for real dtypes), each summed back
+    over broadcast batch dims; 1-d operands are treated as a row (``a``) or
+    column (``b``).
     """
 
     schema = OpSchema("matmul", amp_policy=PROMOTE, saves_input=True, family="linalg")
@@ -48,10 +59,10 @@ class Matmul(Op):
             g2 = unsqueeze(g2, -1)
         ga = gb = None
         if ea is not None:
-            ga = matmul(g2, transpose(b2, -1, -2))
+            ga = matmul(g2, _cj(transpose(b2, -1, -2)))
             ga = reshape(sum_to_size(ga, a2.shape), sa)
         if eb is not None:
-            gb = matmul(transpose(a2, -1, -2), g2)
+            gb = matmul(_cj(transpose(a2, -1, -2)), g2)
             gb = reshape(sum_to_size(gb, b2.shape), sb)
         return ga, gb
 
@@ -67,10 +78,11 @@ class Matmul(Op):
         if b.ndim == 1:
             g2 = g2[..., None]
         ga = gb = None
+        # .conj() is the array itself for real dtypes
         if ea is not None:
-            ga = be.sum_to_shape(be.matmul(g2, be.swapaxes(b2, -1, -2)), a2.shape).reshape(sa)
+            ga = be.sum_to_shape(be.matmul(g2, be.swapaxes(b2, -1, -2).conj()), a2.shape).reshape(sa)
         if eb is not None:
-            gb = be.sum_to_shape(be.matmul(be.swapaxes(a2, -1, -2), g2), b2.shape).reshape(sb)
+            gb = be.sum_to_shape(be.matmul(be.swapaxes(a2, -1, -2).conj(), g2), b2.shape).reshape(sb)
         return ga, gb
 
 
@@ -327,7 +339,7 @@ def vdot(input: Tensor, other: Tensor) -> Tensor:
 
     >>> import pylucid
     >>> pylucid.vdot(pylucid.tensor([1j]), pylucid.tensor([1j]))
-    tensor(1.+0.j, dtype=pylucid.complex64)
+    tensor(1.+0.j)
     """
     from .complex import conj
 
@@ -1506,74 +1518,12 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
 
 
 # ---------------------------------------------------------------- norms
-class VectorNorm(Op):
-    """``||x||_p = (sum |x_i|^p)^(1/p)`` over ``dims`` (``inf``: max, ``-inf``: min, 0: count of non-zeros).
-
-    Gradient (PyTorch's ``norm_backward``): ``p=2``: ``x g / ||x||`` (0 where the
-    norm is 0, where a composite ``sqrt(sum x^2)`` would give NaN); ``p=1``:
-    ``sgn(x) g``; ``inf``: shared equally by the tied maxima; otherwise
-    ``x |x|^(p-2) g / ||x||^(p-1)``. Complex input gives a real norm.
-    """
-
-    schema = OpSchema("vector_norm", amp_policy=KEEP_INPUT, saves_input=True, saves_output=True, family="linalg")
-
-    @staticmethod
-    def forward(be, x, ord, dims, keepdim):
-        dt = x.dtype
-        rdt = x.real.dtype if dt.kind == "c" else dt
-        c = be.abs(_compute(x))
-        if ord == 2:
-            out = be.sqrt(be.sum(c * c, axis=dims, keepdims=keepdim))
-        elif ord == float("inf"):
-            out = be.max(c, axis=dims, keepdims=keepdim)
-        elif ord == float("-inf"):
-            out = be.min(c, axis=dims, keepdims=keepdim)
-        elif ord == 0:
-            out = be.sum((c != 0).astype(c.dtype), axis=dims, keepdims=keepdim)
-        elif ord == 1:
-            out = be.sum(c, axis=dims, keepdims=keepdim)
-        else:
-            with be.errstate():
-                out = be.sum(c ** ord, axis=dims, keepdims=keepdim) ** (1.0 / ord)
-        return be.asarray(out).astype(rdt, copy=False)
-
-    def backward(self, g):
-        from .compare import eq
-        from .elementwise import abs as _abs
-        from .elementwise import div, mul, sign
-        from .elementwise import pow as _pow
-        from .indexing import where
-        from .reduction import _expand_back
-        from .reduction import sum as _sum
-
-        p = self.params
-        x, nrm = self.input(0), self.output()
-        ordv, dims, keep = p["ord"], p["dims"], p["keepdim"]
-        shape = tuple(x.shape)
-        ge = _expand_back(g, shape, dims, keep)
-        ne = _expand_back(nrm, shape, dims, keep)
-        if ordv == 0:
-            return mul(x, 0.0)
-        ax = _abs(x)
-        sgn = sign(x) if not x.dtype.is_complex else where(eq(ax, 0), 0.0, div(x, ax))
-        if ordv == 1:
-            return mul(sgn, ge)
-        if ordv == 2:
-            zero = eq(ne, 0)
-            return mul(x, where(zero, 0.0, div(ge, where(zero, 1.0, ne))))
-        if ordv in (float("inf"), float("-inf")):
-            mask = eq(ax, ne).to(ne.dtype)
-            cnt = _expand_back(_sum(mask, dim=dims, keepdim=True), shape, dims, True)
-            return mul(mul(sgn, mask), div(ge, cnt))
-        zero = eq(ne, 0)
-        scale = where(zero, 0.0, div(ge, _pow(where(zero, 1.0, ne), ordv - 1)))
-        if ordv < 1:
-            return mul(mul(sgn, _pow(ax, ordv - 1)), scale)
-        return mul(mul(x, _pow(ax, ordv - 2)), scale)
-
-
 def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Vector ``ord``-norm over ``dim`` (all elements when ``None``); ``ord`` any real, ``inf`` or ``-inf``.
+
+    Runs the registered ``norm`` op (:class:`pylucid.ops.reduction.Norm`), the
+    one vector-norm primitive: the gradient at the zero vector is 0, complex
+    input gives a real norm, half precision accumulates in float32.
 
     >>> import pylucid
     >>> pylucid.linalg.vector_norm(pylucid.tensor([3.0, -4.0]))
@@ -1592,7 +1542,9 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
     dims = norm_dims(dim, x.ndim, "linalg.vector_norm") if x.ndim or dim is None else None
     if ord < 0 and x.numel() == 0:
         raise LucidError(f"linalg.vector_norm: cannot compute the {ord} norm of an empty tensor")
-    return apply(VectorNorm, (x,), {"ord": float(ord), "dims": dims, "keepdim": bool(keepdim)})
+    from .reduction import Norm
+
+    return apply(Norm, (x,), {"p": float(ord), "axes": dims, "keepdim": bool(keepdim)})
 
 
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:

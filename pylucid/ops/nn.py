@@ -14,6 +14,8 @@ rounded once (``_up``); log-softmax is computed as ``x - max - log(sum(exp(x - m
 
 from __future__ import annotations
 
+import threading
+
 from .._tensor import Tensor, _new_tensor
 from ._op import Op, apply
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
@@ -36,6 +38,26 @@ def _is_half(a) -> bool:
 
 def _const(node, arr) -> Tensor:
     return _new_tensor(arr, node.device)
+
+
+_stash = threading.local()
+
+
+def _stash_put(out, *extra) -> None:
+    """Hand derived forward data (layer-norm statistics, cross-entropy row log-sum-exp) to ``save_extra``.
+
+    ``forward`` is a static function of arrays; ``apply`` calls the node's ``save_extra(arrays, out)`` right
+    after it, with the same output object, so a one-slot, per-thread stash keyed by that object is enough.
+    """
+    _stash.item = (out, extra)
+
+
+def _stash_take(out):
+    item = getattr(_stash, "item", None)
+    _stash.item = None
+    if item is None or item[0] is not out:
+        return None
+    return item[1]
 
 
 def _log_softmax_t(x: Tensor, dim: int) -> Tensor:
@@ -185,6 +207,12 @@ class LayerNorm(Op):
 
     @staticmethod
     def forward(be, x, w, b, k, eps):
+        if k == 1 and x.ndim:
+            # one normalised axis (the transformer case): the backend's fused layer norm (a kernel on CUDA,
+            # the same arithmetic as the general path below on the CPU); its statistics go to backward
+            y, mean, rstd = be.layer_norm(x, w, b, eps)
+            _stash_put(y, mean, rstd)
+            return y
         xf = _up(be, x)
         axes = tuple(range(x.ndim - k, x.ndim))
         mu = be.mean(xf, axis=axes, keepdims=True)
@@ -196,6 +224,9 @@ class LayerNorm(Op):
         if b is not None:
             y = y + b
         return y.astype(x.dtype, copy=False)
+
+    def save_extra(self, arrays, out):
+        self.extra = _stash_take(out)  # (mean, rstd) of the fused forward, else None
 
     def _axes(self):
         n = len(self.shapes[0])
@@ -216,13 +247,21 @@ class LayerNorm(Op):
     def backward_fast(self, be, g):
         x, w = self.input(0)._data, self.input(1)
         w = None if w is None else w._data
+        ex, ew, eb = self.next_edges
+        stats = getattr(self, "extra", None)
+        if stats is not None:
+            # fused backward (a kernel on CUDA): dx, dweight, dbias from the forward's statistics
+            gx, gw, gb = be.layer_norm_backward(g, x, stats[0], stats[1], w)
+            if w is None and eb is not None:  # bias without weight: dbias = sum of g over the rows
+                gb = be.sum_to_shape(_up(be, g), self.shapes[2]).astype(g.dtype)
+            return (gx if ex is not None else None), (gw if ew is not None else None), \
+                (gb if eb is not None else None)
         axes = self._axes()
         gf, xf = _up(be, g), _up(be, x)
         mu = be.mean(xf, axis=axes, keepdims=True)
         xc = xf - mu
         rstd = 1.0 / be.sqrt(be.mean(xc * xc, axis=axes, keepdims=True) + self.params["eps"])
         xhat = xc * rstd
-        ex, ew, eb = self.next_edges
         gx = _norm_backward_arr(be, gf, xhat, rstd, w, axes, self.shapes[1] if w is not None else None)
         gw = be.sum_to_shape(gf * xhat, self.shapes[1]).astype(w.dtype) if ew is not None else None
         gb = be.sum_to_shape(gf, self.shapes[2]).astype(g.dtype) if eb is not None else None
@@ -437,6 +476,19 @@ class CrossEntropyLoss(Op):
 
     @staticmethod
     def forward(be, x, target, weight, ignore_index, reduction, label_smoothing, prob_target):
+        if _ce_fused(be, x, weight, label_smoothing, prob_target):
+            # CUDA: one fused kernel (row max, log-sum-exp, picked logit); lse goes to the backward
+            rows, lse = be.cross_entropy(x, target, ignore_index)
+            if reduction == "none":
+                out = rows
+            else:
+                out = be.sum(rows)
+                if reduction == "mean":
+                    with be.errstate():
+                        out = out / be.sum(target != ignore_index).astype(out.dtype)  # 0/0 = NaN, as PyTorch
+            out = out.astype(x.dtype, copy=False)
+            _stash_put(out, lse)
+            return out
         xf = _up(be, x)
         if prob_target:
             target = target.astype(xf.dtype, copy=False)
@@ -514,8 +566,23 @@ class CrossEntropyLoss(Op):
             g = g.reshape(g.shape[:1] + (1,) + tuple(g.shape[1:]))
         return coef * g
 
+    def save_extra(self, arrays, out):
+        self.extra = _stash_take(out)  # (lse,) of the fused CUDA forward, else None
+
     def backward_fast(self, be, g):
         x, target, weight = self.input(0)._data, self.input(1)._data, self.input(2)
+        extra = getattr(self, "extra", None)
+        if extra is not None and self.next_edges[0] is not None:
+            red = self.params["reduction"]
+            ign = self.params["ignore_index"]
+            n = x.shape[0]
+            if red == "none":
+                g_rows = g
+            else:
+                gs = g / be.sum(target != ign).astype(g.dtype) if red == "mean" else g
+                g_rows = be.broadcast_to(gs, (n,))
+            return be.cross_entropy_backward(g_rows, x, extra[0], target, ign).astype(x.dtype, copy=False), \
+                None, None
         xf = _up(be, x)
         q = self._q(be, target, None if weight is None else weight._data, xf.dtype)
         gf = _up(be, g)
@@ -528,6 +595,16 @@ class CrossEntropyLoss(Op):
             gt = self._target_grad(logp, w, x, gf)
             gt = gt.astype(target.dtype, copy=False)
         return (None if gx is None else gx.astype(x.dtype, copy=False)), gt, None
+
+
+def _ce_fused(be, x, weight, label_smoothing, prob_target) -> bool:
+    """The fused CUDA cross-entropy covers the common case: (N, C) logits, class indices, no weight/smoothing.
+
+    The CPU keeps its general formula (results unchanged); ``be.cross_entropy`` exists there too.
+    """
+    floating = x.dtype.kind == "f" or (x.dtype.kind == "V" and x.dtype.itemsize == 2)  # bfloat16 is kind V
+    return be.name == "cuda" and x.ndim == 2 and floating and not prob_target and weight is None \
+        and not label_smoothing
 
 
 def cross_entropy_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
@@ -763,6 +840,12 @@ class EmbeddingBackward(Op):
 
     @staticmethod
     def forward(be, g, indices, num_weights, padding_idx):
+        if be.name == "cuda" and g.ndim == indices.ndim + 1:
+            from .._state import flags
+
+            # CUDA kernel: atomic adds, or (under use_deterministic_algorithms) the sorted, fixed-order sum
+            return be.embedding_backward(g, indices, num_weights, padding_idx if padding_idx >= 0 else None,
+                                         deterministic=flags.deterministic)
         out = be.zeros((num_weights,) + g.shape[indices.ndim:], dtype=g.dtype)
         be.scatter_add(out, indices.reshape(-1), g.reshape((-1,) + g.shape[indices.ndim:]))
         if padding_idx >= 0:

@@ -18,6 +18,7 @@ from .._tensor import Tensor
 from ..errors import DtypeMismatch
 from ._op import Op, apply
 from ._utils import keepdim_shape, norm_dims
+from .complex import conj as _cj
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 from .sorting import ValueSelectingOp, ValuesIndices
 
@@ -335,7 +336,8 @@ class Prod(Op):
         ge = _expand_back(g, shape, p["axes"], p["keepdim"])
         be = self.device.backend
         if not bool(be.any(x._data == 0)):
-            return mul(ge, div(_expand_back(self.output(), shape, p["axes"], p["keepdim"]), x))
+            d = div(_expand_back(self.output(), shape, p["axes"], p["keepdim"]), x)
+            return mul(ge, _cj(d) if d._data.dtype.kind == "c" else d)
         axis = self._axis()
         xm = reshape(x, (-1,)) if axis is None else x
         ax = 0 if axis is None else axis
@@ -350,7 +352,8 @@ class Prod(Op):
         for i, q in enumerate(perm):
             inv[q] = i
         others = permute(others, inv)
-        return mul(ge, reshape(others, shape))
+        others = reshape(others, shape)
+        return mul(ge, _cj(others) if others._data.dtype.kind == "c" else others)
 
     def backward_fast(self, be, g):
         x = self.input(0)._data
@@ -359,7 +362,8 @@ class Prod(Op):
         ge = _expand_back_fast(be, g, shape, p["axes"], p["keepdim"])
         with be.errstate():
             if not be.any(x == 0):
-                return ge * _expand_back_fast(be, self.output_array(), shape, p["axes"], p["keepdim"]) / x
+                # complex: g * conj(y / x); .conj() is a no-op for real dtypes
+                return ge * (_expand_back_fast(be, self.output_array(), shape, p["axes"], p["keepdim"]) / x).conj()
             axis = self._axis()
             xm = x.reshape(-1) if axis is None else x
             ax = 0 if axis is None else axis
@@ -369,7 +373,7 @@ class Prod(Op):
             rflip = be.flip(xl, axis=-1)
             right = be.flip(be.cumprod(be.concatenate([ones, rflip[..., :-1]], axis=-1), axis=-1), axis=-1)
             others = be.moveaxis(left * right, -1, ax).reshape(shape)
-            return ge * others
+            return ge * others.conj()
 
 
 def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype=None) -> Tensor:
@@ -665,10 +669,15 @@ def logsumexp(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 class Norm(Op):
     """Vector p-norm over ``axes``: ``(sum |x|^p)^(1/p)``; ``inf``/``-inf`` give max/min ``|x|``, ``0`` counts nonzeros.
 
-    A primitive (not ``sqrt(sum(x^2))``) so the gradient at the zero vector
-    is 0, as PyTorch, instead of ``0/0``. Backward (``y`` the norm):
-    ``p=2: g x / y``; ``p=1: g sign(x)``; ``inf: g sign(x)`` shared by the
-    tied maxima; general ``p: g sign(x) |x|^(p-1) / y^(p-1)``; zero where
+    The one vector-norm primitive: ``pylucid.norm``, ``Tensor.norm``,
+    ``pylucid.linalg.vector_norm``, ``linalg.norm`` and ``matrix_norm('fro')``
+    all reach it. A primitive (not ``sqrt(sum(x^2))``) so the gradient at the
+    zero vector is 0, as PyTorch, instead of ``0/0``. Complex input gives a
+    real norm; half precision accumulates in float32 and rounds once.
+    Backward (PyTorch's ``norm_backward``; ``y`` the norm, ``sgn(x) = x/|x|``,
+    which is ``sign(x)`` for real input): ``p=2: g x / y``; ``p=1: g sgn(x)``;
+    ``inf: g sgn(x)`` shared by the tied maxima; general ``p: g sgn(x)
+    |x|^(p-1) / y^(p-1)`` (0 where ``x == 0`` for ``p < 1``); zero where
     ``y == 0``.
     """
 
@@ -676,23 +685,29 @@ class Norm(Op):
 
     @staticmethod
     def forward(be, x, p, axes, keepdim):
+        out_dtype = x.real.dtype if x.dtype.kind == "c" else x.dtype
         a = be.abs(x)
+        if a.dtype.itemsize == 2:  # float16/bfloat16: accumulate in float32, round once
+            a = a.astype("float32")
         with be.errstate():
             if p == 2:
-                return be.sqrt(be.sum(a * a, axis=axes, keepdims=keepdim))
-            if p == 1:
-                return be.sum(a, axis=axes, keepdims=keepdim)
-            if p == float("inf"):
-                return be.max(a, axis=axes, keepdims=keepdim)
-            if p == -float("inf"):
-                return be.min(a, axis=axes, keepdims=keepdim)
-            if p == 0:
-                return be.sum((a != 0).astype(a.dtype), axis=axes, keepdims=keepdim)
-            return be.sum(a ** p, axis=axes, keepdims=keepdim) ** (1.0 / p)
+                out = be.sqrt(be.sum(a * a, axis=axes, keepdims=keepdim))
+            elif p == 1:
+                out = be.sum(a, axis=axes, keepdims=keepdim)
+            elif p == float("inf"):
+                out = be.max(a, axis=axes, keepdims=keepdim)
+            elif p == -float("inf"):
+                out = be.min(a, axis=axes, keepdims=keepdim)
+            elif p == 0:
+                out = be.sum((a != 0).astype(a.dtype), axis=axes, keepdims=keepdim)
+            else:
+                out = be.sum(a ** p, axis=axes, keepdims=keepdim) ** (1.0 / p)
+        return be.asarray(out).astype(out_dtype, copy=False)
 
     def backward(self, g):
+        from .complex import sgn
         from .elementwise import abs as _abs
-        from .elementwise import div, mul, sign
+        from .elementwise import div, mul
         from .elementwise import pow as _pow
         from .indexing import where
 
@@ -701,25 +716,29 @@ class Norm(Op):
         p = self.params
         axes, keep, shape, order = p["axes"], p["keepdim"], self.shapes[0], p["p"]
         ge = _expand_back(g, shape, axes, keep)
+        sgn_x = sgn(x)  # sign(x) for real input; x/|x| (differentiable, 0 at 0) for complex
         if order == 0:
-            return mul(ge, 0.0)
+            return mul(ge, 0.0) if not x.dtype.is_complex else mul(sgn_x, mul(ge, 0.0))
         if order == 1:
-            return mul(ge, sign(x))
+            return mul(ge, sgn_x)
         ye = _expand_back(y, shape, axes, keep)
         if order in (float("inf"), -float("inf")):
             share = _const(self._tie_share(self.device.backend, x._data, ye._data), self.device)
-            return mul(mul(ge, sign(x)), share)
+            return mul(mul(ge, sgn_x), share)
         zero = _const(ye._data == 0, self.device)
         ysafe = where(zero, 1.0, ye)
         if order == 2:
             return where(zero, 0.0, div(mul(ge, x), ysafe))
-        num = mul(sign(x), _pow(_abs(x), order - 1))
+        ax = _abs(x)
+        if order < 1:  # |x|^(p-1) is inf at x == 0, where PyTorch gives 0: sgn(0) = 0 times a safe 1^(p-1)
+            ax = where(_const(x._data == 0, self.device), 1.0, ax)
+        num = mul(sgn_x, _pow(ax, order - 1))
         return where(zero, 0.0, div(mul(ge, num), _pow(ysafe, order - 1)))
 
     def _tie_share(self, be, x, ye):
         axes = self.params["axes"]
         a = be.abs(x)
-        mask = ((a >= ye) & (ye >= a)).astype(x.dtype)
+        mask = ((a >= ye) & (ye >= a)).astype(a.dtype)
         with be.errstate():
             return mask / be.sum(mask, axis=axes, keepdims=True)
 
@@ -728,19 +747,28 @@ class Norm(Op):
         p = self.params
         axes, keep, shape, order = p["axes"], p["keepdim"], self.shapes[0], p["p"]
         ge = _expand_back_fast(be, g, shape, axes, keep)
+        if x.dtype.kind == "c":
+            a = be.abs(x)
+            with be.errstate():
+                sgn_x = be.where(a == 0, 0, x / be.where(a == 0, 1, a))
+        else:
+            sgn_x = be.sign(x)
         if order == 0:
-            return ge * 0
+            return ge * 0 if x.dtype.kind != "c" else ge * 0 * sgn_x
         if order == 1:
-            return ge * be.sign(x)
+            return ge * sgn_x
         ye = _expand_back_fast(be, self.output_array(), shape, axes, keep)
         if order in (float("inf"), -float("inf")):
-            return ge * be.sign(x) * self._tie_share(be, x, ye)
+            return ge * sgn_x * self._tie_share(be, x, ye)
         with be.errstate():
             ysafe = be.where(ye == 0, 1, ye)
             if order == 2:
                 r = ge * x / ysafe
             else:
-                r = ge * be.sign(x) * be.abs(x) ** (order - 1) / ysafe ** (order - 1)
+                num = sgn_x * be.abs(x) ** (order - 1)
+                if order < 1:
+                    num = be.where(x == 0, 0, num)
+                r = ge * num / ysafe ** (order - 1)
             return be.where(ye == 0, 0, r).astype(r.dtype)
 
 
@@ -1116,13 +1144,15 @@ Tensor.min = min
 Tensor.amax = amax
 Tensor.amin = amin
 
-for _name in ("prod", "argmax", "argmin", "var", "std", "logsumexp", "norm", "all", "any", "count_nonzero", "nansum",
+# Tensor.norm is the torch.norm front end of ops/linalg.py (matrix norms too), which runs the Norm op below
+for _name in ("prod", "argmax", "argmin", "var", "std", "logsumexp", "all", "any", "count_nonzero", "nansum",
               "nanmean", "median", "nanmedian", "mode"):
     setattr(Tensor, _name, globals()[_name])
 del _name
 
-#: the public names of the catalogue reductions. ``norm`` (the registered vector-norm op) is reachable as
-#: ``pylucid.ops.reduction.norm``; the public ``pylucid.norm`` is ``ops/linalg.py``'s torch.norm front end
+#: the public names of the catalogue reductions. ``norm`` (the registered vector-norm op, behind every vector-norm
+#: front end) is reachable as ``pylucid.ops.reduction.norm``; the public ``pylucid.norm`` is ``ops/linalg.py``'s
+#: torch.norm front end, which also does matrix norms
 CATALOGUE = ["prod", "argmax", "argmin", "var", "std", "var_mean", "std_mean", "logsumexp", "all", "any",
              "count_nonzero", "nansum", "nanmean", "median", "nanmedian", "mode", "max_with_indices",
              "min_with_indices"]

@@ -60,6 +60,8 @@ class Softmax(Op):
 
     @staticmethod
     def forward(be, x, dim):
+        if x.ndim and dim == x.ndim - 1:
+            return be.softmax(x)  # fused kernel on CUDA; the same arithmetic as below on the CPU
         xf = x.astype("float32") if x.dtype.itemsize == 2 else x
         with be.errstate():
             e = be.exp(xf - be.max(xf, axis=dim, keepdims=True)) if x.size else xf
@@ -74,7 +76,10 @@ class Softmax(Op):
 
     def backward_fast(self, be, g):
         y = self.output_array()
-        return y * (g - be.sum(g * y, axis=self.params["dim"], keepdims=True))
+        dim = self.params["dim"]
+        if y.ndim and dim == y.ndim - 1:
+            return be.softmax_backward(y, g)
+        return y * (g - be.sum(g * y, axis=dim, keepdims=True))
 
 
 class LogSoftmax(Op):
@@ -88,9 +93,11 @@ class LogSoftmax(Op):
 
     @staticmethod
     def forward(be, x, dim):
-        xf = x.astype("float32") if x.dtype.itemsize == 2 else x
         if not x.size:
             return x.copy()
+        if x.ndim and dim == x.ndim - 1:
+            return be.softmax(x, log=True)  # fused kernel on CUDA; the same arithmetic as below on the CPU
+        xf = x.astype("float32") if x.dtype.itemsize == 2 else x
         with be.errstate():
             s = xf - be.max(xf, axis=dim, keepdims=True)
             return (s - be.log(be.sum(be.exp(s), axis=dim, keepdims=True))).astype(x.dtype, copy=False)
@@ -102,7 +109,11 @@ class LogSoftmax(Op):
         return sub(g, mul(exp(self.output()), _sum(g, self.params["dim"], keepdim=True)))
 
     def backward_fast(self, be, g):
-        return g - be.exp(self.output_array()) * be.sum(g, axis=self.params["dim"], keepdims=True)
+        y = self.output_array()
+        dim = self.params["dim"]
+        if y.ndim and dim == y.ndim - 1:
+            return be.softmax_backward(y, g, log=True)
+        return g - be.exp(y) * be.sum(g, axis=dim, keepdims=True)
 
 
 def _softmax_args(op, input, dim, dtype):
@@ -228,7 +239,9 @@ class Polygamma(Op):
     def forward(be, x, n):
         if n == 0:
             return Digamma.forward(be, x)
-        return _sp(be, "polygamma", n, x)
+        # on CUDA n goes in as an integer array: cupyx's polygamma calls cupy.where(n == 0, ...), which
+        # rejects the Python bool a Python int gives; the CPU keeps SciPy's scalar path (unchanged numerics)
+        return _sp(be, "polygamma", n if be.name == "cpu" else be.asarray(n, dtype="int64"), x)
 
     def backward(self, g):
         from .elementwise import mul

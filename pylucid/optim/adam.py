@@ -86,6 +86,9 @@ class Adam(Optimizer):
             decoupled = group["decoupled_weight_decay"]
             amsgrad = group["amsgrad"]
             maximize = group["maximize"]
+            if not amsgrad and self._fused_cuda_step(group, lr, beta1, beta2, eps, weight_decay, decoupled,
+                                                     maximize):
+                continue
             for p in group["params"]:
                 g = p.grad
                 if g is None:
@@ -120,6 +123,54 @@ class Adam(Optimizer):
                     denom = add(div(sqrt(exp_avg_sq), bias_correction2_sqrt), eps)
                 p[...] = _addcdiv(p, exp_avg, denom, -step_size)
         return loss
+
+
+    def _fused_cuda_step(self, group, lr, beta1, beta2, eps, weight_decay, decoupled, maximize) -> bool:
+        """The multi-tensor kernel (``be.adam_step``, one launch per dtype) for a group that lives on one GPU.
+
+        Taken when every parameter with a gradient is a contiguous float32/float64 CUDA array on one device
+        with a gradient of the same dtype and layout (AMSGrad and other layouts keep the generic path, and so
+        does the CPU, whose results stay exactly as before). Returns False, having changed nothing, otherwise.
+        """
+        live = [p for p in group["params"] if p.grad is not None]
+        if not live:
+            return False
+        dev = live[0]._device
+        if dev.type != "cuda":
+            return False
+        for p in live:
+            d, gd = p._data, p.grad._data
+            if (p._device is not dev or p.grad._device is not dev or d.dtype.kind != "f" or d.dtype.itemsize < 4
+                    or gd.dtype != d.dtype or gd.shape != d.shape or not d.flags.c_contiguous
+                    or not gd.flags.c_contiguous):
+                return False
+        by_step: dict = {}
+        for p in live:
+            state = self.state[p]
+            if len(state) == 0:
+                state["step"] = 0
+                state["exp_avg"] = zeros_like(p)
+                state["exp_avg_sq"] = zeros_like(p)
+            for key in ("exp_avg", "exp_avg_sq"):
+                buf = state[key]
+                if buf._device is not dev or buf.dtype is not p.dtype or not buf._data.flags.c_contiguous:
+                    # state made before Module.to(...) or loaded in another layout: move it next to p
+                    state[key] = buf.to(device=dev, dtype=p.dtype).contiguous()
+            by_step.setdefault(_to_scalar(state["step"]) + 1, []).append(p)
+        for step, ps in by_step.items():
+            for p in ps:
+                self.state[p]["step"] = step
+        be = dev.backend
+        for step, ps in by_step.items():
+            be.adam_step([p._data for p in ps], [p.grad._data for p in ps],
+                         [self.state[p]["exp_avg"]._data for p in ps], [self.state[p]["exp_avg_sq"]._data for p in ps],
+                         step=step, lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
+                         weight_decay=float(weight_decay), decoupled=bool(decoupled), maximize=bool(maximize))
+            for p in ps:  # written in place: bump the version counters, as an in-place op would
+                p._version[0] += 1
+                self.state[p]["exp_avg"]._version[0] += 1
+                self.state[p]["exp_avg_sq"]._version[0] += 1
+        return True
 
 
 class AdamW(Adam):

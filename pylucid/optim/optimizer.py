@@ -142,6 +142,7 @@ def _patch_step_function(cls) -> None:
                         )
                     args, kwargs = result
         self._opt_called = True
+        self._follow_param_devices()
         out = step(self, *args, **kwargs)
         if _GLOBAL_STEP_POST_HOOKS or self._optimizer_step_post_hooks:
             for hook in chain(self._optimizer_step_post_hooks.values(), _GLOBAL_STEP_POST_HOOKS.values()):
@@ -422,6 +423,18 @@ class Optimizer:
         self.__setstate__({"state": state, "param_groups": param_groups})
         for hook in self._optimizer_load_state_dict_post_hooks.values():
             hook(self)
+
+    def _follow_param_devices(self) -> None:
+        """Move state tensors to their parameter's device (after ``Module.to("cuda")``, say).
+
+        ``Module.to`` moves parameters in place, so the optimizer still holds
+        them; their state follows here, lazily, on the next ``step``.
+        """
+        for p, st in self.state.items():
+            dev = p._device
+            for k, v in st.items():
+                if isinstance(v, Tensor) and v._device is not dev:
+                    st[k] = v.to(dev)
 
     # -- helpers for subclasses ----------------------------------------------------------
     def _grads(self, group) -> Iterable:

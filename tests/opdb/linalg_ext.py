@@ -154,7 +154,8 @@ ENTRIES = [
     OpEntry("pinv", lambda a, **k: L.pinv(a, **k), lambda a, **k: TL.pinv(a, **k),
             lambda: [Sample((U(3, 3),)), Sample((U(4, 3),), name="tall"), Sample((U(2, 2, 3),), name="wide-batch"),
                      Sample((spd(3),), {"hermitian": True}, "hermitian", gradcheck=False)], **_TOL),
-    OpEntry("vector_norm", lambda x, **k: L.vector_norm(x, **k), lambda x, **k: TL.vector_norm(x, **k),
+    # linalg.vector_norm runs the registered ``norm`` op (ops/reduction.py): a second front end, a second entry
+    OpEntry("norm", lambda x, **k: L.vector_norm(x, **k), lambda x, **k: TL.vector_norm(x, **k),
             lambda: [Sample((U(3, 4),)), Sample((U(3, 4),), {"ord": 1, "dim": 1}, "l1"),
                      Sample((U(3, 4),), {"ord": 3, "dim": (0, 1), "keepdim": True}, "l3"),
                      Sample((U(3, 4),), {"ord": 0.5, "dim": 0}, "l0.5"),
