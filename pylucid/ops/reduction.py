@@ -32,6 +32,13 @@ def _expand_back(g, in_shape, axes, keepdim):
     return expand(g, in_shape)
 
 
+def _expand_keepdim(g, in_shape, axes):
+    """Graph-mode: the reduced gradient reshaped to its keepdim form (no broadcast)."""
+    from .shape import reshape
+
+    return reshape(g, keepdim_shape(in_shape, axes))
+
+
 def _expand_back_fast(be, g, in_shape, axes, keepdim):
     if not keepdim:
         g = g.reshape(keepdim_shape(in_shape, axes))
@@ -169,24 +176,40 @@ class _MinMax(Op):
         x = arrays[0]
         p = self.params
         y = _expand_back_fast(be, out, x.shape, p["axes"], p["keepdim"])
-        mask = ((x >= y) & (y >= x)).astype(x.dtype)
-        count = be.sum(mask, axis=p["axes"], keepdims=True)
-        with be.errstate():
-            self.extra = mask / count  # each tied position's share
+        mask = x >= y
+        mask &= y >= x  # the seed's two >=: tied positions are exactly those where both hold
+        # kept compactly: a bool mask (a quarter of a float32 input) and the tie count per result
+        self.extra = (mask, be.sum(mask, axis=p["axes"], keepdims=True))
+
+    def _share(self):
+        """``(mask, count)`` or, for subclasses that store it directly, the per-position share."""
+        self._check_freed()
+        return self.extra
 
     def backward(self, g):
         from .._tensor import _new_tensor
-        from .elementwise import mul
+        from .elementwise import div, mul
 
-        self._check_freed()
         p = self.params
-        share = _new_tensor(self.extra, self.device)
-        return mul(_expand_back(g, self.shapes[0], p["axes"], p["keepdim"]), share)
+        extra = self._share()
+        if isinstance(extra, tuple):
+            mask, count = extra
+            # divide at the reduced size, then one broadcast multiply by the mask
+            gk = g if p["keepdim"] else _expand_keepdim(g, self.shapes[0], p["axes"])
+            share = div(gk, _new_tensor(count, self.device).to(g.dtype))
+            return mul(_expand_back(share, self.shapes[0], p["axes"], True), _new_tensor(mask, self.device))
+        return mul(_expand_back(g, self.shapes[0], p["axes"], p["keepdim"]), _new_tensor(extra, self.device))
 
     def backward_fast(self, be, g):
-        self._check_freed()
         p = self.params
-        return _expand_back_fast(be, g, self.shapes[0], p["axes"], p["keepdim"]) * self.extra
+        extra = self._share()
+        if isinstance(extra, tuple):
+            mask, count = extra
+            gk = g if p["keepdim"] else g.reshape(keepdim_shape(self.shapes[0], p["axes"]))
+            with be.errstate():
+                share = gk / count.astype(g.dtype)
+            return be.multiply(share, mask)
+        return _expand_back_fast(be, g, self.shapes[0], p["axes"], p["keepdim"]) * extra
 
     def release(self) -> None:
         super().release()
