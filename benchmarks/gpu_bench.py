@@ -108,6 +108,29 @@ def section_overhead(pl, torch):
     with pl.no_grad():
         a, b = bench_pair(fwd_pl, lambda: chain(tx.detach()), reps=9, inner=5)
     _row("forward, no_grad, per op", a / 100, b / 100, "us", 1e6)
+    _overhead_breakdown(x, torch, tx)
+
+
+def _overhead_breakdown(x, torch, tx):
+    """Host cost of one small element-wise call: fast launch vs CuPy ufunc (CUDABackend.fast_launch)."""
+    import cupy
+
+    from pylucid.backend.cuda import CUDABackend
+
+    be = x.device.backend
+    a = x._data
+    saved = CUDABackend.fast_launch
+    try:
+        for label, fast in (("be.multiply(a, 1.0001) fast launch", True), ("be.multiply(a, 1.0001) CuPy ufunc", False)):
+            CUDABackend.fast_launch = fast
+            t_pl, t_t = bench_pair(lambda: [be.multiply(a, 1.0001) for _ in range(100)],
+                                   lambda: [tx.detach() * 1.0001 for _ in range(100)], reps=9, inner=5)
+            _row(label + ", per call", t_pl / 100, t_t / 100, "us", 1e6)
+    finally:
+        CUDABackend.fast_launch = saved
+    t = bench_one(lambda: [cupy.multiply(a, 1.0001) for _ in range(100)], reps=9, inner=5)
+    print(f"  raw cupy.multiply(a, 1.0001) per call {t / 100 * 1e6:8.2f} us; kernel build errors: "
+          f"{__import__('pylucid.backend.cuda_kernels', fromlist=['x']).fast_kernel_errors or 'none'}")
 
 
 def section_mul(pl, torch):

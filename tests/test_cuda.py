@@ -825,3 +825,309 @@ def test_optimizer_state_follows_module_to_cuda(opt_name):
     got += [step(m, o, "cuda") for _ in range(2)]
     assert all(v.device.type == "cuda" for st in o.state.values() for v in st.values() if isinstance(v, pylucid.Tensor))
     np.testing.assert_allclose(got, ref, rtol=1e-5)
+
+
+# ----------------------------------------------------- fast element-wise launches (CUDABackend.fast_launch)
+# CPU half: _FastLaunch's decisions with a fake array class and a NumPy emulation of the kernels.
+from pylucid.backend import cuda as _cuda_mod  # noqa: E402
+
+_BF16_NP = np.dtype(ml_dtypes.bfloat16)
+_FAST_DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), _BF16_NP]
+
+
+class _FakeArr(np.ndarray):
+    """Stands in for cupy.ndarray: exposes the C-level ``_c_contiguous`` flag CuPy has."""
+
+    @property
+    def _c_contiguous(self):
+        return self.flags.c_contiguous
+
+
+def _fa(x, dtype=None):
+    return np.ascontiguousarray(np.asarray(x, dtype=dtype)).view(_FakeArr)
+
+
+class _FakeBackend:
+    fast_launch = True
+
+
+def _emulated_build(launches):
+    """``build(op, kind, dtype)`` whose kernels compute with NumPy the way the CUDA source does."""
+
+    def build(op, kind, dt):
+        if K.fast_source(op, kind, np.dtype(dt).name) is None:
+            return None
+        half = dt in (np.dtype(np.float16), _BF16_NP)
+        cdt = np.float32 if half else dt
+        uf = getattr(np, op)
+
+        def kern(grid, block, args):
+            assert isinstance(grid, tuple) and isinstance(block, tuple) and grid[0] * block[0] >= args[-1]
+            launches.append((op, kind, dt))
+            n = args[-1]
+            assert isinstance(n, int) and n > 0
+            if kind == "u":
+                a, c = args[0], args[1]
+                c[...] = uf(np.asarray(a).astype(cdt)).astype(dt)
+                return
+            x, y, c = args[0], args[1], args[2]
+            if kind == "as":
+                assert y.__class__ is float
+                y = np.asarray(y).astype(cdt)  # the kernel's (float)s: one rounding of the double
+            if kind == "sa":
+                assert x.__class__ is float
+                x = np.asarray(x).astype(cdt)
+            c[...] = uf(np.asarray(x).astype(cdt), np.asarray(y).astype(cdt)).astype(dt)
+
+        return kern
+
+    return build
+
+
+def _fast(op, launches, unary=False, generic=None, vec_min=None):
+    be = _FakeBackend()
+    gen = generic or (lambda *a, **k: getattr(np, op)(*[np.asarray(v) for v in a], **k))
+    alloc = lambda shape, dt: np.empty(shape, dt).view(_FakeArr)  # noqa: E731
+    return _cuda_mod._FastLaunch(be, op, gen, _FakeArr, alloc, _emulated_build(launches), unary=unary,
+                                 vec_min=vec_min), be
+
+
+@pytest.mark.parametrize("op", sorted(K.FAST_BINARY))
+@pytest.mark.parametrize("dt", _FAST_DTYPES, ids=lambda d: d.name)
+def test_fast_launch_binary_decisions_cpu(op, dt):
+    launches = []
+    f, be = _fast(op, launches)
+    rng = _rng(1)
+    a = _fa(rng.standard_normal((3, 4)) + 2, dt)
+    b = _fa(rng.standard_normal((3, 4)) + 2, dt)
+    ref = getattr(np, op)
+    # taken: same shape/dtype/contiguous, 0-d, scalar of the array's own dtype in either position
+    cases = [((a, b), "aa"), ((_fa(2.5, dt), _fa(1.5, dt)), "aa"), ((a, dt.type(0.75)), "as"),
+             ((dt.type(0.75), a), "sa")]
+    if dt in (np.float32, np.float64):
+        cases += [((a, 0.1), "as"), ((0.1, a), "sa"), ((a, 3), "as"), ((3, a), "sa")]
+    for args, kind in cases:
+        n0 = len(launches)
+        out = f(*args)
+        assert len(launches) == n0 + 1 and launches[-1] == (op, kind, dt), (args, kind)
+        assert out.dtype == dt and out.shape == np.broadcast(*[np.asarray(v) for v in args]).shape
+        np.testing.assert_array_equal(np.asarray(out).astype(np.float64),
+                                      np.asarray(ref(*[np.asarray(v) if isinstance(v, np.ndarray) else v
+                                                       for v in args])).astype(np.float64))
+    # not taken: broadcasting, strided views, empty, mixed dtypes, keyword arguments, Python scalars with half
+    # arrays, NumPy scalars of another dtype, huge ints, kill-switch off
+    other = np.float64 if dt != np.float64 else np.float32
+    fallbacks = [(a, _fa(np.ones(4), dt)), (_fa(np.ones((3, 1)), dt), a), (a[:, ::2], b[:, ::2]),
+                 (a.T, b.T), (_fa(np.ones((0, 4)), dt), _fa(np.ones((0, 4)), dt)), (a, b.astype(other).view(_FakeArr)),
+                 (a, np.dtype(other).type(2.0)), (a[:, ::2], 2.0 if dt != _BF16_NP else dt.type(2)), (a, True),
+                 (a, 2 ** 60), (np.asarray(a), np.asarray(b))]
+    if dt in (np.float16, _BF16_NP):
+        fallbacks += [(a, 0.5), (0.5, a), (a, 2)]
+    for args in fallbacks:
+        n0 = len(launches)
+        f(*args)
+        assert len(launches) == n0, args
+    n0 = len(launches)
+    f(a, b, out=np.empty((3, 4), dt))
+    be.fast_launch = False
+    f(a, b)
+    f(a, dt.type(2))
+    assert len(launches) == n0
+
+
+def test_fast_launch_unary_and_other_dtypes_cpu():
+    launches = []
+    f, be = _fast("exp", launches, unary=True)
+    x = _fa(np.linspace(-2, 2, 7), np.float32)
+    np.testing.assert_array_equal(f(x), np.exp(np.asarray(x)))
+    assert launches == [("exp", "u", np.dtype(np.float32))]
+    for args in [(_fa(x, np.float16),), (_fa(x, _BF16_NP),), (x[::2],), (_fa(np.ones(0), np.float32),), (1.5,),
+                 (_fa([1, 2], np.int64),)]:
+        f(*args)
+    assert len(launches) == 1  # transcendental half, strided, empty, scalar, int: the generic call
+    g, _ = _fast("negative", launches, unary=True)
+    np.testing.assert_array_equal(g(_fa([1.5, -2.0], _BF16_NP)).astype(np.float32), [-1.5, 2.0])
+    assert launches[-1] == ("negative", "u", _BF16_NP)
+    # integer/bool/complex arrays: no kernel built, generic call, and the table remembers that (one lookup)
+    h, _ = _fast("add", launches)
+    n0 = len(launches)
+    np.testing.assert_array_equal(h(_fa([1, 2], np.int64), _fa([3, 4], np.int64)), [4, 6])
+    np.testing.assert_array_equal(h(_fa([1, 2], np.int64), 1), [2, 3])
+    h(_fa([1 + 1j]), _fa([1j]))
+    assert len(launches) == n0 and h._aa[np.dtype(np.int64)] is None and h._as.get(np.dtype(np.int64)) is None
+
+
+def test_fast_launch_keeps_vector_path_for_large_float32_cpu():
+    launches, generic_calls = [], []
+
+    def generic(a, b, **kw):
+        generic_calls.append(a.size)
+        return np.multiply(np.asarray(a), np.asarray(b))
+
+    f, _ = _fast("multiply", launches, generic=generic, vec_min=64)
+    big, small = _fa(np.ones(64), np.float32), _fa(np.ones(63), np.float32)
+    f(big, big)
+    f(small, small)
+    f(_fa(np.ones(64), np.float64), _fa(np.ones(64), np.float64))
+    f(big, 2.0)
+    assert generic_calls == [64] and len(launches) == 3
+
+
+def test_fast_launch_forwards_ufunc_methods_cpu():
+    f, _ = _fast("multiply", [], generic=np.multiply)
+    np.testing.assert_array_equal(f.outer(np.arange(2.0), np.arange(3.0)), np.multiply.outer(np.arange(2.0),
+                                                                                             np.arange(3.0)))
+    assert f.reduce(np.arange(1.0, 4.0)) == 6.0
+
+
+@pytest.mark.parametrize("op,kind", [(op, k) for op in K.FAST_BINARY for k in ("aa", "as", "sa")]
+                         + [(op, "u") for op in K.FAST_UNARY])
+def test_fast_kernel_sources_are_well_formed(op, kind):
+    for name in ("float32", "float64", "float16", "bfloat16"):
+        got = K.fast_source(op, kind, name)
+        if kind == "u" and name in ("float16", "bfloat16") and op not in K.FAST_UNARY_HALF:
+            assert got is None
+            continue
+        src, kname = got
+        assert f"void {kname}(" in src and src.count("{") == src.count("}") and "scalar_t" not in src
+    assert K.fast_source(op, kind, "int64") is None and K.fast_source("maximum", kind, "float32") is None
+
+
+# GPU half: the fast kernels against CuPy's ufuncs (the kill-switch off), bit for bit where the arithmetic is
+# the same; and the end-to-end op path in both modes.
+@pytest.fixture
+def _generic_mode(monkeypatch):
+    from pylucid.backend.cuda import CUDABackend
+
+    def run(fn):
+        monkeypatch.setattr(CUDABackend, "fast_launch", False)
+        try:
+            return fn()
+        finally:
+            monkeypatch.setattr(CUDABackend, "fast_launch", True)
+
+    return run
+
+
+def _gpu_operands(cp, dt, shape, seed=0):
+    rng = _rng(seed)
+    a = np.asarray(rng.standard_normal(shape) * 3)
+    b = np.asarray(rng.standard_normal(shape) * 3 + 0.5)
+    if a.size:  # specials: zeros (x/0 -> inf/nan), inf, nan
+        a.flat[0], b.flat[0] = 0.0, 0.0
+        if a.size > 3:
+            a.flat[1], a.flat[2], b.flat[3] = np.inf, np.nan, -np.inf
+    to = lambda x: pylucid.tensor(x.astype(np.float32)).to(_dt_pl(dt)).to("cuda")._data  # noqa: E731
+    return to(a), to(b)
+
+
+def _dt_pl(dt):
+    return {np.dtype(np.float32): pylucid.float32, np.dtype(np.float64): pylucid.float64,
+            np.dtype(np.float16): pylucid.float16, _BF16_NP: pylucid.bfloat16}[np.dtype(dt)]
+
+
+def _host(be, x):
+    return np.asarray(be.to_numpy(x)).astype(np.float64)
+
+
+def _check_same(be, fast, gen, exact, rtol):
+    assert fast.dtype == gen.dtype and fast.shape == gen.shape
+    if exact:
+        np.testing.assert_array_equal(_host(be, fast), _host(be, gen))
+    else:
+        np.testing.assert_allclose(_host(be, fast), _host(be, gen), rtol=rtol, atol=0, equal_nan=True)
+
+
+@cuda_only
+@pytest.mark.parametrize("op", sorted(K.FAST_BINARY))
+@pytest.mark.parametrize("dt", _FAST_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("shape", [(), (1,), (1000,), (7, 33), (3, 5, 1031), (70000,)])
+def test_fast_launch_binary_matches_ufunc_gpu(op, dt, shape, _generic_mode):
+    be = _be()
+    f = getattr(be, op)
+    a, b = _gpu_operands(be.xp, dt, shape)
+    # bfloat16 division: the kernel rounds the float32 quotient once (PyTorch's result); CuPy's bfloat16
+    # division may use an approximate reciprocal, so allow one bfloat16 ulp there
+    exact = not (dt == _BF16_NP and op == "true_divide")
+    scalars = [dt.type(0.3)] + ([0.1, -3, 1e30] if dt in (np.float32, np.float64) else [])
+    calls = [(a, b)] + [(a, s) for s in scalars] + [(s, a) for s in scalars]
+    for args in calls:
+        out = f(*args)
+        ref = _generic_mode(lambda: f(*args))
+        _check_same(be, out, ref, exact, 2 ** -7)
+    kinds = [("aa", f._aa)] if not (dt == np.float32 and np.prod(shape) >= _cuda_mod._VEC_MIN) else []
+    for kind, table in kinds + [("as", f._as), ("sa", f._sa)]:
+        assert table.get(dt) is not None, (kind, K.fast_kernel_errors)  # the fast kernel was built and used
+
+
+@cuda_only
+@pytest.mark.parametrize("op", sorted(K.FAST_UNARY))
+@pytest.mark.parametrize("dt", _FAST_DTYPES, ids=lambda d: d.name)
+def test_fast_launch_unary_matches_ufunc_gpu(op, dt, _generic_mode):
+    be = _be()
+    f = getattr(be, op)
+    a, _ = _gpu_operands(be.xp, dt, (5, 301))
+    if op in ("log", "sqrt"):
+        a = be.xp.abs(a)
+    out = f(a)
+    ref = _generic_mode(lambda: f(a))
+    exact = op == "negative"
+    _check_same(be, out, ref, exact, 1e-6 if dt != np.float64 else 1e-14)
+    if dt in (np.float32, np.float64) or op in K.FAST_UNARY_HALF:
+        assert f._aa.get(dt) is not None, K.fast_kernel_errors
+
+
+@cuda_only
+def test_fast_launch_falls_back_gpu(_generic_mode):
+    be = _be()
+    cp = be.xp
+    a = cp.arange(12, dtype=np.float32).reshape(3, 4) + 1
+    cases = [(a, cp.ones(4, dtype=np.float32)), (a[:, ::2], a[:, 1::2]), (a.T, a.T), (a, a.astype(np.float64)),
+             (cp.ones((0, 4), np.float32), cp.ones((0, 4), np.float32)), (a, np.float64(2.0)),
+             (cp.arange(4), cp.arange(4)), (cp.arange(4), 2), (a.astype(np.float16), 0.5)]
+    for x, y in cases:
+        for op in K.FAST_BINARY:
+            f = getattr(be, op)
+            out = f(x, y)
+            ref = _generic_mode(lambda: f(x, y))
+            assert out.dtype == ref.dtype and out.shape == ref.shape
+            np.testing.assert_array_equal(cp.asnumpy(out), cp.asnumpy(ref))
+    out = cp.empty((3, 4), np.float32)
+    be.add(a, a, out=out)  # keyword call: the ufunc, writing into out
+    np.testing.assert_array_equal(cp.asnumpy(out), cp.asnumpy(a + a))
+    assert K.fast_kernel_errors == {}
+
+
+@cuda_only
+def test_fast_launch_kill_switch_gpu(monkeypatch):
+    from pylucid.backend.cuda import CUDABackend
+
+    be = _be()
+    a = be.xp.ones(10, dtype=np.float32)
+    be.multiply(a, a)
+    built = dict(be.multiply._aa)
+    monkeypatch.setattr(CUDABackend, "fast_launch", False)
+    called = []
+    monkeypatch.setattr(be.multiply, "_kernel", lambda *args: called.append(args))
+    be.multiply(a, a)
+    be.multiply(a, 2.0)
+    assert called == [] and be.multiply._aa == built
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", [pylucid.float32, pylucid.float64, pylucid.float16])
+def test_fast_launch_op_chain_fwd_bwd_gpu(dtype, _generic_mode):
+    def run():
+        pylucid.manual_seed(0)
+        x = pylucid.randn(1000, device="cuda").to(dtype).requires_grad_()
+        y = x
+        for _ in range(10):
+            y = (y * 1.0001 + 0.0001 - x) / 1.5
+        y = -pylucid.exp(pylucid.tanh(y))
+        y.sum().backward()
+        return y.detach().cpu().numpy().astype(np.float64), x.grad.cpu().numpy().astype(np.float64)
+
+    fy, fg = run()
+    gy, gg = _generic_mode(run)
+    np.testing.assert_allclose(fy, gy, rtol=1e-6 if dtype != pylucid.float16 else 1e-3)
+    np.testing.assert_allclose(fg, gg, rtol=1e-6 if dtype != pylucid.float16 else 1e-3)

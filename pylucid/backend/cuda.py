@@ -59,6 +59,7 @@ _BF16_VIA_F32 = frozenset({
 })
 #: ufuncs whose ``accumulate`` CuPy 14 does not implement: a log-step scan stands in (cummax, logcumsumexp)
 _SCAN_FALLBACK = frozenset({"maximum", "minimum", "logaddexp", "logaddexp2", "fmax", "fmin"})
+_NULL_CTX = contextlib.nullcontext()
 
 
 def _load():
@@ -234,10 +235,125 @@ class _VecUfunc:
         return getattr(self._uf, name)
 
 
+_MISS = object()
+_FAST_BLOCK = 256
+
+
+class _FastLaunch:
+    """Low-overhead launches of the small element-wise calls the ops make (``CUDABackend.fast_launch``).
+
+    ``be.add(a, b)`` & co. normally cost a CuPy ufunc dispatch (argument parsing, dtype and
+    broadcast resolution, kernel-cache lookup: ~10 us of host time). When the operands are
+    plain C-contiguous CuPy arrays of one float dtype and one shape, or an array and a scalar
+    (a Python float/int for float32/float64 arrays, a NumPy scalar of the array's own dtype for
+    any float dtype), this launches a precompiled one-line kernel on a fresh output instead
+    (:func:`cuda_kernels.fast_kernel`: same arithmetic as the ufunc). Everything else (keyword
+    arguments, broadcasting, strided views, other dtypes, empty arrays, several GPUs, float32
+    arrays large enough for the 16-byte vector kernel) takes the ``generic`` callable: exactly
+    the previous behaviour. ``.reduce``/``.outer``/``.at``/``.accumulate`` come from ``generic``.
+
+    Pure Python over three injected pieces, so the decisions are testable without a GPU:
+    ``nd`` (the array class), ``alloc(shape, dtype)`` and ``build(op, kind, dtype)`` (a kernel
+    callable ``k(grid, block, args)`` or None).
+    """
+
+    def __init__(self, backend, name: str, generic, nd, alloc, build, unary: bool = False,
+                 vec_min=None) -> None:
+        self._be, self._name, self._generic = backend, name, generic
+        self._nd, self._alloc, self._build = nd, alloc, build
+        self._unary = unary
+        # float32 arrays from this size on keep the 16-byte vector kernel (bandwidth: see _vec_binary)
+        self._vec_min = vec_min
+        self.__name__ = name
+        # dtype -> kernel (or None: not covered); one table per operand kind, filled on first use
+        self._aa: dict = {}
+        self._as: dict = {}
+        self._sa: dict = {}
+        #: dtypes whose Python float/int scalars may be rounded in the kernel (weak-scalar rule)
+        self._py_scalar_ok = (_F32, _F64)
+
+    def _kernel(self, table, kind, dt):
+        k = table.get(dt, _MISS)
+        if k is _MISS:
+            k = table[dt] = self._build(self._name, kind, dt)
+        return k
+
+    def _scalar(self, s, dt):
+        """The scalar as a Python float if it may take the fast path with an array of ``dt``, else None."""
+        c = s.__class__
+        if c is float:
+            return s if dt in self._py_scalar_ok else None
+        if c is int:
+            # exact in double, so the kernel's single rounding to float32 is the ufunc's
+            return float(s) if dt in self._py_scalar_ok and -9007199254740992 <= s <= 9007199254740992 else None
+        if c is dt.type:  # a NumPy scalar of the array's own dtype: exact in double
+            return float(s)
+        return None
+
+    def __call__(self, a, b=_MISS, **kwargs):
+        if kwargs or not self._be.fast_launch:
+            return self._generic(a, **kwargs) if b is _MISS else self._generic(a, b, **kwargs)
+        nd = self._nd
+        if self._unary:
+            if b is _MISS and a.__class__ is nd and a._c_contiguous:
+                n = a.size
+                if n:
+                    dt = a.dtype
+                    k = self._kernel(self._aa, "u", dt)
+                    if k is not None:
+                        c = self._alloc(a.shape, dt)
+                        k(((n + _FAST_BLOCK - 1) // _FAST_BLOCK,), (_FAST_BLOCK,), (a, c, n))
+                        return c
+            return self._generic(a) if b is _MISS else self._generic(a, b)
+        if a.__class__ is nd:
+            if b.__class__ is nd:
+                # array-array: one dtype, one shape, both C-contiguous, not empty
+                dt = a.dtype
+                if a._c_contiguous and b._c_contiguous and b.dtype == dt:
+                    shape = a.shape
+                    n = a.size
+                    if n and b.shape == shape and (self._vec_min is None or n < self._vec_min or dt != _F32):
+                        k = self._kernel(self._aa, "aa", dt)
+                        if k is not None:
+                            c = self._alloc(shape, dt)
+                            k(((n + _FAST_BLOCK - 1) // _FAST_BLOCK,), (_FAST_BLOCK,), (a, b, c, n))
+                            return c
+            elif a._c_contiguous:
+                n = a.size
+                if n:
+                    dt = a.dtype
+                    s = self._scalar(b, dt)
+                    if s is not None:
+                        k = self._kernel(self._as, "as", dt)
+                        if k is not None:
+                            c = self._alloc(a.shape, dt)
+                            k(((n + _FAST_BLOCK - 1) // _FAST_BLOCK,), (_FAST_BLOCK,), (a, s, c, n))
+                            return c
+        elif b.__class__ is nd and b._c_contiguous:
+            n = b.size
+            if n:
+                dt = b.dtype
+                s = self._scalar(a, dt)
+                if s is not None:
+                    k = self._kernel(self._sa, "sa", dt)
+                    if k is not None:
+                        c = self._alloc(b.shape, dt)
+                        k(((n + _FAST_BLOCK - 1) // _FAST_BLOCK,), (_FAST_BLOCK,), (s, b, c, n))
+                        return c
+        return self._generic(a, b) if b is not _MISS else self._generic(a)
+
+    def __getattr__(self, name: str):
+        return getattr(self._generic, name)
+
+
 class CUDABackend(ArrayBackend):
     """CuPy on one GPU (``cuda:N``)."""
 
     name = "cuda"
+    #: kill-switch for every low-overhead path of this class (``_FastLaunch`` element-wise launches,
+    #: the reused no-op device context). ``CUDABackend.fast_launch = False`` restores the generic
+    #: CuPy calls exactly, at once, for existing backends too (checked per call).
+    fast_launch = True
 
     def __init__(self, index: int) -> None:
         cp = _load()
@@ -257,25 +373,50 @@ class CUDABackend(ArrayBackend):
         self.batched_gemm_error = None  # set (with the reason) if the cuBLAS batched half path ever failed
         # cached sub-libraries
         self._special = self._linalg = self._fft = self._scipy_linalg = None
+        fast_ok = hasattr(cp.ndarray, "_c_contiguous")  # CuPy's C-level flag; without it: generic calls only
+        nd = cp.ndarray  # the array class, and its constructor as the allocator (what cupy.empty calls)
         for op in K.OPS_VEC:
-            setattr(self, op, _VecUfunc(self, op))
+            generic = _VecUfunc(self, op)
+            setattr(self, op, _FastLaunch(self, op, generic, nd, nd, self._fast_kernel, vec_min=_VEC_MIN)
+                    if fast_ok else generic)
+        for op in K.FAST_UNARY:
+            if fast_ok:
+                setattr(self, op, _FastLaunch(self, op, self._resolve(op), nd, nd, self._fast_kernel, unary=True))
         self.divide = self.true_divide
 
     # -- device context ----------------------------------------------------------
     def device_ctx(self):
         """``cupy.cuda.Device(N)`` as a context, or a no-op with a single visible GPU."""
-        return self.cuda_device if self._multi else contextlib.nullcontext()
+        if self._multi:
+            return self.cuda_device
+        return _NULL_CTX if self.fast_launch else contextlib.nullcontext()  # nullcontext is stateless: reuse one
+
+    def _fast_kernel(self, op: str, kind: str, dt):
+        """The fast element-wise kernel for ``_FastLaunch`` (None: keep the generic call).
+
+        Only with one visible GPU: the kernel function is bound to the device it was loaded on,
+        and ``_FastLaunch`` keeps one per dtype.
+        """
+        if self._multi:
+            return None
+        with self.cuda_device:
+            return K.fast_kernel(op, kind, dt)
 
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
+        fn = self._resolve(name)
+        setattr(self, name, fn)
+        return fn
+
+    def _resolve(self, name: str):
+        """What ``be.<name>`` is without a fast path: the CuPy function, with the bfloat16/scan fixes."""
         xp = self.xp
         fn = getattr(xp, name)
         if isinstance(fn, xp.ufunc) and (name in _BF16_VIA_F32 or name in _SCAN_FALLBACK):
             fn = _Ufunc(xp, fn, name)  # keeps .reduce/.at/.outer; fixes .accumulate
         elif name in _BF16_VIA_F32 and callable(fn):
             fn = _via_f32(fn)
-        setattr(self, name, fn)
         return fn
 
     def tril(self, a, k=0):
@@ -391,6 +532,9 @@ class CUDABackend(ArrayBackend):
             cuda_dt = runtime.CUDA_R_16F if dt == _F16 else getattr(runtime, "CUDA_R_16BF", 14)
             one, zero = _ONE_F32, _ZERO_F32
             handle = cp.cuda.device.get_cublas_handle()
+            # CuPy binds its shared handle to a stream only inside its own BLAS calls: bind it to the
+            # current stream here too, else this GEMM runs on whichever stream CuPy used last
+            cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
             # row-major C = A @ B is column-major C^T = B^T @ A^T: pass B first
             cublas.gemmStridedBatchedEx(
                 handle, 0, 0, n, m, k, one.ctypes.data,

@@ -523,3 +523,111 @@ def get_kernel(name: str, dtype=np.float32):
 
 
 OPS_VEC = {"multiply": 0, "add": 1, "subtract": 2, "true_divide": 3}
+
+
+# ---------------------------------------------------------------------------
+# low-overhead element-wise launches (``CUDABackend.fast_launch``)
+# ---------------------------------------------------------------------------
+# One tiny RawKernel per (op, operand kind, dtype): the launch takes only pointers, the scalar
+# and ``n``, so the per-call host cost is CuPy's argument packing, not a ufunc's dispatch
+# (type resolution, broadcasting, kernel cache lookup). Results must equal CuPy's ufuncs
+# bit for bit, so each kernel does what CuPy's loop does:
+#
+# * float32/float64 compute in their own precision (no fast-math, IEEE division, as NVRTC's
+#   defaults for CuPy's own kernels);
+# * float16/bfloat16 widen to float32, compute, round once to nearest-even: for + - * / the
+#   float32 result rounded once is the correctly rounded half result (24 >= 2*11 + 2 bits),
+#   which is also what CuPy's float16 type and PyTorch's half kernels produce;
+# * a scalar operand arrives as a double and is rounded to the array's precision in the kernel
+#   (the weak-scalar rule: ``float32_array * 0.1`` multiplies by ``float32(0.1)``). Half arrays
+#   only take scalars that already have their dtype (exact in double); Python scalars with
+#   half arrays go to CuPy (its weak-scalar rounding for half is not re-derived here).
+#
+# Storage of half types is ``unsigned short``; conversions use PTX ``cvt`` (float16) and bit
+# arithmetic (bfloat16), so no CUDA header has to be found by NVRTC.
+
+FAST_BINARY = {"add": "x + y", "subtract": "x - y", "multiply": "x * y", "true_divide": "x / y"}
+#: unary functions; transcendental ones only for float32/float64 (see FAST_UNARY_HALF)
+FAST_UNARY = {"negative": "-x", "exp": "exp(x)", "log": "log(x)", "tanh": "tanh(x)", "sqrt": "sqrt(x)"}
+#: unary functions whose half result is exact from float32 (sign flip): the rest stay on CuPy for half
+FAST_UNARY_HALF = frozenset({"negative"})
+
+_FAST_PRELUDE = r"""
+__device__ __forceinline__ float h2f(unsigned short h) {
+    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ unsigned short f2h(float f) {
+    unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float bf2f(unsigned short h) { return __uint_as_float(((unsigned int)h) << 16); }
+__device__ __forceinline__ unsigned short f2bf(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // NaN stays (quiet) NaN
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);                  // round to nearest even
+}
+"""
+
+# dtype -> (storage type, compute type, load(v), store(v), scalar(s) from the double argument)
+_FAST_TYPES = {
+    "float32": ("float", "float", "{}", "{}", "(float)({})"),
+    "float64": ("double", "double", "{}", "{}", "{}"),
+    "float16": ("unsigned short", "float", "h2f({})", "f2h({})", "(float)({})"),
+    "bfloat16": ("unsigned short", "float", "bf2f({})", "f2bf({})", "(float)({})"),
+}
+
+#: operand kinds: "aa" array-array, "as" array-scalar, "sa" scalar-array, "u" unary -> (parameters, loads)
+_FAST_SIGS = {
+    "aa": ("const ST* __restrict__ a, const ST* __restrict__ b", "CT x = {a}; CT y = {b};"),
+    "as": ("const ST* __restrict__ a, double s", "CT x = {a}; CT y = {s};"),
+    "sa": ("double s, const ST* __restrict__ b", "CT x = {s}; CT y = {b};"),
+    "u": ("const ST* __restrict__ a", "CT x = {a};"),
+}
+
+
+def fast_source(op: str, kind: str, dtype_name: str):
+    """CUDA source and kernel name of the fast launch ``op`` for ``kind`` and ``dtype_name``; None if not covered."""
+    expr = FAST_BINARY.get(op) if kind != "u" else FAST_UNARY.get(op)
+    spec = _FAST_TYPES.get(dtype_name)
+    if expr is None or spec is None or kind not in _FAST_SIGS:
+        return None
+    if kind == "u" and dtype_name in ("float16", "bfloat16") and op not in FAST_UNARY_HALF:
+        return None
+    st, ct, load, store, scal = spec
+    params, loads = _FAST_SIGS[kind]
+    name = f"pl_fast_{op}_{kind}_{dtype_name}"
+    body = loads.replace("CT", ct).format(a=load.format("a[i]"), b=load.format("b[i]"), s=scal.format("s"))
+    src = (_FAST_PRELUDE
+           + f'extern "C" __global__ void {name}({params.replace("ST", st)}, {st}* __restrict__ c, long long n) {{\n'
+           + "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+           + f"    if (i < n) {{ {body} c[i] = {store.format(f'({ct})({expr})')}; }}\n}}\n")
+    return src, name
+
+
+def fast_kernel(op: str, kind: str, dtype):
+    """The launchable function of a fast element-wise kernel on the current device, or None.
+
+    None when the op/dtype is not covered, or when compiling failed (the caller then keeps
+    CuPy's ufunc for that op and dtype; the reason is kept in ``fast_kernel_errors``).
+    Returns the compiled ``cupy.cuda.Function`` (``RawKernel.kernel``), whose call skips the
+    RawKernel's per-call device lookup; the RawKernel itself if that attribute is missing.
+    """
+    dt = np.dtype(dtype)
+    got = fast_source(op, kind, dt.name)
+    if got is None:
+        return None
+    src, name = got
+    try:
+        import cupy
+
+        raw = cupy.RawKernel(src, name)
+        fn = getattr(raw, "kernel", None)  # compiles now; errors surface here, not mid-op
+        if fn is None:
+            fn = raw
+        return fn
+    except Exception as exc:  # pragma: no cover - depends on the NVRTC build
+        fast_kernel_errors[(op, kind, dt.name)] = f"{type(exc).__name__}: {exc}"
+        return None
+
+
+#: (op, kind, dtype name) -> why the fast kernel could not be built (empty when all compiled)
+fast_kernel_errors: dict = {}

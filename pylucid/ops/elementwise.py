@@ -137,7 +137,7 @@ class Sub(Op):
         sa, sb = self.shapes
         ea, eb = self.next_edges
         return (be.sum_to_shape(g, sa) if ea is not None else None,
-                be.sum_to_shape(-g, sb) if eb is not None else None)
+                be.sum_to_shape(be.negative(g), sb) if eb is not None else None)
 
 
 def sub(input, other, *, alpha=1) -> Tensor:
@@ -172,10 +172,11 @@ class Mul(Op):
         ea, eb = self.next_edges
         # ndarray.conj() returns the array itself for real dtypes and Python numbers' conjugate() is the number:
         # the complex convention costs the real hot path one method call
-        return (be.sum_to_shape(g * (b._data.conj() if sb is not None else b.conjugate()), sa) if ea is not None
-                else None,
-                be.sum_to_shape(g * (a._data.conj() if sa is not None else a.conjugate()), sb) if eb is not None
-                else None)
+        # (backend primitives rather than operators, so the CUDA backend's fast launch serves backward too)
+        return (be.sum_to_shape(be.multiply(g, b._data.conj() if sb is not None else b.conjugate()), sa)
+                if ea is not None else None,
+                be.sum_to_shape(be.multiply(g, a._data.conj() if sa is not None else a.conjugate()), sb)
+                if eb is not None else None)
 
 
 def mul(input, other) -> Tensor:
@@ -219,8 +220,9 @@ class Div(Op):
         ad = a._data.conj() if sa is not None else a.conjugate()
         bd = b._data.conj() if sb is not None else b.conjugate()
         with be.errstate():
-            return (be.sum_to_shape(g / bd, sa) if ea is not None else None,
-                    be.sum_to_shape(-(g * ad) / (bd * bd), sb) if eb is not None else None)
+            return (be.sum_to_shape(be.true_divide(g, bd), sa) if ea is not None else None,
+                    be.sum_to_shape(be.negative(be.true_divide(be.multiply(g, ad), be.multiply(bd, bd))), sb)
+                    if eb is not None else None)
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
@@ -310,7 +312,7 @@ class Neg(Op):
         return neg(g)
 
     def backward_fast(self, be, g):
-        return -g
+        return be.negative(g)
 
 
 def neg(input: Tensor) -> Tensor:
