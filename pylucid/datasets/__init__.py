@@ -98,6 +98,32 @@ class _ImageClassificationDataset(Dataset):
         return f"{type(self).__name__}(n={len(self)}, image_shape={tuple(self._images.shape[1:])})"
 
 
+class _FileImageDataset(_ImageClassificationDataset):
+    """An image dataset read from standard files under ``root`` (MNIST, CIFAR): 8-bit images scaled by 255.
+
+    Subclasses implement ``_load(root, train, name) -> (images (N, C, H, W), labels (N,) int64)``.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        train: bool = True,
+        transform: Callable[[Any], Any] | None = None,
+        target_transform: Callable[[int], Any] | None = None,
+        download: bool = False,
+    ) -> None:
+        name = type(self).__name__
+        if not isinstance(train, bool):
+            raise TypeError(f"{name}: train must be a bool, got {type(train).__name__}")
+        images, labels = self._load(root, train, name)
+        self.root = Path(root).expanduser()
+        self.train = train
+        super().__init__(images, labels, 255.0, transform, target_transform)
+
+    def _load(self, root: str | Path, train: bool, name: str) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+        raise NotImplementedError
+
+
 def _find_file(dataset: str, root: str | Path, subdirs: Sequence[str], names: Sequence[str], source: str) -> Path:
     """The first of ``root/subdir/name`` that exists, else a FileNotFoundError that says what to do."""
     root = Path(root).expanduser()

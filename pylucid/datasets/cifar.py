@@ -22,11 +22,11 @@ from __future__ import annotations
 import io
 import pickle
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from pylucid.datasets import DatasetFormatError, _find_file, _ImageClassificationDataset
+from pylucid.datasets import DatasetFormatError, _FileImageDataset, _find_file
 
 __all__ = ["safe_load_pickle", "CIFAR10", "CIFAR100"]
 
@@ -215,7 +215,7 @@ def _text_keys(batch: Any, path: Path, name: str) -> dict[str, Any]:
     return {(k.decode("latin1") if isinstance(k, bytes) else k): v for k, v in batch.items()}
 
 
-class CIFAR10(_ImageClassificationDataset):
+class CIFAR10(_FileImageDataset):
     """CIFAR-10: 32x32 colour images in 10 classes, 50,000 train / 10,000 test.
 
     Args:
@@ -239,17 +239,7 @@ class CIFAR10(_ImageClassificationDataset):
     _label_key = "labels"
     _url = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 
-    def __init__(
-        self,
-        root: str | Path,
-        train: bool = True,
-        transform: Callable[[Any], Any] | None = None,
-        target_transform: Callable[[int], Any] | None = None,
-        download: bool = False,
-    ) -> None:
-        name = type(self).__name__
-        if not isinstance(train, bool):
-            raise TypeError(f"{name}: train must be a bool, got {type(train).__name__}")
+    def _load(self, root: str | Path, train: bool, name: str) -> tuple[np.ndarray, np.ndarray]:
         images, labels = [], []
         for file_name in self._train_files if train else self._test_files:
             path = _find_file(
@@ -278,9 +268,7 @@ class CIFAR10(_ImageClassificationDataset):
                 raise DatasetFormatError(f"{name}: {path} has labels outside 0..{len(self.classes) - 1}")
             images.append(data.reshape(-1, 3, 32, 32))
             labels.append(batch_labels.astype(np.int64))
-        self.root = Path(root).expanduser()
-        self.train = train
-        super().__init__(np.concatenate(images), np.concatenate(labels), 255.0, transform, target_transform)
+        return np.concatenate(images), np.concatenate(labels)
 
 
 class CIFAR100(CIFAR10):

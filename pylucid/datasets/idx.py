@@ -13,11 +13,10 @@ from __future__ import annotations
 import gzip
 import zlib
 from pathlib import Path
-from typing import Any, Callable
 
 import numpy as np
 
-from pylucid.datasets import DatasetFormatError, _find_file, _ImageClassificationDataset
+from pylucid.datasets import DatasetFormatError, _FileImageDataset, _find_file
 
 __all__ = ["read_idx", "MNIST", "FashionMNIST"]
 
@@ -92,7 +91,7 @@ def read_idx(path: str | Path, expected_ndim: int | None = None) -> np.ndarray:
     return data.astype(dtype.newbyteorder("="))
 
 
-class MNIST(_ImageClassificationDataset):
+class MNIST(_FileImageDataset):
     """MNIST handwritten digits: 60,000 train / 10,000 test images of 28x28.
 
     Args:
@@ -119,17 +118,7 @@ class MNIST(_ImageClassificationDataset):
     _folder = "MNIST"
     _url = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 
-    def __init__(
-        self,
-        root: str | Path,
-        train: bool = True,
-        transform: Callable[[Any], Any] | None = None,
-        target_transform: Callable[[int], Any] | None = None,
-        download: bool = False,
-    ) -> None:
-        name = type(self).__name__
-        if not isinstance(train, bool):
-            raise TypeError(f"{name}: train must be a bool, got {type(train).__name__}")
+    def _load(self, root: str | Path, train: bool, name: str) -> tuple[np.ndarray, np.ndarray]:
         prefix = "train" if train else "t10k"
         paths = []
         for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"):
@@ -157,9 +146,7 @@ class MNIST(_ImageClassificationDataset):
             raise DatasetFormatError(
                 f"{name}: label {labels.max()} in {paths[1]} is out of range 0..{len(self.classes) - 1}"
             )
-        self.root = Path(root).expanduser()
-        self.train = train
-        super().__init__(images[:, None], labels.astype(np.int64), 255.0, transform, target_transform)
+        return images[:, None], labels.astype(np.int64)
 
 
 class FashionMNIST(MNIST):

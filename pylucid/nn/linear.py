@@ -9,7 +9,7 @@ import pylucid as _pl
 from .. import dtypes as _dt
 from . import _functional_core as F
 from . import init
-from .module import Module, Parameter
+from .module import Module, _set_params
 
 __all__ = ["Identity", "Linear", "LazyLinear", "Bilinear", "Flatten", "Unflatten"]
 
@@ -50,11 +50,8 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(_empty(out_features, in_features, device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(_empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _set_params(self, weight=_empty(out_features, in_features, device=device, dtype=dtype),
+                    bias=_empty(out_features, device=device, dtype=dtype) if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -79,11 +76,8 @@ class LazyLinear(Linear):
         self.in_features = 0
         self.out_features = out_features
         self._factory = (device, dtype)
-        self.weight = Parameter(_empty(0, device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(_empty(0, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _set_params(self, weight=_empty(0, device=device, dtype=dtype),
+                    bias=_empty(0, device=device, dtype=dtype) if bias else None)
 
     def forward(self, input):
         if self.in_features == 0:
@@ -109,11 +103,8 @@ class Bilinear(Module):
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features
-        self.weight = Parameter(_empty(out_features, in1_features, in2_features, device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(_empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _set_params(self, weight=_empty(out_features, in1_features, in2_features, device=device, dtype=dtype),
+                    bias=_empty(out_features, device=device, dtype=dtype) if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -951,6 +951,16 @@ class Sequential(Module):
         return input
 
 
+def _list_position(self, idx: int) -> int:
+    """``idx`` (negative counts from the end) as a position in a ModuleList/ParameterList; IndexError when out of
+    range. Both classes use it as their ``_abs`` method."""
+    idx = idx.__index__()
+    n = len(self)
+    if not -n <= idx < n:
+        raise IndexError(f"index {idx} is out of range")
+    return idx % n
+
+
 class ModuleList(Module):
     """A list of modules, registered so their parameters are found; no ``forward`` of its own."""
 
@@ -959,12 +969,7 @@ class ModuleList(Module):
         if modules is not None:
             self.extend(modules)
 
-    def _abs(self, idx: int) -> int:
-        idx = idx.__index__()
-        n = len(self)
-        if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range")
-        return idx % n
+    _abs = _list_position
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -1081,8 +1086,56 @@ class ModuleDict(Module):
             self[kv[0]] = kv[1]
 
 
-class ParameterList(Module):
+def _set_params(module: Module, **tensors) -> None:
+    """Set each of ``tensors`` on ``module`` as a ``Parameter``, in order; a ``None`` is registered as an absent
+    parameter (``bias=False``, ``affine=False``)."""
+    for name, tensor in tensors.items():
+        if tensor is None:
+            module.register_parameter(name, None)
+        else:
+            setattr(module, name, Parameter(tensor))
+
+
+def _as_parameter(value):
+    """A Tensor stored in a ParameterList/ParameterDict becomes a ``Parameter``; other objects are kept as they are."""
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
+        return Parameter(value)
+    return value
+
+
+class _ParameterContainer(Module):
+    """What ParameterList and ParameterDict share: a repr with one line per entry, and refusing to be called."""
+
+    _container_name = ""
+
+    def _entries(self):  # pragma: no cover - abstract
+        """(key, value) per entry, in order."""
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        lines = []
+        for k, p in self._entries():
+            if isinstance(p, Tensor):
+                size = "x".join(str(s) for s in p.shape)
+                dev = "" if p.device.type == "cpu" else f" ({p.device})"
+                kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+                lines.append(f"  ({k}): {kind} containing: [{p.dtype} of size {size}{dev}]")
+            else:
+                lines.append(f"  ({k}): Object of type: {type(p).__name__}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        body = self.extra_repr()
+        return self._container_name + "(" + ("\n" + body + "\n" if body else "") + ")"
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"{self._container_name} should not be called.")
+
+
+class ParameterList(_ParameterContainer):
     """A list of parameters, registered as ``"0"``, ``"1"``, ...; tensors assigned are wrapped in ``Parameter``."""
+
+    _container_name = "ParameterList"
 
     def __init__(self, values: Iterable | None = None) -> None:
         super().__init__()
@@ -1090,12 +1143,7 @@ class ParameterList(Module):
         if values is not None:
             self.extend(values)
 
-    def _abs(self, idx: int) -> int:
-        idx = idx.__index__()
-        n = len(self)
-        if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range")
-        return idx % n
+    _abs = _list_position
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -1103,10 +1151,7 @@ class ParameterList(Module):
         return getattr(self, str(self._abs(idx)))
 
     def __setitem__(self, idx: int, param) -> None:
-        idx = self._abs(idx)
-        if isinstance(param, Tensor) and not isinstance(param, Parameter):
-            param = Parameter(param)
-        setattr(self, str(idx), param)
+        setattr(self, str(self._abs(idx)), _as_parameter(param))
 
     def __len__(self) -> int:
         return self._size
@@ -1120,9 +1165,7 @@ class ParameterList(Module):
     def append(self, value) -> "ParameterList":
         new_idx = len(self)
         self.__dict__["_size"] += 1
-        if isinstance(value, Tensor) and not isinstance(value, Parameter):
-            value = Parameter(value)
-        setattr(self, str(new_idx), value)
+        setattr(self, str(new_idx), _as_parameter(value))
         return self
 
     def extend(self, values) -> "ParameterList":
@@ -1130,28 +1173,14 @@ class ParameterList(Module):
             self.append(v)
         return self
 
-    def extra_repr(self) -> str:
-        lines = []
-        for k, p in enumerate(self):
-            if isinstance(p, Tensor):
-                size = "x".join(str(s) for s in p.shape)
-                dev = "" if p.device.type == "cpu" else f" ({p.device})"
-                kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
-                lines.append(f"  ({k}): {kind} containing: [{p.dtype} of size {size}{dev}]")
-            else:
-                lines.append(f"  ({k}): Object of type: {type(p).__name__}")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        body = self.extra_repr()
-        return "ParameterList(" + ("\n" + body + "\n" if body else "") + ")"
-
-    def __call__(self, *args, **kwargs):
-        raise RuntimeError("ParameterList should not be called.")
+    def _entries(self):
+        return enumerate(self)
 
 
-class ParameterDict(Module):
+class ParameterDict(_ParameterContainer):
     """An ordered dict of parameters; tensors assigned are wrapped in ``Parameter``."""
+
+    _container_name = "ParameterDict"
 
     def __init__(self, parameters=None) -> None:
         super().__init__()
@@ -1164,9 +1193,7 @@ class ParameterDict(Module):
 
     def __setitem__(self, key: str, value) -> None:
         self._keys[key] = None
-        if isinstance(value, Tensor) and not isinstance(value, Parameter):
-            value = Parameter(value)
-        setattr(self, key, value)
+        setattr(self, key, _as_parameter(value))
 
     def __delitem__(self, key: str) -> None:
         del self._keys[key]
@@ -1208,21 +1235,5 @@ class ParameterDict(Module):
             k, v = kv
             self[k] = v
 
-    def extra_repr(self) -> str:
-        lines = []
-        for k, p in self.items():
-            if isinstance(p, Tensor):
-                size = "x".join(str(s) for s in p.shape)
-                dev = "" if p.device.type == "cpu" else f" ({p.device})"
-                kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
-                lines.append(f"  ({k}): {kind} containing: [{p.dtype} of size {size}{dev}]")
-            else:
-                lines.append(f"  ({k}): Object of type: {type(p).__name__}")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        body = self.extra_repr()
-        return "ParameterDict(" + ("\n" + body + "\n" if body else "") + ")"
-
-    def __call__(self, *args, **kwargs):
-        raise RuntimeError("ParameterDict should not be called.")
+    def _entries(self):
+        return self.items()

@@ -22,7 +22,7 @@ import pylucid as _pl
 from .. import dtypes as _dt
 from ..ops import conv as _C
 from . import init
-from .module import Module, Parameter
+from .module import Module, Parameter, _set_params
 
 __all__ = [
     "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MaxPool1d", "MaxPool2d",
@@ -82,11 +82,7 @@ class _ConvNd(Module):
             shape = (in_channels, out_channels // groups) + self.kernel_size
         else:
             shape = (out_channels, in_channels // groups) + self.kernel_size
-        self.weight = Parameter(_pl.empty(*shape, **fk))
-        if bias:
-            self.bias = Parameter(_pl.empty(out_channels, **fk))
-        else:
-            self.register_parameter("bias", None)
+        _set_params(self, weight=_pl.empty(*shape, **fk), bias=_pl.empty(out_channels, **fk) if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

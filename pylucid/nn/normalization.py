@@ -6,7 +6,7 @@ import pylucid as _pl
 
 from . import _functional_core as F
 from . import init
-from .module import Module, Parameter
+from .module import Module, _set_params
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d",
            "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "LocalResponseNorm"]
@@ -14,6 +14,12 @@ __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm"
 
 def _shape(n):
     return (n,) if isinstance(n, int) else tuple(n)
+
+
+def _affine_tensors(shape, weight: bool, bias: bool, device, dtype) -> dict:
+    """The initial affine parameters of a norm layer: ``weight`` ones and ``bias`` zeros of ``shape`` (None: off)."""
+    return {"weight": _pl.ones(*shape, device=device, dtype=dtype) if weight else None,
+            "bias": _pl.zeros(*shape, device=device, dtype=dtype) if bias else None}
 
 
 class _NormBase(Module):
@@ -27,12 +33,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(_pl.ones(num_features, device=device, dtype=dtype))
-            self.bias = Parameter(_pl.zeros(num_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _set_params(self, **_affine_tensors((num_features,), affine, affine, device, dtype))
         if track_running_stats:
             self.register_buffer("running_mean", _pl.zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", _pl.ones(num_features, device=device, dtype=dtype))
@@ -161,15 +162,8 @@ class LayerNorm(Module):
         self.normalized_shape = _shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(_pl.ones(*self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(_pl.zeros(*self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _set_params(self, **_affine_tensors(self.normalized_shape, elementwise_affine, elementwise_affine and bias,
+                                            device, dtype))
 
     def reset_parameters(self) -> None:
         if self.weight is not None:
@@ -193,10 +187,8 @@ class RMSNorm(Module):
         self.normalized_shape = _shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(_pl.ones(*self.normalized_shape, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
+        _set_params(self, weight=_pl.ones(*self.normalized_shape, device=device, dtype=dtype) if elementwise_affine
+                    else None)
 
     def reset_parameters(self) -> None:
         if self.weight is not None:
@@ -221,12 +213,7 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(_pl.ones(num_channels, device=device, dtype=dtype))
-            self.bias = Parameter(_pl.zeros(num_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _set_params(self, **_affine_tensors((num_channels,), affine, affine, device, dtype))
 
     def reset_parameters(self) -> None:
         if self.affine:

@@ -8,17 +8,37 @@ from .elementwise import _binary, _is_float
 from .schema import KEEP_INPUT, OpSchema
 
 
-def _cmp_op(name, fn_name, doc):
-    class _Cmp(Op):
+def _make_op(name, doc, forward):
+    """A non-differentiable compare-family op class named after ``name`` (``logical_and`` -> ``LogicalAnd``)."""
+
+    class _Op(Op):
         schema = OpSchema(name, amp_policy=KEEP_INPUT, differentiable=False, family="compare")
 
-        @staticmethod
-        def forward(be, a, b, _f=fn_name):
-            return getattr(be, _f)(a, b)
+    _Op.forward = staticmethod(forward)
+    _Op.__name__ = _Op.__qualname__ = "".join(p.capitalize() for p in name.split("_"))
+    _Op.__doc__ = doc
+    return _Op
 
-    _Cmp.__name__ = _Cmp.__qualname__ = "".join(p.capitalize() for p in name.split("_"))
-    _Cmp.__doc__ = doc
-    return _Cmp
+
+def _named(fn, name, doc):
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+def _binary_fn(op_cls, doc):
+    """The public function of a binary op: ``fn(input, other)``, broadcasting, either may be a Python number."""
+    name = op_cls.schema.name
+
+    def fn(input, other) -> Tensor:
+        return _binary(op_cls, input, other, name)
+
+    return _named(fn, name, doc)
+
+
+# ---------------------------------------------------------------- comparisons and logical ops
+def _cmp_op(name, fn_name, doc):
+    return _make_op(name, doc, lambda be, a, b: getattr(be, fn_name)(a, b))
 
 
 Eq = _cmp_op("eq", "equal", "``a == b`` element-wise, broadcasting.")
@@ -31,55 +51,20 @@ LogicalAnd = _cmp_op("logical_and", "logical_and", "``a and b`` element-wise (no
 LogicalOr = _cmp_op("logical_or", "logical_or", "``a or b`` element-wise (non-zero is true).")
 LogicalXor = _cmp_op("logical_xor", "logical_xor", "``a xor b`` element-wise (non-zero is true).")
 
-
-def eq(input, other) -> Tensor:
-    """``input == other`` element-wise (bool).
+eq = _binary_fn(Eq, """``input == other`` element-wise (bool).
 
     >>> import pylucid
     >>> pylucid.eq(pylucid.tensor([1, 2]), 2)
     tensor([False,  True])
-    """
-    return _binary(Eq, input, other, "eq")
-
-
-def ne(input, other) -> Tensor:
-    """``input != other`` element-wise (bool)."""
-    return _binary(Ne, input, other, "ne")
-
-
-def lt(input, other) -> Tensor:
-    """``input < other`` element-wise (bool)."""
-    return _binary(Lt, input, other, "lt")
-
-
-def le(input, other) -> Tensor:
-    """``input <= other`` element-wise (bool)."""
-    return _binary(Le, input, other, "le")
-
-
-def gt(input, other) -> Tensor:
-    """``input > other`` element-wise (bool)."""
-    return _binary(Gt, input, other, "gt")
-
-
-def ge(input, other) -> Tensor:
-    """``input >= other`` element-wise (bool)."""
-    return _binary(Ge, input, other, "ge")
-
-
-def logical_and(input, other) -> Tensor:
-    """Element-wise logical and (bool result)."""
-    return _binary(LogicalAnd, input, other, "logical_and")
-
-
-def logical_or(input, other) -> Tensor:
-    """Element-wise logical or (bool result)."""
-    return _binary(LogicalOr, input, other, "logical_or")
-
-
-def logical_xor(input, other) -> Tensor:
-    """Element-wise logical xor (bool result)."""
-    return _binary(LogicalXor, input, other, "logical_xor")
+    """)
+ne = _binary_fn(Ne, """``input != other`` element-wise (bool).""")
+lt = _binary_fn(Lt, """``input < other`` element-wise (bool).""")
+le = _binary_fn(Le, """``input <= other`` element-wise (bool).""")
+gt = _binary_fn(Gt, """``input > other`` element-wise (bool).""")
+ge = _binary_fn(Ge, """``input >= other`` element-wise (bool).""")
+logical_and = _binary_fn(LogicalAnd, """Element-wise logical and (bool result).""")
+logical_or = _binary_fn(LogicalOr, """Element-wise logical or (bool result).""")
+logical_xor = _binary_fn(LogicalXor, """Element-wise logical xor (bool result).""")
 
 
 class LogicalNot(Op):
@@ -97,41 +82,46 @@ def logical_not(input: Tensor) -> Tensor:
     return apply(LogicalNot, (input,))
 
 
-def _bitwise(name, fn_name, doc):
-    class _Bit(Op):
-        schema = OpSchema(name, amp_policy=KEEP_INPUT, differentiable=False, family="compare")
+# ---------------------------------------------------------------- bitwise ops and shifts
+def _int_op(name, fn_name, kinds, doc):
+    """An op on integer tensors (``kinds``: the accepted dtype kinds, ``"biu"`` with bool) calling ``be.<fn_name>``."""
+    refused = (float,) if "b" in kinds else (float, bool)
+    accepted = "integer and bool" if "b" in kinds else "integer"
 
-        @staticmethod
-        def forward(be, a, b, _f=fn_name, _n=name):
-            for x in (a, b):
-                k = getattr(x, "dtype", None)
-                if (k is not None and k.kind not in "biu") or isinstance(x, float):
-                    raise TypeError(f"{_n}: only integer and bool tensors are accepted, got {k or type(x).__name__}")
-            return getattr(be, _f)(a, b)
+    def forward(be, a, b):
+        for x in (a, b):
+            k = getattr(x, "dtype", None)
+            if (k is not None and k.kind not in kinds) or isinstance(x, refused):
+                raise TypeError(f"{name}: only {accepted} tensors are accepted, got {k or type(x).__name__}")
+        return getattr(be, fn_name)(a, b)
 
-    _Bit.__name__ = _Bit.__qualname__ = "".join(p.capitalize() for p in name.split("_"))
-    _Bit.__doc__ = doc
-    return _Bit
-
-
-BitwiseAnd = _bitwise("bitwise_and", "bitwise_and", "``a & b`` on integer/bool tensors.")
-BitwiseOr = _bitwise("bitwise_or", "bitwise_or", "``a | b`` on integer/bool tensors.")
-BitwiseXor = _bitwise("bitwise_xor", "bitwise_xor", "``a ^ b`` on integer/bool tensors.")
+    return _make_op(name, doc, forward)
 
 
-def bitwise_and(input, other) -> Tensor:
-    """``input & other`` for integer/bool tensors."""
-    return _binary(BitwiseAnd, input, other, "bitwise_and")
+BitwiseAnd = _int_op("bitwise_and", "bitwise_and", "biu", "``a & b`` on integer/bool tensors.")
+BitwiseOr = _int_op("bitwise_or", "bitwise_or", "biu", "``a | b`` on integer/bool tensors.")
+BitwiseXor = _int_op("bitwise_xor", "bitwise_xor", "biu", "``a ^ b`` on integer/bool tensors.")
+BitwiseLeftShift = _int_op("bitwise_left_shift", "left_shift", "iu",
+                           "``a << b`` on integer tensors (bits shifted out are lost, as in C/PyTorch).")
+BitwiseRightShift = _int_op("bitwise_right_shift", "right_shift", "iu",
+                            "``a >> b`` on integer tensors (arithmetic shift: the sign is kept).")
 
+bitwise_and = _binary_fn(BitwiseAnd, """``input & other`` for integer/bool tensors.""")
+bitwise_or = _binary_fn(BitwiseOr, """``input | other`` for integer/bool tensors.""")
+bitwise_xor = _binary_fn(BitwiseXor, """``input ^ other`` for integer/bool tensors.""")
+bitwise_left_shift = _binary_fn(BitwiseLeftShift, """``input << other`` for integer tensors.
 
-def bitwise_or(input, other) -> Tensor:
-    """``input | other`` for integer/bool tensors."""
-    return _binary(BitwiseOr, input, other, "bitwise_or")
+    >>> import pylucid
+    >>> pylucid.bitwise_left_shift(pylucid.tensor([1, 3]), 2)
+    tensor([ 4, 12])
+    """)
+bitwise_right_shift = _binary_fn(BitwiseRightShift, """``input >> other`` for integer tensors (arithmetic:
+    ``-8 >> 1 == -4``).
 
-
-def bitwise_xor(input, other) -> Tensor:
-    """``input ^ other`` for integer/bool tensors."""
-    return _binary(BitwiseXor, input, other, "bitwise_xor")
+    >>> import pylucid
+    >>> pylucid.bitwise_right_shift(pylucid.tensor([16, -8]), 1)
+    tensor([ 8, -4])
+    """)
 
 
 class BitwiseNot(Op):
@@ -151,71 +141,15 @@ def bitwise_not(input: Tensor) -> Tensor:
     return apply(BitwiseNot, (input,))
 
 
-# ---------------------------------------------------------------- shifts
-def _check_int_shift(name, a, b):
-    for x in (a, b):
-        k = getattr(x, "dtype", None)
-        if (k is not None and k.kind not in "iu") or isinstance(x, (float, bool)):
-            raise TypeError(f"{name}: only integer tensors are accepted, got {k or type(x).__name__}")
-
-
-class BitwiseLeftShift(Op):
-    """``a << b`` on integer tensors (bits shifted out are lost, as in C/PyTorch)."""
-
-    schema = OpSchema("bitwise_left_shift", amp_policy=KEEP_INPUT, differentiable=False, family="compare")
-
-    @staticmethod
-    def forward(be, a, b):
-        _check_int_shift("bitwise_left_shift", a, b)
-        return be.left_shift(a, b)
-
-
-class BitwiseRightShift(Op):
-    """``a >> b`` on integer tensors (arithmetic shift: the sign is kept)."""
-
-    schema = OpSchema("bitwise_right_shift", amp_policy=KEEP_INPUT, differentiable=False, family="compare")
-
-    @staticmethod
-    def forward(be, a, b):
-        _check_int_shift("bitwise_right_shift", a, b)
-        return be.right_shift(a, b)
-
-
-def bitwise_left_shift(input, other) -> Tensor:
-    """``input << other`` for integer tensors.
-
-    >>> import pylucid
-    >>> pylucid.bitwise_left_shift(pylucid.tensor([1, 3]), 2)
-    tensor([ 4, 12])
-    """
-    return _binary(BitwiseLeftShift, input, other, "bitwise_left_shift")
-
-
-def bitwise_right_shift(input, other) -> Tensor:
-    """``input >> other`` for integer tensors (arithmetic: ``-8 >> 1 == -4``).
-
-    >>> import pylucid
-    >>> pylucid.bitwise_right_shift(pylucid.tensor([16, -8]), 1)
-    tensor([ 8, -4])
-    """
-    return _binary(BitwiseRightShift, input, other, "bitwise_right_shift")
-
-
 # ---------------------------------------------------------------- floating-point classification
 def _classify_op(name, doc, fn):
-    class _Classify(Op):
-        schema = OpSchema(name, amp_policy=KEEP_INPUT, differentiable=False, family="compare")
+    def forward(be, x):
+        if not (_is_float(x.dtype) or x.dtype.kind == "c"):
+            # integers and bools are always finite, never NaN/inf
+            return be.full(x.shape, name == "isfinite", dtype=bool)
+        return fn(be, x)
 
-        @staticmethod
-        def forward(be, x, _f=fn):
-            if not (_is_float(x.dtype) or x.dtype.kind == "c"):
-                # integers and bools are always finite, never NaN/inf
-                return be.full(x.shape, name == "isfinite", dtype=bool)
-            return _f(be, x)
-
-    _Classify.__name__ = _Classify.__qualname__ = "".join(p.capitalize() for p in name.split("_"))
-    _Classify.__doc__ = doc
-    return _Classify
+    return _make_op(name, doc, forward)
 
 
 IsNan = _classify_op("isnan", "``x != x`` (bool).", lambda be, x: be.isnan(x))
@@ -225,60 +159,48 @@ IsPosInf = _classify_op("isposinf", "``x == +inf`` (bool).", lambda be, x: x == 
 IsNegInf = _classify_op("isneginf", "``x == -inf`` (bool).", lambda be, x: x == x.dtype.type("-inf"))
 
 
-def _classify(cls, input):
-    if not isinstance(input, Tensor):
-        raise TypeError(f"{cls.schema.name}: expected a Tensor, got {type(input).__name__}")
-    return apply(cls, (input,))
+def _classify_fn(op_cls, doc):
+    """The public function of a classification op: ``fn(input)``, a Tensor only."""
+    name = op_cls.schema.name
+
+    def fn(input: Tensor) -> Tensor:
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}: expected a Tensor, got {type(input).__name__}")
+        return apply(op_cls, (input,))
+
+    return _named(fn, name, doc)
 
 
-def isnan(input: Tensor) -> Tensor:
-    """True where ``input`` is NaN.
+isnan = _classify_fn(IsNan, """True where ``input`` is NaN.
 
     >>> import pylucid
     >>> pylucid.isnan(pylucid.tensor([1.0, float("nan")]))
     tensor([False,  True])
-    """
-    return _classify(IsNan, input)
-
-
-def isinf(input: Tensor) -> Tensor:
-    """True where ``input`` is +inf or -inf.
+    """)
+isinf = _classify_fn(IsInf, """True where ``input`` is +inf or -inf.
 
     >>> import pylucid
     >>> pylucid.isinf(pylucid.tensor([1.0, float("-inf")]))
     tensor([False,  True])
-    """
-    return _classify(IsInf, input)
-
-
-def isfinite(input: Tensor) -> Tensor:
-    """True where ``input`` is neither NaN nor infinite (always True for integers).
+    """)
+isfinite = _classify_fn(IsFinite, """True where ``input`` is neither NaN nor infinite (always True for integers).
 
     >>> import pylucid
     >>> pylucid.isfinite(pylucid.tensor([1.0, float("inf"), float("nan")]))
     tensor([ True, False, False])
-    """
-    return _classify(IsFinite, input)
-
-
-def isposinf(input: Tensor) -> Tensor:
-    """True where ``input`` is +inf.
+    """)
+isposinf = _classify_fn(IsPosInf, """True where ``input`` is +inf.
 
     >>> import pylucid
     >>> pylucid.isposinf(pylucid.tensor([float("inf"), float("-inf")]))
     tensor([ True, False])
-    """
-    return _classify(IsPosInf, input)
-
-
-def isneginf(input: Tensor) -> Tensor:
-    """True where ``input`` is -inf.
+    """)
+isneginf = _classify_fn(IsNegInf, """True where ``input`` is -inf.
 
     >>> import pylucid
     >>> pylucid.isneginf(pylucid.tensor([float("inf"), float("-inf")]))
     tensor([False,  True])
-    """
-    return _classify(IsNegInf, input)
+    """)
 
 
 # ---------------------------------------------------------------- closeness

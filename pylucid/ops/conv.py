@@ -63,6 +63,21 @@ def _tup(v, n: int, what: str, op: str, minimum: int | None = None) -> tuple:
     return out
 
 
+def _camel_name(name):
+    return "".join(p[:1].upper() + p[1:] for p in name.replace("-", "_").split("_"))
+
+
+def _nd_ops(base, name: str, dims=(1, 2, 3), **schema) -> dict:
+    """One registered subclass of ``base`` per spatial rank, ``{nd: cls}``: op ``name.format(nd)``
+    (``"conv{}d"`` -> ``conv2d``, class ``Conv2d``) with an ``OpSchema`` of family ``nn`` and ``schema``."""
+    ops = {}
+    for nd in dims:
+        op_name = name.format(nd)
+        ops[nd] = type(_camel_name(op_name), (base,),
+                       {"schema": OpSchema(op_name, family="nn", **schema), "__module__": __name__})
+    return ops
+
+
 def _check_tensor(x, name: str, op: str) -> None:
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
@@ -362,19 +377,8 @@ class _ConvNd(Op):
         return gx, gw, gb
 
 
-class Conv1d(_ConvNd):
-    schema = OpSchema("conv1d", amp_policy=PROMOTE, saves_input=True, family="nn")
-
-
-class Conv2d(_ConvNd):
-    schema = OpSchema("conv2d", amp_policy=PROMOTE, saves_input=True, family="nn")
-
-
-class Conv3d(_ConvNd):
-    schema = OpSchema("conv3d", amp_policy=PROMOTE, saves_input=True, family="nn")
-
-
-_CONV = {1: Conv1d, 2: Conv2d, 3: Conv3d}
+_CONV = _nd_ops(_ConvNd, "conv{}d", amp_policy=PROMOTE, saves_input=True)
+Conv1d, Conv2d, Conv3d = _CONV.values()
 
 
 def _check_float(x, op):
@@ -382,8 +386,9 @@ def _check_float(x, op):
         raise DtypeMismatch(f"{op}: expected a floating point input, got {x.dtype}")
 
 
-def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
-    op = f"conv{nd}d"
+def _conv_inputs(op, nd, input, weight, bias, groups, layout):
+    """The checks convolutions and transposed convolutions share; ``layout`` names the weight's dims.
+    Returns (input with a batch dim, whether one was added)."""
     _check_tensor(input, "input", op)
     _check_tensor(weight, "weight", op)
     if bias is not None:
@@ -391,10 +396,15 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
     _check_float(input, op)
     x, added = _batched(input, nd, op)
     if weight.ndim != nd + 2:
-        raise ShapeMismatch(f"{op}: expected a {nd + 2}-d weight (out_channels, in_channels/groups, *kernel), got "
-                            f"shape {tuple(weight.shape)}")
+        raise ShapeMismatch(f"{op}: expected a {nd + 2}-d weight ({layout}, *kernel), got shape {tuple(weight.shape)}")
     if not isinstance(groups, int) or groups < 1:
         raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    return x, added
+
+
+def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
+    op = f"conv{nd}d"
+    x, added = _conv_inputs(op, nd, input, weight, bias, groups, "out_channels, in_channels/groups")
     o, cg = weight.shape[:2]
     c = x.shape[1]
     if c != cg * groups:
@@ -544,34 +554,13 @@ class _ConvTransposeNd(Op):
         return gx, gw, gb
 
 
-class ConvTranspose1d(_ConvTransposeNd):
-    schema = OpSchema("conv_transpose1d", amp_policy=PROMOTE, saves_input=True, family="nn")
-
-
-class ConvTranspose2d(_ConvTransposeNd):
-    schema = OpSchema("conv_transpose2d", amp_policy=PROMOTE, saves_input=True, family="nn")
-
-
-class ConvTranspose3d(_ConvTransposeNd):
-    schema = OpSchema("conv_transpose3d", amp_policy=PROMOTE, saves_input=True, family="nn")
-
-
-_CONV_T = {1: ConvTranspose1d, 2: ConvTranspose2d, 3: ConvTranspose3d}
+_CONV_T = _nd_ops(_ConvTransposeNd, "conv_transpose{}d", amp_policy=PROMOTE, saves_input=True)
+ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = _CONV_T.values()
 
 
 def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
     op = f"conv_transpose{nd}d"
-    _check_tensor(input, "input", op)
-    _check_tensor(weight, "weight", op)
-    if bias is not None:
-        _check_tensor(bias, "bias", op)
-    _check_float(input, op)
-    x, added = _batched(input, nd, op)
-    if weight.ndim != nd + 2:
-        raise ShapeMismatch(f"{op}: expected a {nd + 2}-d weight (in_channels, out_channels/groups, *kernel), got "
-                            f"shape {tuple(weight.shape)}")
-    if not isinstance(groups, int) or groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    x, added = _conv_inputs(op, nd, input, weight, bias, groups, "in_channels, out_channels/groups")
     cin = x.shape[1]
     if weight.shape[0] != cin or cin % groups:
         raise ShapeMismatch(f"{op}: weight {tuple(weight.shape)} expects {weight.shape[0]} input channels "
@@ -750,19 +739,15 @@ class _MaxPoolNd(_MaxPoolBase):
         return best, off + base
 
 
-class MaxPool1d(_MaxPoolNd):
-    schema = OpSchema("max_pool1d", amp_policy=KEEP_INPUT, saves_output=True, family="nn")
+_MAXPOOL = _nd_ops(_MaxPoolNd, "max_pool{}d", amp_policy=KEEP_INPUT, saves_output=True)
+MaxPool1d, MaxPool2d, MaxPool3d = _MAXPOOL.values()
 
 
-class MaxPool2d(_MaxPoolNd):
-    schema = OpSchema("max_pool2d", amp_policy=KEEP_INPUT, saves_output=True, family="nn")
-
-
-class MaxPool3d(_MaxPoolNd):
-    schema = OpSchema("max_pool3d", amp_policy=KEEP_INPUT, saves_output=True, family="nn")
-
-
-_MAXPOOL = {1: MaxPool1d, 2: MaxPool2d, 3: MaxPool3d}
+def _pool_result(vals, idx, added, return_indices):
+    """A max pool's result: the values, with their indices when ``return_indices``; unbatched where needed."""
+    if return_indices:
+        return _unbatch(vals, added), _unbatch(idx, added)
+    return _unbatch(vals, added)
 
 
 def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
@@ -773,9 +758,7 @@ def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, retu
     overlap = any(s[i] < d[i] * (k[i] - 1) + 1 for i in range(nd))
     vals, idx = apply(_MAXPOOL[nd], (x,), {"kernel": k, "stride": s, "pads": pads, "dilation": d,
                                             "overlap": overlap})
-    if return_indices:
-        return _unbatch(vals, added), _unbatch(idx, added)
-    return _unbatch(vals, added)
+    return _pool_result(vals, idx, added, return_indices)
 
 
 def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
@@ -883,19 +866,8 @@ class _AvgPoolNd(Op):
         return _col2im(be, cols, self.shapes[0][2:], kernel, (1,) * nd, p["pads"], p["stride"])
 
 
-class AvgPool1d(_AvgPoolNd):
-    schema = OpSchema("avg_pool1d", amp_policy=KEEP_INPUT, family="nn")
-
-
-class AvgPool2d(_AvgPoolNd):
-    schema = OpSchema("avg_pool2d", amp_policy=KEEP_INPUT, family="nn")
-
-
-class AvgPool3d(_AvgPoolNd):
-    schema = OpSchema("avg_pool3d", amp_policy=KEEP_INPUT, family="nn")
-
-
-_AVGPOOL = {1: AvgPool1d, 2: AvgPool2d, 3: AvgPool3d}
+_AVGPOOL = _nd_ops(_AvgPoolNd, "avg_pool{}d", amp_policy=KEEP_INPUT)
+AvgPool1d, AvgPool2d, AvgPool3d = _AVGPOOL.values()
 
 
 def _avg_pool(nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
@@ -1043,10 +1015,6 @@ def _register_resample(name, policy):
     return cls
 
 
-def _camel_name(name):
-    return "".join(p[:1].upper() + p[1:] for p in name.replace("-", "_").split("_"))
-
-
 _RESAMPLE = {
     ("nearest", 1): _register_resample("interpolate_nearest_1d", KEEP_INPUT),
     ("nearest", 2): _register_resample("interpolate_nearest_2d", KEEP_INPUT),
@@ -1123,12 +1091,18 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     return apply(_RESAMPLE[key], (input,), {"axes": axes})
 
 
-def _adaptive_sizes(op, x, nd, output_size):
+def _adaptive_sizes(op, input, x, nd, output_size):
+    """The output size of an adaptive pool of ``input`` (``x``: with its batch dim); ``None`` keeps a size."""
     if isinstance(output_size, (list, tuple)):
         if len(output_size) != nd:
             raise ValueError(f"{op}: output_size must have {nd} entries, got {tuple(output_size)}")
-        return tuple(x.shape[2 + i] if v is None else int(v) for i, v in enumerate(output_size))
-    return _tup(output_size, nd, "output_size", op, 0)
+        out = tuple(x.shape[2 + i] if v is None else int(v) for i, v in enumerate(output_size))
+    else:
+        out = _tup(output_size, nd, "output_size", op, 0)
+    if any(v < 1 for v in out) or any(s == 0 for s in x.shape[2:]):
+        raise ShapeMismatch(f"{op}: expected a non-empty input and output size, got input {tuple(input.shape)} and "
+                            f"output_size {out}")
+    return out
 
 
 def _adaptive_avg(nd, input, output_size):
@@ -1136,10 +1110,7 @@ def _adaptive_avg(nd, input, output_size):
     _check_tensor(input, "input", op)
     _check_float(input, op)
     x, added = _batched(input, nd, op)
-    out = _adaptive_sizes(op, x, nd, output_size)
-    if any(v < 1 for v in out) or any(s == 0 for s in x.shape[2:]):
-        raise ShapeMismatch(f"{op}: expected a non-empty input and output size, got input {tuple(input.shape)} and "
-                            f"output_size {out}")
+    out = _adaptive_sizes(op, input, x, nd, output_size)
     axes = tuple(("adaptive", x.shape[2 + i], out[i], 1.0, False) for i in range(nd))
     return _unbatch(apply(_RESAMPLE[("adaptive", nd)], (x,), {"axes": axes}), added)
 
@@ -1208,30 +1179,19 @@ class _AdaptiveMaxPoolNd(_MaxPoolBase):
         return vals, _ravel(be, coords, x.shape[2:]).astype("int64")
 
 
-class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
-    schema = OpSchema("adaptive_max_pool1d", amp_policy=KEEP_INPUT, saves_output=True, family="nn")
-
-
-class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
-    schema = OpSchema("adaptive_max_pool2d", amp_policy=KEEP_INPUT, saves_output=True, family="nn")
-
-
-_ADAPTIVE_MAX = {1: AdaptiveMaxPool1d, 2: AdaptiveMaxPool2d}
+_ADAPTIVE_MAX = _nd_ops(_AdaptiveMaxPoolNd, "adaptive_max_pool{}d", dims=(1, 2), amp_policy=KEEP_INPUT,
+                       saves_output=True)
+AdaptiveMaxPool1d, AdaptiveMaxPool2d = _ADAPTIVE_MAX.values()
 
 
 def _adaptive_max(nd, input, output_size, return_indices):
     op = f"adaptive_max_pool{nd}d"
     _check_tensor(input, "input", op)
     x, added = _batched(input, nd, op)
-    out = _adaptive_sizes(op, x, nd, output_size)
-    if any(v < 1 for v in out) or any(s == 0 for s in x.shape[2:]):
-        raise ShapeMismatch(f"{op}: expected a non-empty input and output size, got input {tuple(input.shape)} and "
-                            f"output_size {out}")
+    out = _adaptive_sizes(op, input, x, nd, output_size)
     overlap = any(x.shape[2 + i] % out[i] for i in range(nd))
     vals, idx = apply(_ADAPTIVE_MAX[nd], (x,), {"out_sp": out, "overlap": overlap})
-    if return_indices:
-        return _unbatch(vals, added), _unbatch(idx, added)
-    return _unbatch(vals, added)
+    return _pool_result(vals, idx, added, return_indices)
 
 
 def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):

@@ -425,8 +425,11 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype=
 
 # ------------------------------------------------------------------------------------- argmin / argmax
 class _ArgReduce(Op):
-    @staticmethod
-    def _run(fn, x, dim, keepdim):
+    _be_fn = ""  # the backend function: argmax or argmin
+
+    @classmethod
+    def forward(cls, be, x, dim, keepdim):
+        fn = getattr(be, cls._be_fn)
         if x.ndim == 0:
             return fn(x.reshape(1)).astype("int64").reshape(())
         return fn(x, axis=dim, keepdims=keepdim).astype("int64")
@@ -436,20 +439,14 @@ class Argmax(_ArgReduce):
     """Index of the (first) maximum; NaN counts as the maximum. Not differentiable."""
 
     schema = OpSchema("argmax", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
-
-    @staticmethod
-    def forward(be, x, dim, keepdim):
-        return _ArgReduce._run(be.argmax, x, dim, keepdim)
+    _be_fn = "argmax"
 
 
 class Argmin(_ArgReduce):
     """Index of the (first) minimum; NaN counts as the minimum. Not differentiable."""
 
     schema = OpSchema("argmin", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
-
-    @staticmethod
-    def forward(be, x, dim, keepdim):
-        return _ArgReduce._run(be.argmin, x, dim, keepdim)
+    _be_fn = "argmin"
 
 
 def _arg(cls, name, input, dim, keepdim):
@@ -823,9 +820,11 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
 
 # ------------------------------------------------------------------------------------------ all / any / count_nonzero
 class _Logical(Op):
-    @staticmethod
-    def _run(fn, x, axes, keepdim):
-        out = fn(x != 0, axis=axes, keepdims=keepdim)
+    _be_fn = ""  # the backend function: all or any
+
+    @classmethod
+    def forward(cls, be, x, axes, keepdim):
+        out = getattr(be, cls._be_fn)(x != 0, axis=axes, keepdims=keepdim)
         return out.astype("uint8") if x.dtype.name == "uint8" else out
 
 
@@ -833,20 +832,14 @@ class All(_Logical):
     """True where every element over ``dim`` is nonzero (uint8 inputs give uint8, as PyTorch)."""
 
     schema = OpSchema("all", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
-
-    @staticmethod
-    def forward(be, x, axes, keepdim):
-        return _Logical._run(be.all, x, axes, keepdim)
+    _be_fn = "all"
 
 
 class Any(_Logical):
     """True where any element over ``dim`` is nonzero (uint8 inputs give uint8, as PyTorch)."""
 
     schema = OpSchema("any", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
-
-    @staticmethod
-    def forward(be, x, axes, keepdim):
-        return _Logical._run(be.any, x, axes, keepdim)
+    _be_fn = "any"
 
 
 class CountNonzero(Op):

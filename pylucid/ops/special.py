@@ -153,14 +153,27 @@ def _unary(op_cls, name, input):
     return apply(op_cls, (input,))
 
 
-class Erfc(Op):
+def _special_schema(name: str, saves_output: bool = False) -> OpSchema:
+    """The schema the special functions share: ForceFP32 (numerically sensitive), real-valued, saves its input."""
+    return OpSchema(name, amp_policy=FORCE_FP32, saves_input=True, saves_output=saves_output, real_valued=True,
+                    family="special")
+
+
+class _ScipyUnary(Op):
+    """Base of the unary ops whose forward is ``be.special.<scipy_name>`` (half precision through float32)."""
+
+    scipy_name = ""
+
+    @classmethod
+    def forward(cls, be, x):
+        return _sp(be, cls.scipy_name, x)
+
+
+class Erfc(_ScipyUnary):
     """``y = 1 - erf(x)`` (accurate for large ``x``); ``dx = -2/sqrt(pi) exp(-x^2) g``."""
 
-    schema = OpSchema("erfc", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
-
-    @staticmethod
-    def forward(be, x):
-        return _sp(be, "erfc", x)
+    schema = _special_schema("erfc")
+    scipy_name = "erfc"
 
     def backward(self, g):
         from .elementwise import exp, mul, neg, square
@@ -178,14 +191,11 @@ def erfc(input: Tensor) -> Tensor:
     return _unary(Erfc, "erfc", input)
 
 
-class Lgamma(Op):
+class Lgamma(_ScipyUnary):
     """``y = log |Gamma(x)|``; ``dx = digamma(x) g``."""
 
-    schema = OpSchema("lgamma", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
-
-    @staticmethod
-    def forward(be, x):
-        return _sp(be, "gammaln", x)
+    schema = _special_schema("lgamma")
+    scipy_name = "gammaln"
 
     def backward(self, g):
         from .elementwise import mul
@@ -206,7 +216,7 @@ def lgamma(input: Tensor) -> Tensor:
 class Digamma(Op):
     """``y = psi(x) = d/dx log Gamma(x)``; ``dx = polygamma(1, x) g``."""
 
-    schema = OpSchema("digamma", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
+    schema = _special_schema("digamma")
 
     @staticmethod
     def forward(be, x):
@@ -233,7 +243,7 @@ def digamma(input: Tensor) -> Tensor:
 class Polygamma(Op):
     """``y = psi^(n)(x)``, the ``n``-th derivative of digamma; ``dx = psi^(n+1)(x) g``."""
 
-    schema = OpSchema("polygamma", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
+    schema = _special_schema("polygamma")
 
     @staticmethod
     def forward(be, x, n):
@@ -277,14 +287,11 @@ def _bessel_pair_backward(self, g, partner, scaled):
     return mul(g, where(zero, 0.5, sub(partner(x), inner)))
 
 
-class I0(Op):
+class I0(_ScipyUnary):
     """Modified Bessel function of the first kind, order 0; ``dx = i1(x) g``."""
 
-    schema = OpSchema("i0", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
-
-    @staticmethod
-    def forward(be, x):
-        return _sp(be, "i0", x)
+    schema = _special_schema("i0")
+    scipy_name = "i0"
 
     def backward(self, g):
         from .elementwise import mul
@@ -292,29 +299,21 @@ class I0(Op):
         return mul(g, i1(self.input(0)))
 
 
-class I1(Op):
+class I1(_ScipyUnary):
     """Modified Bessel function of the first kind, order 1; ``dx = (i0(x) - i1(x)/x) g`` (1/2 at 0)."""
 
-    schema = OpSchema("i1", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
-                      family="special")
-
-    @staticmethod
-    def forward(be, x):
-        return _sp(be, "i1", x)
+    schema = _special_schema("i1", saves_output=True)
+    scipy_name = "i1"
 
     def backward(self, g):
         return _bessel_pair_backward(self, g, i0, scaled=False)
 
 
-class I0e(Op):
+class I0e(_ScipyUnary):
     """Exponentially scaled ``i0``: ``exp(-|x|) i0(x)``; ``dx = (i1e(x) - sign(x) i0e(x)) g``."""
 
-    schema = OpSchema("i0e", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
-                      family="special")
-
-    @staticmethod
-    def forward(be, x):
-        return _sp(be, "i0e", x)
+    schema = _special_schema("i0e", saves_output=True)
+    scipy_name = "i0e"
 
     def backward(self, g):
         from .elementwise import mul, sign, sub
@@ -323,15 +322,11 @@ class I0e(Op):
         return mul(g, sub(i1e(x), mul(sign(x), self.output())))
 
 
-class I1e(Op):
+class I1e(_ScipyUnary):
     """Exponentially scaled ``i1``: ``exp(-|x|) i1(x)``; ``dx = (i0e - i1e (sign(x) + 1/x)) g`` (1/2 at 0)."""
 
-    schema = OpSchema("i1e", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
-                      family="special")
-
-    @staticmethod
-    def forward(be, x):
-        return _sp(be, "i1e", x)
+    schema = _special_schema("i1e", saves_output=True)
+    scipy_name = "i1e"
 
     def backward(self, g):
         return _bessel_pair_backward(self, g, i0e, scaled=True)
@@ -362,14 +357,11 @@ def i1e(input: Tensor) -> Tensor:
     return _unary(I1e, "i1e", input)
 
 
-class Entr(Op):
+class Entr(_ScipyUnary):
     """``y = -x ln x`` (0 at 0, ``-inf`` for ``x < 0``); ``dx = -(1 + ln x) g`` (as PyTorch: ``+inf`` at 0)."""
 
-    schema = OpSchema("entr", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
-
-    @staticmethod
-    def forward(be, x):
-        return _sp(be, "entr", x)
+    schema = _special_schema("entr")
+    scipy_name = "entr"
 
     def backward(self, g):
         from .elementwise import add, log, mul, neg
@@ -385,8 +377,7 @@ def entr(input: Tensor) -> Tensor:
 class Sinc(Op):
     """Normalised sinc ``sin(pi x) / (pi x)`` (1 at 0); ``dx = (cos(pi x) - sinc(x)) / x g`` (0 at 0)."""
 
-    schema = OpSchema("sinc", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
-                      family="special")
+    schema = _special_schema("sinc", saves_output=True)
 
     @staticmethod
     def forward(be, x):
@@ -413,14 +404,11 @@ def sinc(input: Tensor) -> Tensor:
     return _unary(Sinc, "sinc", input)
 
 
-class Ndtr(Op):
+class Ndtr(_ScipyUnary):
     """Standard normal CDF ``Phi(x)``; ``dx = exp(-x^2/2) / sqrt(2 pi) g``."""
 
-    schema = OpSchema("ndtr", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
-
-    @staticmethod
-    def forward(be, x):
-        return _sp(be, "ndtr", x)
+    schema = _special_schema("ndtr")
+    scipy_name = "ndtr"
 
     def backward(self, g):
         from .elementwise import exp, mul, square
@@ -428,15 +416,11 @@ class Ndtr(Op):
         return mul(g, mul(exp(mul(square(self.input(0)), -0.5)), 1.0 / _SQRT_2PI))
 
 
-class LogNdtr(Op):
+class LogNdtr(_ScipyUnary):
     """``log Phi(x)``, accurate in the far left tail; ``dx = exp(-x^2/2 - log Phi(x)) / sqrt(2 pi) g``."""
 
-    schema = OpSchema("log_ndtr", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
-                      family="special")
-
-    @staticmethod
-    def forward(be, x):
-        return _sp(be, "log_ndtr", x)
+    schema = _special_schema("log_ndtr", saves_output=True)
+    scipy_name = "log_ndtr"
 
     def backward(self, g):
         from .elementwise import exp, mul, square, sub
@@ -474,6 +458,14 @@ class _XLogFamily(Op):
     """
 
     _edge = 0.0
+    _log = "log"  # the backend function f: log or log1p
+
+    @classmethod
+    def forward(cls, be, x, y):
+        x, y = _same_kind(be, x, y)
+        with be.errstate():
+            out = x * getattr(be, cls._log)(y)
+            return be.where((x == 0) & ~be.isnan(y), 0, out).astype(out.dtype, copy=False)
 
     @classmethod
     def _f(cls, t):
@@ -509,14 +501,7 @@ class Xlogy(_XLogFamily):
     """``y = x log(other)``, 0 where ``x == 0``."""
 
     _edge = 0.0
-    schema = OpSchema("xlogy", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
-
-    @staticmethod
-    def forward(be, x, y):
-        x, y = _same_kind(be, x, y)
-        with be.errstate():
-            out = x * be.log(y)
-            return be.where((x == 0) & ~be.isnan(y), 0, out).astype(out.dtype, copy=False)
+    schema = _special_schema("xlogy")
 
     @classmethod
     def _f(cls, t):
@@ -535,14 +520,8 @@ class Xlog1py(_XLogFamily):
     """``y = x log1p(other)``, 0 where ``x == 0``."""
 
     _edge = -1.0
-    schema = OpSchema("xlog1py", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="special")
-
-    @staticmethod
-    def forward(be, x, y):
-        x, y = _same_kind(be, x, y)
-        with be.errstate():
-            out = x * be.log1p(y)
-            return be.where((x == 0) & ~be.isnan(y), 0, out).astype(out.dtype, copy=False)
+    _log = "log1p"
+    schema = _special_schema("xlog1py")
 
     @classmethod
     def _f(cls, t):

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..creation import zeros_like
-from ..ops import add, div, mul, neg, sqrt
-from .optimizer import Optimizer, _addcmul, _step_no_grad, _to_scalar
+from ..ops import add, div, mul, sqrt
+from .optimizer import Optimizer, _addcmul, _check_hyperparams, _init_state, _step_no_grad, _to_scalar
 
 __all__ = ["Adadelta"]
 
@@ -35,25 +34,15 @@ class Adadelta(Optimizer):
     tensor([0.9968], requires_grad=True)
     """
 
+    _group_defaults = {"maximize": False}
+
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0,
                  foreach: bool | None = None, *, capturable: bool = False, maximize: bool = False,
                  differentiable: bool = False) -> None:
-        if not 0.0 <= _to_scalar(lr):
-            raise ValueError(f"Adadelta: invalid learning rate {lr} (expected >= 0)")
-        if not 0.0 <= rho <= 1.0:
-            raise ValueError(f"Adadelta: invalid rho value {rho} (expected in [0, 1])")
-        if not 0.0 <= eps:
-            raise ValueError(f"Adadelta: invalid epsilon value {eps} (expected >= 0)")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Adadelta: invalid weight_decay value {weight_decay} (expected >= 0)")
+        _check_hyperparams("Adadelta", lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
 
     @_step_no_grad
     def step(self, closure=None):
@@ -62,20 +51,10 @@ class Adadelta(Optimizer):
         for group in self.param_groups:
             lr = _to_scalar(group["lr"])
             rho, eps, weight_decay, maximize = group["rho"], group["eps"], group["weight_decay"], group["maximize"]
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                state = self.state[p]
+            for p, g, state in self._params_with_grad(group, maximize, weight_decay):
                 if len(state) == 0:
-                    state["step"] = 0
-                    state["square_avg"] = zeros_like(p)
-                    state["acc_delta"] = zeros_like(p)
+                    _init_state(state, p, ("square_avg", "acc_delta"))
                 state["step"] = _to_scalar(state["step"]) + 1
-                if maximize:
-                    g = neg(g)
-                if weight_decay != 0:
-                    g = add(g, mul(p, weight_decay))
                 square_avg, acc_delta = state["square_avg"], state["acc_delta"]
                 square_avg[...] = _addcmul(mul(square_avg, rho), g, g, 1 - rho)
                 std = sqrt(add(square_avg, eps))

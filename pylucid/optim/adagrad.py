@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..creation import full_like
-from ..ops import add, mul, neg, sqrt
-from .optimizer import Optimizer, _addcdiv, _addcmul, _step_no_grad, _to_scalar
+from ..ops import add, sqrt
+from .optimizer import Optimizer, _addcdiv, _addcmul, _check_hyperparams, _init_state, _step_no_grad, _to_scalar
 
 __all__ = ["Adagrad"]
 
@@ -36,34 +36,20 @@ class Adagrad(Optimizer):
     tensor([ 0.9000, -1.9000], requires_grad=True)
     """
 
+    _group_defaults = {"maximize": False}
+
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
                  initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: bool | None = None, *,
                  maximize: bool = False, differentiable: bool = False, fused: bool | None = None) -> None:
-        if not 0.0 <= _to_scalar(lr):
-            raise ValueError(f"Adagrad: invalid learning rate {lr} (expected >= 0)")
-        if not 0.0 <= lr_decay:
-            raise ValueError(f"Adagrad: invalid lr_decay value {lr_decay} (expected >= 0)")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Adagrad: invalid weight_decay value {weight_decay} (expected >= 0)")
-        if not 0.0 <= initial_accumulator_value:
-            raise ValueError(f"Adagrad: invalid initial_accumulator_value {initial_accumulator_value} "
-                             "(expected >= 0)")
-        if not 0.0 <= eps:
-            raise ValueError(f"Adagrad: invalid epsilon value {eps} (expected >= 0)")
+        _check_hyperparams("Adagrad", lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                           initial_accumulator_value=initial_accumulator_value, eps=eps)
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
                         differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
-                state = self.state[p]
-                state["step"] = 0
-                state["sum"] = full_like(p, group["initial_accumulator_value"])
-
-    def __setstate__(self, state) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
+                _init_state(self.state[p], p, sum=full_like(p, group["initial_accumulator_value"]))
 
     @_step_no_grad
     def step(self, closure=None):
@@ -73,19 +59,10 @@ class Adagrad(Optimizer):
             lr = _to_scalar(group["lr"])
             lr_decay, eps, weight_decay, maximize = group["lr_decay"], group["eps"], group["weight_decay"], \
                 group["maximize"]
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                state = self.state[p]
+            for p, g, state in self._params_with_grad(group, maximize, weight_decay):
                 if len(state) == 0:  # a group added after construction
-                    state["step"] = 0
-                    state["sum"] = full_like(p, group["initial_accumulator_value"])
+                    _init_state(state, p, sum=full_like(p, group["initial_accumulator_value"]))
                 step = state["step"] = _to_scalar(state["step"]) + 1
-                if maximize:
-                    g = neg(g)
-                if weight_decay != 0:
-                    g = add(g, mul(p, weight_decay))
                 clr = lr / (1 + (step - 1) * lr_decay)
                 state_sum = state["sum"]
                 state_sum[...] = _addcmul(state_sum, g, g, 1)

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-from ..creation import zeros_like
-from ..ops import add, div, mul, neg, sqrt
-from .optimizer import Optimizer, _addcdiv, _addcmul, _lerp, _maximum, _step_no_grad, _to_scalar
+from ..ops import add, div, mul, sqrt
+from .optimizer import (
+    Optimizer,
+    _addcdiv,
+    _addcmul,
+    _check_hyperparams,
+    _init_state,
+    _lerp,
+    _maximum,
+    _step_no_grad,
+    _to_scalar,
+)
 
 __all__ = ["Adam", "AdamW"]
-
-
-def _check_adam_args(name, lr, betas, eps, weight_decay):
-    if not 0.0 <= _to_scalar(lr):
-        raise ValueError(f"{name}: invalid learning rate {lr} (expected >= 0)")
-    if not 0.0 <= eps:
-        raise ValueError(f"{name}: invalid epsilon value {eps} (expected >= 0)")
-    if not 0.0 <= _to_scalar(betas[0]) < 1.0:
-        raise ValueError(f"{name}: invalid beta parameter at index 0: {betas[0]} (expected in [0, 1))")
-    if not 0.0 <= _to_scalar(betas[1]) < 1.0:
-        raise ValueError(f"{name}: invalid beta parameter at index 1: {betas[1]} (expected in [0, 1))")
-    if not 0.0 <= weight_decay:
-        raise ValueError(f"{name}: invalid weight_decay value {weight_decay} (expected >= 0)")
 
 
 class Adam(Optimizer):
@@ -56,23 +52,18 @@ class Adam(Optimizer):
     tensor([ 0.9000, -1.9000], requires_grad=True)
     """
 
+    _group_defaults = {"amsgrad": False, "maximize": False, "decoupled_weight_decay": False}
+
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, amsgrad: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False, differentiable: bool = False,
                  fused: bool | None = None, decoupled_weight_decay: bool = False) -> None:
-        _check_adam_args(type(self).__name__, lr, betas, eps, weight_decay)
+        _check_hyperparams(type(self).__name__, lr=lr, eps=eps, betas=betas, weight_decay=weight_decay)
         betas = (_to_scalar(betas[0]), _to_scalar(betas[1]))
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("amsgrad", False)
-            group.setdefault("maximize", False)
-            group.setdefault("decoupled_weight_decay", False)
 
     @_step_no_grad
     def step(self, closure=None):
@@ -89,25 +80,11 @@ class Adam(Optimizer):
             if not amsgrad and self._fused_cuda_step(group, lr, beta1, beta2, eps, weight_decay, decoupled,
                                                      maximize):
                 continue
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                if maximize:
-                    g = neg(g)
-                state = self.state[p]
+            buffers = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if amsgrad else ("exp_avg", "exp_avg_sq")
+            for p, g, state in self._params_with_grad(group, maximize, weight_decay, lr if decoupled else None):
                 if len(state) == 0:
-                    state["step"] = 0
-                    state["exp_avg"] = zeros_like(p)
-                    state["exp_avg_sq"] = zeros_like(p)
-                    if amsgrad:
-                        state["max_exp_avg_sq"] = zeros_like(p)
+                    _init_state(state, p, buffers)
                 step = state["step"] = _to_scalar(state["step"]) + 1
-                if weight_decay != 0:
-                    if decoupled:
-                        p[...] = mul(p, 1 - lr * weight_decay)
-                    else:
-                        g = add(g, mul(p, weight_decay))
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 exp_avg[...] = _lerp(exp_avg, g, 1 - beta1)
                 exp_avg_sq[...] = _addcmul(mul(exp_avg_sq, beta2), g, g, 1 - beta2)
@@ -148,9 +125,7 @@ class Adam(Optimizer):
         for p in live:
             state = self.state[p]
             if len(state) == 0:
-                state["step"] = 0
-                state["exp_avg"] = zeros_like(p)
-                state["exp_avg_sq"] = zeros_like(p)
+                _init_state(state, p, ("exp_avg", "exp_avg_sq"))
             for key in ("exp_avg", "exp_avg_sq"):
                 buf = state[key]
                 if buf._device is not dev or buf.dtype is not p.dtype or not buf._data.flags.c_contiguous:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from ..creation import zeros_like
 from ..ops import abs as _abs
-from ..ops import add, mul, neg
-from .optimizer import Optimizer, _addcdiv, _lerp, _maximum, _step_no_grad, _to_scalar
+from ..ops import add, mul
+from .optimizer import Optimizer, _addcdiv, _check_hyperparams, _init_state, _lerp, _maximum, _step_no_grad, _to_scalar
 
 __all__ = ["Adamax"]
 
@@ -36,27 +35,15 @@ class Adamax(Optimizer):
     tensor([ 0.9000, -1.9000], requires_grad=True)
     """
 
+    _group_defaults = {"maximize": False}
+
     def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, foreach: bool | None = None, *, maximize: bool = False,
                  differentiable: bool = False, capturable: bool = False) -> None:
-        if not 0.0 <= _to_scalar(lr):
-            raise ValueError(f"Adamax: invalid learning rate {lr} (expected >= 0)")
-        if not 0.0 <= eps:
-            raise ValueError(f"Adamax: invalid epsilon value {eps} (expected >= 0)")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Adamax: invalid beta parameter at index 0: {betas[0]} (expected in [0, 1))")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Adamax: invalid beta parameter at index 1: {betas[1]} (expected in [0, 1))")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Adamax: invalid weight_decay value {weight_decay} (expected >= 0)")
+        _check_hyperparams("Adamax", lr=lr, eps=eps, betas=betas, weight_decay=weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach, maximize=maximize,
                         differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
 
     @_step_no_grad
     def step(self, closure=None):
@@ -66,20 +53,10 @@ class Adamax(Optimizer):
             lr = _to_scalar(group["lr"])
             beta1, beta2 = group["betas"]
             eps, weight_decay, maximize = group["eps"], group["weight_decay"], group["maximize"]
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                if maximize:
-                    g = neg(g)
-                state = self.state[p]
+            for p, g, state in self._params_with_grad(group, maximize, weight_decay):
                 if len(state) == 0:
-                    state["step"] = 0
-                    state["exp_avg"] = zeros_like(p)
-                    state["exp_inf"] = zeros_like(p)
+                    _init_state(state, p, ("exp_avg", "exp_inf"))
                 step = state["step"] = _to_scalar(state["step"]) + 1
-                if weight_decay != 0:
-                    g = add(g, mul(p, weight_decay))
                 exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
                 exp_avg[...] = _lerp(exp_avg, g, 1 - beta1)
                 exp_inf[...] = _maximum(mul(exp_inf, beta2), add(_abs(g), eps))

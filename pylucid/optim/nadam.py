@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..creation import zeros_like
-from ..ops import add, div, mul, neg, sqrt
-from .optimizer import Optimizer, _addcdiv, _addcmul, _lerp, _step_no_grad, _to_scalar
+from ..ops import add, div, mul, sqrt
+from .optimizer import Optimizer, _addcdiv, _addcmul, _check_hyperparams, _init_state, _lerp, _step_no_grad, _to_scalar
 
 __all__ = ["NAdam"]
 
@@ -41,32 +40,18 @@ class NAdam(Optimizer):
     tensor([0.8944], requires_grad=True)
     """
 
+    _group_defaults = {"maximize": False, "decoupled_weight_decay": False}
+
     def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False, *,
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False) -> None:
-        if not 0.0 <= _to_scalar(lr):
-            raise ValueError(f"NAdam: invalid learning rate {lr} (expected >= 0)")
-        if not 0.0 <= eps:
-            raise ValueError(f"NAdam: invalid epsilon value {eps} (expected >= 0)")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"NAdam: invalid beta parameter at index 0: {betas[0]} (expected in [0, 1))")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"NAdam: invalid beta parameter at index 1: {betas[1]} (expected in [0, 1))")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"NAdam: invalid weight_decay value {weight_decay} (expected >= 0)")
-        if not 0.0 <= momentum_decay:
-            raise ValueError(f"NAdam: invalid momentum_decay value {momentum_decay} (expected >= 0)")
+        _check_hyperparams("NAdam", lr=lr, eps=eps, betas=betas, weight_decay=weight_decay,
+                           momentum_decay=momentum_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay,
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
-            group.setdefault("decoupled_weight_decay", False)
 
     @_step_no_grad
     def step(self, closure=None):
@@ -77,25 +62,11 @@ class NAdam(Optimizer):
             beta1, beta2 = group["betas"]
             eps, weight_decay, momentum_decay = group["eps"], group["weight_decay"], group["momentum_decay"]
             decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                if maximize:
-                    g = neg(g)
-                state = self.state[p]
+            for p, g, state in self._params_with_grad(group, maximize, weight_decay, lr if decoupled else None):
                 if len(state) == 0:
-                    state["step"] = 0
-                    state["mu_product"] = 1.0
-                    state["exp_avg"] = zeros_like(p)
-                    state["exp_avg_sq"] = zeros_like(p)
+                    _init_state(state, p, ("exp_avg", "exp_avg_sq"), mu_product=1.0)
                 step = state["step"] = _to_scalar(state["step"]) + 1
                 bias_correction2 = 1 - beta2**step
-                if weight_decay != 0:
-                    if decoupled:
-                        p[...] = mul(p, 1 - lr * weight_decay)
-                    else:
-                        g = add(g, mul(p, weight_decay))
                 mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
                 mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
                 mu_product = state["mu_product"] = _to_scalar(state["mu_product"]) * mu

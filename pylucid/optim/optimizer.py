@@ -32,6 +32,8 @@ from typing import Any
 from .. import ops as _ops
 from .._tensor import Tensor
 from ..autograd import enable_grad, no_grad
+from ..creation import zeros_like
+from ..ops import add, mul, neg
 
 __all__ = ["Optimizer", "required", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook"]
 
@@ -179,6 +181,9 @@ class Optimizer:
     True
     """
 
+    #: group options that older pickles and state dicts may lack: ``__setstate__`` fills them in
+    _group_defaults: dict[str, Any] = {}
+
     def __init__(self, params, defaults: dict[str, Any]) -> None:
         self.defaults = defaults
         self._optimizer_step_pre_hooks: OrderedDict = OrderedDict()
@@ -222,6 +227,10 @@ class Optimizer:
             if name not in self.__dict__:
                 setattr(self, name, OrderedDict())
         _patch_step_function(type(self))
+        if self._group_defaults:
+            for group in self.param_groups:
+                for key, value in self._group_defaults.items():
+                    group.setdefault(key, value)
 
     def __repr__(self) -> str:
         lines = [type(self).__name__ + " ("]
@@ -437,12 +446,66 @@ class Optimizer:
                     st[k] = v.to(dev)
 
     # -- helpers for subclasses ----------------------------------------------------------
-    def _grads(self, group) -> Iterable:
-        """(param, grad) for the parameters of ``group`` that have a gradient."""
+    @staticmethod
+    def _grads(group, maximize: bool = False, weight_decay: float = 0, decoupled_lr: float | None = None) -> Iterable:
+        """(param, grad) for the parameters of ``group`` that have a gradient: the step's common preamble.
+
+        The gradient is negated when ``maximize``. A nonzero ``weight_decay`` is
+        applied as L2 (``grad + weight_decay * param``), or, when ``decoupled_lr``
+        is given (AdamW-style), by scaling the parameter in place by
+        ``1 - decoupled_lr * weight_decay`` before the update.
+        """
         for p in group["params"]:
             g = p.grad
-            if g is not None:
-                yield p, g
+            if g is None:
+                continue
+            if maximize:
+                g = neg(g)
+            if weight_decay != 0:
+                if decoupled_lr is None:
+                    g = add(g, mul(p, weight_decay))
+                else:
+                    p[...] = mul(p, 1 - decoupled_lr * weight_decay)
+            yield p, g
+
+    def _params_with_grad(self, group, maximize: bool = False, weight_decay: float = 0,
+                          decoupled_lr: float | None = None) -> Iterable:
+        """(param, grad, state) for the parameters of ``group`` that have a gradient, as :meth:`_grads`;
+        ``state`` is the parameter's state dict (empty on its first step: see :func:`_init_state`)."""
+        state = self.state
+        for p, g in self._grads(group, maximize, weight_decay, decoupled_lr):
+            yield p, g, state[p]
+
+
+def _init_state(state: dict, p: Tensor, buffers: Iterable[str] = (), **values) -> None:
+    """Fill a parameter's empty state: ``step = 0``, then ``values``, then a zero tensor like ``p`` per name
+    in ``buffers`` (in this order, which is the order ``state_dict`` lists them in)."""
+    state["step"] = 0
+    state.update(values)
+    for name in buffers:
+        state[name] = zeros_like(p)
+
+
+_LABELS = {"lr": "learning rate", "eps": "epsilon value", "initial_accumulator_value": "initial_accumulator_value"}
+
+
+def _check_hyperparams(name: str, **values) -> None:
+    """Raise ValueError naming optimizer ``name`` for the first invalid value, checked in the order given.
+
+    ``betas`` must be a pair in ``[0, 1)``, ``rho`` in ``[0, 1]``, everything
+    else ``>= 0`` (a NaN fails, as in PyTorch's ``not 0.0 <= x`` checks).
+    ``lr`` and the betas may be one-element Tensors.
+    """
+    for key, value in values.items():
+        if key == "betas":
+            for i in (0, 1):
+                if not 0.0 <= _to_scalar(value[i]) < 1.0:
+                    raise ValueError(f"{name}: invalid beta parameter at index {i}: {value[i]} (expected in [0, 1))")
+        elif key == "rho":
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name}: invalid rho value {value} (expected in [0, 1])")
+        elif not 0.0 <= (_to_scalar(value) if key == "lr" else value):
+            raise ValueError(f"{name}: invalid {_LABELS.get(key, key + ' value')} {value} (expected >= 0)")
 
 
 def _step_no_grad(fn):

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..creation import zeros_like
-from ..ops import add, div, mul, neg, sqrt, sub
-from .optimizer import Optimizer, _addcmul, _lerp, _step_no_grad, _to_scalar
+from ..ops import add, div, mul, sqrt, sub
+from .optimizer import Optimizer, _addcmul, _check_hyperparams, _init_state, _lerp, _step_no_grad, _to_scalar
 
 __all__ = ["RAdam"]
 
@@ -41,29 +40,16 @@ class RAdam(Optimizer):
     tensor([ 0.8000, -1.6000], requires_grad=True)
     """
 
+    _group_defaults = {"maximize": False, "decoupled_weight_decay": False}
+
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False, differentiable: bool = False) -> None:
-        if not 0.0 <= _to_scalar(lr):
-            raise ValueError(f"RAdam: invalid learning rate {lr} (expected >= 0)")
-        if not 0.0 <= eps:
-            raise ValueError(f"RAdam: invalid epsilon value {eps} (expected >= 0)")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"RAdam: invalid beta parameter at index 0: {betas[0]} (expected in [0, 1))")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"RAdam: invalid beta parameter at index 1: {betas[1]} (expected in [0, 1))")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"RAdam: invalid weight_decay value {weight_decay} (expected >= 0)")
+        _check_hyperparams("RAdam", lr=lr, eps=eps, betas=betas, weight_decay=weight_decay)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize, foreach=foreach,
                         capturable=capturable, decoupled_weight_decay=decoupled_weight_decay,
                         differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
-            group.setdefault("decoupled_weight_decay", False)
 
     @_step_no_grad
     def step(self, closure=None):
@@ -74,23 +60,10 @@ class RAdam(Optimizer):
             beta1, beta2 = group["betas"]
             eps, weight_decay = group["eps"], group["weight_decay"]
             decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                if maximize:
-                    g = neg(g)
-                state = self.state[p]
+            for p, g, state in self._params_with_grad(group, maximize, weight_decay, lr if decoupled else None):
                 if len(state) == 0:
-                    state["step"] = 0
-                    state["exp_avg"] = zeros_like(p)
-                    state["exp_avg_sq"] = zeros_like(p)
+                    _init_state(state, p, ("exp_avg", "exp_avg_sq"))
                 step = state["step"] = _to_scalar(state["step"]) + 1
-                if weight_decay != 0:
-                    if decoupled:
-                        p[...] = mul(p, 1 - lr * weight_decay)
-                    else:
-                        g = add(g, mul(p, weight_decay))
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 exp_avg[...] = _lerp(exp_avg, g, 1 - beta1)
                 exp_avg_sq[...] = _addcmul(mul(exp_avg_sq, beta2), g, g, 1 - beta2)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..creation import zeros_like
-from ..ops import add, div, mul, neg, sqrt
-from .optimizer import Optimizer, _addcdiv, _addcmul, _lerp, _step_no_grad, _to_scalar
+from ..ops import add, div, mul, sqrt
+from .optimizer import Optimizer, _addcdiv, _addcmul, _check_hyperparams, _init_state, _lerp, _step_no_grad, _to_scalar
 
 __all__ = ["RMSprop"]
 
@@ -39,30 +38,16 @@ class RMSprop(Optimizer):
     tensor([ 0.9000, -1.9000], requires_grad=True)
     """
 
+    _group_defaults = {"momentum": 0, "centered": False, "maximize": False}
+
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0,
                  momentum: float = 0, centered: bool = False, capturable: bool = False, foreach: bool | None = None,
                  maximize: bool = False, differentiable: bool = False) -> None:
-        if not 0.0 <= _to_scalar(lr):
-            raise ValueError(f"RMSprop: invalid learning rate {lr} (expected >= 0)")
-        if not 0.0 <= eps:
-            raise ValueError(f"RMSprop: invalid epsilon value {eps} (expected >= 0)")
-        if not 0.0 <= momentum:
-            raise ValueError(f"RMSprop: invalid momentum value {momentum} (expected >= 0)")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"RMSprop: invalid weight_decay value {weight_decay} (expected >= 0)")
-        if not 0.0 <= alpha:
-            raise ValueError(f"RMSprop: invalid alpha value {alpha} (expected >= 0)")
+        _check_hyperparams("RMSprop", lr=lr, eps=eps, momentum=momentum, weight_decay=weight_decay, alpha=alpha)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, capturable=capturable, foreach=foreach, maximize=maximize,
                         differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def __setstate__(self, state) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("momentum", 0)
-            group.setdefault("centered", False)
-            group.setdefault("maximize", False)
 
     @_step_no_grad
     def step(self, closure=None):
@@ -72,23 +57,12 @@ class RMSprop(Optimizer):
             lr = _to_scalar(group["lr"])
             alpha, eps, weight_decay = group["alpha"], group["eps"], group["weight_decay"]
             momentum, centered, maximize = group["momentum"], group["centered"], group["maximize"]
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                if maximize:
-                    g = neg(g)
-                state = self.state[p]
+            buffers = ("square_avg",) + (("momentum_buffer",) if momentum > 0 else ()) + (
+                ("grad_avg",) if centered else ())
+            for p, g, state in self._params_with_grad(group, maximize, weight_decay):
                 if len(state) == 0:
-                    state["step"] = 0
-                    state["square_avg"] = zeros_like(p)
-                    if momentum > 0:
-                        state["momentum_buffer"] = zeros_like(p)
-                    if centered:
-                        state["grad_avg"] = zeros_like(p)
+                    _init_state(state, p, buffers)
                 state["step"] = _to_scalar(state["step"]) + 1
-                if weight_decay != 0:
-                    g = add(g, mul(p, weight_decay))
                 square_avg = state["square_avg"]
                 square_avg[...] = _addcmul(mul(square_avg, alpha), g, g, 1 - alpha)
                 if centered:

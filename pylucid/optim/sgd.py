@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..ops import add, clone, mul, neg
+from ..ops import add, clone, mul
 from .optimizer import Optimizer, _step_no_grad, _to_scalar
 
 __all__ = ["SGD"]
@@ -39,6 +39,8 @@ class SGD(Optimizer):
     tensor([ 0.4600, -0.9200], requires_grad=True)
     """
 
+    _group_defaults = {"nesterov": False, "maximize": False}
+
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, differentiable: bool = False, fused: bool | None = None) -> None:
@@ -55,12 +57,6 @@ class SGD(Optimizer):
                         fused=fused)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("nesterov", False)
-            group.setdefault("maximize", False)
-
     @_step_no_grad
     def step(self, closure=None):
         """One SGD step; returns ``closure()``'s loss when a closure is given."""
@@ -73,14 +69,7 @@ class SGD(Optimizer):
             nesterov = group["nesterov"]
             maximize = group["maximize"]
             state = self.state
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                if maximize:
-                    g = neg(g)
-                if weight_decay != 0:
-                    g = add(g, mul(p, weight_decay))
+            for p, g in self._grads(group, maximize, weight_decay):
                 if momentum != 0:
                     st = state[p]
                     buf = st.get("momentum_buffer")
