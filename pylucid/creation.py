@@ -144,12 +144,13 @@ def _filled(op, shape, value, dtype, device, requires_grad, default=None):
     dt = _dt.as_dtype(dtype) if dtype is not None else (default or _dt.get_default_dtype())
     dev = _dev(device)
     be = dev.backend
-    if value == 0:
-        arr = be.zeros(shape, dtype=dt.numpy_dtype)
-    elif value is None:
-        arr = be.empty(shape, dtype=dt.numpy_dtype)
-    else:
-        arr = be.full(shape, value, dtype=dt.numpy_dtype)
+    with be.device_ctx():  # allocate on cuda:N, not on the current device
+        if value == 0:
+            arr = be.zeros(shape, dtype=dt.numpy_dtype)
+        elif value is None:
+            arr = be.empty(shape, dtype=dt.numpy_dtype)
+        else:
+            arr = be.full(shape, value, dtype=dt.numpy_dtype)
     t = _new_tensor(arr, dev)
     if requires_grad:
         t.requires_grad_(True)
@@ -216,7 +217,8 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
         raise ValueError(f"eye: n and m must be non-negative, got n={n}, m={m}")
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
     dev = _dev(device)
-    t = _new_tensor(dev.backend.eye(n, m, dtype=dt.numpy_dtype), dev)
+    with dev.backend.device_ctx():
+        t = _new_tensor(dev.backend.eye(n, m, dtype=dt.numpy_dtype), dev)
     if requires_grad:
         t.requires_grad_(True)
     return t

@@ -70,7 +70,8 @@ class Generator:
             xp = self.device.backend.xp
             with self.device.backend.cuda_device:
                 self._cp = xp.random.Generator(xp.random.XORWOW(self._seed & ((1 << 63) - 1)))
-        return self._cp
+        be = self.device.backend
+        return _OnDevice(self._cp, be.cuda_device) if be._multi else self._cp
 
 
 default_generator = Generator("cpu")
@@ -114,8 +115,26 @@ def set_rng_state(state: Tensor) -> None:
     default_generator.set_state(state)
 
 
+class _OnDevice:
+    """A CuPy generator whose draws run with its own GPU current (several GPUs visible)."""
+
+    def __init__(self, gen, ctx) -> None:
+        self._gen, self._ctx = gen, ctx
+
+    def __getattr__(self, name: str):
+        fn = getattr(self._gen, name)
+
+        def call(*args, **kwargs):
+            with self._ctx:
+                return fn(*args, **kwargs)
+
+        return call
+
+
 def _finish(arr, dev, dtype, requires_grad):
-    t = _new_tensor(arr.astype(dtype.numpy_dtype, copy=False), dev)
+    with dev.backend.device_ctx():
+        arr = arr.astype(dtype.numpy_dtype, copy=False)
+    t = _new_tensor(arr, dev)
     if requires_grad:
         t.requires_grad_(True)
     return t

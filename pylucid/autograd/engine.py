@@ -140,6 +140,9 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     state.grad_enabled = bool(create_graph)
     acc_type = AccumulateGrad
     last_dev = last_be = last_nd = None  # the backend of the last node's device (graphs are mostly one device)
+    # with several GPUs, raw array work (fast paths, accumulation) must run with the graph's device current
+    ctx = tensors[0]._device.backend.device_ctx()
+    ctx.__enter__()
     try:
         while ready:
             node = ready.pop()
@@ -216,6 +219,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     ready.append(child)
     finally:
         state.grad_enabled = prev_grad
+        ctx.__exit__(None, None, None)
 
     if inputs is None:
         return None

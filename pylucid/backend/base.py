@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import ml_dtypes
 import numpy as np
 
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+_NULL_CTX = contextlib.nullcontext()
 #: what NumPy hands back from 0-d arithmetic instead of a 0-d array
 SCALAR_TYPES = (np.generic, bool, int, float, complex)
 
@@ -31,6 +34,10 @@ class ArrayBackend:
         fn = getattr(self.xp, name)
         setattr(self, name, fn)  # cache: next lookup is a plain instance attribute
         return fn
+
+    def device_ctx(self):
+        """The context that makes this backend's device current (a shared no-op on the CPU)."""
+        return _NULL_CTX
 
     # -- sub-libraries (scipy on the CPU, cupyx.scipy on CUDA) ---------------
     @property

@@ -110,8 +110,13 @@ def _direct_inplace(name, ufunc, general):
             if od is not None and not (ufunc == "true_divide" and self._data.dtype.kind not in "fc"):
                 if alpha != 1:
                     od = od * alpha
+                be = self._device.backend
                 try:
-                    getattr(self._device.backend.xp, ufunc)(self._data, od, out=self._data)
+                    if be._multi:
+                        with be.cuda_device:
+                            getattr(be.xp, ufunc)(self._data, od, out=self._data)
+                    else:
+                        getattr(be.xp, ufunc)(self._data, od, out=self._data)
                 except (ValueError, TypeError):
                     pass  # broadcasting beyond self's shape, read-only storage, casting: the general path explains
                 else:
@@ -131,12 +136,14 @@ def _addc_inplace(name, ufunc, fn):
         if not _state.grad_enabled or not (self._requires_grad or tensor1._requires_grad or tensor2._requires_grad):
             a, b = _plain_operand(self, tensor1), _plain_operand(self, tensor2)
             if a is not None and b is not None and self._data.dtype.kind in "fc":
-                xp = self._device.backend.xp
-                tmp = getattr(xp, ufunc)(a, b)
-                if value != 1:
-                    xp.multiply(tmp, value, out=tmp)
+                be = self._device.backend
+                xp = be.xp
                 try:
-                    xp.add(self._data, tmp, out=self._data)
+                    with be.device_ctx():
+                        tmp = getattr(xp, ufunc)(a, b)
+                        if value != 1:
+                            xp.multiply(tmp, value, out=tmp)
+                        xp.add(self._data, tmp, out=self._data)
                 except (ValueError, TypeError):
                     pass
                 else:
@@ -187,7 +194,8 @@ def _install_inplace():
 
         if self._requires_grad and state.grad_enabled:
             return commit_inplace(self, add(mul(self, 0), value).to(self.dtype), "fill_")
-        self._data[...] = value
+        with self._device.backend.device_ctx():
+            self._data[...] = value
         self._version[0] += 1
         return self
 
@@ -204,7 +212,8 @@ def _install_inplace():
 
         if state.grad_enabled and (src._requires_grad or self._requires_grad):
             return commit_inplace(self, broadcast_to(src, self.shape) + mul(self, 0), "copy_")
-        self._data[...] = src._data
+        with self._device.backend.device_ctx():
+            self._data[...] = src._data
         self._version[0] += 1
         return self
 

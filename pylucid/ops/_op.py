@@ -472,7 +472,8 @@ def commit_inplace(x: Tensor, out: Tensor, op_name: str) -> Tensor:
             snap._version = [x._version[0]]
             node.saved = tuple(snap if s is x else s for s in saved)
     try:
-        x._data[...] = out._data
+        with x._device.backend.device_ctx():
+            x._data[...] = out._data
     except ValueError as exc:
         if "read-only" in str(exc):
             raise LucidError(

@@ -193,7 +193,8 @@ def setitem(self: Tensor, index, value) -> None:
         return
     idx, _ = _norm_index(self, index, "setitem")
     try:
-        self._data[idx] = value._data if isinstance(value, Tensor) else value
+        with self._device.backend.device_ctx():
+            self._data[idx] = value._data if isinstance(value, Tensor) else value
     except (IndexError, ValueError) as exc:
         if "read-only" in str(exc):
             from ..errors import LucidError
