@@ -855,7 +855,12 @@ class CUDABackend(ArrayBackend):
 
     def _adam_fused(self, dt, quads, hp) -> None:
         cp = self.xp
-        key = tuple(a.data.ptr for quad in quads for a in quad) + tuple(q[0].size for q in quads)
+        # parameters and their state keep their storage from step to step, gradients do not (zero_grad with
+        # set_to_none frees them): cache the long-lived tables under the parameter/state pointers and upload
+        # only the gradient-pointer table when the gradients moved (one small host-to-device copy, no sync)
+        key = tuple(a.data.ptr for quad in quads for a in (quad[0], quad[2], quad[3])) + tuple(
+            q[0].size for q in quads)
+        grad_ptrs = tuple(q[1].data.ptr for q in quads)
         tables = self._adam_tables.get(key)
         if tables is None:
             ptrs = [np.array([q[i].data.ptr for q in quads], dtype=np.uint64) for i in range(4)]
@@ -867,11 +872,15 @@ class CUDABackend(ArrayBackend):
                     cs.append(start)
             with self.device_ctx():
                 tables = ([cp.asarray(p) for p in ptrs], cp.asarray(sizes), cp.asarray(np.array(ct, np.int32)),
-                          cp.asarray(np.array(cs, np.int64)), len(ct))
+                          cp.asarray(np.array(cs, np.int64)), len(ct), grad_ptrs)
             if len(self._adam_tables) > 64:  # parameters re-allocated: forget stale tables
                 self._adam_tables.clear()
             self._adam_tables[key] = tables
-        (pp, gp, mp, vp), sizes, ct, cs, nchunks = tables
+        (pp, gp, mp, vp), sizes, ct, cs, nchunks, cached_grad_ptrs = tables
+        if grad_ptrs != cached_grad_ptrs:
+            with self.device_ctx():
+                gp = cp.asarray(np.array(grad_ptrs, dtype=np.uint64))
+            self._adam_tables[key] = ((pp, gp, mp, vp), sizes, ct, cs, nchunks, grad_ptrs)
         step = hp["step"]
         bc1 = 1.0 - hp["beta1"] ** step
         bc2_sqrt = math.sqrt(1.0 - hp["beta2"] ** step)

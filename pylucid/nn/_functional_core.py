@@ -983,7 +983,10 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     if target.is_floating_point():
         if ignore_index != -100:
             raise ValueError("cross_entropy: ignore_index is not supported for floating point (probability) targets")
-    else:
+    elif not (input.device.type == "cuda" and input.ndim == 2 and weight is None and not label_smoothing):
+        # On the fused CUDA path the check is left to the kernel, which gives a NaN loss for an out-of-range
+        # class (never an out-of-bounds read): checking here would copy the targets to the host and
+        # synchronise the device on every step (PyTorch raises an asynchronous device-side assert there).
         _check_targets("cross_entropy", target, C, ignore_index)
     out = _nn_ops.cross_entropy_loss(input, target, weight, ignore_index, reduction, label_smoothing)
     if unbatched and reduction == "none":
