@@ -28,7 +28,7 @@ def calibrate(fn, target_s: float = 0.05) -> int:
         n *= 4
 
 
-def compare(name: str, pl_fn, torch_fn, rounds: int = 7, target_s: float = 0.05, sync=None) -> dict:
+def compare(name: str, pl_fn, torch_fn, rounds: int = 11, target_s: float = 0.05, sync=None) -> dict:
     """Time both callables interleaved; returns a dict with the medians and the ratio."""
     pl_fn()
     torch_fn()  # warm-up (allocations, caches)

@@ -135,7 +135,11 @@ class Linear(Op):
 
     @staticmethod
     def forward(be, x, w, b):
-        y = be.matmul(x, w.T)
+        if x.ndim > 2:
+            # one GEMM over the flattened leading dims, not a broadcast batched matmul
+            y = be.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
+        else:
+            y = be.matmul(x, w.T)
         return y + b if b is not None else y
 
     def backward(self, g):
@@ -158,7 +162,9 @@ class Linear(Op):
     def backward_fast(self, be, g):
         x, w = self.input(0)._data, self.input(1)._data
         ex, ew, eb = self.next_edges
-        gx = be.matmul(g, w) if ex is not None else None
+        gx = None
+        if ex is not None:
+            gx = be.matmul(g.reshape(-1, g.shape[-1]), w).reshape(x.shape) if g.ndim > 2 else be.matmul(g, w)
         gw = gb = None
         if ew is not None:
             gw = be.matmul(g.reshape(-1, g.shape[-1]).T, x.reshape(-1, x.shape[-1]))
