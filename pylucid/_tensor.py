@@ -7,7 +7,7 @@ op is defined in exactly one place.
 
 from __future__ import annotations
 
-import numpy as np
+from pylucid._interop import np
 
 from . import dtypes as _dt
 from ._state import state

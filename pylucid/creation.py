@@ -7,7 +7,7 @@ complex64; NumPy arrays keep their dtype (a float64 array stays float64).
 
 from __future__ import annotations
 
-import numpy as np
+from pylucid._interop import np
 
 from . import dtypes as _dt
 from ._tensor import Tensor, _new_tensor

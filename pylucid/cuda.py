@@ -103,8 +103,7 @@ manual_seed_all = manual_seed
 
 def seed() -> None:
     """Seed every CUDA default generator with fresh entropy."""
-    import numpy as np
-
+    from pylucid._interop import np
     manual_seed(int(np.random.SeedSequence().entropy) & ((1 << 63) - 1))
 
 
@@ -123,7 +122,9 @@ def _install_peak_hook() -> None:
     if _hook is not None:
         return
     cp = _require("max_memory_allocated")
-    from cupy.cuda import memory_hook
+    import importlib
+
+    memory_hook = importlib.import_module(cp.__name__ + ".cuda.memory_hook")  # of the CuPy the backend loaded
 
     pool = cp.get_default_memory_pool()
 

@@ -15,7 +15,8 @@ tensor's precision (``float16 + 1.0`` stays ``float16``).
 from __future__ import annotations
 
 import ml_dtypes
-import numpy as np
+
+from pylucid._interop import np
 
 __all__ = [
     "dtype", "bool_", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",

@@ -7,7 +7,7 @@ the same numbers PyTorch draws (documented in docs/semantics.md).
 
 from __future__ import annotations
 
-import numpy as np
+from pylucid._interop import np
 
 from . import dtypes as _dt
 from ._tensor import Tensor, _new_tensor

@@ -6,7 +6,7 @@ the forward function at perturbed points (float64), never a backward formula.
 
 from __future__ import annotations
 
-import numpy as np
+from pylucid._interop import np
 
 from .._tensor import Tensor
 from .engine import grad as _grad

@@ -25,8 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
+from pylucid._interop import np
 import pylucid
 from pylucid.errors import LucidError
 from pylucid.utils.data import Dataset

@@ -24,8 +24,7 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from pylucid._interop import np
 from pylucid.datasets import DatasetFormatError, _FileImageDataset, _find_file
 
 __all__ = ["safe_load_pickle", "CIFAR10", "CIFAR100"]

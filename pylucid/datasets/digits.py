@@ -18,9 +18,8 @@ import gzip
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 import pylucid
+from pylucid._interop import np
 from pylucid.datasets import DatasetFormatError, _ImageClassificationDataset
 
 __all__ = ["Digits", "load_digits"]

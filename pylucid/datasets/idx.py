@@ -14,8 +14,7 @@ import gzip
 import zlib
 from pathlib import Path
 
-import numpy as np
-
+from pylucid._interop import np
 from pylucid.datasets import DatasetFormatError, _FileImageDataset, _find_file
 
 __all__ = ["read_idx", "MNIST", "FashionMNIST"]

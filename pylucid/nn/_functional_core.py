@@ -577,8 +577,7 @@ def _check_indices(op, indices, num):
 
 def _embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float, norm_type: float) -> None:
     """Rescale, in place, the rows of ``weight`` looked up by ``indices`` whose norm exceeds ``max_norm``."""
-    import numpy as np
-
+    from pylucid._interop import np
     rows = np.unique(np.asarray(indices).reshape(-1))
     if rows.size == 0:
         return
@@ -587,8 +586,7 @@ def _embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float, norm_ty
         sel = weight.detach()[idx]
         nrm = _vector_norm(sel, norm_type, 1, keepdim=True)
         scale = _pl.where(nrm > max_norm, max_norm / (nrm + 1e-7), 1.0)
-        weight._data[idx._data] = (sel * scale).to(weight.dtype)._data
-        weight._version[0] += 1
+        weight.data[idx] = (sel * scale).to(weight.dtype)  # in place, through the public setitem
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
@@ -627,8 +625,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     """
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"embedding_bag: mode={mode!r} is not valid; accepted: 'sum', 'mean', 'max'")
-    import numpy as np
-
+    from pylucid._interop import np
     if input.ndim == 2:
         if offsets is not None:
             raise ValueError("embedding_bag: offsets must be None when input is 2-D")
@@ -948,8 +945,7 @@ def _class_input(op, input, target):
 def _check_targets(op, target, C, ignore_index):
     if target.numel() == 0:
         return
-    import numpy as np
-
+    from pylucid._interop import np
     t = np.asarray(target)
     bad = (t != ignore_index) & ((t < 0) | (t >= C))
     if bad.any():
@@ -1106,8 +1102,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     target length, then averages. Impossible alignments give ``inf`` (or 0
     with ``zero_infinity``).
     """
-    import numpy as np
-
+    from pylucid._interop import np
     _check_reduction("ctc_loss", reduction)
     unbatched = log_probs.ndim == 2
     if unbatched:

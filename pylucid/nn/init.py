@@ -138,18 +138,17 @@ def eye_(tensor: Tensor) -> Tensor:
 
 def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     """Fill a 3/4/5-D conv weight with the Dirac delta (identity convolution), per group."""
-    import numpy as np
-
     if tensor.ndim not in (3, 4, 5):
         raise ValueError("nn.init.dirac_: only tensors with 3, 4, or 5 dimensions are supported")
     out_per = tensor.shape[0] // groups
     min_dim = min(out_per, tensor.shape[1])
-    arr = np.zeros(tensor.shape)
+    delta = _pl.zeros(tensor.shape, dtype=tensor.dtype, device=tensor.device)
     centre = tuple(s // 2 for s in tensor.shape[2:])
-    for g in range(groups):
-        for d in range(min_dim):
-            arr[(g * out_per + d, d) + centre] = 1
-    return _write(tensor, _pl.tensor(arr))
+    with _pl.no_grad():
+        for g in range(groups):
+            for d in range(min_dim):
+                delta[(g * out_per + d, d) + centre] = 1
+    return _write(tensor, delta)
 
 
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
@@ -189,35 +188,31 @@ def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinea
 
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     """A (semi-)orthogonal matrix from the QR decomposition of a Gaussian one (signs fixed by ``diag(R)``)."""
-    import numpy as np
-
     if tensor.ndim < 2:
         raise ValueError("nn.init.orthogonal_: only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0:
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = _pl.randn(rows, cols, generator=generator, dtype=_pl.float64, device=tensor.device)
-    a = np.asarray(flat)
-    if rows < cols:
-        a = a.T
-    q, r = np.linalg.qr(a)
-    q = q * np.sign(np.diag(r))
-    if rows < cols:
-        q = q.T
-    return _write(tensor, _pl.tensor(q.reshape(tensor.shape) * gain))
+    with _pl.no_grad():
+        a = _pl.randn(rows, cols, generator=generator, dtype=_pl.float64, device=tensor.device)
+        if rows < cols:
+            a = a.T
+        q, r = _pl.linalg.qr(a)
+        q = q * _pl.sign(_pl.diagonal(r))  # make the decomposition unique, as PyTorch does
+        if rows < cols:
+            q = q.T
+        return _write(tensor, (q.reshape(tensor.shape) * gain).to(tensor.dtype))
 
 
 def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:
     """2-D tensor: ``N(0, std^2)`` with a fraction ``sparsity`` of each column set to zero."""
-    import numpy as np
-
     if tensor.ndim != 2:
         raise ValueError("nn.init.sparse_: only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
     num_zeros = int(math.ceil(sparsity * rows))
-    vals = np.asarray(_randn(tensor, generator)) * std
-    for c in range(cols):
-        perm = np.asarray(_pl.randperm(rows, generator=generator))
-        vals[perm[:num_zeros], c] = 0
-    return _write(tensor, _pl.tensor(vals))
+    with _pl.no_grad():
+        vals = _randn(tensor, generator) * std
+        for c in range(cols):
+            vals[_pl.randperm(rows, generator=generator, device=tensor.device)[:num_zeros], c] = 0
+        return _write(tensor, vals.to(tensor.dtype))
