@@ -757,3 +757,26 @@ def test_list_ops_is_the_registry():
                   "eigh qr cholesky fft_c2c fft_r2c fft_c2r real imag conj angle view_as_real view_as_complex").split()
     missing = [p for p in primitives if p not in ops]
     assert not missing, f"expected registered ops: {missing}"
+
+
+def test_cumprod_complex_gradient_matches_torch():
+    """cumprod's backward conjugates the local derivative for complex inputs (with and without zeros)."""
+    import torch
+
+    from pylucid._state import state
+
+    rng = np.random.default_rng(0)
+    for zeros in (False, True):
+        z = rng.standard_normal(5) + 1j * rng.standard_normal(5)
+        if zeros:
+            z[2] = 0
+        zt = torch.tensor(z, requires_grad=True)
+        torch.cumprod(zt, 0).abs().sum().backward()
+        for force_graph in (False, True):
+            state.force_graph_backward = force_graph
+            try:
+                zp = pl.tensor(z, dtype=pl.complex128, requires_grad=True)
+                pl.cumprod(zp, 0).abs().sum().backward()
+            finally:
+                state.force_graph_backward = False
+            np.testing.assert_allclose(zp.grad.numpy(), zt.grad.numpy(), rtol=1e-10, atol=1e-12)

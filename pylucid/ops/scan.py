@@ -120,14 +120,20 @@ class Cumprod(Op):
         be = self.device.backend
         if x.ndim == 0:
             return g
+        y = self.output()
+        if x.dtype.is_complex:
+            # PyTorch's convention for complex inputs: multiply by the conjugate of the local derivative
+            from .complex import conj
+
+            x, y = conj(x), conj(y)
         if not bool(be.any(x._data == 0)):
-            return div(_cumsum(mul(g, self.output()), dim, reverse=True), x)
+            return div(_cumsum(mul(g, y), dim, reverse=True), x)
         xl = transpose(x, dim, -1)
         gl = transpose(g, dim, -1)
         n = xl.shape[-1]
         eye = _new_tensor(be.eye(n, dtype=bool), self.device)
         rows = where(eye, 1.0, unsqueeze(xl, -2).expand(*xl.shape[:-1], n, n))  # [..., k, j]
-        c = cumprod(rows, -1)  # [..., k, i] = prod_{j<=i, j!=k} x_j
+        c = cumprod(rows, -1)  # [..., k, i] = prod_{j<=i, j!=k} x_j (x already conjugated when complex)
         mask = _new_tensor(_triu_mask(be, n, x._data.dtype), self.device)
         dx = _sum(mul(mul(c, unsqueeze(gl, -2)), mask), -1)
         return transpose(dx, dim, -1)
@@ -137,9 +143,12 @@ class Cumprod(Op):
         dim = self.params["dim"]
         if x.ndim == 0:
             return g
+        y = self.output_array()
+        if x.dtype.kind == "c":  # conjugate derivative for complex inputs (PyTorch's convention)
+            x, y = x.conj(), y.conj()
         with be.errstate():
             if not be.any(x == 0):
-                return Cumsum.forward(be, g * self.output_array(), dim, True) / x
+                return Cumsum.forward(be, g * y, dim, True) / x
             xl, gl = _last(be, x, dim), _last(be, g, dim)
             n = xl.shape[-1]
             eye = be.eye(n, dtype=bool)
