@@ -879,12 +879,16 @@ def embedding_op(weight, indices, padding_idx: int = -1) -> Tensor:
 # ---------------------------------------------------------------------------------------------------------------------
 # dropout family: the random mask is drawn by the caller (pylucid's generators) and passed in as an input
 # ---------------------------------------------------------------------------------------------------------------------
+#: the dropout family's shared schema facts (op_policies.csv: KeepInput, not deterministic)
+_RANDOM_MASK_SCHEMA = dict(amp_policy=KEEP_INPUT, saves_input=True, deterministic=False,
+                           deterministic_note="the mask is drawn from the random generator; seed it with "
+                                              "pylucid.manual_seed for reproducible masks", family="nn")
+
+
 class Dropout(Op):
     """``y = x * mask * scale`` with a broadcastable boolean ``mask`` (element or channel dropout)."""
 
-    schema = OpSchema("dropout", amp_policy=KEEP_INPUT, saves_input=True, deterministic=False,
-                      deterministic_note="the mask is drawn from the random generator; seed it with "
-                                         "pylucid.manual_seed for reproducible masks", family="nn")
+    schema = OpSchema("dropout", **_RANDOM_MASK_SCHEMA)
     promote_args = (0,)
 
     @staticmethod
@@ -906,9 +910,7 @@ def dropout_mask_op(input, mask, scale: float) -> Tensor:
 class AlphaDropout(Op):
     """``y = a (x * mask + alpha' (1 - mask)) + b`` (keeps SELU's mean and variance); ``dx = a mask g``."""
 
-    schema = OpSchema("alpha_dropout", amp_policy=KEEP_INPUT, saves_input=True, deterministic=False,
-                      deterministic_note="the mask is drawn from the random generator; seed it with "
-                                         "pylucid.manual_seed for reproducible masks", family="nn")
+    schema = OpSchema("alpha_dropout", **_RANDOM_MASK_SCHEMA)
     promote_args = (0,)
 
     @staticmethod
