@@ -103,10 +103,6 @@ class Tensor:
     def is_leaf(self) -> bool:
         return self.grad_fn is None
 
-    @property
-    def is_floating_point_(self) -> bool:
-        return self.dtype.is_floating_point
-
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
 
@@ -144,10 +140,6 @@ class Tensor:
     def data_ptr(self) -> int:
         d = self._data
         return d.ctypes.data if isinstance(d, np.ndarray) else d.data.ptr
-
-    @property
-    def _version_value(self) -> int:
-        return self._version[0]
 
     @property
     def version(self) -> int:

@@ -111,11 +111,7 @@ class BackwardFunction(Node):
         return tuple(fixed)
 
 
-class _FunctionMeta(type):
-    pass
-
-
-class Function(metaclass=_FunctionMeta):
+class Function:
     """Base class for custom ops: define static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``.
 
     ``backward`` is written in pylucid ops, so with ``create_graph=True`` it is
@@ -170,8 +166,6 @@ class Function(metaclass=_FunctionMeta):
                 continue
             if id(o) in input_ids and id(o) not in ctx._dirty:
                 o = o.detach()  # returning an input unchanged: give a fresh view, as PyTorch does
-            elif id(o) in ctx._dirty:
-                o._version[0] += 0
             if id(o) not in ctx._non_differentiable and o.dtype.category >= 2:
                 if o._base is not None and id(o) not in ctx._dirty:
                     o = _new_tensor(o._data, o._device)

@@ -72,10 +72,6 @@ def _analytic_jacobian(fn, inputs, idx):
     return np.stack(rows, axis=0) if rows else np.zeros((0, n_in))
 
 
-def _move_cpu(inputs):
-    return inputs
-
-
 def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3, raise_exception: bool = True,
               nondet_tol: float = 0.0) -> bool:
     """Check the gradients of ``fn`` at ``inputs`` (float64 tensors) against finite differences.

@@ -428,17 +428,6 @@ def operand(op_name: str, x):
     )
 
 
-def tensor_method(*names):
-    """Decorator: also install the function as ``Tensor.<name>`` for each name."""
-
-    def deco(fn):
-        for n in names or (fn.__name__,):
-            setattr(Tensor, n, fn)
-        return fn
-
-    return deco
-
-
 def commit_inplace(x: Tensor, out: Tensor, op_name: str) -> Tensor:
     """Write ``out`` into ``x``'s storage (views of ``x`` see it), bump the version
     and move ``x``'s history onto ``out``'s node.
