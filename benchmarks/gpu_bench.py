@@ -337,7 +337,7 @@ def section_probe(pl, torch):
             msg = str(exc).splitlines()[0][:100] if str(exc) else ""
             print(f"  {name:<16} FAIL {type(exc).__name__}: {msg}")
     be = pl.device("cuda").backend
-    print(f"  backend batched half gemm error: {be.batched_gemm_error}")
+    print(f"  backend direct cuBLAS gemm error: {be.gemm_error}")
     print(f"  cupy compute type for float16 matmul: {cupy._core.get_compute_type(np.float16)}; "
           f"CUPY_TF32={__import__('os').environ.get('CUPY_TF32')}")
 

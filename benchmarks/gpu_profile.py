@@ -1,10 +1,14 @@
-"""Where a pylucid training step spends its time on the GPU (for tuning; not a comparison).
+"""Where a training step spends its time on the GPU (for tuning; not a comparison).
 
-    python benchmarks/gpu_profile.py
+    python benchmarks/gpu_profile.py [mlp] [block] [block_bf16]
 
-Per op: device time (``profiler.profile(sync_cuda=True)``) and host-side call time
-(``sync_cuda=False``), plus the Python functions with the most host time (cProfile),
-for the MLP 784-512-512-10 and transformer-block steps of ``gpu_bench.py``.
+For the MLP 784-512-512-10 and transformer-block steps of ``gpu_bench.py``:
+
+* the step time of pylucid and of PyTorch;
+* every GPU kernel both frameworks launch in one step, with its device time, captured by
+  CUPTI through ``torch.profiler`` (it sees CuPy's kernels too, since they run in the same
+  process) -- the sum against the wall time tells host-bound from device-bound;
+* the Python functions with the most host time in pylucid's step (cProfile).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import pstats
 import sys
 import time
+from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -23,38 +28,115 @@ sys.path.insert(0, HERE)
 import pylucid as pl  # noqa: E402
 
 
-def main() -> int:
+def _sync():
+    import torch
+
+    pl.cuda.synchronize()
+    torch.cuda.synchronize()
+
+
+def _time(step, n=20):
+    for _ in range(5):
+        step()
+    _sync()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    _sync()
+    return (time.perf_counter() - t0) / n
+
+
+def _kernels(step, steps=5):
+    """{kernel name: (calls per step, device us per step)} from a CUPTI trace of ``steps`` steps."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    _sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        _sync()
+    acc = defaultdict(lambda: [0, 0.0])
+    for ev in prof.events():
+        if getattr(ev, "device_type", None) == torch.autograd.DeviceType.CUDA:
+            a = acc[ev.name]
+            a[0] += 1
+            a[1] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+    return {k: (v[0] / steps, v[1] / steps) for k, v in acc.items()}
+
+
+def _print_kernels(title, ks, wall, rows=25):
+    total = sum(t for _, t in ks.values())
+    calls = sum(c for c, _ in ks.values())
+    print(f"-- {title}: {calls:.0f} kernels/step, device busy {total / 1e3:.3f} ms of {wall * 1e3:.3f} ms wall "
+          f"({total / 1e3 / (wall * 1e3):.0%})")
+    for name, (c, t) in sorted(ks.items(), key=lambda kv: -kv[1][1])[:rows]:
+        print(f"   {t:9.1f} us {c:5.1f}x  {name[:110]}")
+
+
+def _fallbacks(step):
+    """One step with ``cupy.matmul`` watched: any call means the direct cuBLAS path was not taken."""
+    import traceback
+
+    import cupy
+
+    seen = {}
+    orig = cupy.matmul
+
+    def watch(a, b, *args, **kwargs):
+        where = [f for f in traceback.extract_stack()[:-1] if "pylucid" in f.filename][-3:]
+        key = (str(a.dtype), str(b.dtype), a.shape, b.shape, tuple(f"{f.name}:{f.lineno}" for f in where))
+        seen[key] = seen.get(key, 0) + 1
+        return orig(a, b, *args, **kwargs)
+
+    cupy.matmul = watch
+    try:
+        step()
+        pl.cuda.synchronize()
+    finally:
+        cupy.matmul = orig
+    for key, n in seen.items():
+        print(f"   cupy.matmul fallback x{n}: {key}")
+    print(f"   direct gemm error: {pl.device('cuda').backend.gemm_error}")
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     if not pl.cuda.is_available():
         print("CUDA is not available here: nothing to profile")
         return 0
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
     from gpu_bench import _block_step, _mlp_step
 
-    for name, step in (("MLP 784-512-512-10 Adam, batch 128", _mlp_step(pl, (784, 512, 512, 10), 128)),
-                       ("transformer block fp32", _block_step(pl))):
-        for _ in range(10):
-            step()
-        pl.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(20):
-            step()
-        pl.cuda.synchronize()
-        print(f"\n== {name}: {(time.perf_counter() - t0) / 20 * 1e3:.2f} ms/step")
-        for sync in (True, False):
-            with pl.profiler.profile(sync_cuda=sync) as prof:
-                for _ in range(5):
-                    step()
-            pl.cuda.synchronize()
-            print(f"-- forward ops, {'device time (synchronised)' if sync else 'host time (not synchronised)'}")
-            print(prof.table(row_limit=12))
+    cases = {"mlp": ("MLP 784-512-512-10 Adam, batch 128", lambda lib: _mlp_step(lib, (784, 512, 512, 10), 128)),
+             "block": ("transformer block fp32", lambda lib: _block_step(lib)),
+             "block_bf16": ("transformer block bf16 autocast",
+                            lambda lib: _block_step(lib, lib.bfloat16))}
+    for key in argv or list(cases):
+        name, make = cases[key]
+        sp, st = make(pl), make(torch)
+        _fallbacks(sp)
+        wp, wt = _time(sp), _time(st)
+        print(f"\n== {name}: pylucid {wp * 1e3:.3f} ms, torch {wt * 1e3:.3f} ms, ratio {wp / wt:.3f}", flush=True)
+        try:
+            _print_kernels("pylucid", _kernels(sp), wp)
+            _print_kernels("torch", _kernels(st), wt)
+        except Exception as exc:  # profiler availability differs between builds
+            print(f"   (kernel trace unavailable: {type(exc).__name__}: {exc})")
         pr = cProfile.Profile()
         pr.enable()
         for _ in range(20):
-            step()
-        pl.cuda.synchronize()
+            sp()
+        _sync()
         pr.disable()
         out = io.StringIO()
-        pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(25)
-        print(out.getvalue()[-6000:])
+        stats = pstats.Stats(pr, stream=out)
+        stats.sort_stats("tottime").print_stats(30)
+        # who launches the copies and the CuPy fallbacks
+        stats.print_callers(r"'copy' of|ascontiguousarray|_routines_linalg.matmul|'astype' of|'sum' of")
+        print(out.getvalue()[-14000:], flush=True)
     return 0
 
 

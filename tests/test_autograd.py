@@ -362,3 +362,36 @@ def test_node_hooks():
     y.grad_fn.register_hook(lambda gi, go: seen.append((gi[0].tolist(), go[0].tolist())))
     y.sum().backward()
     assert seen == [([2.0, 2.0], [1.0, 1.0])]
+
+
+def test_leaf_grads_never_alias_each_other_or_user_tensors():
+    """Leaves keep fresh gradient arrays without a copy, but never one another's or the caller's."""
+    a = pl.tensor([1.0, 2.0], requires_grad=True)
+    b = pl.tensor([3.0, 4.0], requires_grad=True)
+    (a + b).sum().backward()  # add hands the same array to both inputs
+    a.grad.mul_(10.0)
+    assert b.grad.tolist() == [1.0, 1.0]
+    # a leaf used twice: the second contribution accumulates into its own array
+    c = pl.tensor([1.0, 2.0], requires_grad=True)
+    d = pl.tensor([5.0, 6.0], requires_grad=True)
+    (c * d + c).sum().backward()
+    d.grad.zero_()
+    assert c.grad.tolist() == [6.0, 7.0]
+    # the caller's gradient tensor reaching a leaf unchanged is not adopted
+    e = pl.tensor([1.0, 2.0], requires_grad=True)
+    seed = pl.tensor([0.5, 0.25])
+    e.backward(seed)
+    e.grad.mul_(4.0)
+    assert seed.tolist() == [0.5, 0.25]
+    # a hook's returned tensor is not adopted either
+    keep = pl.tensor([7.0, 7.0])
+    f = pl.tensor([1.0, 2.0], requires_grad=True)
+    f.register_hook(lambda g: keep)
+    (f * 2).sum().backward()
+    f.grad.add_(1.0)
+    assert keep.tolist() == [7.0, 7.0]
+    # a fresh array is adopted, and a second backward accumulates into it correctly
+    w = pl.tensor([1.0, 2.0], requires_grad=True)
+    (w * 3).sum().backward()
+    (w * 3).sum().backward()
+    assert w.grad.tolist() == [6.0, 6.0]

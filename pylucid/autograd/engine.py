@@ -139,6 +139,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     prev_grad = state.grad_enabled
     state.grad_enabled = bool(create_graph)
     acc_type = AccumulateGrad
+    owned = None  # ids of leaf-bound gradient arrays that no one else references (see _accumulate)
     last_dev = last_be = last_nd = None  # the backend of the last node's device (graphs are mostly one device)
     # with several GPUs, raw array work (fast paths, accumulation) must run with the graph's device current
     ctx = tensors[0]._device.backend.device_ctx()
@@ -153,7 +154,9 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                         for nr, k in captures[node]:
                             results[k] = _leaf_hooks(node.variable, grads[0], create_graph)
                     if accumulate and (needed is None or node in needed):
-                        _accumulate(node.variable, grads[0], create_graph)
+                        g0 = grads[0]
+                        mine = owned is not None and id(g0) in owned and (captures is None or node not in captures)
+                        _accumulate(node.variable, g0, create_graph, mine)
                 continue
             in_grads = None
             if grads is not None:
@@ -210,9 +213,20 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                         if buf is None:
                             buf = buffers[child] = [None] * child.n_outputs
                             buf[nr] = g
+                            old = None
                         else:
                             old = buf[nr]
                             buf[nr] = g if old is None else _add(old, g, create_graph)
+                        if child.__class__ is acc_type and nd is not None:
+                            # a leaf may keep this array as its .grad without a copy when nothing else
+                            # can hold it: a sum made here, or a fresh array (not a view, not one of
+                            # the incoming gradients passed through, not handed to two inputs)
+                            if old is not None or (g.base is None and g.flags.c_contiguous
+                                                   and not any(g is x for x in grads)
+                                                   and sum(x is g for x in in_grads) == 1):
+                                if owned is None:
+                                    owned = set()
+                                owned.add(id(buf[nr]))
                 left = deps[child] - 1
                 deps[child] = left
                 if left == 0:
@@ -308,8 +322,11 @@ def _leaf_hooks(var, g, create_graph):
     return g
 
 
-def _accumulate(var, g, create_graph):
-    g = _leaf_hooks(var, g, create_graph)
+def _accumulate(var, g, create_graph, owned=False):
+    if var._hooks:
+        g0 = g
+        g = _leaf_hooks(var, g, create_graph)
+        owned = owned and g is g0  # a hook's result may be referenced elsewhere
     if create_graph:
         if g.dtype is not var.dtype:
             g = g.to(var.dtype)
@@ -318,8 +335,9 @@ def _accumulate(var, g, create_graph):
     if g.shape != var._data.shape:
         raise LucidError(f"gradient of shape {g.shape} reached a leaf of shape {var._data.shape}")
     if var.grad is None:
-        # copy: a fast path may hand the same array to several inputs (add's g, g)
-        arr = g.astype(var._data.dtype) if g.dtype != var._data.dtype else g.copy()
+        # copy unless the engine made this array for this leaf alone: a fast path may hand the
+        # same array to several inputs (add's g, g), or pass a view of another gradient
+        arr = g.astype(var._data.dtype) if g.dtype != var._data.dtype else (g if owned else g.copy())
         var.grad = _new_tensor(arr, var._device)
     elif var.grad.grad_fn is None and not var.grad._requires_grad:
         var.grad._data += g

@@ -9,6 +9,10 @@ import numpy as np
 
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _NULL_CTX = contextlib.nullcontext()
+_SQRT1_2 = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+_GELU_K = 0.7978845608028654  # sqrt(2 / pi)
+_GELU_C = 0.044715
 #: what NumPy hands back from 0-d arithmetic instead of a 0-d array
 SCALAR_TYPES = (np.generic, bool, int, float, complex)
 
@@ -99,7 +103,10 @@ class ArrayBackend:
         if g.shape == shape:
             return g
         lead = g.ndim - len(shape)
-        axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and g.shape[i + lead] != 1)
+        stretched = tuple(i + lead for i, n in enumerate(shape) if n == 1 and g.shape[i + lead] != 1)
+        if not stretched and 0 < lead < g.ndim:
+            return self.sum(g, axis=tuple(range(lead)))  # already ``shape``: no keepdims-and-reshape view
+        axes = tuple(range(lead)) + stretched
         if axes:
             g = self.sum(g, axis=axes, keepdims=True)
         if lead:
@@ -211,6 +218,30 @@ class ArrayBackend:
 
         adam_step_ref(self.xp, params, grads, exp_avgs, exp_avg_sqs, step=step, lr=lr, beta1=beta1, beta2=beta2,
                       eps=eps, weight_decay=weight_decay, decoupled=decoupled, maximize=maximize)
+
+    # -- GELU (the CUDA backend runs each direction as one kernel) -----------------------
+    def _erf(self, z):
+        if z.dtype in _HALF:  # scipy.special has no half kernels: float32, rounded back once
+            return self.special.erf(z.astype(np.float32)).astype(z.dtype)
+        return self.special.erf(z)
+
+    def gelu(self, x, approximate: str = "none"):
+        """``x Phi(x)`` (``'none'``) or ``x/2 (1 + tanh(k (x + c x^3)))`` (``'tanh'``), in ``x``'s dtype."""
+        t = x.dtype.type
+        if approximate == "tanh":
+            return x * t(0.5) * (1 + self.tanh((x + x * x * x * t(_GELU_C)) * t(_GELU_K)))
+        return x * t(0.5) * (1 + self._erf(x * t(_SQRT1_2)))
+
+    def gelu_backward(self, g, x, approximate: str = "none"):
+        """``g * gelu'(x)``: ``Phi(x) + x phi(x)``, or the derivative of the tanh form."""
+        t = x.dtype.type
+        if approximate == "tanh":
+            th = self.tanh((x + x * x * x * t(_GELU_C)) * t(_GELU_K))
+            d_inner = (x * x * t(3 * _GELU_C) + 1) * t(_GELU_K)
+            return g * ((th + 1) * t(0.5) + x * t(0.5) * (1 - th * th) * d_inner)
+        cdf = (self._erf(x * t(_SQRT1_2)) + 1) * t(0.5)
+        pdf = self.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
+        return g * (cdf + x * pdf)
 
     def bias_act(self, x, bias, act: str = "relu"):
         """``act(x + bias)`` (``act``: none, relu, gelu, gelu_tanh; ``bias`` over the last axis or None)."""

@@ -41,6 +41,18 @@ _HALF = (_F16, _BF16)
 _KERNEL_DTYPES = (_F32, _F64)
 _ONE_F32 = np.array(1.0, dtype=np.float32)  # cuBLAS alpha/beta (host pointers, float32 compute type)
 _ZERO_F32 = np.array(0.0, dtype=np.float32)
+_ONE_F64 = np.array(1.0, dtype=np.float64)
+_ZERO_F64 = np.array(0.0, dtype=np.float64)
+#: dtype -> (cudaDataType, cublasComputeType, alpha, beta host pointers) of the direct cuBLAS path
+#: (CUDA_R_32F 0, CUDA_R_64F 1, CUDA_R_16F 2, CUDA_R_16BF 14; CUBLAS_COMPUTE_32F 68, _64F 70)
+_GEMM = {
+    _F32: (0, 68, _ONE_F32.ctypes.data, _ZERO_F32.ctypes.data),
+    _F64: (1, 70, _ONE_F64.ctypes.data, _ZERO_F64.ctypes.data),
+    _F16: (2, 68, _ONE_F32.ctypes.data, _ZERO_F32.ctypes.data),
+    _BF16: (14, 68, _ONE_F32.ctypes.data, _ZERO_F32.ctypes.data),
+}
+_INT32 = 1 << 31
+_GEMM_ALGO = -1  # CUBLAS_GEMM_DEFAULT (tensor cores are used for half types whenever possible)
 # below this many elements the generic CuPy ufunc is as fast as the vectorised kernel
 _VEC_MIN = 1 << 16
 
@@ -129,6 +141,60 @@ def _restore(out, half):
     if dt is not None and dt.kind == "f" and dt != half:
         return out.astype(half)
     return out
+
+
+def _mat_layout(x, r, c):
+    """How cuBLAS reads the last two axes ``(r, c)`` of ``x``: ``(transpose flag, leading dim)`` or None.
+
+    Row-major (unit column stride, row stride >= c): flag 0 (CUBLAS_OP_N on the column-major
+    view, which is the transpose we want); column-major (unit row stride): flag 1. Strides of
+    axes of length 1 never matter. Anything else (both strides > 1, negative, unaligned): None.
+    """
+    e = x.itemsize
+    sr, sc = x.strides[-2], x.strides[-1]
+    if c == 1:
+        sc = e
+    if r == 1:
+        sr = c * e if sc == e else e
+    if sc == e and sr >= c * e and sr % e == 0:
+        return 0, sr // e
+    if sr == e and sc >= r * e and sc % e == 0:
+        return 1, sc // e
+    return None
+
+
+def _batch_stride(x, batch, nb):
+    """The single element stride that walks the (broadcast) batch of ``x``, 0 if broadcast, or None."""
+    if x.ndim == 2:
+        return 0
+    xb = x.shape[:-2]
+    if math.prod(xb) == 1:
+        return 0
+    if len(xb) != len(batch) or xb != batch:
+        return None  # partly broadcast: the caller materialises it
+    stride = None
+    expect = None
+    for size, st in zip(reversed(xb), reversed(x.strides[:-2])):
+        if size == 1:
+            continue
+        if stride is None:
+            stride = st
+        elif st != expect:
+            return None
+        expect = st * size
+    if stride is None or stride <= 0 or stride % x.itemsize:
+        return None
+    return stride // x.itemsize
+
+
+def _fold_rows(a, m, row_bytes):
+    """Rows of ``a`` (batch..., m, k) as one matrix: the row count if every batch axis steps whole rows."""
+    expect = m * row_bytes
+    for size, st in zip(reversed(a.shape[:-2]), reversed(a.strides[:-2])):
+        if size != 1 and st != expect:
+            return None
+        expect *= size
+    return math.prod(a.shape[:-1])
 
 
 def _log_step_scan(xp, uf, a, axis):
@@ -370,7 +436,10 @@ class CUDABackend(ArrayBackend):
         self.ndarray = cp.ndarray
         self._sm_count = None
         self._adam_tables: dict = {}
-        self.batched_gemm_error = None  # set (with the reason) if the cuBLAS batched half path ever failed
+        self.gemm_error = None  # set (with the reason) if the direct cuBLAS path ever failed
+        self._cublas_mod = None
+        self._casts: dict = {}  # (source dtype, target dtype) -> fast cast kernel or None
+        self._ones: dict = {}  # dtype -> a ones vector for column sums (grown on demand)
         # cached sub-libraries
         self._special = self._linalg = self._fft = self._scipy_linalg = None
         fast_ok = hasattr(cp.ndarray, "_c_contiguous")  # CuPy's C-level flag; without it: generic calls only
@@ -480,78 +549,191 @@ class CUDABackend(ArrayBackend):
             return cp.asarray(data, dtype=dtype)
 
     def astype(self, a, np_dtype, copy=True):
+        """``a.astype``; contiguous float conversions (autocast's casts) launch one precompiled kernel."""
+        if a.__class__ is self.ndarray and a._c_contiguous and self.fast_launch and not self._multi and a.size:
+            src = a.dtype
+            dst = np_dtype if np_dtype.__class__ is src.__class__ else np.dtype(np_dtype)
+            if src != dst:
+                k = self._casts.get((src, dst), _MISS)
+                if k is _MISS:
+                    k = self._casts[(src, dst)] = K.cast_kernel(src, dst)
+                if k is not None:
+                    n = a.size
+                    c = self.ndarray(a.shape, dst)
+                    k(((n + _FAST_BLOCK - 1) // _FAST_BLOCK,), (_FAST_BLOCK,), (a, c, n))
+                    return c
         return a.astype(np_dtype, copy=copy)
+
+    # -- GELU: one kernel each way (the bias_act kernels without a bias) ---------------------
+    def gelu(self, x, approximate: str = "none"):
+        if self.fast_launch and x.dtype in _GEMM:
+            return self._bias_act("bias_act_fwd", None, x, None, "gelu_tanh" if approximate == "tanh" else "gelu")
+        return super().gelu(x, approximate)
+
+    def gelu_backward(self, g, x, approximate: str = "none"):
+        if self.fast_launch and x.dtype in _GEMM and g.dtype == x.dtype and g.shape == x.shape:
+            return self._bias_act("bias_act_bwd", g, x, None, "gelu_tanh" if approximate == "tanh" else "gelu")
+        return super().gelu_backward(g, x, approximate)
 
     # -- numerics that need care -------------------------------------------------------
     def matmul(self, a, b):
-        """``a @ b``; half precision stays half (cuBLAS, float32 accumulation, tensor cores)."""
+        """``a @ b``: straight to cuBLAS for float16/bfloat16/float32/float64 (see :meth:`_gemm`).
+
+        Half precision stays half (float32 accumulation, tensor cores); 1-D operands are
+        promoted to matrices as NumPy does; other dtypes (complex, integer) use CuPy's matmul.
+        """
         cp = self.xp
         dt = a.dtype
+        if dt in _GEMM and b.dtype == dt and self.fast_launch:
+            if a.ndim >= 2 and b.ndim >= 2:
+                out = self._gemm(a, b)
+                if out is not None:
+                    return out
+            elif a.ndim >= 1 and b.ndim >= 1:
+                a2 = a[None, :] if a.ndim == 1 else a
+                b2 = b[:, None] if b.ndim == 1 else b
+                out = self._gemm(a2, b2)
+                if out is not None:
+                    if a.ndim == 1 and b.ndim == 1:
+                        return out.reshape(())
+                    if b.ndim == 1:
+                        return out[..., 0]
+                    return out[..., 0, :]
         if dt not in _HALF or b.dtype != dt:
             return cp.matmul(a, b)
-        if a.ndim == 1 or b.ndim == 1:
-            if a.ndim == 1 and b.ndim == 1:
-                return cp.matmul(a.astype(_F32), b.astype(_F32)).astype(dt)
-            a2 = a[None, :] if a.ndim == 1 else a
-            b2 = b[:, None] if b.ndim == 1 else b
-            out = self.matmul(a2, b2)
-            return out[..., 0, :] if a.ndim == 1 else out[..., 0]
-        if a.ndim == 2 and b.ndim == 2:
-            return cp.matmul(a, b)  # CuPy's 2-D path: cublasGemmEx, CUBLAS_COMPUTE_32F, tensor-op algo
-        return self._batched_half_matmul(a, b)
+        # half precision without the direct path (fast_launch off, or a shape cuBLAS refused)
+        a32, b32 = a.astype(_F32), b.astype(_F32)
+        return cp.matmul(a32, b32).astype(dt)
 
-    def _batched_half_matmul(self, a, b):
+    def _gemm(self, a, b):
+        """``a @ b`` for operands of >= 2 dims through one cuBLAS call, or None (caller falls back).
+
+        No copies for the layouts the ops produce: each operand's last two axes may be
+        row-major with any row stride (a slice of a wider matrix, ``qkv[..., :d]``) or
+        column-major (a ``.T``/``transpose(-2, -1)`` view); cuBLAS reads them with the
+        matching transpose flag and leading dimension. The batch axes must collapse to one
+        stride (or be broadcast: stride 0) for ``cublasGemmStridedBatchedEx``; anything else
+        is copied to a contiguous operand first. A 2-D right operand folds a row-major
+        left operand's batch into the rows: one GEMM (the Linear-layer case).
+        Row-major ``C = A @ B`` is column-major ``C^T = B^T A^T``, so B is passed first.
+        Float32 uses ``CUBLAS_COMPUTE_32F`` (no TF32, as PyTorch's default); half types
+        accumulate in float32 and round once.
+        """
         cp = self.xp
-        dt = a.dtype
-        batch = a.shape[:-2] if a.shape[:-2] == b.shape[:-2] else tuple(np.broadcast_shapes(a.shape[:-2],
-                                                                                           b.shape[:-2]))
-        m, k = a.shape[-2:]
+        m, k = a.shape[-2], a.shape[-1]
         n = b.shape[-1]
-        if b.shape[-2] != k:
-            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} not aligned")
-        if b.ndim == 2:
-            # (..., m, k) @ (k, n): one large GEMM over the folded batch (the Linear-layer case)
-            return cp.matmul(cp.ascontiguousarray(a).reshape(-1, k), b).reshape(batch + (m, n))
-        if a.shape[:-2] != batch:
-            a = cp.broadcast_to(a, batch + (m, k))
-        if b.shape[:-2] != batch:
-            b = cp.broadcast_to(b, batch + (k, n))
-        nb = math.prod(batch)  # explicit: reshape(-1, ...) is ambiguous for zero-size operands
-        a3 = (a if a.flags.c_contiguous else cp.ascontiguousarray(a)).reshape(nb, m, k)
-        b3 = (b if b.flags.c_contiguous else cp.ascontiguousarray(b)).reshape(nb, k, n)
-        c3 = cp.empty((nb, m, n), dtype=dt)
-        if c3.size == 0:
-            return c3.reshape(batch + (m, n))
-        if k == 0:
-            c3.fill(0)
-            return c3.reshape(batch + (m, n))
-        try:
-            from cupy_backends.cuda.api import runtime
+        if b.shape[-2] != k or not (m and n and k) or max(m, n, k) >= _INT32 or a.size >= _INT32 or b.size >= _INT32:
+            return None  # empty products and 32-bit cuBLAS dimensions: CuPy's matmul
+        dt = a.dtype
+        batch_a, batch_b = a.shape[:-2], b.shape[:-2]
+        if batch_a == batch_b or not batch_b:
+            batch = batch_a
+        elif not batch_a:
+            batch = batch_b
+        else:
+            try:
+                batch = tuple(np.broadcast_shapes(batch_a, batch_b))
+            except ValueError:
+                return None  # CuPy raises the shape error
+        nb = math.prod(batch)
+        if nb == 0:
+            return None
+        la = _mat_layout(a, m, k)
+        if la is None:
+            a = cp.ascontiguousarray(a)
+            la = (0, k)
+        lb = _mat_layout(b, k, n)
+        if lb is None:
+            b = cp.ascontiguousarray(b)
+            lb = (0, n)
+        e = dt.itemsize
+        with self.device_ctx():
+            if nb > 1 and not batch_b and la[0] == 0:
+                rows = _fold_rows(a, m, la[1] * e)
+                if rows is not None:  # (batch..., m, k) rows of one row-major matrix: a single GEMM
+                    c = self.ndarray(batch + (m, n), dt)
+                    return c if self._cublas(lb, la, n, rows, k, b, a, 0, 0, c, 1) else None
+            sa = _batch_stride(a, batch, nb)
+            if sa is None:
+                a = cp.ascontiguousarray(cp.broadcast_to(a, batch + (m, k)))
+                la, sa = (0, k), m * k
+            sb = _batch_stride(b, batch, nb)
+            if sb is None:
+                b = cp.ascontiguousarray(cp.broadcast_to(b, batch + (k, n)))
+                lb, sb = (0, n), k * n
+            c = self.ndarray(batch + (m, n), dt)
+            return c if self._cublas(lb, la, n, m, k, b, a, sb, sa, c, nb) else None
+
+    def _cublas(self, lb, la, n, m, k, b, a, sb, sa, c, nb):
+        """``C(col-major n x m) = op(B) op(A)``: cublasGemmEx, or its strided-batched form for ``nb > 1``.
+
+        False (and ``gemm_error`` set) if cuBLAS refused the call: the caller falls back to CuPy.
+        """
+        cp = self.xp
+        cublas = self._cublas_mod
+        if cublas is None:
             from cupy_backends.cuda.libs import cublas
 
-            cuda_dt = runtime.CUDA_R_16F if dt == _F16 else getattr(runtime, "CUDA_R_16BF", 14)
-            one, zero = _ONE_F32, _ZERO_F32
+            self._cublas_mod = cublas
+        cuda_dt, compute, one, zero = _GEMM[a.dtype]
+        try:
             handle = cp.cuda.device.get_cublas_handle()
-            # CuPy binds its shared handle to a stream only inside its own BLAS calls: bind it to the
-            # current stream here too, else this GEMM runs on whichever stream CuPy used last
+            # CuPy binds its shared handle to a stream only inside its own BLAS calls: bind it here too
             cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
-            # row-major C = A @ B is column-major C^T = B^T @ A^T: pass B first
-            cublas.gemmStridedBatchedEx(
-                handle, 0, 0, n, m, k, one.ctypes.data,
-                b3.data.ptr, cuda_dt, n, k * n,
-                a3.data.ptr, cuda_dt, k, m * k,
-                zero.ctypes.data, c3.data.ptr, cuda_dt, n, m * n,
-                nb, getattr(cublas, "CUBLAS_COMPUTE_32F", 68), getattr(cublas, "CUBLAS_GEMM_DEFAULT_TENSOR_OP", 99))
+            if nb == 1:
+                cublas.gemmEx(handle, lb[0], la[0], n, m, k, one, b.data.ptr, cuda_dt, lb[1], a.data.ptr, cuda_dt,
+                              la[1], zero, c.data.ptr, cuda_dt, n, compute, _GEMM_ALGO)
+            else:
+                cublas.gemmStridedBatchedEx(handle, lb[0], la[0], n, m, k, one, b.data.ptr, cuda_dt, lb[1], sb,
+                                            a.data.ptr, cuda_dt, la[1], sa, zero, c.data.ptr, cuda_dt, n, m * n, nb,
+                                            compute, _GEMM_ALGO)
         except Exception as exc:  # pragma: no cover - depends on the CuPy/cuBLAS build
-            self.batched_gemm_error = f"{type(exc).__name__}: {exc}"
-            c3 = cp.matmul(a3.astype(_F32), b3.astype(_F32)).astype(dt)
-        return c3.reshape(batch + (m, n))
+            self.gemm_error = f"{type(exc).__name__}: {exc}"
+            return False
+        return True
 
     def sum(self, a, axis=None, keepdims=False, dtype=None):
+        if dtype is None and axis is not None and a.dtype in _GEMM and self.fast_launch:
+            out = self._sum_leading(a, axis, keepdims)
+            if out is not None:
+                return out
         if dtype is None and a.dtype in _HALF:
             # accumulate half precision in float32 (as PyTorch does), round once
-            return self.xp.sum(a.astype(_F32), axis=axis, keepdims=keepdims).astype(a.dtype)
+            return self.astype(self.xp.sum(self.astype(a, _F32), axis=axis, keepdims=keepdims), a.dtype)
         return self.xp.sum(a, axis=axis, keepdims=keepdims, dtype=dtype)
+
+    def _sum_leading(self, a, axis, keepdims):
+        """Sum of a C-contiguous float array over its leading axes as one GEMV-shaped cuBLAS call, or None.
+
+        ``ones(1, M) @ a.reshape(M, N)``: the bias and norm-weight gradients (sum over batch and
+        tokens) are column sums, which CuPy's generic reduction runs slowly (one thread per
+        output column walking a strided column). cuBLAS reads the matrix once, coalesced, and
+        accumulates in float32 (float64 for float64) with one rounding for half types.
+        """
+        nd = a.ndim
+        axes = (axis,) if axis.__class__ is int else tuple(axis)
+        j = len(axes)
+        if not j or j >= nd or not a._c_contiguous:
+            return None
+        for i, ax in enumerate(sorted(ax + nd if ax < 0 else ax for ax in axes)):
+            if ax != i:
+                return None
+        shape = a.shape
+        m = math.prod(shape[:j])
+        n = a.size // m if m else 0
+        if m < 2 or not n or m >= _INT32 or n >= _INT32:
+            return None
+        ones = self._ones.get(a.dtype)
+        if ones is None or ones.size < m:
+            with self.device_ctx():
+                ones = self._ones[a.dtype] = self.xp.ones(max(m, 4096), dtype=_F32).astype(a.dtype)
+        out_shape = (1,) * j + shape[j:] if keepdims else shape[j:]
+        with self.device_ctx():
+            c = self.ndarray(out_shape, a.dtype)
+            # C(1 x n) = ones(1 x m) @ A(m x n), both row-major
+            if not self._cublas((0, n), (0, m), n, 1, m, a, ones, 0, 0, c, 1):
+                return None
+        return c
 
     def mean(self, a, axis=None, keepdims=False):
         if a.size == 0 or (axis is not None and any(a.shape[i] == 0 for i in
@@ -559,7 +741,7 @@ class CUDABackend(ArrayBackend):
             s = self.xp.sum(a.astype(_F32) if a.dtype in _HALF else a, axis=axis, keepdims=keepdims)
             return self.xp.full(s.shape, float("nan"), dtype=a.dtype)
         if a.dtype in _HALF:
-            return self.xp.mean(a.astype(_F32), axis=axis, keepdims=keepdims).astype(a.dtype)
+            return self.astype(self.xp.mean(self.astype(a, _F32), axis=axis, keepdims=keepdims), a.dtype)
         return self.xp.mean(a, axis=axis, keepdims=keepdims)
 
     def scatter_add(self, target, index, values):
@@ -614,7 +796,7 @@ class CUDABackend(ArrayBackend):
             flat = target.reshape(-1) if target.flags.c_contiguous else cp.ascontiguousarray(target).reshape(-1)
             order = cp.argsort(pos)  # CuPy's argsort is stable (radix sort)
             sp = pos[order]
-            new = cp.empty(sp.shape, dtype=bool)
+            new = self.ndarray(sp.shape, bool)
             new[0] = True
             cp.not_equal(sp[1:], sp[:-1], out=new[1:])
             seg = cp.cumsum(new) - 1
@@ -656,7 +838,7 @@ class CUDABackend(ArrayBackend):
             n = a.size
             n4 = n // 4
             with self.device_ctx():
-                c = cp.empty(a.shape, dtype=_F32)
+                c = self.ndarray(a.shape, _F32)
                 kern = K.get_kernel("vec_binary_f32")
                 threads = 256
                 kern(((n4 + threads - 1) // threads,), (threads,),
@@ -675,7 +857,10 @@ class CUDABackend(ArrayBackend):
         cdt = _F32 if dt in _HALF else dt
         if cdt not in _KERNEL_DTYPES:
             raise TypeError(f"cuda kernels: floating input expected, got {dt}")
-        return [None if a is None else self.xp.ascontiguousarray(a.astype(cdt, copy=False)) for a in arrays], dt, cdt
+        contig = self.xp.ascontiguousarray
+        out = [None if a is None else contig(self.astype(a, cdt, copy=False)) for a in arrays]
+        # ascontiguousarray makes 0-d arrays 1-d (as NumPy's does): give them back their shape
+        return [c if c is None or c.ndim == a.ndim else c.reshape(a.shape) for c, a in zip(out, arrays)], dt, cdt
 
     @staticmethod
     def _row_threads(cols: int) -> int:
@@ -695,11 +880,11 @@ class CUDABackend(ArrayBackend):
         cols = x.shape[-1] if x.ndim else 1
         rows = xc.size // cols if cols else 0
         with self.device_ctx():
-            y = self.xp.empty(xc.shape, dtype=cdt)
+            y = self.ndarray(xc.shape, cdt)
             if rows and cols:
                 K.get_kernel("softmax_fwd", cdt)((rows,), (self._row_threads(cols),),
                                                  (xc, y, np.int64(cols), np.int32(bool(log))))
-        return y.astype(dt, copy=False)
+        return self.astype(y, dt, copy=False)
 
     def softmax_backward(self, y, g, log: bool = False):
         """Gradient of :meth:`softmax` from its output ``y`` and the incoming gradient ``g``."""
@@ -707,11 +892,11 @@ class CUDABackend(ArrayBackend):
         cols = y.shape[-1] if y.ndim else 1
         rows = yc.size // cols if cols else 0
         with self.device_ctx():
-            dx = self.xp.empty(yc.shape, dtype=cdt)
+            dx = self.ndarray(yc.shape, cdt)
             if rows and cols:
                 K.get_kernel("softmax_bwd", cdt)((rows,), (self._row_threads(cols),),
                                                  (yc, gc, dx, np.int64(cols), np.int32(bool(log))))
-        return dx.astype(dt, copy=False)
+        return self.astype(dx, dt, copy=False)
 
     def layer_norm(self, x, weight, bias, eps: float):
         """Layer norm over the last axis: ``(y, mean, rstd)``; ``mean``/``rstd`` of shape ``x.shape[:-1]``.
@@ -721,11 +906,10 @@ class CUDABackend(ArrayBackend):
         (xc, wc, bc), dt, cdt = self._compute(x, weight, bias)
         cols = x.shape[-1]
         rows = xc.size // cols if cols else 0
-        cp = self.xp
         with self.device_ctx():
-            y = cp.empty(xc.shape, dtype=cdt)
-            mean = cp.empty(x.shape[:-1], dtype=cdt)
-            rstd = cp.empty(x.shape[:-1], dtype=cdt)
+            y = self.ndarray(xc.shape, cdt)
+            mean = self.ndarray(x.shape[:-1], cdt)
+            rstd = self.ndarray(x.shape[:-1], cdt)
             if rows and cols:
                 K.get_kernel("layer_norm_fwd", cdt)(
                     (rows,), (self._row_threads(cols),),
@@ -734,7 +918,7 @@ class CUDABackend(ArrayBackend):
             elif rows:
                 mean.fill(float("nan"))
                 rstd.fill(float("nan"))
-        return y.astype(dt, copy=False), mean, rstd
+        return self.astype(y, dt, copy=False), mean, rstd
 
     def layer_norm_backward(self, g, x, mean, rstd, weight):
         """``(dx, dweight, dbias)`` of :meth:`layer_norm` (``dweight``/``dbias`` None without ``weight``)."""
@@ -743,21 +927,20 @@ class CUDABackend(ArrayBackend):
         rc = self.xp.ascontiguousarray(rstd.astype(cdt, copy=False))
         cols = x.shape[-1]
         rows = xc.size // cols if cols else 0
-        cp = self.xp
         with self.device_ctx():
-            dx = cp.empty(xc.shape, dtype=cdt)
+            dx = self.ndarray(xc.shape, cdt)
             if rows and cols:
                 K.get_kernel("layer_norm_bwd", cdt)(
                     (rows,), (self._row_threads(cols),),
                     (gc, xc, xc if wc is None else wc, mc, rc, dx, np.int64(cols), np.int32(wc is not None)))
             if wc is None:
-                return dx.astype(dt, copy=False), None, None
+                return self.astype(dx, dt, copy=False), None, None
             g2 = gc.reshape(-1, cols)
             xhat = (xc.reshape(-1, cols) - mc.reshape(-1, 1)) * rc.reshape(-1, 1)
-            dw = cp.sum(g2 * xhat, axis=0)
-            db = cp.sum(g2, axis=0)
+            dw = self.sum(g2 * xhat, axis=0)
+            db = self.sum(g2, axis=0)
         wdt = weight.dtype
-        return dx.astype(dt, copy=False), dw.astype(wdt, copy=False), db.astype(wdt, copy=False)
+        return self.astype(dx, dt, copy=False), dw.astype(wdt, copy=False), db.astype(wdt, copy=False)
 
     def cross_entropy(self, logits, target, ignore_index: int = -100):
         """Per-row cross-entropy of 2-D ``logits`` against int targets: ``(loss, lse)`` (see the reference)."""
@@ -766,8 +949,8 @@ class CUDABackend(ArrayBackend):
         rows, cols = logits.shape
         with self.device_ctx():
             t = cp.ascontiguousarray(target.astype(np.int64, copy=False))
-            loss = cp.empty((rows,), dtype=cdt)
-            lse = cp.empty((rows,), dtype=cdt)
+            loss = self.ndarray((rows,), cdt)
+            lse = self.ndarray((rows,), cdt)
             if rows:
                 K.get_kernel("cross_entropy_fwd", cdt)((rows,), (self._row_threads(cols),),
                                                        (xc, t, loss, lse, np.int64(cols), np.int64(ignore_index)))
@@ -781,12 +964,12 @@ class CUDABackend(ArrayBackend):
         n = rows * cols
         with self.device_ctx():
             t = cp.ascontiguousarray(target.astype(np.int64, copy=False))
-            dx = cp.empty((rows, cols), dtype=cdt)
+            dx = self.ndarray((rows, cols), cdt)
             if n:
                 K.get_kernel("cross_entropy_bwd", cdt)((self._grid(n),), (256,),
                                                        (gc, xc, lc, t, dx, np.int64(cols), np.int64(ignore_index),
                                                         np.int64(n)))
-        return dx.astype(dt, copy=False)
+        return self.astype(dx, dt, copy=False)
 
     def embedding_backward(self, g, indices, num_weights: int, padding_idx: int | None = None,
                            deterministic: bool = False):
@@ -908,18 +1091,17 @@ class CUDABackend(ArrayBackend):
             gc = None
         else:
             (gc, xc, bc), dt, cdt = self._compute(g, x, bias)
-        cp = self.xp
         n = xc.size
         ncol = bc.size if bc is not None else 1
         if bc is not None and (x.ndim == 0 or bc.size != x.shape[-1]):
             raise ValueError(f"bias_act: bias of shape {bias.shape} does not match the last axis of {x.shape}")
         with self.device_ctx():
-            out = cp.empty(xc.shape, dtype=cdt)
+            out = self.ndarray(xc.shape, cdt)
             if n:
                 b = xc if bc is None else bc
                 head = (xc, b, out) if gc is None else (gc, xc, b, out)
                 K.get_kernel(name, cdt)((self._grid(n),), (256,),
                                         head + (np.int64(ncol), np.int64(n), np.int32(bc is not None),
                                                 np.int32(K._ACTS[act])))
-        return out.astype(dt, copy=False)
+        return self.astype(out, dt, copy=False)
 

@@ -603,6 +603,53 @@ def fast_source(op: str, kind: str, dtype_name: str):
     return src, name
 
 
+#: dtype conversions the fast cast covers (source, target). Each is one correctly rounded step:
+#: half <-> float32 and half -> float64 are exact or one rounding through float; float64 -> half
+#: would round twice through float, so it keeps CuPy's conversion.
+CAST_PAIRS = frozenset({("float32", "float16"), ("float32", "bfloat16"), ("float16", "float32"),
+                        ("bfloat16", "float32"), ("float16", "bfloat16"), ("bfloat16", "float16"),
+                        ("float32", "float64"), ("float64", "float32"), ("float16", "float64"),
+                        ("bfloat16", "float64")})
+
+
+def cast_source(src: str, dst: str):
+    """CUDA source and kernel name converting a contiguous ``src`` array to ``dst``; None if not covered."""
+    if (src, dst) not in CAST_PAIRS:
+        return None
+    s_st, s_ct, load, _, _ = _FAST_TYPES[src]
+    d_st, d_ct, _, store, _ = _FAST_TYPES[dst]
+    ct = "double" if "double" in (s_ct, d_ct) else "float"
+    name = f"pl_cast_{src}_{dst}"
+    src_code = (_FAST_PRELUDE
+                + f'extern "C" __global__ void {name}(const {s_st}* __restrict__ a, {d_st}* __restrict__ c, '
+                + "long long n) {\n    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                + f"    if (i < n) {{ {ct} x = ({ct}){load.format('a[i]')}; "
+                + f"c[i] = {store.format(f'({d_ct})x')}; }}\n}}\n")
+    return src_code, name
+
+
+def cast_kernel(src, dst):
+    """The launchable ``k(grid, block, (a, c, n))`` of :func:`cast_source` on the current device, or None."""
+    s, d = np.dtype(src).name, np.dtype(dst).name
+    got = cast_source(s, d)
+    if got is None:
+        return None
+    return _compile(got, ("cast", s, d))
+
+
+def _compile(got, key):
+    src, name = got
+    try:
+        import cupy
+
+        raw = cupy.RawKernel(src, name)
+        fn = getattr(raw, "kernel", None)  # compiles now; errors surface here, not mid-op
+        return raw if fn is None else fn
+    except Exception as exc:  # pragma: no cover - depends on the NVRTC build
+        fast_kernel_errors[key] = f"{type(exc).__name__}: {exc}"
+        return None
+
+
 def fast_kernel(op: str, kind: str, dtype):
     """The launchable function of a fast element-wise kernel on the current device, or None.
 
@@ -615,18 +662,7 @@ def fast_kernel(op: str, kind: str, dtype):
     got = fast_source(op, kind, dt.name)
     if got is None:
         return None
-    src, name = got
-    try:
-        import cupy
-
-        raw = cupy.RawKernel(src, name)
-        fn = getattr(raw, "kernel", None)  # compiles now; errors surface here, not mid-op
-        if fn is None:
-            fn = raw
-        return fn
-    except Exception as exc:  # pragma: no cover - depends on the NVRTC build
-        fast_kernel_errors[(op, kind, dt.name)] = f"{type(exc).__name__}: {exc}"
-        return None
+    return _compile(got, (op, kind, dt.name))
 
 
 #: (op, kind, dtype name) -> why the fast kernel could not be built (empty when all compiled)

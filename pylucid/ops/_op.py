@@ -303,7 +303,7 @@ def _apply_general(op, args, params, st):
 
                     a = cast(a, cdt)
                 else:
-                    a = _new_tensor(data.astype(np_cdt), a._device)
+                    a = _new_tensor(a._device.backend.astype(data, np_cdt), a._device)
                 if new_args is None:
                     new_args = list(args)
                 new_args[i] = a

@@ -32,7 +32,7 @@ class Cast(Op):
 
             warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=4)
             x = x.real
-        return x.astype(dtype.numpy_dtype)
+        return be.astype(x, dtype.numpy_dtype)
 
     def backward(self, g):
         in_dtype = self.params["in_dtype"]
@@ -46,7 +46,7 @@ class Cast(Op):
         in_dtype = self.params["in_dtype"]
         if g.dtype.kind == "c" and not in_dtype.is_complex:
             g = g.real
-        return g.astype(in_dtype.numpy_dtype)
+        return be.astype(g, in_dtype.numpy_dtype)
 
 
 def cast(x: Tensor, dtype) -> Tensor:
