@@ -1308,3 +1308,56 @@ def test_fast_cast_is_bit_exact(pair):
     same = (got.view(f"u{got.itemsize}") == ref.view(f"u{ref.itemsize}")) | (np.isnan(got.astype(np.float64))
                                                                              & np.isnan(ref.astype(np.float64)))
     assert same.all(), (host[~same][:5], got[~same][:5], ref[~same][:5])
+
+
+def test_cross_entropy_reduce_and_relu_refs_match_torch():
+    x = _rng(30).standard_normal((6, 5))
+    t = np.array([1, -100, 4, 0, -100, 2])
+    loss, _ = K.cross_entropy_ref(np, x, t)
+    for red in ("mean", "sum"):
+        out, count = K.cross_entropy_reduce_ref(np, loss, t, -100, red == "mean")
+        ref = torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(t), reduction=red)
+        np.testing.assert_allclose(out, ref.numpy(), rtol=1e-12)
+        assert count == 4
+    y = np.array([-1.0, 0.0, 2.0, np.nan, 3.0])
+    g = np.array([1.0, 2.0, 3.0, 4.0, np.inf])
+    ty = torch.tensor(y, requires_grad=True)
+    ref = torch.ops.aten.threshold_backward(torch.tensor(g), torch.tensor(y), 0.0)
+    np.testing.assert_array_equal(K.relu_backward_ref(np, y, g), ref.numpy())
+    del ty
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", KDTYPES)
+def test_cross_entropy_reduce_kernel_and_scalar_grad(dtype):
+    be = _be()
+    cp = be.xp
+    x = cp.asarray(_rng(31).standard_normal((300, 7)), dtype=dtype)
+    t = cp.asarray(_rng(32).integers(0, 7, 300))
+    t[::5] = -100
+    loss, lse = be.cross_entropy(x, t)
+    for mean in (True, False):
+        out, count = be.cross_entropy_reduce(loss, t, -100, mean)
+        r_out, r_count = K.cross_entropy_reduce_ref(cp, loss.astype(np.float64), t, -100, mean)
+        assert out.shape == () and out.dtype == loss.dtype
+        _close(out, r_out, dtype)
+        assert float(count) == float(r_count) == 240
+    out, count = be.cross_entropy_reduce(loss, cp.full(300, -100), -100, True)
+    assert bool(cp.isnan(out)) and float(count) == 0  # every row ignored: 0/0
+    g = cp.asarray(0.25, dtype=dtype)
+    for gg in (g, cp.broadcast_to(g, (300,))):
+        got = be.cross_entropy_backward(gg, x, lse, t)
+        _close(got, be.cross_entropy_backward(cp.full(300, 0.25, dtype=dtype), x, lse, t), dtype)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_relu_backward_kernel(dtype):
+    be = _be()
+    npdt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    y = np.array([-1.0, 0.0, 2.0, np.nan, 3.0, -0.0] * 50).astype(npdt)
+    g = np.array([1.0, 2.0, 3.0, 4.0, np.inf, 5.0] * 50).astype(npdt)
+    got = be.to_numpy(be.relu_backward(be.asarray(y), be.asarray(g)))
+    assert got.dtype == np.dtype(npdt)
+    np.testing.assert_array_equal(got.astype(np.float64), K.relu_backward_ref(np, y.astype(np.float64),
+                                                                              g.astype(np.float64)))

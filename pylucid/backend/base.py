@@ -196,6 +196,17 @@ class ArrayBackend:
         with self.errstate():
             return cross_entropy_ref(self.xp, logits, target, ignore_index)
 
+    def cross_entropy_reduce(self, loss, target, ignore_index: int = -100, mean: bool = True):
+        """``(sum or mean of the per-row losses, non-ignored row count)`` (the fused forward's reduction)."""
+        from .cuda_kernels import cross_entropy_reduce_ref
+
+        with self.errstate():
+            return cross_entropy_reduce_ref(self.xp, loss, target, ignore_index, mean)
+
+    def relu_backward(self, y, g):
+        """PyTorch's ``threshold_backward`` from relu's output: ``g`` where ``y > 0`` or NaN, else 0."""
+        return self.where(y <= 0, g.dtype.type(0), g)  # ``self.where``: CUDA's bfloat16 route keeps the dtype
+
     def cross_entropy_backward(self, g, logits, lse, target, ignore_index: int = -100):
         """``dlogits`` of :meth:`cross_entropy` given the per-row incoming gradient ``g``."""
         from .cuda_kernels import cross_entropy_backward_ref

@@ -957,7 +957,14 @@ class CUDABackend(ArrayBackend):
         return loss.astype(dt, copy=False), lse.astype(dt, copy=False)
 
     def cross_entropy_backward(self, g, logits, lse, target, ignore_index: int = -100):
-        """``dlogits`` of :meth:`cross_entropy` given the per-row incoming gradient ``g``."""
+        """``dlogits`` of :meth:`cross_entropy` given the per-row incoming gradient ``g``.
+
+        ``g`` may be 0-d or a stride-0 broadcast (a reduced loss): the kernel reads it in place.
+        """
+        g_stride = 1
+        if g.ndim == 0 or (g.ndim == 1 and g.strides[0] == 0):
+            g = g.reshape(()) if g.ndim == 0 else g[:1].reshape(())
+            g_stride = 0
         (xc, gc, lc), dt, cdt = self._compute(logits, g, lse)
         cp = self.xp
         rows, cols = logits.shape
@@ -968,8 +975,31 @@ class CUDABackend(ArrayBackend):
             if n:
                 K.get_kernel("cross_entropy_bwd", cdt)((self._grid(n),), (256,),
                                                        (gc, xc, lc, t, dx, np.int64(cols), np.int64(ignore_index),
-                                                        np.int64(n)))
+                                                        np.int64(n), np.int64(g_stride)))
         return self.astype(dx, dt, copy=False)
+
+    def cross_entropy_reduce(self, loss, target, ignore_index: int = -100, mean: bool = True):
+        """``(sum or mean of per-row losses, non-ignored row count)``: one single-block kernel (see the reference)."""
+        (lc,), dt, cdt = self._compute(loss)
+        cp = self.xp
+        with self.device_ctx():
+            t = cp.ascontiguousarray(target.astype(np.int64, copy=False))
+            out = self.ndarray((), cdt)
+            count = self.ndarray((), cdt)
+            K.get_kernel("cross_entropy_reduce", cdt)((1,), (1024,), (lc, t, out, count, np.int64(lc.size),
+                                                                      np.int64(ignore_index), np.int32(bool(mean))))
+        return self.astype(out, dt, copy=False), count
+
+    def relu_backward(self, y, g):
+        """``threshold_backward``: ``g`` where ``y > 0`` (or NaN), else 0; one kernel for float32/float64."""
+        if (self.fast_launch and y.dtype in _KERNEL_DTYPES and g.dtype == y.dtype and g.shape == y.shape
+                and y._c_contiguous and g._c_contiguous and y.size):
+            n = y.size
+            with self.device_ctx():
+                dx = self.ndarray(y.shape, y.dtype)
+                K.get_kernel("relu_bwd", y.dtype)(((n + 255) // 256,), (256,), (y, g, dx, np.int64(n)))
+            return dx
+        return super().relu_backward(y, g)
 
     def embedding_backward(self, g, indices, num_weights: int, padding_idx: int | None = None,
                            deterministic: bool = False):

@@ -110,6 +110,21 @@ def cross_entropy_backward_ref(xp, g, logits, lse, target, ignore_index: int = -
     return (gr[:, None] * (p - onehot)).astype(logits.dtype)
 
 
+def cross_entropy_reduce_ref(xp, loss, target, ignore_index: int = -100, mean: bool = True):
+    """``(sum or mean of the per-row losses, number of rows not ignored)``, both 0-d of ``loss``'s dtype.
+
+    The mean divides by the count of rows whose target is not ``ignore_index`` (0/0 = NaN, as PyTorch).
+    """
+    count = xp.sum(target != ignore_index).astype(loss.dtype)
+    total = xp.sum(loss)
+    return (total / count if mean else total).astype(loss.dtype), count
+
+
+def relu_backward_ref(xp, y, g):
+    """PyTorch's ``threshold_backward``: ``g`` where ``y > 0`` or ``y`` is NaN, else 0."""
+    return xp.where(y <= 0, xp.zeros((), dtype=g.dtype), g)
+
+
 def embedding_backward_ref(xp, g, indices, num_weights: int, padding_idx: int | None = None):
     """``dweight[k] = sum of g rows whose index is k`` (``padding_idx`` rows get no gradient).
 
@@ -367,15 +382,39 @@ extern "C" __global__ void cross_entropy_fwd(const scalar_t* __restrict__ logits
 extern "C" __global__ void cross_entropy_bwd(const scalar_t* __restrict__ g, const scalar_t* __restrict__ logits,
                                              const scalar_t* __restrict__ lse, const long long* __restrict__ target,
                                              scalar_t* __restrict__ dx, long long cols, long long ignore_index,
-                                             long long n) {
+                                             long long n, long long g_stride) {
+    // g_stride 0: one gradient for every row (the mean/sum reductions), read without a broadcast copy
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
         long long r = i / cols, c = i - r * cols;
         long long t = target[r];
         if (t == ignore_index) { dx[i] = 0; continue; }
         scalar_t p = exp(logits[i] - lse[r]);
-        dx[i] = g[r] * (p - (c == t ? (scalar_t)1 : (scalar_t)0));
+        dx[i] = g[r * g_stride] * (p - (c == t ? (scalar_t)1 : (scalar_t)0));
     }
+}
+""",
+    "cross_entropy_reduce": r"""
+// one block: the sum (or mean over non-ignored rows) of the per-row losses, and the row count
+extern "C" __global__ void cross_entropy_reduce(const scalar_t* __restrict__ loss, const long long* __restrict__ target,
+                                                scalar_t* __restrict__ out, scalar_t* __restrict__ count,
+                                                long long rows, long long ignore_index, int mean) {
+    __shared__ scalar_t sh[32];
+    scalar_t s = 0, c = 0;
+    for (long long i = threadIdx.x; i < rows; i += blockDim.x) {
+        s += loss[i];
+        c += (target[i] != ignore_index) ? (scalar_t)1 : (scalar_t)0;
+    }
+    s = block_sum(s, sh);
+    c = block_sum(c, sh);
+    if (threadIdx.x == 0) { out[0] = mean ? s / c : s; count[0] = c; }
+}
+""",
+    "relu_bwd": r"""
+extern "C" __global__ void relu_bwd(const scalar_t* __restrict__ y, const scalar_t* __restrict__ g,
+                                    scalar_t* __restrict__ dx, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dx[i] = (y[i] <= (scalar_t)0) ? (scalar_t)0 : g[i];
 }
 """,
     "embedding_bwd_atomic": r"""

@@ -485,15 +485,13 @@ class CrossEntropyLoss(Op):
         if _ce_fused(be, x, weight, label_smoothing, prob_target):
             # CUDA: one fused kernel (row max, log-sum-exp, picked logit); lse goes to the backward
             rows, lse = be.cross_entropy(x, target, ignore_index)
+            count = None
             if reduction == "none":
                 out = rows
-            else:
-                out = be.sum(rows)
-                if reduction == "mean":
-                    with be.errstate():
-                        out = out / be.sum(target != ignore_index).astype(out.dtype)  # 0/0 = NaN, as PyTorch
+            else:  # sum, or mean over the rows not ignored (0/0 = NaN, as PyTorch): one more kernel
+                out, count = be.cross_entropy_reduce(rows, target, ignore_index, reduction == "mean")
             out = out.astype(x.dtype, copy=False)
-            _stash_put(out, lse)
+            _stash_put(out, lse, count)
             return out
         xf = _up(be, x)
         if prob_target:
@@ -585,8 +583,8 @@ class CrossEntropyLoss(Op):
             if red == "none":
                 g_rows = g
             else:
-                gs = g / be.sum(target != ign).astype(g.dtype) if red == "mean" else g
-                g_rows = be.broadcast_to(gs, (n,))
+                gs = g / extra[1].astype(g.dtype, copy=False) if red == "mean" else g
+                g_rows = be.broadcast_to(gs, (n,))  # stride 0: the kernel reads the one value in place
             return be.cross_entropy_backward(g_rows, x, extra[0], target, ign).astype(x.dtype, copy=False), \
                 None, None
         xf = _up(be, x)

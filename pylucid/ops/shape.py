@@ -681,6 +681,42 @@ def dsplit(input: Tensor, sections) -> tuple:
     return tensor_split(input, sections, 2)
 
 
+class Unbind(Op):
+    """The ``n`` slices along ``dim`` as views, one op with ``n`` outputs; ``dx = stack(grads, dim)``.
+
+    One node instead of ``n`` indexing nodes: the backward writes every slice's gradient once (one
+    stack), where ``n`` getitem backwards would each fill a zero tensor of the input's size and the
+    engine would add them up. Slices without a gradient contribute zeros (the engine fills them).
+    ``n_outputs`` differs per call, so each arity is a subclass (``_unbind_op``) of this registered op.
+    """
+
+    schema = OpSchema("unbind", amp_policy=KEEP_INPUT, family="shape")
+    promote_args = ()
+    is_view = True
+
+    @staticmethod
+    def forward(be, x, dim):
+        lead = (slice(None),) * dim
+        return tuple(x[lead + (i,)] for i in range(x.shape[dim]))
+
+    def backward(self, *grads):
+        return stack(list(grads), self.params["dim"])
+
+    def backward_fast(self, be, *grads):
+        return be.stack(grads, axis=self.params["dim"])
+
+
+_UNBIND_ARITY: dict = {}
+
+
+def _unbind_op(n: int):
+    cls = _UNBIND_ARITY.get(n)
+    if cls is None:
+        # same schema and rules (the subclass has no ``schema`` of its own, so it is not registered again)
+        cls = _UNBIND_ARITY[n] = type("Unbind", (Unbind,), {"__slots__": (), "n_outputs": n})
+    return cls
+
+
 def unbind(input: Tensor, dim: int = 0) -> tuple:
     """The slices along ``dim`` (views), as a tuple.
 
@@ -692,7 +728,10 @@ def unbind(input: Tensor, dim: int = 0) -> tuple:
 
     _check_tensor(input, "unbind")
     d = norm_dim(dim, input.ndim, "unbind")
-    return tuple(getitem(input, (slice(None),) * d + (i,)) for i in range(input.shape[d]))
+    n = input.shape[d]
+    if n < 2:  # no slice, or one (a single-output op takes the plain indexing path)
+        return tuple(getitem(input, (slice(None),) * d + (i,)) for i in range(n))
+    return apply(_unbind_op(n), (input,), {"dim": d})
 
 
 # ---------------------------------------------------------------------------
