@@ -907,16 +907,18 @@ def test_fast_launch_binary_decisions_cpu(op, dt):
     # taken: same shape/dtype/contiguous, 0-d, scalar of the array's own dtype in either position
     cases = [((a, b), "aa"), ((_fa(2.5, dt), _fa(1.5, dt)), "aa"), ((a, dt.type(0.75)), "as"),
              ((dt.type(0.75), a), "sa")]
-    if dt in (np.float32, np.float64):
+    if dt in (np.float32, np.float64, _BF16_NP):
         cases += [((a, 0.1), "as"), ((0.1, a), "sa"), ((a, 3), "as"), ((3, a), "sa")]
     for args, kind in cases:
         n0 = len(launches)
         out = f(*args)
         assert len(launches) == n0 + 1 and launches[-1] == (op, kind, dt), (args, kind)
         assert out.dtype == dt and out.shape == np.broadcast(*[np.asarray(v) for v in args]).shape
-        np.testing.assert_array_equal(np.asarray(out).astype(np.float64),
-                                      np.asarray(ref(*[np.asarray(v) if isinstance(v, np.ndarray) else v
-                                                       for v in args])).astype(np.float64))
+        # the reference: float32 arithmetic for half types (a Python scalar rounded once to float32)
+        cdt = np.float32 if dt in (np.float16, _BF16_NP) else dt
+        want = ref(*[np.asarray(v).astype(cdt) if isinstance(v, np.ndarray) or v.__class__ is dt.type
+                     else np.asarray(float(v)).astype(cdt) for v in args]).astype(dt)
+        np.testing.assert_array_equal(np.asarray(out).astype(np.float64), want.astype(np.float64))
     # not taken: broadcasting, strided views, empty, mixed dtypes, keyword arguments, Python scalars with half
     # arrays, NumPy scalars of another dtype, huge ints, kill-switch off
     other = np.float64 if dt != np.float64 else np.float32
@@ -924,7 +926,7 @@ def test_fast_launch_binary_decisions_cpu(op, dt):
                  (a.T, b.T), (_fa(np.ones((0, 4)), dt), _fa(np.ones((0, 4)), dt)), (a, b.astype(other).view(_FakeArr)),
                  (a, np.dtype(other).type(2.0)), (a[:, ::2], 2.0 if dt != _BF16_NP else dt.type(2)), (a, True),
                  (a, 2 ** 60), (np.asarray(a), np.asarray(b))]
-    if dt in (np.float16, _BF16_NP):
+    if dt == np.float16:  # CuPy's float16 ufunc already keeps float16 with a Python scalar
         fallbacks += [(a, 0.5), (0.5, a), (a, 2)]
     for args in fallbacks:
         n0 = len(launches)
@@ -1361,3 +1363,28 @@ def test_relu_backward_kernel(dtype):
     assert got.dtype == np.dtype(npdt)
     np.testing.assert_array_equal(got.astype(np.float64), K.relu_backward_ref(np, y.astype(np.float64),
                                                                               g.astype(np.float64)))
+
+
+@cuda_only
+def test_bf16_python_scalar_keeps_dtype_and_autocast_backward_stays_on_cublas(monkeypatch):
+    """bfloat16 times a Python float stays bfloat16 (CuPy's ufunc would give float32), so an autocast
+    backward never mixes dtypes and every product goes to cuBLAS directly."""
+    be = _be()
+    cp = be.xp
+    a = be.astype(cp.linspace(-2, 2, 64, dtype=np.float32), _BF16_NP)
+    for x in (a, a[::2]):  # the fast kernel, and the strided (generic) route
+        for op in K.FAST_BINARY:
+            assert getattr(be, op)(x, 0.3).dtype == _BF16_NP and getattr(be, op)(0.3, x).dtype == _BF16_NP
+    calls = []
+    real = cp.matmul
+    monkeypatch.setattr(cp, "matmul", lambda *a, **k: calls.append((a[0].dtype, a[1].dtype)) or real(*a, **k))
+    lin = pylucid.nn.Linear(16, 48).to("cuda")
+    x = pylucid.randn(2, 5, 16, device="cuda", requires_grad=True)
+    with pylucid.amp.autocast("cuda", dtype=pylucid.bfloat16):
+        q, k, v = lin(x).reshape(2, 5, 3, 2, 8).permute(2, 0, 3, 1, 4).unbind(0)
+        att = pylucid.softmax((q @ k.transpose(-2, -1)) * 0.35, dim=-1)
+        out = (att @ v).transpose(1, 2).reshape(2, 5, 16)
+    out.float().pow(2).mean().backward()
+    assert calls == []
+    assert x.grad.dtype is pylucid.float32 and lin.weight.grad.dtype is pylucid.float32
+    assert be.gemm_error is None

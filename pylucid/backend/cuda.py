@@ -335,8 +335,11 @@ class _FastLaunch:
         self._aa: dict = {}
         self._as: dict = {}
         self._sa: dict = {}
-        #: dtypes whose Python float/int scalars may be rounded in the kernel (weak-scalar rule)
-        self._py_scalar_ok = (_F32, _F64)
+        #: dtypes whose Python float/int scalars the kernel takes (weak-scalar rule: the array's dtype wins).
+        #: bfloat16 arrays compute in float32 with the scalar as a float32 and round once, as PyTorch's
+        #: kernels do (CuPy's ufunc would return float32 for a bfloat16 array times a Python float).
+        #: float16 keeps CuPy's ufunc, whose weak-scalar result is already float16.
+        self._py_scalar_ok = (_F32, _F64, _BF16)
 
     def _kernel(self, table, kind, dt):
         k = table.get(dt, _MISS)
@@ -406,7 +409,15 @@ class _FastLaunch:
                         c = self._alloc(b.shape, dt)
                         k(((n + _FAST_BLOCK - 1) // _FAST_BLOCK,), (_FAST_BLOCK,), (s, b, c, n))
                         return c
-        return self._generic(a, b) if b is not _MISS else self._generic(a)
+        if b is _MISS:
+            return self._generic(a)
+        # strided bfloat16 with a Python scalar: give the scalar the array's dtype, so the result stays
+        # bfloat16 (NumPy's weak-scalar rule does not reach ml_dtypes' type in CuPy)
+        if a.__class__ is nd and a.dtype == _BF16 and b.__class__ in (float, int):
+            b = _BF16.type(b)
+        elif b.__class__ is nd and b.dtype == _BF16 and a.__class__ in (float, int):
+            a = _BF16.type(a)
+        return self._generic(a, b)
 
     def __getattr__(self, name: str):
         return getattr(self._generic, name)
