@@ -101,7 +101,7 @@ def section_overhead(pl, torch):
     def fwd_t():
         chain(tx)
 
-    a, b = bench_pair(run_pl, run_t, reps=9, inner=5)
+    a, b = bench_pair(run_pl, run_t, reps=15, inner=5)
     _row("fwd+bwd, per op", a / 100, b / 100, "us", 1e6)
     a, b = bench_pair(fwd_pl, fwd_t, reps=9, inner=5)
     _row("forward only, per op", a / 100, b / 100, "us", 1e6)
@@ -238,7 +238,7 @@ def section_mlp(pl, torch, sizes=(784, 512, 512, 10), batch=128, title="MLP 784-
         return
     sp = _mlp_step(pl, sizes, batch)
     st = _mlp_step(torch, sizes, batch)
-    a, b = bench_pair(sp, st, reps=7, inner=10)
+    a, b = bench_pair(sp, st, reps=15, inner=20)  # the host's timings are noisy: many short interleaved rounds
     _row("training step", a, b, "ms", 1e3)
 
 
@@ -298,7 +298,7 @@ def section_transformer(pl, torch):
     for label, pdt, tdt in (("float32", None, None), ("bf16 autocast", pl.bfloat16, torch.bfloat16)):
         sp = _block_step(pl, pdt)
         st = _block_step(torch, tdt)
-        a, b = bench_pair(sp, st, reps=5, inner=5)
+        a, b = bench_pair(sp, st, reps=15, inner=10)
         _row(label, a, b, "ms", 1e3)
 
 

@@ -144,6 +144,13 @@ def test_memory_api():
 
 
 @cuda_only
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int64"])
+def test_zero_dim_tensor_stays_zero_dim_on_gpu(dtype):
+    t = pylucid.tensor(1.5 if dtype != "int64" else 3, dtype=getattr(pylucid, dtype), device="cuda")
+    assert t.shape == () and t.cpu().shape == ()
+
+
+@cuda_only
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64", "bool"])
 def test_movement_roundtrip(dtype):
     dt = getattr(pylucid, dtype)
@@ -1344,8 +1351,11 @@ def test_cross_entropy_reduce_kernel_and_scalar_grad(dtype):
         assert out.shape == () and out.dtype == loss.dtype
         _close(out, r_out, dtype)
         assert float(count) == float(r_count) == 240
-    out, count = be.cross_entropy_reduce(loss, cp.full(300, -100), -100, True)
+    none = cp.full(300, -100)
+    out, count = be.cross_entropy_reduce(be.cross_entropy(x, none)[0], none, -100, True)
     assert bool(cp.isnan(out)) and float(count) == 0  # every row ignored: 0/0
+    empty = be.cross_entropy_backward(cp.broadcast_to(cp.asarray(1.0, dtype=dtype), (0,)), x[:0], lse[:0], t[:0])
+    assert empty.shape == (0, 7)
     g = cp.asarray(0.25, dtype=dtype)
     for gg in (g, cp.broadcast_to(g, (300,))):
         got = be.cross_entropy_backward(gg, x, lse, t)

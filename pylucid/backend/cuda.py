@@ -556,7 +556,8 @@ class CUDABackend(ArrayBackend):
                 return data if dtype is None or data.dtype == dtype else data.astype(dtype)
             if dtype is not None and np.dtype(dtype) == _BF16 or getattr(data, "dtype", None) == _BF16:
                 host = np.asarray(data, dtype=_BF16)
-                return cp.asarray(np.ascontiguousarray(host).view(np.uint16)).view(_BF16)
+                # (ascontiguousarray makes a 0-d array 1-d: the reshape keeps 0-d tensors 0-d)
+                return cp.asarray(np.ascontiguousarray(host).view(np.uint16)).view(_BF16).reshape(host.shape)
             return cp.asarray(data, dtype=dtype)
 
     def astype(self, a, np_dtype, copy=True):
@@ -940,16 +941,18 @@ class CUDABackend(ArrayBackend):
         rows = xc.size // cols if cols else 0
         with self.device_ctx():
             dx = self.ndarray(xc.shape, cdt)
+            gxhat = None if wc is None else self.ndarray(xc.shape, cdt)
             if rows and cols:
                 K.get_kernel("layer_norm_bwd", cdt)(
                     (rows,), (self._row_threads(cols),),
-                    (gc, xc, xc if wc is None else wc, mc, rc, dx, np.int64(cols), np.int32(wc is not None)))
+                    (gc, xc, xc if wc is None else wc, mc, rc, dx, np.uint64(0) if gxhat is None else gxhat,
+                     np.int64(cols), np.int32(wc is not None)))
             if wc is None:
                 return self.astype(dx, dt, copy=False), None, None
-            g2 = gc.reshape(-1, cols)
-            xhat = (xc.reshape(-1, cols) - mc.reshape(-1, 1)) * rc.reshape(-1, 1)
-            dw = self.sum(g2 * xhat, axis=0)
-            db = self.sum(g2, axis=0)
+            # dweight = sum over rows of g * xhat (written by the kernel), dbias = sum over rows of g
+            nrows = math.prod(x.shape[:-1])
+            dw = self.sum(gxhat.reshape(nrows, cols), axis=0)
+            db = self.sum(gc.reshape(nrows, cols), axis=0)
         wdt = weight.dtype
         return self.astype(dx, dt, copy=False), dw.astype(wdt, copy=False), db.astype(wdt, copy=False)
 
@@ -973,7 +976,7 @@ class CUDABackend(ArrayBackend):
         ``g`` may be 0-d or a stride-0 broadcast (a reduced loss): the kernel reads it in place.
         """
         g_stride = 1
-        if g.ndim == 0 or (g.ndim == 1 and g.strides[0] == 0):
+        if g.ndim == 0 or (g.ndim == 1 and g.strides[0] == 0 and g.size):
             g = g.reshape(()) if g.ndim == 0 else g[:1].reshape(())
             g_stride = 0
         (xc, gc, lc), dt, cdt = self._compute(logits, g, lse)

@@ -335,7 +335,8 @@ extern "C" __global__ void layer_norm_fwd(const scalar_t* __restrict__ x, const 
 extern "C" __global__ void layer_norm_bwd(const scalar_t* __restrict__ g, const scalar_t* __restrict__ x,
                                           const scalar_t* __restrict__ w, const scalar_t* __restrict__ mean,
                                           const scalar_t* __restrict__ rstd, scalar_t* __restrict__ dx,
-                                          long long cols, int has_w) {
+                                          scalar_t* __restrict__ gxhat, long long cols, int has_w) {
+    // gxhat (when not null): g * xhat per element, the summands of dweight (summed over rows by cuBLAS)
     __shared__ scalar_t sh[32];
     long long off = (long long)blockIdx.x * cols;
     const scalar_t* gr = g + off; const scalar_t* xr = x + off; scalar_t* dr = dx + off;
@@ -348,9 +349,12 @@ extern "C" __global__ void layer_norm_bwd(const scalar_t* __restrict__ g, const 
     }
     a = block_sum(a, sh) / (scalar_t)cols;
     b = block_sum(b, sh) / (scalar_t)cols;
+    scalar_t* gh = gxhat ? gxhat + off : gxhat;
     for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
         scalar_t dxh = has_w ? gr[j] * w[j] : gr[j];
-        dr[j] = rs * (dxh - a - (xr[j] - mu) * rs * b);
+        scalar_t xh = (xr[j] - mu) * rs;
+        dr[j] = rs * (dxh - a - xh * b);
+        if (gh) gh[j] = gr[j] * xh;
     }
 }
 """,

@@ -78,6 +78,8 @@ class Matmul(Op):
         if b.ndim == 1:
             g2 = g2[..., None]
         ga = gb = None
+        if ea is not None and eb is not None and g2.ndim > 2 and not g2.flags.c_contiguous:
+            g2 = be.ascontiguousarray(g2)  # one copy for both products (a strided batch would be copied twice)
         # .conj() is the array itself for real dtypes
         if ea is not None:
             ga = be.sum_to_shape(be.matmul(g2, be.swapaxes(b2, -1, -2).conj()), a2.shape).reshape(sa)

@@ -702,8 +702,21 @@ class Unbind(Op):
     def backward(self, *grads):
         return stack(list(grads), self.params["dim"])
 
+    def save_extra(self, arrays, out):
+        self.extra = arrays[0].strides
+
     def backward_fast(self, be, *grads):
-        return be.stack(grads, axis=self.params["dim"])
+        # write the slices straight into an array laid out like the input (a permuted view of a
+        # contiguous buffer, say): the gradient then flows back through permute/reshape as views
+        d = self.params["dim"]
+        shape = self.shapes[0]
+        order = sorted(range(len(shape)), key=lambda i: -abs(self.extra[i]))
+        buf = be.empty(tuple(shape[i] for i in order), dtype=grads[0].dtype)
+        out = be.transpose(buf, tuple(order.index(i) for i in range(len(shape))))
+        lead = (slice(None),) * d
+        for i, g in enumerate(grads):
+            out[lead + (i,)] = g
+        return out
 
 
 _UNBIND_ARITY: dict = {}
