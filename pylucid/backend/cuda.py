@@ -447,6 +447,7 @@ class CUDABackend(ArrayBackend):
         self.ndarray = cp.ndarray
         self._sm_count = None
         self._adam_tables: dict = {}
+        self._pinned_inflight: list = []  # (event, pinned buffer) of asynchronous uploads not yet known done
         self.gemm_error = None  # set (with the reason) if the direct cuBLAS path ever failed
         self._cublas_mod = None
         self._casts: dict = {}  # (source dtype, target dtype) -> fast cast kernel or None
@@ -689,9 +690,8 @@ class CUDABackend(ArrayBackend):
             self._cublas_mod = cublas
         cuda_dt, compute, one, zero = _GEMM[a.dtype]
         try:
+            # CuPy's wrappers bind the handle to the current stream themselves (cublasSetStream per call)
             handle = cp.cuda.device.get_cublas_handle()
-            # CuPy binds its shared handle to a stream only inside its own BLAS calls: bind it here too
-            cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
             if nb == 1:
                 cublas.gemmEx(handle, lb[0], la[0], n, m, k, one, b.data.ptr, cuda_dt, lb[1], a.data.ptr, cuda_dt,
                               la[1], zero, c.data.ptr, cuda_dt, n, compute, _GEMM_ALGO)
@@ -1080,6 +1080,28 @@ class CUDABackend(ArrayBackend):
 
     _ADAM_CHUNK = 65536
 
+    def _upload_async(self, values):
+        """A uint64 device array of ``values`` copied from pinned memory without waiting for the GPU.
+
+        ``cupy.asarray`` of a NumPy array is a synchronous copy from pageable memory: it waits for every
+        kernel queued before it, which stalls the host once per optimizer step (the gradient pointers
+        change whenever ``zero_grad`` freed the gradients). A pinned buffer and an asynchronous copy on
+        the current stream keep the host running ahead; each buffer is held until its copy has run.
+        """
+        cp = self.xp
+        n = len(values)
+        mem = cp.cuda.alloc_pinned_memory(max(n, 1) * 8)
+        host = np.frombuffer(mem, dtype=np.uint64, count=n)
+        host[:] = values
+        dev = self.ndarray((n,), np.uint64)
+        stream = cp.cuda.get_current_stream()
+        dev.set(host, stream=stream)
+        inflight = self._pinned_inflight
+        inflight.append((stream.record(), mem))
+        while len(inflight) > 1 and inflight[0][0].done:
+            inflight.pop(0)
+        return dev
+
     def _adam_fused(self, dt, quads, hp) -> None:
         cp = self.xp
         # parameters and their state keep their storage from step to step, gradients do not (zero_grad with
@@ -1106,7 +1128,7 @@ class CUDABackend(ArrayBackend):
         (pp, gp, mp, vp), sizes, ct, cs, nchunks, cached_grad_ptrs = tables
         if grad_ptrs != cached_grad_ptrs:
             with self.device_ctx():
-                gp = cp.asarray(np.array(grad_ptrs, dtype=np.uint64))
+                gp = self._upload_async(grad_ptrs)
             self._adam_tables[key] = ((pp, gp, mp, vp), sizes, ct, cs, nchunks, grad_ptrs)
         step = hp["step"]
         bc1 = 1.0 - hp["beta1"] ** step
