@@ -1398,3 +1398,18 @@ def test_bf16_python_scalar_keeps_dtype_and_autocast_backward_stays_on_cublas(mo
     assert calls == []
     assert x.grad.dtype is pylucid.float32 and lin.weight.grad.dtype is pylucid.float32
     assert be.gemm_error is None
+
+
+@cuda_only
+def test_direct_gemm_follows_the_current_stream():
+    be = _be()
+    cp = be.xp
+    a = cp.asarray(_rng(40).standard_normal((64, 32)), dtype=np.float32)
+    b = cp.asarray(_rng(41).standard_normal((32, 16)), dtype=np.float32)
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        out = be.matmul(a, b)
+        col = be.sum(out, axis=0)
+    s.synchronize()
+    np.testing.assert_allclose(cp.asnumpy(out), cp.asnumpy(a) @ cp.asnumpy(b), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(cp.asnumpy(col), (cp.asnumpy(a) @ cp.asnumpy(b)).sum(0), rtol=1e-4, atol=1e-4)
