@@ -414,6 +414,26 @@ extern "C" __global__ void cross_entropy_reduce(const scalar_t* __restrict__ los
     if (threadIdx.x == 0) { out[0] = mean ? s / c : s; count[0] = c; }
 }
 """,
+    "col_sum": r"""
+// column sums of a C-contiguous (rows, cols) matrix: a block of 32 x 32 threads owns 32 columns; each
+// thread row walks every 32nd row (coalesced 128-byte loads per warp), then the 32 partial sums of a
+// column are added in shared memory in a fixed order (deterministic)
+extern "C" __global__ void col_sum(const scalar_t* __restrict__ a, scalar_t* __restrict__ out,
+                                   long long rows, long long cols) {
+    __shared__ scalar_t sh[32][33];
+    long long c = (long long)blockIdx.x * 32 + threadIdx.x;
+    scalar_t s = 0;
+    if (c < cols)
+        for (long long r = threadIdx.y; r < rows; r += 32) s += a[r * cols + c];
+    sh[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        scalar_t t = 0;
+        for (int k = 0; k < 32; ++k) t += sh[k][threadIdx.x];
+        out[c] = t;
+    }
+}
+""",
     "relu_bwd": r"""
 extern "C" __global__ void relu_bwd(const scalar_t* __restrict__ y, const scalar_t* __restrict__ g,
                                     scalar_t* __restrict__ dx, long long n) {
