@@ -28,6 +28,8 @@ class ArrayBackend:
     name = "array"
     #: True when ops must enter a device context before allocating (several GPUs)
     _multi = False
+    #: True when ``matmul((..., m, k), (k, n))`` already runs as one 2-D GEMM over the folded rows
+    folds_matmul = False
 
     def __init__(self, xp) -> None:
         self.xp = xp

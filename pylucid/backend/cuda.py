@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+from threading import get_ident as _get_ident
 
 import ml_dtypes
 import numpy as np
@@ -141,6 +142,11 @@ def _restore(out, half):
     if dt is not None and dt.kind == "f" and dt != half:
         return out.astype(half)
     return out
+
+
+def _contig(ascontiguousarray, a):
+    """``a`` if already C-contiguous (skips CuPy's call, a few microseconds of host time), else a copy."""
+    return a if a._c_contiguous and a.ndim else ascontiguousarray(a)
 
 
 def _mat_layout(x, r, c):
@@ -427,6 +433,7 @@ class CUDABackend(ArrayBackend):
     """CuPy on one GPU (``cuda:N``)."""
 
     name = "cuda"
+    folds_matmul = True  # _gemm folds a row-major (..., m, k) @ (k, n) into one GEMM (else a strided batch)
     #: kill-switch for every low-overhead path of this class (``_FastLaunch`` element-wise launches,
     #: the reused no-op device context). ``CUDABackend.fast_launch = False`` restores the generic
     #: CuPy calls exactly, at once, for existing backends too (checked per call).
@@ -450,6 +457,7 @@ class CUDABackend(ArrayBackend):
         self._pinned_inflight: list = []  # (event, pinned buffer) of asynchronous uploads not yet known done
         self.gemm_error = None  # set (with the reason) if the direct cuBLAS path ever failed
         self._cublas_mod = None
+        self._handle = None  # (thread id, cuBLAS handle of this device for that thread)
         self._casts: dict = {}  # (source dtype, target dtype) -> fast cast kernel or None
         self._ones: dict = {}  # dtype -> a ones vector for column sums (grown on demand)
         # cached sub-libraries
@@ -690,8 +698,16 @@ class CUDABackend(ArrayBackend):
             self._cublas_mod = cublas
         cuda_dt, compute, one, zero = _GEMM[a.dtype]
         try:
-            # CuPy's wrappers bind the handle to the current stream themselves (cublasSetStream per call)
-            handle = cp.cuda.device.get_cublas_handle()
+            # CuPy's handle is per thread and device (looked up through a runtime call): cached per thread.
+            # CuPy's wrappers bind it to the current stream themselves (cublasSetStream per call).
+            tid = _get_ident()
+            cached = self._handle
+            if cached is not None and cached[0] == tid:
+                handle = cached[1]
+            else:
+                with self.device_ctx():
+                    handle = cp.cuda.device.get_cublas_handle()
+                self._handle = (tid, handle)
             if nb == 1:
                 cublas.gemmEx(handle, lb[0], la[0], n, m, k, one, b.data.ptr, cuda_dt, lb[1], a.data.ptr, cuda_dt,
                               la[1], zero, c.data.ptr, cuda_dt, n, compute, _GEMM_ALGO)
@@ -877,7 +893,7 @@ class CUDABackend(ArrayBackend):
         if cdt not in _KERNEL_DTYPES:
             raise TypeError(f"cuda kernels: floating input expected, got {dt}")
         contig = self.xp.ascontiguousarray
-        out = [None if a is None else contig(self.astype(a, cdt, copy=False)) for a in arrays]
+        out = [None if a is None else _contig(contig, self.astype(a, cdt, copy=False)) for a in arrays]
         # ascontiguousarray makes 0-d arrays 1-d (as NumPy's does): give them back their shape
         return [c if c is None or c.ndim == a.ndim else c.reshape(a.shape) for c, a in zip(out, arrays)], dt, cdt
 
@@ -942,8 +958,8 @@ class CUDABackend(ArrayBackend):
     def layer_norm_backward(self, g, x, mean, rstd, weight):
         """``(dx, dweight, dbias)`` of :meth:`layer_norm` (``dweight``/``dbias`` None without ``weight``)."""
         (gc, xc, wc), dt, cdt = self._compute(g, x, weight)
-        mc = self.xp.ascontiguousarray(mean.astype(cdt, copy=False))
-        rc = self.xp.ascontiguousarray(rstd.astype(cdt, copy=False))
+        mc = _contig(self.xp.ascontiguousarray, mean.astype(cdt, copy=False))
+        rc = _contig(self.xp.ascontiguousarray, rstd.astype(cdt, copy=False))
         cols = x.shape[-1]
         rows = xc.size // cols if cols else 0
         with self.device_ctx():
@@ -969,7 +985,7 @@ class CUDABackend(ArrayBackend):
         cp = self.xp
         rows, cols = logits.shape
         with self.device_ctx():
-            t = cp.ascontiguousarray(target.astype(np.int64, copy=False))
+            t = _contig(cp.ascontiguousarray, target.astype(np.int64, copy=False))
             loss = self.ndarray((rows,), cdt)
             lse = self.ndarray((rows,), cdt)
             if rows:
@@ -991,7 +1007,7 @@ class CUDABackend(ArrayBackend):
         rows, cols = logits.shape
         n = rows * cols
         with self.device_ctx():
-            t = cp.ascontiguousarray(target.astype(np.int64, copy=False))
+            t = _contig(cp.ascontiguousarray, target.astype(np.int64, copy=False))
             dx = self.ndarray((rows, cols), cdt)
             if n:
                 K.get_kernel("cross_entropy_bwd", cdt)((self._grid(n),), (256,),
@@ -1004,7 +1020,7 @@ class CUDABackend(ArrayBackend):
         (lc,), dt, cdt = self._compute(loss)
         cp = self.xp
         with self.device_ctx():
-            t = cp.ascontiguousarray(target.astype(np.int64, copy=False))
+            t = _contig(cp.ascontiguousarray, target.astype(np.int64, copy=False))
             out = self.ndarray((), cdt)
             count = self.ndarray((), cdt)
             K.get_kernel("cross_entropy_reduce", cdt)((1,), (1024,), (lc, t, out, count, np.int64(lc.size),

@@ -135,11 +135,11 @@ class Linear(Op):
 
     @staticmethod
     def forward(be, x, w, b):
-        if x.ndim > 2:
+        if x.ndim > 2 and not be.folds_matmul:
             # one GEMM over the flattened leading dims, not a broadcast batched matmul
             y = be.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
         else:
-            y = be.matmul(x, w.T)
+            y = be.matmul(x, w.T)  # (CUDA folds the leading dims into one GEMM itself)
         return y + b if b is not None else y
 
     def backward(self, g):
@@ -164,7 +164,8 @@ class Linear(Op):
         ex, ew, eb = self.next_edges
         gx = None
         if ex is not None:
-            gx = be.matmul(g.reshape(-1, g.shape[-1]), w).reshape(x.shape) if g.ndim > 2 else be.matmul(g, w)
+            gx = be.matmul(g.reshape(-1, g.shape[-1]), w).reshape(x.shape) if g.ndim > 2 and not be.folds_matmul \
+                else be.matmul(g, w)
         gw = gb = None
         if ew is not None:
             gw = be.matmul(g.reshape(-1, g.shape[-1]).T, x.reshape(-1, x.shape[-1]))
