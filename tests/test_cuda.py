@@ -1192,12 +1192,12 @@ def test_gemm_layout_helpers_on_numpy_views():
     assert _mat_layout(np.broadcast_to(a[:1], (6, 10)), 6, 10) is None
     q = np.zeros((2, 5, 3, 4, 8), np.float32).transpose(2, 0, 3, 1, 4)[0]  # (b, h, t, d) from a fused qkv
     assert _mat_layout(q, 5, 8) == (0, 3 * 4 * 8)
-    assert _batch_stride(q, (2, 4), 8) is None  # (b, h) do not collapse to one stride
+    assert _batch_stride(q, (2, 4)) is None  # (b, h) do not collapse to one stride
     c = np.zeros((2, 4, 5, 8), np.float32)
-    assert _batch_stride(c, (2, 4), 8) == 40
-    assert _batch_stride(c[:, :1], (2, 1), 2) == 160
-    assert _batch_stride(c[0, 0], (2, 4), 8) == 0  # a matrix broadcast over the batch
-    assert _batch_stride(c[:1], (2, 4), 8) is None  # partly broadcast: materialised
+    assert _batch_stride(c, (2, 4)) == 40
+    assert _batch_stride(c[:, :1], (2, 1)) == 160
+    assert _batch_stride(c[0, 0], (2, 4)) == 0  # a matrix broadcast over the batch
+    assert _batch_stride(c[:1], (2, 4)) is None  # partly broadcast: materialised
     assert _fold_rows(c, 5, 8 * 4) == 40
     assert _fold_rows(c.transpose(1, 0, 2, 3), 5, 32) is None
 

@@ -169,7 +169,7 @@ def _mat_layout(x, r, c):
     return None
 
 
-def _batch_stride(x, batch, nb):
+def _batch_stride(x, batch):
     """The single element stride that walks the (broadcast) batch of ``x``, 0 if broadcast, or None."""
     if x.ndim == 2:
         return 0
@@ -674,11 +674,11 @@ class CUDABackend(ArrayBackend):
                 if rows is not None:  # (batch..., m, k) rows of one row-major matrix: a single GEMM
                     c = self.ndarray(batch + (m, n), dt)
                     return c if self._cublas(lb, la, n, rows, k, b, a, 0, 0, c, 1) else None
-            sa = _batch_stride(a, batch, nb)
+            sa = _batch_stride(a, batch)
             if sa is None:
                 a = cp.ascontiguousarray(cp.broadcast_to(a, batch + (m, k)))
                 la, sa = (0, k), m * k
-            sb = _batch_stride(b, batch, nb)
+            sb = _batch_stride(b, batch)
             if sb is None:
                 b = cp.ascontiguousarray(cp.broadcast_to(b, batch + (k, n)))
                 lb, sb = (0, n), k * n
