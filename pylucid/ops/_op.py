@@ -153,13 +153,25 @@ def _operand_error(op, a):
 def apply(op, args: tuple, params: dict = _EMPTY):
     """Run ``op`` on ``args`` (Tensors and Python scalars): DESIGN.md §3, steps 1-6.
 
-    The common calls (one tensor, two tensors of one dtype and device, or a
-    tensor and a Python scalar that does not change its dtype kind, with no
-    autocast, profiler or anomaly mode) take a short path that makes exactly
-    the decisions of the general path below, without its loops.
+    The common calls take a short path that makes exactly the decisions of the
+    general path below, without its loops: ops that promote nothing (shape and
+    indexing ops, casts: autocast does not touch them either), and, with no
+    autocast, one tensor, two tensors of one dtype and device, a tensor and a
+    Python scalar that does not change its dtype kind, or three or more tensors
+    of one dtype and device. The profiler and anomaly mode take the general path.
     """
     st = state
-    if st.autocast is None and st.profiler is None and not st.anomaly and op.promote_args is None:
+    if st.profiler is None and not st.anomaly:
+        pa = op.promote_args
+        if pa is not None:
+            # no type promotion at all (no compute dtype, so no AMP policy): the arrays go as they are
+            if not pa:
+                got = _plain_args(args)
+                if got is not None:
+                    return _finish(op, args, got[0], params, got[1], got[2], st)
+            return _apply_general(op, args, params, st)
+        if st.autocast is not None:
+            return _apply_general(op, args, params, st)
         n = len(args)
         if n == 1:
             a = args[0]
@@ -185,7 +197,39 @@ def apply(op, args: tuple, params: dict = _EMPTY):
                 if (ca is float and db.dtype in _FAST_FLOAT) or (ca is int and (
                         db.dtype in _FAST_FLOAT if op._real_valued else db.dtype in _FAST_INT_OK)):
                     return _finish(op, args, (a, db), params, b._device, b._requires_grad, st)
+        else:
+            # three or more operands (linear, layer_norm, addcmul, ...): Tensors (or None) of one dtype
+            # and one device promote to that dtype, so the general path would change nothing
+            got = _plain_args(args, same_dtype=True)
+            if got is not None and (not op._real_valued or got[3] in _GRAD_NP_DTYPES):
+                return _finish(op, args, got[0], params, got[1], got[2], st)
     return _apply_general(op, args, params, st)
+
+
+def _plain_args(args, same_dtype=False):
+    """``(arrays, device, requires_grad, dtype)`` when every Tensor argument is on one device (and, with
+    ``same_dtype``, every argument is a Tensor of one dtype or None); None sends the call to the
+    general path, which also words the errors."""
+    dev = dt = None
+    req = False
+    arrays = []
+    for a in args:
+        if a.__class__ in _TT:
+            d = a._data
+            if dev is None:
+                dev, dt = a._device, d.dtype
+            elif a._device is not dev or (same_dtype and d.dtype != dt):
+                return None
+            if a._requires_grad:
+                req = True
+            arrays.append(d)
+        elif a is None or not same_dtype:
+            arrays.append(a)
+        else:
+            return None
+    if dev is None:
+        return None
+    return arrays, dev, req, dt
 
 
 def _finish(op, args, arrays, params, dev, req, st):
