@@ -343,13 +343,9 @@ def _apply_general(op, args, params, st):
             data = a._data
             if np_cdt is not None and data.dtype != np_cdt and (promote is None or i in promote):
                 if grad_on and a._requires_grad:
-                    from .conversion import Cast, cast
+                    from .conversion import cast
 
-                    if st.profiler is None and not st.anomaly:
-                        # the recorded cast without a second trip through this function (autocast's casts)
-                        a = _finish(Cast, (a,), (data,), {"dtype": cdt, "in_dtype": a.dtype}, a._device, True, st)
-                    else:
-                        a = cast(a, cdt)
+                    a = cast(a, cdt)  # a cast promotes nothing: apply's short path records it
                 else:
                     a = _new_tensor(a._device.backend.astype(data, np_cdt), a._device)
                 if new_args is None:
