@@ -1005,6 +1005,61 @@ def test_fast_kernel_sources_are_well_formed(op, kind):
     assert K.fast_source(op, kind, "int64") is None and K.fast_source("maximum", kind, "float32") is None
 
 
+def _param_layout(src, kname):
+    """The argument layout (p: pointer, d: double, q: long long) of kernel ``kname`` in ``src``."""
+    sig = src.split(f"void {kname}(", 1)[1].split(")", 1)[0]
+    kinds = []
+    for param in sig.split(","):
+        param = param.strip()
+        kinds.append("p" if "*" in param else "d" if param.startswith("double") else
+                     "q" if param.startswith("long long") else "?")
+    return "".join(kinds)
+
+
+@pytest.mark.parametrize("kind", sorted(K.RAW_LAYOUTS))
+def test_raw_launch_layouts_match_kernel_signatures(kind):
+    """raw_launcher writes each argument into the slot and type the kernel's signature declares."""
+    if kind == "cast":
+        sources = [K.cast_source(a, b) for a, b in sorted(K.CAST_PAIRS)]
+    else:
+        ops = K.FAST_UNARY if kind == "u" else K.FAST_BINARY
+        sources = [K.fast_source(op, kind, dt) for op in ops for dt in ("float32", "float64", "bfloat16")]
+    sources = [s for s in sources if s is not None]
+    assert sources
+    for src, kname in sources:
+        assert _param_layout(src, kname) == K.RAW_LAYOUTS[kind], kname
+
+
+def test_add_bias_cpu_broadcasts_like_plus():
+    from pylucid.backend.cpu import CPUBackend
+
+    be = CPUBackend()
+    y = np.arange(6.0).reshape(2, 3)
+    b = np.array([1.0, 2.0, 3.0])
+    ref = y + b
+    out = be.add_bias_(y.copy(), b)
+    np.testing.assert_array_equal(out, ref)
+    # a bias that would grow the output is not written in place
+    y1 = np.arange(3.0)
+    np.testing.assert_array_equal(be.add_bias_(y1, np.ones((2, 3))), np.arange(3.0) + np.ones((2, 3)))
+    np.testing.assert_array_equal(y1, np.arange(3.0))
+
+
+@cuda_only
+@pytest.mark.parametrize("dt", _FAST_DTYPES, ids=lambda d: d.name)
+@single_gpu
+def test_add_bias_kernel_matches_broadcast_add(dt):
+    be = _be()
+    for shape in [(5,), (7, 33), (4, 9, 512), (3, 1)]:
+        y, _ = _gpu_operands(be.xp, dt, shape)
+        b, _ = _gpu_operands(be.xp, dt, shape[-1:])
+        ref = y + b
+        out = be.add_bias_(y.copy(), b)
+        assert out.dtype == ref.dtype
+        np.testing.assert_array_equal(_host(be, out), _host(be, ref))
+    assert be._bias_add.get(np.dtype(dt)) is not None
+
+
 # GPU half: the fast kernels against CuPy's ufuncs (the kill-switch off), bit for bit where the arithmetic is
 # the same; and the end-to-end op path in both modes.
 @pytest.fixture
@@ -1128,6 +1183,56 @@ def test_fast_launch_kill_switch_gpu(monkeypatch):
     be.multiply(a, a)
     be.multiply(a, 2.0)
     assert called == [] and be.multiply._aa == built
+
+
+@cuda_only
+@single_gpu
+def test_raw_launch_matches_cupy_call_on_streams_and_threads():
+    """The direct cuLaunchKernel path gives CuPy's call's results, on the current (non-default)
+    stream in order, and from a second thread (which takes CuPy's call)."""
+    import threading
+
+    be = _be()
+    cp = be.xp
+    a = cp.linspace(-3, 3, 5000, dtype=np.float32)
+    b = cp.linspace(1, 2, 5000, dtype=np.float32)
+    be.multiply(a, 2.0)
+    k = be.multiply._as[np.dtype(np.float32)]
+    assert getattr(k, "function", None) is not None  # the raw launcher was installed
+    ref = cp.asnumpy(a * np.float32(1.5) + b)
+    with cp.cuda.Stream(non_blocking=True) as st:
+        y = a
+        for _ in range(50):  # a chain of dependent launches on the side stream
+            y = be.add(be.multiply(y, 1.0), 0.0)
+        out = be.add(be.multiply(a, 1.5), b)
+        st.synchronize()
+    np.testing.assert_array_equal(cp.asnumpy(y), cp.asnumpy(a))
+    np.testing.assert_array_equal(cp.asnumpy(out), ref)
+    got = {}
+
+    def worker():
+        got["y"] = cp.asnumpy(be.add(be.multiply(a, 1.5), b))
+        got["c"] = cp.asnumpy(be.astype(a, np.dtype(np.float16)))
+
+    th = threading.Thread(target=worker)
+    th.start()
+    th.join()
+    np.testing.assert_array_equal(got["y"], ref)
+    np.testing.assert_array_equal(got["c"], cp.asnumpy(a).astype(np.float16))
+
+
+@cuda_only
+@single_gpu
+def test_raw_launch_switch_off_keeps_cupy_call(monkeypatch):
+    from pylucid.backend.cuda import CUDABackend
+
+    monkeypatch.setattr(CUDABackend, "raw_launch", False)
+    be = CUDABackend(0)  # a fresh backend builds its kernels now
+    cp = be.xp
+    a = cp.arange(1, 301, dtype=np.float64)
+    np.testing.assert_array_equal(cp.asnumpy(be.true_divide(1.0, be.multiply(a, a))), 1.0 / cp.asnumpy(a) ** 2)
+    k = be.multiply._aa[np.dtype(np.float64)]
+    assert getattr(k, "function", None) is None and hasattr(k, "ptr")  # CuPy's Function itself
 
 
 @cuda_only

@@ -145,6 +145,9 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     ctx = tensors[0]._device.backend.device_ctx()
     ctx.__enter__()
     try:
+        if captures is None and not create_graph and not force_graph and not anomaly:
+            _run_first_order(ready, buffers, deps, retain_graph, accumulate)
+            ready = ()
         while ready:
             node = ready.pop()
             grads = buffers.pop(node, None)
@@ -221,9 +224,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                             # a leaf may keep this array as its .grad without a copy when nothing else
                             # can hold it: a sum made here, or a fresh array (not a view, not one of
                             # the incoming gradients passed through, not handed to two inputs)
-                            if old is not None or (g.base is None and g.flags.c_contiguous
-                                                   and not any(g is x for x in grads)
-                                                   and sum(x is g for x in in_grads) == 1):
+                            if old is not None or _fresh(g, grads, in_grads):
                                 if owned is None:
                                     owned = set()
                                 owned.add(id(buf[nr]))
@@ -254,6 +255,104 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
             g = g.to(t.dtype)
         out.append(g)
     return tuple(out)
+
+
+def _run_first_order(ready, buffers, deps, retain_graph, accumulate):
+    """The loop of :func:`run_backward` for the common pass: first order, no capture targets, no
+    anomaly mode, fast paths allowed. It makes the general loop's decisions with fewer tests per
+    node (this loop runs once per recorded op, so its cost is part of every op's overhead).
+    Nodes with hooks, without a fast path, or with some outputs missing a gradient go through
+    :func:`_node_general`."""
+    acc_type = AccumulateGrad
+    owned = None  # ids of leaf-bound gradient arrays that no one else references (see _accumulate)
+    last_dev = last_be = nd = None
+    while ready:
+        node = ready.pop()
+        grads = buffers.pop(node, None)
+        if node.__class__ is acc_type:
+            if grads is not None and accumulate:
+                g0 = grads[0]
+                _accumulate(node.variable, g0, False, owned is not None and id(g0) in owned)
+            continue
+        edges = node.next_edges
+        if grads is None:
+            # nothing reached this node: release its children's dependency counts only
+            for e in edges:
+                if e is not None:
+                    child = e[0]
+                    left = deps[child] - 1
+                    deps[child] = left
+                    if left == 0:
+                        ready.append(child)
+            continue
+        dev = node.device
+        if dev is not last_dev:
+            last_dev = dev
+            last_be = dev.backend
+            nd = last_be.ndarray
+        fast = node.backward_fast
+        if fast is None or node._pre_hooks or node._hooks or (len(grads) > 1 and any(g is None for g in grads)):
+            in_grads = _node_general(node, grads)
+        else:
+            if node._freed:
+                node._check_freed()
+            in_grads = fast(last_be, *grads)
+            if in_grads.__class__ is not tuple:
+                in_grads = (in_grads,)
+        if not retain_graph:
+            node.release()
+        if len(in_grads) != len(edges):
+            raise LucidError(f"{node.name()}: backward returned {len(in_grads)} gradients for {len(edges)} inputs")
+        for e, g in zip(edges, in_grads):
+            if e is None:
+                continue
+            child, nr = e
+            if g is not None:
+                if g.__class__ is not nd and isinstance(g, _SCALAR_TYPES):
+                    g = last_be.asarray(g)  # NumPy returns scalars from 0-d arithmetic
+                buf = buffers.get(child)
+                if buf is None:
+                    buf = buffers[child] = [None] * child.n_outputs
+                    buf[nr] = g
+                    old = None
+                else:
+                    old = buf[nr]
+                    buf[nr] = g if old is None else last_be.add(old, g)
+                if child.__class__ is acc_type and (old is not None or _fresh(g, grads, in_grads)):
+                    if owned is None:
+                        owned = set()
+                    owned.add(id(buf[nr]))
+            left = deps[child] - 1
+            deps[child] = left
+            if left == 0:
+                ready.append(child)
+
+
+def _fresh(g, grads, in_grads):
+    """Whether a leaf may keep ``g`` as its ``.grad`` without a copy: a fresh array (not a view, not
+    one of the incoming gradients passed through, not handed to two inputs)."""
+    return (g.base is None and g.flags.c_contiguous and not any(g is x for x in grads)
+            and sum(x is g for x in in_grads) == 1)
+
+
+def _node_general(node, grads):
+    """One node of the first-order loop with its hooks, missing gradients and graph-mode formula."""
+    if node._pre_hooks:
+        grads = _run_pre_hooks(node, node._pre_hooks, grads, False)
+    if len(grads) > 1 and any(g is None for g in grads):
+        grads = _fill_missing(node, grads, False)
+    fast = node.backward_fast
+    if fast is not None:
+        if node._freed:
+            node._check_freed()
+        in_grads = fast(node.device.backend, *grads)
+        if in_grads.__class__ is not tuple:
+            in_grads = (in_grads,)
+    else:
+        in_grads = _call_backward(node, grads, False)
+    if node._hooks:
+        in_grads = _run_post_hooks(node, in_grads, grads, False)
+    return in_grads
 
 
 def _call_backward(node, grads, create_graph):

@@ -256,6 +256,13 @@ class ArrayBackend:
         pdf = self.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
         return g * (cdf + x * pdf)
 
+    def add_bias_(self, y, b):
+        """``y + b``, written into ``y`` (a fresh array the caller owns) when ``b`` broadcasts to ``y``'s shape."""
+        if np.broadcast_shapes(y.shape, b.shape) != y.shape:
+            return y + b
+        y += b
+        return y
+
     def bias_act(self, x, bias, act: str = "relu"):
         """``act(x + bias)`` (``act``: none, relu, gelu, gelu_tanh; ``bias`` over the last axis or None)."""
         from .cuda_kernels import bias_act_ref

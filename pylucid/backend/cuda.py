@@ -345,7 +345,7 @@ class _FastLaunch:
         #: bfloat16 arrays compute in float32 with the scalar as a float32 and round once, as PyTorch's
         #: kernels do (CuPy's ufunc would return float32 for a bfloat16 array times a Python float).
         #: float16 keeps CuPy's ufunc, whose weak-scalar result is already float16.
-        self._py_scalar_ok = (_F32, _F64, _BF16)
+        self._py_scalar_ok = frozenset((_F32, _F64, _BF16))
 
     def _kernel(self, table, kind, dt):
         k = table.get(dt, _MISS)
@@ -388,7 +388,9 @@ class _FastLaunch:
                     shape = a.shape
                     n = a.size
                     if n and b.shape == shape and (self._vec_min is None or n < self._vec_min or dt != _F32):
-                        k = self._kernel(self._aa, "aa", dt)
+                        k = self._aa.get(dt, _MISS)
+                        if k is _MISS:
+                            k = self._kernel(self._aa, "aa", dt)
                         if k is not None:
                             c = self._alloc(shape, dt)
                             k(((n + _FAST_BLOCK - 1) // _FAST_BLOCK,), (_FAST_BLOCK,), (a, b, c, n))
@@ -397,9 +399,16 @@ class _FastLaunch:
                 n = a.size
                 if n:
                     dt = a.dtype
-                    s = self._scalar(b, dt)
+                    # the commonest call (array times a Python float): the checks of _scalar and
+                    # _kernel inlined, as this runs once per element-wise op
+                    if b.__class__ is float and dt in self._py_scalar_ok:
+                        s = b
+                    else:
+                        s = self._scalar(b, dt)
                     if s is not None:
-                        k = self._kernel(self._as, "as", dt)
+                        k = self._as.get(dt, _MISS)
+                        if k is _MISS:
+                            k = self._kernel(self._as, "as", dt)
                         if k is not None:
                             c = self._alloc(a.shape, dt)
                             k(((n + _FAST_BLOCK - 1) // _FAST_BLOCK,), (_FAST_BLOCK,), (a, s, c, n))
@@ -438,6 +447,10 @@ class CUDABackend(ArrayBackend):
     #: the reused no-op device context). ``CUDABackend.fast_launch = False`` restores the generic
     #: CuPy calls exactly, at once, for existing backends too (checked per call).
     fast_launch = True
+    #: the fast element-wise and cast kernels call ``cuLaunchKernel`` directly with a preallocated
+    #: parameter block (``cuda_kernels.raw_launcher``) instead of CuPy's ``Function.__call__``.
+    #: Read when a kernel is first built; False keeps CuPy's call for kernels built afterwards.
+    raw_launch = True
 
     def __init__(self, index: int) -> None:
         cp = _load()
@@ -454,6 +467,7 @@ class CUDABackend(ArrayBackend):
         self.ndarray = cp.ndarray
         self._sm_count = None
         self._adam_tables: dict = {}
+        self._bias_add: dict = {}
         self._pinned_inflight: list = []  # (event, pinned buffer) of asynchronous uploads not yet known done
         self.gemm_error = None  # set (with the reason) if the direct cuBLAS path ever failed
         self._cublas_mod = None
@@ -489,7 +503,8 @@ class CUDABackend(ArrayBackend):
         if self._multi:
             return None
         with self.cuda_device:
-            return K.fast_kernel(op, kind, dt)
+            k = K.fast_kernel(op, kind, dt)
+        return None if k is None else K.raw_launcher(k, kind) if self.raw_launch else k
 
     def __getattr__(self, name: str):
         if name.startswith("__"):
@@ -577,7 +592,10 @@ class CUDABackend(ArrayBackend):
             if src != dst:
                 k = self._casts.get((src, dst), _MISS)
                 if k is _MISS:
-                    k = self._casts[(src, dst)] = K.cast_kernel(src, dst)
+                    k = K.cast_kernel(src, dst)
+                    if k is not None and self.raw_launch:
+                        k = K.raw_launcher(k, "cast")
+                    self._casts[(src, dst)] = k
                 if k is not None:
                     n = a.size
                     c = self.ndarray(a.shape, dst)
@@ -1163,6 +1181,22 @@ class CUDABackend(ArrayBackend):
                 (pp, gp, mp, vp, sizes, ct, cs, np.int64(self._ADAM_CHUNK), s(hp["lr"]), s(hp["beta1"]),
                  s(hp["beta2"]), s(hp["eps"]), s(hp["weight_decay"]), s(bc1), s(bc2_sqrt),
                  np.int32(bool(hp["decoupled"])), np.int32(bool(hp["maximize"]))))
+
+    def add_bias_(self, y, b):
+        """``y += b`` over the last axis in one kernel (CuPy's broadcasting add indexes both operands
+        generically, at about a third of the bandwidth, and allocates a new output)."""
+        if (self.fast_launch and y.__class__ is self.ndarray and b.__class__ is self.ndarray and y._c_contiguous
+                and b._c_contiguous and y.dtype == b.dtype and b.ndim == 1 and y.ndim >= 1
+                and y.shape[-1] == b.size and y.size and not self._multi):
+            dt = y.dtype
+            k = self._bias_add.get(dt, _MISS)
+            if k is _MISS:
+                k = self._bias_add[dt] = K.bias_add_kernel(dt)
+            if k is not None:
+                n = y.size
+                k((self._grid(n),), (256,), (y, b, np.int64(b.size), np.int64(n)))
+                return y
+        return super().add_bias_(y, b)
 
     def bias_act(self, x, bias, act: str = "relu"):
         """``act(x + bias)`` in one pass (``act``: none, relu, gelu, gelu_tanh; ``bias`` over the last axis)."""

@@ -431,15 +431,22 @@ def _make_node(op, args, params, st, dev):
     node.device = dev
     edges = []
     shapes = []
+    saves = op._saves_input
+    versions = [] if saves else None
+    # one pass over the arguments: edges, input shapes and (when inputs are saved) their versions
     for a in args:
         if a.__class__ in _TT:
             shapes.append(a._data.shape)
+            if saves:
+                versions.append(a._version[0])
             if a._requires_grad:
                 fn = a.grad_fn
                 edges.append((fn, a._output_nr) if fn is not None else (grad_accumulator(a), 0))
                 continue
         else:
             shapes.append(None)
+            if saves:
+                versions.append(None)
         edges.append(None)
     node.next_edges = edges
     node.params = params
@@ -450,12 +457,8 @@ def _make_node(op, args, params, st, dev):
     node._out = None
     node.out_meta = None
     node.extra = None
-    if op._saves_input:
-        node.saved = args
-        node.saved_versions = [a._version[0] if a.__class__ in _TT else None for a in args]
-    else:
-        node.saved = None
-        node.saved_versions = None
+    node.saved = args if saves else None
+    node.saved_versions = versions
     node._trace = traceback.format_stack()[:-3] if st.anomaly else None
     return node
 

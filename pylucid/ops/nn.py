@@ -140,7 +140,8 @@ class Linear(Op):
             y = be.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
         else:
             y = be.matmul(x, w.T)  # (CUDA folds the leading dims into one GEMM itself)
-        return y + b if b is not None else y
+        # the GEMM's output is fresh: the bias is added into it (one pass, no second array)
+        return be.add_bias_(y, b) if b is not None else y
 
     def backward(self, g):
         from .elementwise import sum_to_size
