@@ -1057,7 +1057,36 @@ def test_add_bias_kernel_matches_broadcast_add(dt):
         out = be.add_bias_(y.copy(), b)
         assert out.dtype == ref.dtype
         np.testing.assert_array_equal(_host(be, out), _host(be, ref))
-    assert be._bias_add.get(np.dtype(dt)) is not None
+    assert be._bias_add.get((np.dtype(dt), np.dtype(dt))) is not None
+    if dt.itemsize == 2:  # autocast's float32 bias on a half output: added in float32, rounded once
+        y, _ = _gpu_operands(be.xp, dt, (4, 9, 512))
+        b = be.xp.asarray(_rng(3).standard_normal(512).astype(np.float32))
+        ref = (y.astype(np.float32) + b).astype(dt)
+        out = be.add_bias_(y.copy(), b)
+        assert out.dtype == dt
+        np.testing.assert_array_equal(_host(be, out), _host(be, ref))
+
+
+@cuda_only
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+def test_linear_autocast_cuda_matches_cpu(half):
+    """LinearAutocast on the GPU (float32 C from half GEMMs, float32 bias gradient from the ones-GEMV,
+    mixed bias add) against the same op on the CPU."""
+    import pylucid.nn.functional as F
+
+    g = _rng(7)
+    xn, wn, bn = (g.standard_normal(s).astype(np.float32) for s in ((4, 16, 64), (48, 64), (48,)))
+    res = {}
+    for dev in ("cpu", "cuda"):
+        x, w, b = (pylucid.tensor(a, device=dev, requires_grad=True) for a in (xn, wn, bn))
+        with pylucid.amp.autocast(dev, dtype=getattr(pylucid, half)):
+            y = F.linear(x, w, b)
+        assert y.grad_fn.name() == "LinearAutocastBackward" and y.dtype == getattr(pylucid, half)
+        (y.float() ** 2).sum().backward()
+        res[dev] = [y.float().detach().cpu().numpy()] + [t.grad.cpu().numpy() for t in (x, w, b)]
+        assert all(t.grad.dtype == pylucid.float32 for t in (x, w, b))
+    for a, c in zip(res["cpu"], res["cuda"]):
+        np.testing.assert_allclose(c, a, rtol=2e-2, atol=2e-2 * np.abs(a).max())
 
 
 # GPU half: the fast kernels against CuPy's ufuncs (the kill-switch off), bit for bit where the arithmetic is

@@ -604,3 +604,88 @@ def test_functional_extras():
     close(padded, torch.nn.functional.pad(torch.tensor(x1), (1, 2)))
     with pytest.raises(ValueError, match="reduction='bad'"):
         F.mse_loss(pl.tensor(x1), pl.tensor(x2), reduction="bad")
+
+
+# ------------------------------------------------------------------ linear under autocast (LinearAutocast)
+def _ac_linear_case(shape_x, bias, x_half, seed=0):
+    g = np.random.default_rng(seed)
+    xn = g.standard_normal(shape_x).astype(np.float32)
+    wn = g.standard_normal((6, shape_x[-1])).astype(np.float32)
+    bn = g.standard_normal(6).astype(np.float32) if bias else None
+    px, pw = pl.tensor(xn, requires_grad=True), pl.tensor(wn, requires_grad=True)
+    pb = pl.tensor(bn, requires_grad=True) if bias else None
+    tx, tw = torch.tensor(xn, requires_grad=True), torch.tensor(wn, requires_grad=True)
+    tb = torch.tensor(bn, requires_grad=True) if bias else None
+    return (px, pw, pb), (tx, tw, tb), x_half
+
+
+def _ac_forward(lib, x, w, b, x_half):
+    if lib is pl:
+        with pl.amp.autocast("cpu", dtype=pl.bfloat16):
+            return F.linear(x.to(pl.bfloat16) if x_half else x, w, b)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return torch.nn.functional.linear(x.to(torch.bfloat16) if x_half else x, w, b)
+
+
+@pytest.mark.parametrize("shape_x,bias,x_half", [((4, 8), True, False), ((3, 5, 8), True, False),
+                                                 ((3, 5, 8), False, False), ((4, 8), True, True)])
+def test_linear_autocast_matches_torch_first_and_second_order(shape_x, bias, x_half):
+    (px, pw, pb), (tx, tw, tb), _ = _ac_linear_case(shape_x, bias, x_half)
+    y = _ac_forward(pl, px, pw, pb, x_half)
+    ty = _ac_forward(torch, tx, tw, tb, x_half)
+    assert y.dtype == pl.bfloat16 and y.grad_fn.name() == "LinearAutocastBackward"
+    np.testing.assert_allclose(y.float().detach().numpy(), ty.float().detach().numpy(), rtol=2e-2, atol=2e-2)
+    # first order: float32 leaves get float32 gradients
+    (y.float() ** 2).sum().backward()
+    (ty.float() ** 2).sum().backward()
+    for p, t in ((px, tx), (pw, tw), (pb, tb)):
+        if p is None:
+            continue
+        assert p.grad.dtype == pl.float32
+        ref = t.grad.numpy()
+        np.testing.assert_allclose(p.grad.numpy(), ref, rtol=2e-2, atol=2e-2 * np.abs(ref).max())
+    # second order through the graph-mode formula: d/dW of |dL/dx|^2
+    for p in (px, pw, pb):
+        if p is not None:
+            p.grad = None
+    for t in (tx, tw, tb):
+        if t is not None:
+            t.grad = None
+    (gx,) = pl.autograd.grad((_ac_forward(pl, px, pw, pb, x_half).float() ** 2).sum(), px, create_graph=True)
+    (gx ** 2).sum().backward()
+    (tgx,) = torch.autograd.grad((_ac_forward(torch, tx, tw, tb, x_half).float() ** 2).sum(), tx, create_graph=True)
+    (tgx ** 2).sum().backward()
+    ref = tw.grad.numpy()
+    np.testing.assert_allclose(pw.grad.numpy(), ref, rtol=3e-2, atol=3e-2 * np.abs(ref).max())
+
+
+def test_linear_autocast_fast_path_matches_graph_formula():
+    from pylucid._state import state
+
+    (px, pw, pb), _, _ = _ac_linear_case((3, 5, 8), True, False)
+
+    def grads(force):
+        for p in (px, pw, pb):
+            p.grad = None
+        state.force_graph_backward = force
+        try:
+            (_ac_forward(pl, px, pw, pb, False).float() ** 3).sum().backward()
+        finally:
+            state.force_graph_backward = False
+        return [p.grad.numpy().copy() for p in (px, pw, pb)]
+
+    for a, b in zip(grads(False), grads(True)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_linear_autocast_dispatch():
+    x, w = pl.ones(2, 3), pl.ones(4, 3, requires_grad=True)
+    assert F.linear(x, w).grad_fn.name() == "LinearBackward"  # no autocast
+    with pl.amp.autocast("cpu", dtype=pl.bfloat16):
+        assert F.linear(x, w).grad_fn.name() == "LinearAutocastBackward"
+        # float64 operands keep the general path (its casts and policy); so do operands already in bfloat16
+        assert F.linear(x.double(), w.double()).grad_fn.name() == "LinearBackward"
+        wb = w.to(pl.bfloat16)
+        assert F.linear(x.to(pl.bfloat16), wb).grad_fn.name() == "LinearBackward"
+    with pl.amp.autocast("cuda", dtype=pl.bfloat16):  # autocast for another device type: untouched
+        assert F.linear(x, w).dtype == pl.float32

@@ -256,6 +256,18 @@ class ArrayBackend:
         pdf = self.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
         return g * (cdf + x * pdf)
 
+    def matmul_to(self, a, b, dtype):
+        """``a @ b`` as ``dtype`` (float32 from half operands: exact products, float32 accumulation)."""
+        if a.dtype != dtype:
+            a = self.astype(a, dtype)
+        if b.dtype != dtype:
+            b = self.astype(b, dtype)
+        return self.matmul(a, b)
+
+    def sum_to_shape_as(self, g, shape, dtype):
+        """:meth:`sum_to_shape` of ``g`` accumulated and returned as ``dtype``."""
+        return self.sum_to_shape(self.astype(g, dtype) if g.dtype != dtype else g, shape)
+
     def add_bias_(self, y, b):
         """``y + b``, written into ``y`` (a fresh array the caller owns) when ``b`` broadcasts to ``y``'s shape."""
         if np.broadcast_shapes(y.shape, b.shape) != y.shape:

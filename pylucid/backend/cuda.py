@@ -644,7 +644,26 @@ class CUDABackend(ArrayBackend):
         a32, b32 = a.astype(_F32), b.astype(_F32)
         return cp.matmul(a32, b32).astype(dt)
 
-    def _gemm(self, a, b):
+    def matmul_to(self, a, b, dtype):
+        """``a @ b`` as float32 from half operands in one cuBLAS call (C written as float32), else the base."""
+        if (dtype == _F32 and a.dtype in _HALF and b.dtype == a.dtype and a.ndim >= 2 and b.ndim >= 2
+                and self.fast_launch):
+            out = self._gemm(a, b, _F32)
+            if out is not None:
+                return out
+        return super().matmul_to(a, b, dtype)
+
+    def sum_to_shape_as(self, g, shape, dtype):
+        """A bias gradient in float32 from a half ``g``: the ones-GEMV of :meth:`_sum_leading` writes float32."""
+        if dtype == _F32 and g.dtype in _HALF and self.fast_launch and g.__class__ is self.ndarray:
+            lead = g.ndim - len(shape)
+            if lead > 0 and tuple(g.shape[lead:]) == tuple(shape):
+                out = self._sum_leading(g, tuple(range(lead)), False, _F32)
+                if out is not None:
+                    return out
+        return super().sum_to_shape_as(g, shape, dtype)
+
+    def _gemm(self, a, b, out_dtype=None):
         """``a @ b`` for operands of >= 2 dims through one cuBLAS call, or None (caller falls back).
 
         No copies for the layouts the ops produce: each operand's last two axes may be
@@ -690,7 +709,7 @@ class CUDABackend(ArrayBackend):
             if nb > 1 and not batch_b and la[0] == 0:
                 rows = _fold_rows(a, m, la[1] * e)
                 if rows is not None:  # (batch..., m, k) rows of one row-major matrix: a single GEMM
-                    c = self.ndarray(batch + (m, n), dt)
+                    c = self.ndarray(batch + (m, n), out_dtype or dt)
                     return c if self._cublas(lb, la, n, rows, k, b, a, 0, 0, c, 1) else None
             sa = _batch_stride(a, batch)
             if sa is None:
@@ -700,7 +719,7 @@ class CUDABackend(ArrayBackend):
             if sb is None:
                 b = cp.ascontiguousarray(cp.broadcast_to(b, batch + (k, n)))
                 lb, sb = (0, n), k * n
-            c = self.ndarray(batch + (m, n), dt)
+            c = self.ndarray(batch + (m, n), out_dtype or dt)
             return c if self._cublas(lb, la, n, m, k, b, a, sb, sa, c, nb) else None
 
     def _cublas(self, lb, la, n, m, k, b, a, sb, sa, c, nb):
@@ -715,6 +734,7 @@ class CUDABackend(ArrayBackend):
 
             self._cublas_mod = cublas
         cuda_dt, compute, one, zero = _GEMM[a.dtype]
+        c_dt = cuda_dt if c.dtype == a.dtype else _GEMM[c.dtype][0]  # float32 C from half A, B (matmul_to)
         try:
             # CuPy's handle is per thread and device (looked up through a runtime call): cached per thread.
             # CuPy's wrappers bind it to the current stream themselves (cublasSetStream per call).
@@ -728,10 +748,10 @@ class CUDABackend(ArrayBackend):
                 self._handle = (tid, handle)
             if nb == 1:
                 cublas.gemmEx(handle, lb[0], la[0], n, m, k, one, b.data.ptr, cuda_dt, lb[1], a.data.ptr, cuda_dt,
-                              la[1], zero, c.data.ptr, cuda_dt, n, compute, _GEMM_ALGO)
+                              la[1], zero, c.data.ptr, c_dt, n, compute, _GEMM_ALGO)
             else:
                 cublas.gemmStridedBatchedEx(handle, lb[0], la[0], n, m, k, one, b.data.ptr, cuda_dt, lb[1], sb,
-                                            a.data.ptr, cuda_dt, la[1], sa, zero, c.data.ptr, cuda_dt, n, m * n, nb,
+                                            a.data.ptr, cuda_dt, la[1], sa, zero, c.data.ptr, c_dt, n, m * n, nb,
                                             compute, _GEMM_ALGO)
         except Exception as exc:  # pragma: no cover - depends on the CuPy/cuBLAS build
             self.gemm_error = f"{type(exc).__name__}: {exc}"
@@ -748,7 +768,7 @@ class CUDABackend(ArrayBackend):
             return self.astype(self.xp.sum(self.astype(a, _F32), axis=axis, keepdims=keepdims), a.dtype)
         return self.xp.sum(a, axis=axis, keepdims=keepdims, dtype=dtype)
 
-    def _sum_leading(self, a, axis, keepdims):
+    def _sum_leading(self, a, axis, keepdims, out_dtype=None):
         """Sum of a C-contiguous float array over its leading axes in one launch, or None.
 
         The bias and norm-weight gradients (sum over batch and tokens) are column sums of an
@@ -777,8 +797,10 @@ class CUDABackend(ArrayBackend):
                 with self.device_ctx():
                     ones = self._ones[a.dtype] = self.xp.ones(max(m, 4096), dtype=_F32).astype(a.dtype)
         out_shape = (1,) * j + shape[j:] if keepdims else shape[j:]
+        if out_dtype is not None and ones is None:
+            return None  # float32 output from half input only (sum_to_shape_as)
         with self.device_ctx():
-            c = self.ndarray(out_shape, a.dtype)
+            c = self.ndarray(out_shape, out_dtype or a.dtype)
             if a.dtype in _KERNEL_DTYPES:
                 # float32/float64: our column-sum kernel (a cuBLAS call costs ~30 us of host time)
                 K.get_kernel("col_sum", a.dtype)(((n + 31) // 32,), (32, 32), (a, c, np.int64(m), np.int64(n)))
@@ -1186,12 +1208,12 @@ class CUDABackend(ArrayBackend):
         """``y += b`` over the last axis in one kernel (CuPy's broadcasting add indexes both operands
         generically, at about a third of the bandwidth, and allocates a new output)."""
         if (self.fast_launch and y.__class__ is self.ndarray and b.__class__ is self.ndarray and y._c_contiguous
-                and b._c_contiguous and y.dtype == b.dtype and b.ndim == 1 and y.ndim >= 1
-                and y.shape[-1] == b.size and y.size and not self._multi):
-            dt = y.dtype
-            k = self._bias_add.get(dt, _MISS)
+                and b._c_contiguous and (y.dtype == b.dtype or (y.dtype in _HALF and b.dtype == _F32))
+                and b.ndim == 1 and y.ndim >= 1 and y.shape[-1] == b.size and y.size and not self._multi):
+            key = (y.dtype, b.dtype)
+            k = self._bias_add.get(key, _MISS)
             if k is _MISS:
-                k = self._bias_add[dt] = K.bias_add_kernel(dt)
+                k = self._bias_add[key] = K.bias_add_kernel(*key)
             if k is not None:
                 n = y.size
                 k((self._grid(n),), (256,), (y, b, np.int64(b.size), np.int64(n)))

@@ -666,29 +666,33 @@ def fast_source(op: str, kind: str, dtype_name: str):
     return src, name
 
 
-def bias_add_source(dtype_name: str):
-    """CUDA source and kernel name of ``y[i] += b[i % ncol]`` in place (a Linear's bias on its fresh GEMM
-    output, for any float dtype: half types add in float32 and round once); None if not covered."""
-    spec = _FAST_TYPES.get(dtype_name)
-    if spec is None:
+def bias_add_source(dtype_name: str, bias_name: str | None = None):
+    """CUDA source and kernel name of ``y[i] += b[i % ncol]`` in place: a Linear's bias on its fresh GEMM
+    output. ``b`` has ``y``'s dtype or (``bias_name``) float32 under a half ``y``, as autocast's float32
+    bias; half types add in float32 and round once. None if not covered."""
+    bias_name = bias_name or dtype_name
+    spec, bspec = _FAST_TYPES.get(dtype_name), _FAST_TYPES.get(bias_name)
+    if spec is None or bspec is None or (bias_name != dtype_name and bias_name != "float32"):
         return None
     st, ct, load, store, _ = spec
-    name = f"pl_bias_add_{dtype_name}"
+    bst, _, bload, _, _ = bspec
+    name = f"pl_bias_add_{dtype_name}_{bias_name}"
     src = (_FAST_PRELUDE
-           + f'extern "C" __global__ void {name}({st}* __restrict__ y, const {st}* __restrict__ b, '
+           + f'extern "C" __global__ void {name}({st}* __restrict__ y, const {bst}* __restrict__ b, '
            + "long long ncol, long long n) {\n"
            + "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
            + "         i += (long long)gridDim.x * blockDim.x) {\n"
-           + f"        {ct} v = ({ct}){load.format('y[i]')} + ({ct}){load.format('b[i % ncol]')};\n"
+           + f"        {ct} v = ({ct}){load.format('y[i]')} + ({ct}){bload.format('b[i % ncol]')};\n"
            + f"        y[i] = {store.format(f'({ct})v')};\n    }}\n}}\n")
     return src, name
 
 
-def bias_add_kernel(dtype):
+def bias_add_kernel(dtype, bias_dtype=None):
     """The launchable ``k(grid, block, (y, b, ncol, n))`` of :func:`bias_add_source`, or None."""
     name = np.dtype(dtype).name
-    got = bias_add_source(name)
-    return None if got is None else _compile(got, ("bias_add", name))
+    bname = np.dtype(bias_dtype).name if bias_dtype is not None else name
+    got = bias_add_source(name, bname)
+    return None if got is None else _compile(got, ("bias_add", name, bname))
 
 
 #: dtype conversions the fast cast covers (source, target). Each is one correctly rounded step:

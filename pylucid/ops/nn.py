@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import threading
 
-from .._tensor import Tensor, _new_tensor
+from .. import dtypes as _dt
+from .._state import state
+from .._tensor import _TENSOR_TYPES, Tensor, _new_tensor
 from ._op import Op, apply
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 
@@ -41,6 +43,7 @@ def _const(node, arr) -> Tensor:
 
 
 _stash = threading.local()
+_F32_NP = _dt.float32.numpy_dtype
 
 
 def _stash_put(out, *extra) -> None:
@@ -175,8 +178,112 @@ class Linear(Op):
         return gx, gw, gb
 
 
+class LinearAutocast(Op):
+    """``linear`` under autocast with the casts inside the op. With ``c`` the autocast dtype
+    (float16/bfloat16) and float32 or ``c`` operands:
+
+    * ``y = cast(x, c) @ cast(W, c)^T + b``: one half-precision GEMM (float32 accumulation), then
+      ``b`` added in float32 and rounded to ``c`` once;
+    * ``dx = g @ cast(W, c)`` in ``x``'s dtype, ``dW = g^T cast(x, c)`` in ``W``'s dtype,
+      ``db = sum g`` in ``b``'s dtype: float32 accumulation written as float32 directly.
+
+    The general path records a cast node per float32 operand (and a cast back in the backward);
+    here the half copies of ``x`` and ``W`` made by the forward are kept for the backward, and
+    float32 gradients come straight out of the GEMM and column sum. Values differ from the
+    cast-by-cast composition only by rounding: float32 gradients are not first rounded to ``c``
+    (docs/semantics.md, autocast). ``apply`` makes no casts for it (``promote_args = ()``).
+
+    >>> import pylucid
+    >>> x, w = pylucid.ones(2, 3), pylucid.ones(4, 3, requires_grad=True)
+    >>> with pylucid.amp.autocast("cpu", dtype=pylucid.bfloat16):
+    ...     y = pylucid.nn.functional.linear(x, w)
+    >>> y.dtype, y.grad_fn.name()
+    (pylucid.bfloat16, 'LinearAutocastBackward')
+    """
+
+    schema = OpSchema("linear_autocast", amp_policy=KEEP_INPUT, saves_input=True, family="nn")
+    promote_args = ()
+
+    @staticmethod
+    def forward(be, x, w, b, dtype):
+        c = dtype.numpy_dtype
+        xc = be.astype(x, c) if x.dtype != c else x
+        wc = be.astype(w, c) if w.dtype != c else w
+        y = Linear.forward(be, xc, wc, None)
+        if b is not None:
+            y = be.add_bias_(y, b)  # a float32 bias is read as it is: one rounding of y + b
+        _stash_put(y, xc, wc)
+        return y
+
+    def save_extra(self, arrays, out):
+        self.extra = _stash_take(out)  # the half copies (x_c, W_c) of the forward
+
+    def backward(self, g):
+        # graph mode: the same arithmetic from pylucid ops (half operands promoted to float32, float32
+        # accumulation), so second derivatives flow through the casts
+        from .conversion import cast
+        from .elementwise import sum_to_size
+        from .linalg import matmul
+        from .shape import reshape, transpose
+
+        x, w, b = self.input(0), self.input(1), self.input(2)
+        c = self.params["dtype"]
+        ex, ew, eb = self.next_edges
+        gx = gw = gb = None
+        if ex is not None:
+            gx = matmul(cast(g, x.dtype), cast(cast(w, c), x.dtype))
+        if ew is not None:
+            g2 = reshape(cast(g, w.dtype), (-1, g.shape[-1]))
+            x2 = reshape(cast(cast(x, c), w.dtype), (-1, x.shape[-1]))
+            gw = matmul(transpose(g2, 0, 1), x2)
+        if eb is not None:
+            gb = sum_to_size(cast(g, b.dtype), self.shapes[2])
+        return gx, gw, gb
+
+    def backward_fast(self, be, g):
+        x, w, b = self.input(0)._data, self.input(1)._data, self.saved[2]
+        extra = getattr(self, "extra", None)
+        if extra is not None:
+            xc, wc = extra
+        else:
+            c = self.params["dtype"].numpy_dtype
+            xc, wc = be.astype(x, c), be.astype(w, c)
+        ex, ew, eb = self.next_edges
+        gx = gw = gb = None
+        if ex is not None:
+            gx = be.matmul_to(g, wc, x.dtype)
+        if ew is not None:
+            gw = be.matmul_to(g.reshape(-1, g.shape[-1]).T, xc.reshape(-1, xc.shape[-1]), w.dtype)
+        if eb is not None:
+            gb = be.sum_to_shape_as(g, self.shapes[2], b._data.dtype)
+        return gx, gw, gb
+
+
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    ac = state.autocast
+    if ac is not None and input.__class__ in _TENSOR_TYPES and weight.__class__ in _TENSOR_TYPES:
+        c = ac.get(input._device.type)
+        if c is not None and c.itemsize == 2 and _autocast_operands(c.numpy_dtype, input, weight, bias):
+            return apply(LinearAutocast, (input, weight, bias), {"dtype": c})
     return apply(Linear, (input, weight, bias))
+
+
+def _autocast_operands(c, *tensors) -> bool:
+    """Whether :class:`LinearAutocast` takes these operands: on one device, each float32 or ``c``, one at least
+    float32 (with all of them ``c`` already, autocast changes nothing and ``Linear`` runs as it is)."""
+    dev = tensors[0]._device
+    f32 = False
+    for t in tensors:
+        if t is None:
+            continue
+        if t.__class__ not in _TENSOR_TYPES or t._device is not dev:
+            return False
+        dt = t._data.dtype
+        if dt == _F32_NP:
+            f32 = True
+        elif dt != c:
+            return False
+    return f32
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 import torch.nn.functional as TF
 
+import pylucid
 import pylucid.nn.functional as F
 from pylucid.errors import ShapeMismatch
 from pylucid.ops import nn as N
@@ -31,6 +33,17 @@ def linear_samples():
         Sample((U(0, 3), U(2, 3, seed=1), U(2, seed=2)), name="empty"),
         Sample((_nc(3, 4), _nc(2, 4, seed=1), U(2, seed=2)), name="noncontig"),
     ]
+
+
+def linear_bf16(x, w, b=None):
+    """``linear`` under bfloat16 autocast (the ``linear_autocast`` op), read back as float32."""
+    with pylucid.amp.autocast(x.device.type, dtype=pylucid.bfloat16):
+        return F.linear(x, w, b).float()
+
+
+def linear_bf16_ref(x, w, b=None):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return TF.linear(x, w, b).float()
 
 
 def layer_norm_samples():
@@ -219,6 +232,9 @@ def sdpa_samples():
 ENTRIES = [
     OpEntry("linear", F.linear, TF.linear, linear_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3), U(4, 5)), exc=ShapeMismatch, match="linear: input of shape")]),
+    # float32 operands only (autocast's case); gradients, fast path and second order: tests/test_nn_core.py
+    OpEntry("linear_autocast", linear_bf16, linear_bf16_ref, lambda: linear_samples()[:3], dtypes=("float32",),
+            grad=False, gradgrad=False, amp=False, atol=3e-2, rtol=2e-2),
     OpEntry("layer_norm", F.layer_norm, TF.layer_norm, layer_norm_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3), (4,)), exc=ShapeMismatch, match="layer_norm: normalized")]),
     OpEntry("batch_norm", batch_norm_train, batch_norm_train_ref, batch_norm_samples),
