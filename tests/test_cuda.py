@@ -1089,6 +1089,28 @@ def test_linear_autocast_cuda_matches_cpu(half):
         np.testing.assert_allclose(c, a, rtol=2e-2, atol=2e-2 * np.abs(a).max())
 
 
+@pytest.mark.parametrize("name", sorted(K._SOURCES))
+def test_every_kernel_has_a_raw_launch_layout(name):
+    """get_kernel's direct launches need a parsed layout for every kernel (else CuPy's call is kept)."""
+    for ctype in ("float", "double"):
+        src = (K._COMMON + K._SOURCES[name]).replace("scalar_t", ctype)
+        layout = K.signature_layout(src, name)
+        assert layout is not None and layout == _param_layout_full(src, name), (name, layout)
+    assert K.signature_layout(K._SOURCES["layer_norm_fwd"].replace("scalar_t", "float"), "layer_norm_fwd") == \
+        "ppppppqfii"
+
+
+def _param_layout_full(src, kname):
+    sig = src.split(f"void {kname}(", 1)[1].split(")", 1)[0]
+    out = []
+    for param in sig.split(","):
+        p = param.strip().replace("const ", "")
+        out.append("p" if "*" in p else "q" if p.startswith(("long long", "unsigned long long")) else
+                   "u" if p.startswith("unsigned") else "i" if p.startswith("int") else
+                   "d" if p.startswith("double") else "f" if p.startswith("float") else "?")
+    return "".join(out)
+
+
 # GPU half: the fast kernels against CuPy's ufuncs (the kill-switch off), bit for bit where the arithmetic is
 # the same; and the end-to-end op path in both modes.
 @pytest.fixture
@@ -1248,6 +1270,74 @@ def test_raw_launch_matches_cupy_call_on_streams_and_threads():
     th.join()
     np.testing.assert_array_equal(got["y"], ref)
     np.testing.assert_array_equal(got["c"], cp.asnumpy(a).astype(np.float16))
+
+
+def test_strided_copy_source_layout():
+    for size in (2, 4, 8):
+        src, name = K.strided_copy_source(size)
+        assert K.signature_layout(src, name) == "ppqi" + "q" * 2 * K.COPY_MAX_NDIM
+        assert src.count("{") == src.count("}")
+    assert K.strided_copy_source(1) is None and K.strided_copy_source(16) is None
+
+
+@cuda_only
+@single_gpu
+def test_strided_copy_matches_cupy():
+    be = _be()
+    cp = be.xp
+    base = cp.arange(2 * 3 * 4 * 5 * 6 * 2, dtype=np.float64).reshape(2, 3, 4, 5, 6, 2)
+    views = [lambda b: b.transpose(5, 3, 1, 0, 2, 4), lambda b: b[:, ::2, 1:, ::-1, :, 0], lambda b: b[1, :, 2].T,
+             lambda b: b.reshape(6, 240).T, lambda b: cp.broadcast_to(b[0, 0, 0, 0, :, :1], (3, 6, 4)),
+             lambda b: b[..., 1][::-1]]
+    for dt in (np.float64, np.float32, np.float16, _BF16_NP, np.int64, np.complex64):
+        typed = be.astype(base.astype(np.float32), dt) if dt == _BF16_NP else base.astype(dt)
+        for view in views:
+            xv = view(typed)
+            got = be.ascontiguousarray(xv)
+            assert got.flags.c_contiguous and got.dtype == xv.dtype and got.shape == xv.shape
+            ref = cp.ascontiguousarray(xv)
+            np.testing.assert_array_equal(cp.asnumpy(got.view(np.uint8)), cp.asnumpy(ref.view(np.uint8)))
+    assert {2, 4, 8} <= set(be._copy) and all(k is not None for k in be._copy.values())
+    c = cp.ones((2, 3))
+    assert be.ascontiguousarray(c) is c
+    seven = cp.ones((1, 2, 1, 2, 1, 2, 1))[..., ::-1, :]  # more axes than the kernel takes: CuPy's copy
+    np.testing.assert_array_equal(cp.asnumpy(be.ascontiguousarray(seven)), cp.asnumpy(seven))
+
+
+@cuda_only
+def test_generic_launcher_matches_rawkernel_call(monkeypatch):
+    """get_kernel's direct launch against CuPy's RawKernel call: same results for kernels with float,
+    int and null-pointer arguments, on a side stream and from another thread."""
+    import threading
+
+    be = _be()
+    cp = be.xp
+    x = cp.asarray(_rng(11).standard_normal((64, 96)).astype(np.float32))
+    w = cp.asarray(_rng(12).standard_normal(96).astype(np.float32))
+    g = cp.asarray(_rng(13).standard_normal((64, 96)).astype(np.float32))
+
+    def run():
+        y, mean, rstd = be.layer_norm(x, w, w, 1e-5)
+        gx, gw, gb = be.layer_norm_backward(g, x, mean, rstd, w)
+        return [cp.asnumpy(a) for a in (y, mean, rstd, gx, gw, gb, be.sum(g, axis=0),
+                                        be.softmax(x), be.relu_backward(x, g))]
+
+    direct = run()
+    assert getattr(K.get_kernel("layer_norm_fwd", np.dtype(np.float32)), "layout", None) == "ppppppqfii"
+    with cp.cuda.Stream(non_blocking=True) as st:
+        side = run()
+        st.synchronize()
+    got = {}
+    th = threading.Thread(target=lambda: got.setdefault("r", run()))
+    th.start()
+    th.join()
+    monkeypatch.setattr(K, "_RAW_GET_KERNEL", False)
+    monkeypatch.setattr(K, "_cache", {})
+    ref = run()
+    assert not hasattr(K.get_kernel("layer_norm_fwd", np.dtype(np.float32)), "layout")
+    for res in (direct, side, got["r"]):
+        for a, b in zip(res, ref):
+            np.testing.assert_array_equal(a, b)
 
 
 @cuda_only

@@ -468,6 +468,7 @@ class CUDABackend(ArrayBackend):
         self._sm_count = None
         self._adam_tables: dict = {}
         self._bias_add: dict = {}
+        self._copy: dict = {}
         self._pinned_inflight: list = []  # (event, pinned buffer) of asynchronous uploads not yet known done
         self.gemm_error = None  # set (with the reason) if the direct cuBLAS path ever failed
         self._cublas_mod = None
@@ -644,6 +645,27 @@ class CUDABackend(ArrayBackend):
         a32, b32 = a.astype(_F32), b.astype(_F32)
         return cp.matmul(a32, b32).astype(dt)
 
+    def ascontiguousarray(self, a):
+        """``a`` as a C-contiguous array: ``a`` itself if it already is, else one strided-copy kernel
+        (:func:`cuda_kernels.strided_copy_source`, up to six axes, 2/4/8-byte items) launched directly;
+        other cases take CuPy's ``ascontiguousarray``, whose elementwise launch costs ~20 us of host time."""
+        nd = a.ndim
+        if nd and a._c_contiguous:
+            return a
+        n = a.size
+        if (self.fast_launch and not self._multi and 0 < nd <= K.COPY_MAX_NDIM and n and a.__class__ is self.ndarray
+                and a.itemsize in (2, 4, 8)):
+            size = a.itemsize
+            k = self._copy.get(size, _MISS)
+            if k is _MISS:
+                k = self._copy[size] = K.strided_copy_kernel(size)
+            if k is not None:
+                out = self.ndarray(a.shape, a.dtype)
+                pad = K.COPY_MAX_NDIM - nd
+                k((self._grid(n),), (256,), (a, out, n, nd) + a.shape + (1,) * pad + a.strides + (0,) * pad)
+                return out
+        return self.xp.ascontiguousarray(a)
+
     def matmul_to(self, a, b, dtype):
         """``a @ b`` as float32 from half operands in one cuBLAS call (C written as float32), else the base."""
         if (dtype == _F32 and a.dtype in _HALF and b.dtype == a.dtype and a.ndim >= 2 and b.ndim >= 2
@@ -698,11 +720,11 @@ class CUDABackend(ArrayBackend):
             return None
         la = _mat_layout(a, m, k)
         if la is None:
-            a = cp.ascontiguousarray(a)
+            a = self.ascontiguousarray(a)
             la = (0, k)
         lb = _mat_layout(b, k, n)
         if lb is None:
-            b = cp.ascontiguousarray(b)
+            b = self.ascontiguousarray(b)
             lb = (0, n)
         e = dt.itemsize
         with self.device_ctx():
@@ -713,11 +735,11 @@ class CUDABackend(ArrayBackend):
                     return c if self._cublas(lb, la, n, rows, k, b, a, 0, 0, c, 1) else None
             sa = _batch_stride(a, batch)
             if sa is None:
-                a = cp.ascontiguousarray(cp.broadcast_to(a, batch + (m, k)))
+                a = self.ascontiguousarray(cp.broadcast_to(a, batch + (m, k)))
                 la, sa = (0, k), m * k
             sb = _batch_stride(b, batch)
             if sb is None:
-                b = cp.ascontiguousarray(cp.broadcast_to(b, batch + (k, n)))
+                b = self.ascontiguousarray(cp.broadcast_to(b, batch + (k, n)))
                 lb, sb = (0, n), k * n
             c = self.ndarray(batch + (m, n), out_dtype or dt)
             return c if self._cublas(lb, la, n, m, k, b, a, sb, sa, c, nb) else None
@@ -932,7 +954,7 @@ class CUDABackend(ArrayBackend):
         cdt = _F32 if dt in _HALF else dt
         if cdt not in _KERNEL_DTYPES:
             raise TypeError(f"cuda kernels: floating input expected, got {dt}")
-        contig = self.xp.ascontiguousarray
+        contig = self.ascontiguousarray
         out = [None if a is None else _contig(contig, self.astype(a, cdt, copy=False)) for a in arrays]
         # ascontiguousarray makes 0-d arrays 1-d (as NumPy's does): give them back their shape
         return [c if c is None or c.ndim == a.ndim else c.reshape(a.shape) for c, a in zip(out, arrays)], dt, cdt

@@ -573,15 +573,109 @@ def get_kernel(name: str, dtype=np.float32):
     import cupy
 
     dev = cupy.cuda.runtime.getDevice()
-    dt = np.dtype(dtype)
-    key = (name, dt, dev)
+    key = (name, dtype, dev)
     k = _cache.get(key)
     if k is None:
+        dt = np.dtype(dtype)
         if name == "vec_binary_f32":
             src = _SOURCES[name]
         else:
             src = (_COMMON + _SOURCES[name]).replace("scalar_t", _CTYPE[dt])
-        k = _cache[key] = cupy.RawKernel(src, name)
+        raw = cupy.RawKernel(src, name)
+        k = raw
+        if _RAW_GET_KERNEL:
+            layout = signature_layout(src, name)
+            fn = getattr(raw, "kernel", None)  # compiled for the current device
+            if layout is not None and fn is not None:
+                k = generic_launcher(fn, layout)
+        _cache[key] = k
+    return k
+
+
+#: get_kernel returns :func:`generic_launcher` launchers (False: CuPy's RawKernel call), read when built
+_RAW_GET_KERNEL = True
+
+
+def signature_layout(src: str, name: str):
+    """The argument layout of kernel ``name`` in ``src``, one letter per parameter (p: pointer, q: 64-bit
+    integer, i: int, u: unsigned int, d: double, f: float), or None for any other parameter type."""
+    head = src.split(f"void {name}(", 1)
+    if len(head) != 2:
+        return None
+    out = []
+    for param in head[1].split(")", 1)[0].split(","):
+        words = param.replace("const ", " ").split()
+        if "*" in param:
+            out.append("p")
+            continue
+        typ = " ".join(words[:-1])
+        kind = {"long long": "q", "unsigned long long": "q", "int": "i", "unsigned int": "u", "unsigned": "u",
+                "double": "d", "float": "f"}.get(typ)
+        if kind is None:
+            return None
+        out.append(kind)
+    return "".join(out)
+
+
+def generic_launcher(fn, layout: str):
+    """``k(grid, block, args)`` calling ``cuLaunchKernel`` directly for a kernel of any :func:`signature_layout`.
+
+    Each argument goes into an 8-byte slot of a preallocated parameter block in the kernel's own
+    type (an array's data pointer, or an integer for a null pointer; integers and floats converted
+    to the declared width), which the driver copies during the call. CuPy's ``RawKernel`` call
+    resolves the device and module and converts every argument to a parameter object first (about
+    0.8 us per argument on the H200 hosts). Calls from another thread than the builder's, or with
+    another number of arguments, take CuPy's call.
+    """
+    import threading
+
+    import cupy
+    from cupy.cuda import driver
+
+    nslots = len(layout)
+    q = np.zeros(max(nslots, 1), np.uint64)
+    s64, d, f32 = q.view(np.int64), q.view(np.float64), q.view(np.float32)
+    i32, u32 = q.view(np.int32), q.view(np.uint32)
+    base = q.ctypes.data
+    slots = np.array([base + 8 * j for j in range(max(nslots, 1))], np.uint64)
+    params = slots.ctypes.data
+    fptr = fn.ptr
+    launch = driver.launchKernel
+    current = cupy.cuda.get_current_stream
+    nd = cupy.ndarray
+    owner = threading.get_ident()
+    ident = threading.get_ident
+    plan = tuple(enumerate(layout))
+
+    def k(grid, block, args):
+        if ident() != owner or len(args) != nslots:
+            return fn(grid, block, args)
+        for j, ch in plan:
+            v = args[j]
+            if ch == "p":
+                if v.__class__ is nd:
+                    q[j] = v.data.ptr
+                elif isinstance(v, (int, np.integer)):  # a null (or raw) pointer
+                    q[j] = int(v)
+                else:
+                    return fn(grid, block, args)
+            elif ch == "q":
+                s64[j] = int(v)
+            elif ch == "i":
+                i32[2 * j] = int(v)
+            elif ch == "d":
+                d[j] = float(v)
+            elif ch == "f":
+                f32[2 * j] = float(v)
+            else:
+                u32[2 * j] = int(v)
+        ng, nb = len(grid), len(block)
+        launch(fptr, grid[0], grid[1] if ng > 1 else 1, grid[2] if ng > 2 else 1,
+               block[0], block[1] if nb > 1 else 1, block[2] if nb > 2 else 1, 0, current().ptr, params, 0)
+
+    k.buffers = (q, slots)
+    k.function = fn
+    k.layout = layout
     return k
 
 
@@ -693,6 +787,49 @@ def bias_add_kernel(dtype, bias_dtype=None):
     bname = np.dtype(bias_dtype).name if bias_dtype is not None else name
     got = bias_add_source(name, bname)
     return None if got is None else _compile(got, ("bias_add", name, bname))
+
+
+#: the most axes :func:`strided_copy_source` takes
+COPY_MAX_NDIM = 6
+
+
+def strided_copy_source(itemsize: int):
+    """CUDA source and name of a copy of any strided array of up to six axes into a C-contiguous one.
+
+    Elements are moved as raw ``itemsize``-byte words (any dtype of that size); the source offset of
+    element ``i`` is found from its C-order index, the shape and the byte strides (padded with
+    length-1 axes of stride 0). None for other item sizes.
+    """
+    word = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}.get(itemsize)
+    if word is None:
+        return None
+    name = f"pl_strided_copy_{itemsize}"
+    dims = ", ".join(f"long long d{j}" for j in range(COPY_MAX_NDIM))
+    strides = ", ".join(f"long long s{j}" for j in range(COPY_MAX_NDIM))
+    src = (f'extern "C" __global__ void {name}(const char* __restrict__ src, {word}* __restrict__ dst, '
+           f"long long n, int nd, {dims}, {strides}) {{\n"
+           f"    const long long dim[{COPY_MAX_NDIM}] = {{{', '.join(f'd{j}' for j in range(COPY_MAX_NDIM))}}};\n"
+           f"    const long long st[{COPY_MAX_NDIM}] = {{{', '.join(f's{j}' for j in range(COPY_MAX_NDIM))}}};\n"
+           "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
+           "         i += (long long)gridDim.x * blockDim.x) {\n"
+           "        long long rem = i, off = 0;\n"
+           "        for (int d = nd - 1; d >= 0; --d) {\n"
+           "            long long k = rem % dim[d]; rem /= dim[d]; off += k * st[d];\n        }\n"
+           f"        dst[i] = *(const {word}*)(src + off);\n"
+           "    }\n}\n")
+    return src, name
+
+
+def strided_copy_kernel(itemsize: int):
+    """The launchable ``k(grid, block, args)`` of :func:`strided_copy_source` (a direct launch), or None."""
+    got = strided_copy_source(itemsize)
+    if got is None:
+        return None
+    fn = _compile(got, ("strided_copy", itemsize))
+    if fn is None or not hasattr(fn, "ptr"):
+        return fn
+    layout = signature_layout(got[0], got[1])
+    return generic_launcher(fn, layout) if _RAW_GET_KERNEL and layout else fn
 
 
 #: dtype conversions the fast cast covers (source, target). Each is one correctly rounded step:
