@@ -46,6 +46,37 @@ def _time(step, n=20):
     return (time.perf_counter() - t0) / n
 
 
+def _gc_cost(step, n=50):
+    """Python's cyclic garbage collector during ``n`` steps: collections per generation and ms per step,
+    and the step time with the collector off (a diagnostic: the benchmarks keep it on)."""
+    import gc
+
+    spent = [0.0]
+    counts = [0, 0, 0]
+    t = [0.0]
+
+    def cb(phase, info):
+        if phase == "start":
+            t[0] = time.perf_counter()
+        else:
+            spent[0] += time.perf_counter() - t[0]
+            counts[info["generation"]] += 1
+
+    gc.callbacks.append(cb)
+    try:
+        on = _time(step, n)
+    finally:
+        gc.callbacks.remove(cb)
+    gc.disable()
+    try:
+        off = _time(step, n)
+    finally:
+        gc.enable()
+    return (f"gc: {counts[0] / (n + 5):.2f}/{counts[1] / (n + 5):.2f}/{counts[2] / (n + 5):.3f} collections per step "
+            f"(gen 0/1/2), {spent[0] / (n + 5) * 1e3:.3f} ms per step; step {on * 1e3:.3f} ms with the collector, "
+            f"{off * 1e3:.3f} ms without")
+
+
 def _kernels(step, steps=5):
     """{kernel name: (calls per step, device us per step)} from a CUPTI trace of ``steps`` steps."""
     import torch
@@ -157,6 +188,7 @@ def main(argv=None) -> int:
             for lib in (pl, torch):
                 _host_phases(lib, None if key == "block" else lib.bfloat16)
         wp, wt = _time(sp), _time(st)
+        print(f"   pylucid {_gc_cost(sp)}\n   torch   {_gc_cost(st)}", flush=True)
         print(f"\n== {name}: pylucid {wp * 1e3:.3f} ms, torch {wt * 1e3:.3f} ms, ratio {wp / wt:.3f}", flush=True)
         try:
             _print_kernels("pylucid", _kernels(sp), wp)

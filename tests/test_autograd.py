@@ -395,3 +395,41 @@ def test_leaf_grads_never_alias_each_other_or_user_tensors():
     (w * 3).sum().backward()
     (w * 3).sum().backward()
     assert w.grad.tolist() == [6.0, 6.0]
+
+
+def test_autocast_short_path_matches_general_dispatch():
+    """Under autocast, calls whose operands already have the policy's dtype skip the general dispatch
+    (ops/_op.py: _autocast_plain); results, dtypes and gradients equal the general path's (anomaly
+    mode always takes the general path)."""
+    import numpy as np
+
+    import pylucid as pl
+
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(2)]
+
+    def run(anomaly):
+        a = pl.tensor(data[0]).to(pl.bfloat16).requires_grad_()
+        b = pl.tensor(data[1], requires_grad=True)
+        with pl.amp.autocast("cpu", dtype=pl.bfloat16):
+            if anomaly:
+                with pl.autograd.detect_anomaly():
+                    outs = _ops(pl, a, b)
+            else:
+                outs = _ops(pl, a, b)
+        total = sum(o.float().sum() for o in outs)
+        total.backward()
+        return [(o.dtype, o.float().detach().numpy()) for o in outs], a.grad.float().numpy(), b.grad.numpy()
+
+    fast, gen = run(False), run(True)
+    for (dt1, v1), (dt2, v2) in zip(fast[0], gen[0]):
+        assert dt1 == dt2
+        np.testing.assert_array_equal(v1, v2)
+    np.testing.assert_array_equal(fast[1], gen[1])
+    np.testing.assert_array_equal(fast[2], gen[2])
+
+
+def _ops(pl, a, b):
+    # a: bfloat16 (already the autocast dtype), b: float32 (needs casts for Promote ops)
+    return [a * 0.5, a + a, 3 * a, a @ a.T, pl.exp(b), pl.softmax(b, dim=-1), b * 2.0, a - 1,
+            pl.nn.functional.layer_norm(b, (4,)), pl.sum(a), a / 3]

@@ -662,7 +662,7 @@ class CUDABackend(ArrayBackend):
             if k is not None:
                 out = self.ndarray(a.shape, a.dtype)
                 pad = K.COPY_MAX_NDIM - nd
-                k((self._grid(n),), (256,), (a, out, n, nd) + a.shape + (1,) * pad + a.strides + (0,) * pad)
+                k((self._grid(n),), (256,), (a, out, n, nd) + (1,) * pad + a.shape + (0,) * pad + a.strides)
                 return out
         return self.xp.ascontiguousarray(a)
 

@@ -26,6 +26,7 @@ _FORCE_FP32 = AmpPolicy.FORCE_FP32
 _FLOAT = _dt.FLOAT
 _EMPTY: dict = {}
 _BF16 = _dt.bfloat16.numpy_dtype
+_F32_NP = _dt.float32.numpy_dtype
 _GRAD_NP_DTYPES = frozenset(d.numpy_dtype for d in _dt.ALL_DTYPES if d.category >= _dt.FLOAT)
 # dtypes a Python float/int scalar never changes (NumPy's weak-scalar rule keeps
 # them, matching PyTorch); bfloat16 is excluded: NumPy's rule does not reach it
@@ -171,6 +172,9 @@ def apply(op, args: tuple, params: dict = _EMPTY):
                     return _finish(op, args, got[0], params, got[1], got[2], st)
             return _apply_general(op, args, params, st)
         if st.autocast is not None:
+            got = _autocast_plain(op, args, st.autocast) if pa is None else None
+            if got is not None:
+                return _finish(op, args, got[0], params, got[1], got[2], st)
             return _apply_general(op, args, params, st)
         n = len(args)
         if n == 1:
@@ -204,6 +208,51 @@ def apply(op, args: tuple, params: dict = _EMPTY):
             if got is not None and (not op._real_valued or got[3] in _GRAD_NP_DTYPES):
                 return _finish(op, args, got[0], params, got[1], got[2], st)
     return _apply_general(op, args, params, st)
+
+
+def _autocast_plain(op, args, autocast):
+    """``(arrays, device, requires_grad)`` when autocast changes nothing for this call, else None.
+
+    That is: a ``Promote`` or ``ForceFP32`` op whose Tensor arguments are all on one device and
+    already of the dtype the policy gives (the autocast dtype, or float32), with Python float/int
+    scalars at most: the general path would compute that dtype and cast nothing. Scalars become
+    bfloat16 values for a bfloat16 compute dtype, as in the general path.
+    """
+    pol = op.schema.amp_policy
+    if pol is not _PROMOTE and pol is not _FORCE_FP32:
+        return None
+    dev = dt = None
+    req = scal = False
+    arrays = []
+    for a in args:
+        c = a.__class__
+        if c in _TT:
+            d = a._data
+            if dev is None:
+                dev, dt = a._device, d.dtype
+            elif a._device is not dev or d.dtype != dt:
+                return None
+            if a._requires_grad:
+                req = True
+            arrays.append(d)
+        elif c is float or c is int:
+            scal = True
+            arrays.append(a)
+        elif a is None:
+            arrays.append(None)
+        else:
+            return None
+    if dev is None:
+        return None
+    adt = autocast.get(dev.type)
+    if adt is None:
+        return None
+    target = adt.numpy_dtype if pol is _PROMOTE else _F32_NP
+    if dt != target:
+        return None
+    if scal and target is _BF16:
+        arrays = [_BF16.type(a) if a.__class__ is float or a.__class__ is int else a for a in arrays]
+    return arrays, dev, req
 
 
 def _plain_args(args, same_dtype=False):
