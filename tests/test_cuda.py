@@ -172,6 +172,11 @@ def test_movement_is_differentiable():
     y.backward()
     assert x.grad.device == pylucid.device("cpu")
     np.testing.assert_allclose(np.asarray(x.grad._data), [2.0, 2.0, 2.0])
+    # two copies of one CPU leaf: its two gradients (CPU arrays made by CUDA nodes) are summed on the CPU
+    x.grad = None
+    z = x.cuda()
+    ((z * 2).sum() + (x.to("cuda") * 3).sum() + (z * z).sum()).backward()
+    np.testing.assert_allclose(np.asarray(x.grad._data), [7.0, 9.0, 11.0])
 
 
 @cuda_only

@@ -317,7 +317,10 @@ def _run_first_order(ready, buffers, deps, retain_graph, accumulate):
                     old = None
                 else:
                     old = buf[nr]
-                    buf[nr] = g if old is None else last_be.add(old, g)
+                    # the backend's add (CUDA: the vector kernel) for its own arrays; a device copy's
+                    # gradient belongs to the other device, so plain + there
+                    buf[nr] = g if old is None else last_be.add(old, g) if (
+                        g.__class__ is nd and old.__class__ is nd) else old + g
                 if child.__class__ is acc_type and (old is not None or _fresh(g, grads, in_grads)):
                     if owned is None:
                         owned = set()
