@@ -269,6 +269,16 @@ class _Block:
         return x + self.fc2(lib.nn.functional.gelu(self.fc1(self.ln2(x))))
 
 
+def _forward(lib, blk, x, autocast_dtype=None):
+    """``blk(x)``, under ``lib``'s CUDA autocast when ``autocast_dtype`` is given."""
+    if autocast_dtype is None:
+        return blk(x)
+    ac = lib.amp.autocast("cuda", dtype=autocast_dtype) if lib.__name__ == "pylucid" else \
+        lib.autocast("cuda", dtype=autocast_dtype)
+    with ac:
+        return blk(x)
+
+
 def _block_step(lib, autocast_dtype=None):
     blk = _Block(lib)
     opt = lib.optim.Adam(blk.params, lr=1e-4)
@@ -276,13 +286,7 @@ def _block_step(lib, autocast_dtype=None):
 
     def step():
         opt.zero_grad()
-        if autocast_dtype is None:
-            out = blk(x)
-        else:
-            ac = lib.amp.autocast("cuda", dtype=autocast_dtype) if lib.__name__ == "pylucid" else \
-                lib.autocast("cuda", dtype=autocast_dtype)
-            with ac:
-                out = blk(x)
+        out = _forward(lib, blk, x, autocast_dtype)
         out.float().pow(2).mean().backward()
         opt.step()
 

@@ -134,7 +134,7 @@ def _fallbacks(step):
 def _host_phases(lib, autocast_dtype=None, steps=40):
     """Host time of each phase of the transformer step, never synchronising: a phase whose host time
     jumps to the device's pace contains a hidden synchronisation."""
-    from gpu_bench import _Block
+    from gpu_bench import _Block, _forward
 
     blk = _Block(lib)
     opt = lib.optim.Adam(blk.params, lr=1e-4)
@@ -143,13 +143,7 @@ def _host_phases(lib, autocast_dtype=None, steps=40):
     for i in range(steps):
         t0 = time.perf_counter()
         opt.zero_grad()
-        if autocast_dtype is None:
-            out = blk(x)
-        else:
-            ac = lib.amp.autocast("cuda", dtype=autocast_dtype) if lib.__name__ == "pylucid" else \
-                lib.autocast("cuda", dtype=autocast_dtype)
-            with ac:
-                out = blk(x)
+        out = _forward(lib, blk, x, autocast_dtype)
         loss = out.float().pow(2).mean()
         t1 = time.perf_counter()
         loss.backward()

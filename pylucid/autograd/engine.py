@@ -201,6 +201,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     last_be = last_dev.backend
                     last_nd = last_be.ndarray
                 nd = last_nd
+            # (_run_first_order inlines the same push for the common pass: keep the two in step)
             for i, e in enumerate(edges):
                 if e is None:
                     continue
