@@ -33,12 +33,6 @@ cdouble = complex128
 
 from . import ops  # noqa: E402
 from .ops import *  # noqa: E402,F401,F403
-from .ops import (  # noqa: E402
-    abs, add, amax, amin, broadcast_to, cast, cat, clone, concat, concatenate, contiguous, cos, div, divide, eq, exp,
-    expand, flatten, floor_divide, ge, gt, le, log, lt, matmul, max, mean, min, mul, multiply, ne, neg, permute, pow,
-    remainder, reshape, sign, sin, sqrt, square, squeeze, stack, sub, subtract, sum, swapaxes, t, transpose,
-    unsqueeze, view, where,
-)
 from . import autograd  # noqa: E402
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 from .creation import (  # noqa: E402

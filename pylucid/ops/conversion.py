@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from .. import dtypes as _dt
 from .._tensor import Tensor, _new_tensor
-from ._op import Op, apply
+from .._state import state as _state
+from ._op import Op, apply, check_inplace_leaf, commit_inplace
+from .registry import declare
 from .schema import KEEP_INPUT, OpSchema
 
 
@@ -49,6 +51,7 @@ class Cast(Op):
         return be.astype(g, in_dtype.numpy_dtype)
 
 
+@declare(Cast, method="astype")
 def cast(x: Tensor, dtype) -> Tensor:
     """``x`` converted to ``dtype`` (differentiable between floating dtypes).
 
@@ -117,6 +120,7 @@ class Clone(Op):
         return g
 
 
+@declare(Clone)
 def clone(x: Tensor, *, memory_format=None) -> Tensor:
     """A copy of ``x`` with its own storage, differentiable (``dx = g``)."""
     return apply(Clone, (x,))
@@ -138,12 +142,56 @@ class Contiguous(Op):
         return g
 
 
+@declare(Contiguous)
 def contiguous(x: Tensor, memory_format=None) -> Tensor:
     if x._data.flags.c_contiguous:
         return x
     return apply(Contiguous, (x,))
 
 
-Tensor.clone = clone
-Tensor.contiguous = contiguous
-Tensor.astype = cast
+# ---------------------------------------------------------------- writes into a tensor's storage
+@declare(namespaces=(), method="fill_")
+def fill_(self: Tensor, value) -> Tensor:
+    """Set every element to ``value`` in place (differentiable: the gradient to the old values is zero).
+
+    >>> import pylucid
+    >>> pylucid.zeros(2).fill_(3)
+    tensor([3., 3.])
+    """
+    check_inplace_leaf(self, "fill_")
+    if isinstance(value, Tensor):
+        value = value.item()
+    if self._requires_grad and _state.grad_enabled:
+        from .elementwise import add, mul
+
+        return commit_inplace(self, add(mul(self, 0), value).to(self.dtype), "fill_")
+    with self._device.backend.device_ctx():
+        self._data[...] = value
+    self._version[0] += 1
+    return self
+
+
+@declare(namespaces=(), method="zero_")
+def zero_(self: Tensor) -> Tensor:
+    """Set every element to zero in place."""
+    return fill_(self, 0)
+
+
+@declare(namespaces=(), method="copy_")
+def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
+    """Copy ``src`` (broadcast, cast, moved to this device) into this tensor in place; differentiable in ``src``."""
+    check_inplace_leaf(self, "copy_")
+    if not isinstance(src, Tensor):
+        from ..creation import tensor
+
+        src = tensor(src)
+    src = src.to(device=self.device, dtype=self.dtype)
+    if _state.grad_enabled and (src._requires_grad or self._requires_grad):
+        from .elementwise import add, mul
+        from .shape import broadcast_to
+
+        return commit_inplace(self, add(broadcast_to(src, self.shape), mul(self, 0)), "copy_")
+    with self._device.backend.device_ctx():
+        self._data[...] = src._data
+    self._version[0] += 1
+    return self

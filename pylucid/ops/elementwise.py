@@ -10,7 +10,9 @@ from __future__ import annotations
 from .._tensor import _TENSOR_TYPES, Tensor
 from ..dtypes import bfloat16 as _BF16_DTYPE
 from ..errors import ShapeMismatch
-from ._op import Op, apply, operand
+from .._state import state as _state
+from ._op import _FAST_FLOAT, _FAST_INT_OK, Op, apply, inplace_variant, operand
+from .registry import declare, op_function
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 
 
@@ -62,6 +64,7 @@ def _cj(x):
     return x.conjugate() if x.__class__ is complex else x
 
 
+@declare(namespaces=())
 def sum_to_size(g: Tensor, *shape) -> Tensor:
     """Sum ``g`` over the dimensions broadcasting added or stretched, to reach ``shape``.
 
@@ -85,7 +88,92 @@ def sum_to_size(g: Tensor, *shape) -> Tensor:
     return reshape(r, shape) if lead else r
 
 
-Tensor.sum_to_size = sum_to_size
+
+# ---------------------------------------------------------------- in-place variants of the arithmetic
+def _plain_operand(self, other):
+    """``other`` as something a ufunc can write into ``self`` with, or None when the general path must run."""
+    data = self._data
+    if other.__class__ in _TENSOR_TYPES:
+        if other._device is self._device and other._data.dtype == data.dtype:
+            return other._data
+        return None
+    if (other.__class__ is float and data.dtype in _FAST_FLOAT) or (other.__class__ is int and data.dtype in
+                                                                     _FAST_INT_OK):
+        return other
+    return None
+
+
+def _direct_inplace(ufunc: str):
+    """In-place factory for ``add_``/``sub_``/``mul_``/``div_``: the updates optimizers live on.
+
+    With no graph to record, the result is computed straight into the tensor's
+    storage by the backend's ufunc (no temporary, no copy); otherwise (or when
+    broadcasting, dtypes or read-only storage need the general rules) the
+    generic in-place wrapper runs, which also words the errors.
+    """
+
+    def factory(fn, name):
+        general = inplace_variant(fn, name)
+
+        def method(self, other, *, alpha=1):
+            if not _state.grad_enabled or not (self._requires_grad or getattr(other, "_requires_grad", False)):
+                od = _plain_operand(self, other)
+                if od is not None and not (ufunc == "true_divide" and self._data.dtype.kind not in "fc"):
+                    if alpha != 1:
+                        od = od * alpha
+                    be = self._device.backend
+                    try:
+                        if be._multi:
+                            with be.cuda_device:
+                                getattr(be.xp, ufunc)(self._data, od, out=self._data)
+                        else:
+                            getattr(be.xp, ufunc)(self._data, od, out=self._data)
+                    except (ValueError, TypeError):
+                        pass  # broadcasting beyond self's shape, read-only storage, casting: the general path explains
+                    else:
+                        self._version[0] += 1
+                        return self
+            return general(self, other, alpha=alpha) if alpha != 1 else general(self, other)
+
+        method.__name__ = name
+        method.__doc__ = f"In-place ``{fn.__name__}``: writes into this tensor and bumps its version."
+        return method
+
+    return factory
+
+
+def _addc_inplace(ufunc: str):
+    """In-place factory for ``addcmul_``/``addcdiv_``, direct into storage when no graph is recorded."""
+
+    def factory(fn, name):
+        general = inplace_variant(fn, name)
+
+        def method(self, tensor1, tensor2, *, value=1):
+            if not _state.grad_enabled or not (self._requires_grad or tensor1._requires_grad or
+                                               tensor2._requires_grad):
+                a, b = _plain_operand(self, tensor1), _plain_operand(self, tensor2)
+                if a is not None and b is not None and self._data.dtype.kind in "fc":
+                    be = self._device.backend
+                    xp = be.xp
+                    try:
+                        with be.device_ctx():
+                            tmp = getattr(xp, ufunc)(a, b)
+                            if value != 1:
+                                xp.multiply(tmp, value, out=tmp)
+                            xp.add(self._data, tmp, out=self._data)
+                    except (ValueError, TypeError):
+                        pass
+                    else:
+                        self._version[0] += 1
+                        return self
+            return general(self, tensor1, tensor2, value=value)
+
+        method.__name__ = name
+        method.__doc__ = f"In-place ``{fn.__name__}``: ``self += value * tensor1 " \
+                         f"{'*' if ufunc == 'multiply' else '/'} tensor2``."
+        return method
+
+    return factory
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -108,6 +196,7 @@ class Add(Op):
         return (be.sum_to_shape(g, sa) if ea is not None else None, be.sum_to_shape(g, sb) if eb is not None else None)
 
 
+@declare(Add, inplace=_direct_inplace("add"), dunders=("__add__", "__radd__", "__iadd__"))
 def add(input, other, *, alpha=1) -> Tensor:
     """``input + alpha * other``, broadcasting.
 
@@ -140,6 +229,7 @@ class Sub(Op):
                 be.sum_to_shape(be.negative(g), sb) if eb is not None else None)
 
 
+@declare(Sub, aliases=("subtract",), inplace=_direct_inplace("subtract"), dunders=("__sub__", "__rsub__", "__isub__"))
 def sub(input, other, *, alpha=1) -> Tensor:
     """``input - alpha * other``, broadcasting. Bool tensors are refused, as in PyTorch."""
     if alpha != 1:
@@ -179,6 +269,7 @@ class Mul(Op):
                 if eb is not None else None)
 
 
+@declare(Mul, aliases=("multiply",), inplace=_direct_inplace("multiply"), dunders=("__mul__", "__rmul__", "__imul__"))
 def mul(input, other) -> Tensor:
     """``input * other``, broadcasting.
 
@@ -189,8 +280,6 @@ def mul(input, other) -> Tensor:
     """
     return _binary(Mul, input, other, "mul")
 
-
-multiply = mul
 
 
 class Div(Op):
@@ -225,6 +314,8 @@ class Div(Op):
                     if eb is not None else None)
 
 
+@declare(Div, aliases=("divide", "true_divide"), inplace=_direct_inplace("true_divide"),
+         dunders=("__truediv__", "__rtruediv__", "__itruediv__"))
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     """``input / other``; ``rounding_mode`` ``None`` (true division), ``"trunc"`` or ``"floor"``.
 
@@ -244,8 +335,6 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
         return _ops.trunc_divide(input, other)
     raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
-
-divide = true_divide = div
 
 
 def _check_int_zero_division(be, b, name):
@@ -270,6 +359,7 @@ class FloorDivide(Op):
             return a // b
 
 
+@declare(FloorDivide, inplace=True, dunders=("__floordiv__", "__rfloordiv__", "__ifloordiv__"))
 def floor_divide(input, other) -> Tensor:
     """``floor(input / other)`` element-wise (``//``); integer division by zero raises."""
     return _binary(FloorDivide, input, other, "floor_divide")
@@ -294,6 +384,7 @@ class Remainder(Op):
                 sum_to_size(neg(mul(g, floor_divide(a, b))), sb) if eb is not None else None)
 
 
+@declare(Remainder, inplace=True, dunders=("__mod__", "__rmod__", "__imod__"))
 def remainder(input, other) -> Tensor:
     """Python-style modulus (``%``): the result has the sign of ``other``."""
     return _binary(Remainder, input, other, "remainder")
@@ -315,14 +406,13 @@ class Neg(Op):
         return be.negative(g)
 
 
+@declare(Neg, aliases=("negative",), inplace=True, dunders=("__neg__",))
 def neg(input: Tensor) -> Tensor:
     """``-input``. Bool tensors are refused, as in PyTorch."""
     if isinstance(input, Tensor) and input._data.dtype == bool:
         raise TypeError("neg: negation of a bool tensor is not supported; use ~ or logical_not instead")
     return apply(Neg, (input,))
 
-
-negative = neg
 
 
 class Pow(Op):
@@ -384,6 +474,7 @@ class Pow(Op):
         return ga, gb
 
 
+@declare(Pow, inplace=True, dunders=("__pow__", "__rpow__", "__ipow__"))
 def pow(input, exponent) -> Tensor:  # noqa: A001 - mirrors torch.pow
     """``input ** exponent`` element-wise, broadcasting; either may be a Python number.
 
@@ -421,12 +512,11 @@ class Abs(Op):
         return g * be.sign(x)
 
 
+@declare(Abs, aliases=("absolute",), inplace=True, dunders=("__abs__",))
 def abs(input: Tensor) -> Tensor:  # noqa: A001
     """``|input|`` element-wise."""
     return apply(Abs, (input,))
 
-
-absolute = abs
 
 
 class Sign(Op):
@@ -445,6 +535,7 @@ class Sign(Op):
         return be.zeros_like(g)
 
 
+@declare(Sign, inplace=True)
 def sign(input: Tensor) -> Tensor:
     """-1, 0 or 1 according to the sign of each element."""
     return apply(Sign, (input,))
@@ -467,6 +558,7 @@ class Exp(Op):
         return g * self.output_array().conj()
 
 
+@declare(Exp, inplace=True)
 def exp(input: Tensor) -> Tensor:
     """``e ** input``; integer input gives a float result."""
     return apply(Exp, (input,))
@@ -490,6 +582,7 @@ class Log(Op):
             return g / self.input(0)._data.conj()
 
 
+@declare(Log, inplace=True)
 def log(input: Tensor) -> Tensor:
     """Natural logarithm."""
     return apply(Log, (input,))
@@ -511,6 +604,7 @@ class Sin(Op):
         return g * be.cos(self.input(0)._data).conj()
 
 
+@declare(Sin, inplace=True)
 def sin(input: Tensor) -> Tensor:
     """Sine (radians)."""
     return apply(Sin, (input,))
@@ -532,6 +626,7 @@ class Cos(Op):
         return -(g * be.sin(self.input(0)._data).conj())
 
 
+@declare(Cos, inplace=True)
 def cos(input: Tensor) -> Tensor:
     """Cosine (radians)."""
     return apply(Cos, (input,))
@@ -553,6 +648,7 @@ class Square(Op):
         return g * (2 * self.input(0)._data.conj())
 
 
+@declare(Square, inplace=True)
 def square(input: Tensor) -> Tensor:
     """``input * input``.
 
@@ -593,6 +689,7 @@ class Sqrt(Op):
             return g / (2 * self.output_array().conj())
 
 
+@declare(Sqrt, inplace=True)
 def sqrt(input: Tensor) -> Tensor:
     """Element-wise square root; integer input gives a float result.
 
@@ -603,51 +700,32 @@ def sqrt(input: Tensor) -> Tensor:
     return apply(Sqrt, (input,))
 
 
-# ---------------------------------------------------------------- Tensor methods
-def _install():
-    T = Tensor
-    T.add = add
-    T.sub = sub
-    T.subtract = sub
-    T.mul = mul
-    T.multiply = mul
-    T.div = div
-    T.divide = div
-    T.true_divide = div
-    T.floor_divide = floor_divide
-    T.remainder = remainder
-    T.neg = neg
-    T.negative = neg
-    T.pow = pow
-    T.abs = abs
-    T.absolute = abs
-    T.sign = sign
-    T.exp = exp
-    T.log = log
-    T.sin = sin
-    T.cos = cos
-    T.square = square
-    T.sqrt = sqrt
-    T.__add__ = add
-    T.__radd__ = lambda self, other: add(other, self)
-    T.__sub__ = sub
-    T.__rsub__ = lambda self, other: sub(other, self)
-    T.__mul__ = mul
-    T.__rmul__ = lambda self, other: mul(other, self)
-    T.__truediv__ = div
-    T.__rtruediv__ = lambda self, other: div(other, self)
-    T.__floordiv__ = floor_divide
-    T.__rfloordiv__ = lambda self, other: floor_divide(other, self)
-    T.__mod__ = remainder
-    T.__rmod__ = lambda self, other: remainder(other, self)
-    T.__pow__ = pow
-    T.__rpow__ = lambda self, other: pow(other, self)
-    T.__neg__ = neg
-    T.__pos__ = lambda self: self
-    T.__abs__ = abs
+Tensor.__pos__ = lambda self: self
 
 
-_install()
+@declare(inplace=_addc_inplace("multiply"))
+def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
+    """``input + value * tensor1 * tensor2`` (broadcasting), a composite.
+
+    >>> import pylucid
+    >>> pylucid.addcmul(pylucid.ones(2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([3.0, 4.0]), value=0.5)
+    tensor([2.5000, 5.0000])
+    """
+    prod = mul(tensor1, tensor2)
+    return add(input, mul(prod, value) if value != 1 else prod)
+
+
+@declare(inplace=_addc_inplace("true_divide"))
+def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
+    """``input + value * tensor1 / tensor2`` (broadcasting), a composite.
+
+    >>> import pylucid
+    >>> pylucid.addcdiv(pylucid.zeros(2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([4.0, 4.0]), value=2)
+    tensor([0.5000, 1.0000])
+    """
+    quot = div(tensor1, tensor2)
+    return add(input, mul(quot, value) if value != 1 else quot)
+
 
 
 # ================================================================ the element-wise catalogue (issue 3)
