@@ -13,7 +13,9 @@ True
 """
 
 from ._op import Op, apply
-from .registry import declaration, declaration_of, declarations, declare, list_ops, namespace, op_class, op_function, schema
+from .registry import (
+    declaration, declaration_of, declarations, declare, list_ops, namespace, op_class, op_function, schema,
+)
 from .schema import AmpPolicy, OpSchema
 
 # the families, in dependency order; importing one registers its ops and declarations

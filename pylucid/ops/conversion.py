@@ -8,8 +8,8 @@ under float16 autocast receives a float32 ``.grad``.
 from __future__ import annotations
 
 from .. import dtypes as _dt
-from .._tensor import Tensor, _new_tensor
 from .._state import state as _state
+from .._tensor import Tensor, _new_tensor
 from ._op import Op, apply, check_inplace_leaf, commit_inplace
 from .registry import declare
 from .schema import KEEP_INPUT, OpSchema

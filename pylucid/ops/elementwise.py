@@ -7,12 +7,12 @@ shape (``sum_to_size``), which is what makes broadcasting differentiable.
 
 from __future__ import annotations
 
+from .._state import state as _state
 from .._tensor import _TENSOR_TYPES, Tensor
 from ..dtypes import bfloat16 as _BF16_DTYPE
 from ..errors import ShapeMismatch
-from .._state import state as _state
 from ._op import _FAST_FLOAT, _FAST_INT_OK, Op, apply, inplace_variant, operand
-from .registry import declare, op_function
+from .registry import declare
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 
 
@@ -2040,8 +2040,8 @@ _install_catalogue()
 
 __all__ = [
     # arithmetic (issue 2)
-    "add", "sub", "mul", "multiply", "div", "divide", "true_divide", "floor_divide", "remainder", "neg", "negative",
-    "pow", "abs", "absolute", "sign", "exp", "log", "sin", "cos", "square", "sqrt", "sum_to_size",
+    "add", "sub", "mul", "div", "floor_divide", "remainder", "neg",
+    "pow", "abs", "sign", "exp", "log", "sin", "cos", "square", "sqrt", "sum_to_size",
     # the catalogue (issue 3)
     "exp2", "expm1", "log2", "log10", "log1p", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
     "arccosh", "arctanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "erfinv", "reciprocal", "rsqrt",
