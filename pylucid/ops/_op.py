@@ -18,6 +18,7 @@ from .._tensor import Tensor, _new_tensor
 from ..autograd.graph import Node, grad_accumulator
 from ..errors import DeviceMismatch, NonDeterministicError, VersionMismatch
 from . import registry
+from ._utils import camel
 from .schema import AmpPolicy, OpSchema
 
 _FROM_NP = _dt._FROM_NP
@@ -34,10 +35,6 @@ _FAST_FLOAT = frozenset(d.numpy_dtype for d in (_dt.float16, _dt.float32, _dt.fl
                                                  _dt.complex128))
 _FAST_INT_OK = _FAST_FLOAT | frozenset(d.numpy_dtype for d in (_dt.int64, _dt.int32, _dt.int16))
 _new = object.__new__
-
-
-def _camel(name: str) -> str:
-    return "".join(p[:1].upper() + p[1:] for p in name.split("_"))
 
 
 class Op(Node):
@@ -68,7 +65,7 @@ class Op(Node):
             cls._real_valued = s.real_valued
             cls._differentiable = s.differentiable
             cls._deterministic = s.deterministic
-            cls._node_name = _camel(s.name) + "Backward"
+            cls._node_name = camel(s.name) + "Backward"
 
     # -- the three parts of an op -----------------------------------------
     @staticmethod
