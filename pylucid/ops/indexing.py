@@ -8,7 +8,8 @@ from .._state import state
 from .._tensor import Tensor, _new_tensor
 from ..errors import DeviceMismatch, ShapeMismatch
 from ._op import Op, apply, check_inplace_leaf, commit_inplace, operand
-from ._utils import norm_dim
+from ._utils import check_tensor, norm_dim
+from .registry import declare
 from .schema import KEEP_INPUT, OpSchema
 
 
@@ -103,6 +104,7 @@ class GetItemBackward(Op):
         return apply(GetItem, (gg,), {"index": p["index"], "advanced": p["advanced"]})
 
 
+@declare(GetItem, method=False, dunders=("__getitem__",))
 def getitem(input: Tensor, index) -> Tensor:
     """``input[index]`` with NumPy/PyTorch semantics (basic indexing gives a view).
 
@@ -149,18 +151,8 @@ class IndexPut(Op):
             gv = sum_to_size(gv, self.shapes[1])
         return gx, gv
 
-    def backward_fast(self, be, g):
-        p = self.params
-        ex, ev = self.next_edges
-        gx = gv = None
-        if ex is not None:
-            gx = g.copy()
-            gx[p["index"]] = 0
-        if ev is not None:
-            gv = be.sum_to_shape(g[p["index"]], self.shapes[1])
-        return gx, gv
 
-
+@declare(IndexPut, method=False)
 def index_put(input: Tensor, values, index) -> Tensor:
     """Out-of-place ``input[index] = values`` (differentiable in both)."""
     idx, advanced = _norm_index(input, index, "index_put")
@@ -183,6 +175,35 @@ def _as_value(x, v):
     return tensor(v, dtype=x.dtype, device=x._device)
 
 
+def _index_put_accumulate(x, indices, values):
+    """``index_put(..., accumulate=True)``: repeated positions add up (a getitem-backward of the values)."""
+    idx, advanced = _norm_index(x, indices, "index_put")
+    values = _as_value(x, values)
+    if not isinstance(values, Tensor):
+        from ..creation import full
+
+        values = full(tuple(x[indices].shape), values, dtype=x.dtype, device=x._device)
+    from .shape import broadcast_to
+
+    values = broadcast_to(values, tuple(getitem(x, indices).shape))
+    return x + apply(GetItemBackward, (values,), {"index": idx, "advanced": advanced, "shape": tuple(x.shape)})
+
+
+@declare(name="index_put", namespaces=(), inplace=True)
+def _index_put_method(self: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """``Tensor.index_put(indices, values, accumulate=False)`` (PyTorch's argument order): ``self`` with
+    ``values`` written at ``indices``, or added there (repeats accumulating) with ``accumulate=True``.
+
+    >>> import pylucid
+    >>> pylucid.zeros(3).index_put((pylucid.tensor([0, 0]),), pylucid.tensor([1., 2.]), accumulate=True)
+    tensor([3., 0., 0.])
+    """
+    if accumulate:
+        return _index_put_accumulate(self, indices, values)
+    return index_put(self, values, indices)
+
+
+@declare(method=False, dunders=("__setitem__",))
 def setitem(self: Tensor, index, value) -> None:
     """``self[index] = value`` in place (bumps the version; differentiable where PyTorch is)."""
     check_inplace_leaf(self, "setitem")
@@ -230,15 +251,8 @@ class Where(Op):
         return (None, sum_to_size(where(cond, g, 0.0), sa) if ea is not None else None,
                 sum_to_size(where(cond, 0.0, g), sb) if eb is not None else None)
 
-    def backward_fast(self, be, g):
-        cond = self.input(0)._data
-        _, sa, sb = self.shapes
-        _, ea, eb = self.next_edges
-        z = be.zeros((), dtype=g.dtype)
-        return (None, be.sum_to_shape(be.where(cond, g, z), sa) if ea is not None else None,
-                be.sum_to_shape(be.where(cond, z, g), sb) if eb is not None else None)
 
-
+@declare(Where, method=False)
 def where(condition: Tensor, input=None, other=None) -> Tensor:
     """Pick ``input`` where ``condition`` holds, else ``other`` (broadcasting; scalars allowed).
 
@@ -269,25 +283,21 @@ def where(condition: Tensor, input=None, other=None) -> Tensor:
         raise
 
 
-def _install():
-    Tensor.__getitem__ = getitem
-    Tensor.__setitem__ = setitem
-    Tensor.where = lambda self, condition, other: where(condition, self, other)
-    Tensor.index_put = lambda self, indices, values, accumulate=False: index_put(self, values, indices)
+@declare(name="where", namespaces=())
+def _where_method(self: Tensor, condition: Tensor, other) -> Tensor:
+    """``Tensor.where(condition, other)``: ``where(condition, self, other)``.
 
-
-_install()
-_ = _new_tensor
+    >>> import pylucid
+    >>> x = pylucid.tensor([-1.0, 2.0])
+    >>> x.where(x > 0, 0.0)
+    tensor([0., 2.])
+    """
+    return where(condition, self, other)
 
 
 # ---------------------------------------------------------------------------
 # index_select / index_add / index_copy / index_fill
 # ---------------------------------------------------------------------------
-
-def _check_tensor(x, op):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
-
 
 def _index_to_device(index: Tensor, x: Tensor, op: str) -> Tensor:
     """An index tensor on the CPU is copied to ``x``'s GPU (as PyTorch does for ``x[idx]``); any other
@@ -344,11 +354,8 @@ class IndexSelect(Op):
         p = self.params
         return apply(IndexAdd, (_zeros(self.shapes[0], g), g), {"index": p["index"], "dim": p["dim"], "alpha": 1})
 
-    def backward_fast(self, be, g):
-        z = be.zeros(self.shapes[0], dtype=g.dtype)
-        return IndexAdd._add_into(be, z, g, self.params["index"], self.params["dim"], 1)
 
-
+@declare(IndexSelect)
 def index_select(input: Tensor, dim: int, index) -> Tensor:
     """The entries of ``input`` at ``index`` (1-D integer tensor) along ``dim`` (a copy).
 
@@ -357,7 +364,7 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
     tensor([[2, 0],
             [5, 3]])
     """
-    _check_tensor(input, "index_select")
+    check_tensor(input, "index_select")
     index = _index_tensor(input, index, "index_select", 1)
     nd = max(input.ndim, 1)
     d = norm_dim(dim, nd, "index_select")
@@ -375,15 +382,10 @@ class IndexAdd(Op):
     schema = OpSchema("index_add", amp_policy=KEEP_INPUT, family="indexing")
 
     @staticmethod
-    def _add_into(be, out, src, index, dim, alpha):
-        if alpha != 1:
-            src = src * alpha
-        be.scatter_add(out, (slice(None),) * dim + (index,), src)
-        return out
-
-    @staticmethod
     def forward(be, x, src, index, dim, alpha):
-        return IndexAdd._add_into(be, x.copy(), src, index, dim, alpha)
+        out = x.copy()
+        be.scatter_add(out, (slice(None),) * dim + (index,), src * alpha if alpha != 1 else src)
+        return out
 
     def backward(self, g):
         p = self.params
@@ -404,8 +406,8 @@ def _check_same_dtype(x, src, op):
 
 
 def _check_index_src(input, dim, index, source, op):
-    _check_tensor(input, op)
-    _check_tensor(source, op)
+    check_tensor(input, op)
+    check_tensor(source, op, "source")
     index = _index_tensor(input, index, op, 1)
     _check_same_dtype(input, source, op)
     nd = max(input.ndim, 1)
@@ -419,6 +421,7 @@ def _check_index_src(input, dim, index, source, op):
     return index, d
 
 
+@declare(IndexAdd, inplace=True)
 def index_add(input: Tensor, dim: int, index, source: Tensor, *, alpha=1) -> Tensor:
     """``input`` with ``alpha * source`` added at ``index`` along ``dim``; repeated indices accumulate.
 
@@ -432,6 +435,7 @@ def index_add(input: Tensor, dim: int, index, source: Tensor, *, alpha=1) -> Ten
     return apply(IndexAdd, (input, source), {"index": index._data.reshape(-1), "dim": d, "alpha": alpha})
 
 
+@declare(inplace=True)
 def index_copy(input: Tensor, dim: int, index, source: Tensor) -> Tensor:
     """``input`` with the slices at ``index`` along ``dim`` replaced by ``source`` (a composite of ``index_put``).
 
@@ -445,6 +449,7 @@ def index_copy(input: Tensor, dim: int, index, source: Tensor) -> Tensor:
     return index_put(input, source, (slice(None),) * d + (index.reshape(-1),))
 
 
+@declare(inplace=True)
 def index_fill(input: Tensor, dim: int, index, value) -> Tensor:
     """``input`` with the slices at ``index`` along ``dim`` set to ``value`` (a number or 0-d tensor).
 
@@ -453,7 +458,7 @@ def index_fill(input: Tensor, dim: int, index, value) -> Tensor:
     tensor([[0., 7.],
             [0., 7.]])
     """
-    _check_tensor(input, "index_fill")
+    check_tensor(input, "index_fill")
     index = _index_tensor(input, index, "index_fill", 1)
     if isinstance(value, Tensor) and value.ndim:
         raise ValueError(f"index_fill: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
@@ -502,12 +507,9 @@ class Gather(Op):
         p = self.params
         return apply(ScatterAdd, (_zeros(self.shapes[0], g), g), {"index": p["index"], "dim": p["dim"]})
 
-    def backward_fast(self, be, g):
-        return ScatterAdd.forward(be, be.zeros(self.shapes[0], dtype=g.dtype), g, **self.params)
-
 
 def _check_scatter_index(input, dim, index, op, src=None):
-    _check_tensor(input, op)
+    check_tensor(input, op)
     index = _index_tensor(input, index, op)
     nd = max(input.ndim, 1)
     d = norm_dim(dim, nd, op)
@@ -529,6 +531,7 @@ def _check_scatter_index(input, dim, index, op, src=None):
     return index, d
 
 
+@declare(Gather)
 def gather(input: Tensor, dim: int, index, *, sparse_grad: bool = False) -> Tensor:
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim == 1`` (index may be smaller than input).
 
@@ -573,6 +576,7 @@ def _src_grad(g_small: Tensor, src_shape) -> Tensor:
     return pad(g_small, tuple(widths))
 
 
+@declare(ScatterAdd, inplace=True)
 def scatter_add(input: Tensor, dim: int, index, src: Tensor) -> Tensor:
     """``input`` with ``src`` added at the positions ``index`` names along ``dim`` (repeats accumulate).
 
@@ -580,7 +584,7 @@ def scatter_add(input: Tensor, dim: int, index, src: Tensor) -> Tensor:
     >>> pylucid.zeros(3).scatter_add(0, pylucid.tensor([0, 2, 0]), pylucid.tensor([1., 2., 3.]))
     tensor([4., 0., 2.])
     """
-    _check_tensor(src, "scatter_add")
+    check_tensor(src, "scatter_add", "src")
     index, d = _check_scatter_index(input, dim, index, "scatter_add", src)
     _check_same_dtype(input, src, "scatter_add")
     if input.ndim == 0:
@@ -615,6 +619,7 @@ class Scatter(Op):
 _REDUCE_ALIASES = {"add": "sum", "multiply": "prod"}
 
 
+@declare(Scatter, inplace=True)
 def scatter(input: Tensor, dim: int, index, src=None, *, value=None, reduce: str | None = None) -> Tensor:
     """``input`` with ``src`` (a tensor, or ``value``) written at ``index`` along ``dim``.
 
@@ -751,6 +756,7 @@ def _wrap_index(p, like):
     return _new_tensor(p["index"], like._device)
 
 
+@declare(ScatterReduce, inplace=True)
 def scatter_reduce(input: Tensor, dim: int, index, src: Tensor, reduce: str, *, include_self: bool = True) -> Tensor:
     """``input`` with ``src`` reduced in at ``index`` along ``dim``: ``reduce`` is one of
     ``'sum' 'prod' 'mean' 'amax' 'amin'``; with ``include_self=False`` the written positions
@@ -763,7 +769,7 @@ def scatter_reduce(input: Tensor, dim: int, index, src: Tensor, reduce: str, *, 
     >>> x.scatter_reduce(0, pylucid.tensor([0, 0]), pylucid.tensor([5., 7.]), "mean", include_self=False)
     tensor([6., 2., 3.])
     """
-    _check_tensor(src, "scatter_reduce")
+    check_tensor(src, "scatter_reduce", "src")
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
         raise ValueError(f"scatter_reduce: reduce must be one of 'sum', 'prod', 'mean', 'amax', 'amin', "
                          f"got {reduce!r}")
@@ -776,6 +782,7 @@ def scatter_reduce(input: Tensor, dim: int, index, src: Tensor, reduce: str, *, 
                                                "include_self": bool(include_self)})
 
 
+@declare()
 def take(input: Tensor, index) -> Tensor:
     """``input`` flattened, read at ``index`` (any shape; the result has ``index``'s shape).
 
@@ -783,12 +790,13 @@ def take(input: Tensor, index) -> Tensor:
     >>> pylucid.tensor([[1, 2], [3, 4]]).take(pylucid.tensor([0, 3]))
     tensor([1, 4])
     """
-    _check_tensor(input, "take")
+    check_tensor(input, "take")
     index = _index_tensor(input, index, "take")
     _check_bounds(index._data, input.numel(), "take", 0, allow_negative=True)
     return getitem(input.reshape(-1), index) if index.ndim else getitem(input.reshape(-1), index.reshape(1))[0]
 
 
+@declare()
 def take_along_dim(input: Tensor, indices, dim: int | None = None) -> Tensor:
     """Gather along ``dim`` with ``indices`` broadcast against ``input`` (flattened when ``dim`` is None).
 
@@ -799,7 +807,7 @@ def take_along_dim(input: Tensor, indices, dim: int | None = None) -> Tensor:
     """
     from .shape import broadcast_shapes, broadcast_to
 
-    _check_tensor(input, "take_along_dim")
+    check_tensor(input, "take_along_dim")
     indices = _index_tensor(input, indices, "take_along_dim")
     if dim is None:
         return gather(input.reshape(-1), 0, indices.reshape(-1))
@@ -832,6 +840,7 @@ def _check_mask(mask, op, x):
         raise DeviceMismatch(f"{op}: mask on {mask._device} for a tensor on {x._device}")
 
 
+@declare(inplace=True)
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``input`` with ``value`` where ``mask`` (broadcast to ``input``) is True; the dtype stays ``input``'s.
 
@@ -842,7 +851,7 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """
     from .shape import broadcast_shapes
 
-    _check_tensor(input, "masked_fill")
+    check_tensor(input, "masked_fill")
     _check_mask(mask, "masked_fill", input)
     if isinstance(value, Tensor) and value.ndim:
         raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
@@ -859,6 +868,7 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     return out if out.dtype is input.dtype else out.to(input.dtype)
 
 
+@declare()
 def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     """The 1-D tensor of the elements of ``input`` where ``mask`` is True (both broadcast).
 
@@ -869,12 +879,13 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     """
     from .shape import broadcast_tensors
 
-    _check_tensor(input, "masked_select")
+    check_tensor(input, "masked_select")
     _check_mask(mask, "masked_select", input)
     x, m = broadcast_tensors(input, mask)
     return getitem(x, m)
 
 
+@declare(inplace=True)
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     """``input`` with the True positions of ``mask`` filled, in row-major order, from the first
     elements of ``source`` (which needs at least ``mask.sum()`` elements).
@@ -886,8 +897,8 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     """
     from .shape import broadcast_to
 
-    _check_tensor(input, "masked_scatter")
-    _check_tensor(source, "masked_scatter")
+    check_tensor(input, "masked_scatter")
+    check_tensor(source, "masked_scatter", "source")
     _check_mask(mask, "masked_scatter", input)
     _check_same_dtype(input, source, "masked_scatter")
     m = broadcast_to(mask, input.shape)
@@ -912,6 +923,7 @@ class Nonzero(Op):
         return be.argwhere(x).astype("int64")
 
 
+@declare(Nonzero)
 def nonzero(input: Tensor, *, as_tuple: bool = False):
     """Coordinates of the non-zero elements: an ``(n, ndim)`` tensor, or with ``as_tuple`` one 1-D
     tensor per dim (``where(cond)`` with one argument is ``nonzero(cond, as_tuple=True)``).
@@ -923,7 +935,7 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
     >>> pylucid.tensor([0, 3, 4]).nonzero(as_tuple=True)
     (tensor([1, 2]),)
     """
-    _check_tensor(input, "nonzero")
+    check_tensor(input, "nonzero")
     out = apply(Nonzero, (input,))
     if not as_tuple:
         return out
@@ -932,6 +944,7 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
     return tuple(out[:, i] for i in range(input.ndim))
 
 
+@declare()
 def argwhere(input: Tensor) -> Tensor:
     """Same as ``nonzero(input)``: an ``(n, ndim)`` int64 tensor of coordinates."""
     return nonzero(input)
@@ -948,6 +961,7 @@ class OneHot(Op):
         return (x[..., None] == be.arange(num_classes)).astype("int64")
 
 
+@declare(OneHot, method=False)
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """One-hot encode integer class indices; ``num_classes=-1`` uses ``max + 1``.
 
@@ -956,7 +970,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     tensor([[1, 0, 0],
             [0, 0, 1]])
     """
-    _check_tensor(tensor, "one_hot")
+    check_tensor(tensor, "one_hot", "tensor")
     if tensor._data.dtype.kind not in "iu":
         raise TypeError(f"one_hot: expects an integer (int64) index tensor, got {tensor.dtype}")
     data = tensor._data
@@ -971,44 +985,3 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     elif num_classes < 0 or hi >= num_classes:
         raise ValueError(f"one_hot: class values must be smaller than num_classes={num_classes}, got {hi}")
     return apply(OneHot, (tensor,), {"num_classes": int(num_classes)})
-
-
-__all__ = [
-    "argwhere", "gather", "getitem", "index_add", "index_copy", "index_fill", "index_put", "index_select",
-    "masked_fill", "masked_scatter", "masked_select", "nonzero", "one_hot", "scatter", "scatter_add",
-    "scatter_reduce", "setitem", "take", "take_along_dim", "where",
-]
-
-
-def _install_indexing():
-    from ._op import inplace_variant
-
-    T = Tensor
-    for name in ("index_select", "index_add", "index_copy", "index_fill", "gather", "scatter", "scatter_add",
-                 "scatter_reduce", "take", "take_along_dim", "masked_fill", "masked_select", "masked_scatter",
-                 "nonzero", "argwhere"):
-        setattr(T, name, globals()[name])
-        if name in ("index_add", "index_copy", "index_fill", "scatter", "scatter_add", "scatter_reduce",
-                    "masked_fill", "masked_scatter"):
-            setattr(T, name + "_", inplace_variant(globals()[name], name + "_"))
-    T.index_put = lambda self, indices, values, accumulate=False: (
-        index_put(self, values, indices) if not accumulate else _index_put_accumulate(self, indices, values))
-    T.index_put_ = lambda self, indices, values, accumulate=False: commit_inplace(
-        self, T.index_put(self, indices, values, accumulate), "index_put_")
-
-
-def _index_put_accumulate(x, indices, values):
-    """``index_put(..., accumulate=True)``: repeated positions add up (a getitem-backward of the values)."""
-    idx, advanced = _norm_index(x, indices, "index_put")
-    values = _as_value(x, values)
-    if not isinstance(values, Tensor):
-        from ..creation import full
-
-        values = full(tuple(x[indices].shape), values, dtype=x.dtype, device=x._device)
-    from .shape import broadcast_to
-
-    values = broadcast_to(values, tuple(getitem(x, indices).shape))
-    return x + apply(GetItemBackward, (values,), {"index": idx, "advanced": advanced, "shape": tuple(x.shape)})
-
-
-_install_indexing()

@@ -16,16 +16,11 @@ from __future__ import annotations
 from .._tensor import Tensor, _new_tensor
 from ..errors import LucidError, ShapeMismatch
 from ._op import Op, apply
+from ._utils import check_tensor, conj_if_complex
+from .reduction import Norm
+from .registry import declare
 from .schema import KEEP_INPUT, PROMOTE, OpSchema
-
-
-def _cj(t):
-    """``conj(t)`` for complex tensors, ``t`` itself otherwise."""
-    if t._data.dtype.kind == "c":
-        from .complex import conj
-
-        return conj(t)
-    return t
+from .shape import diag_embed, diagonal, tril, triu
 
 
 class Matmul(Op):
@@ -59,10 +54,10 @@ class Matmul(Op):
             g2 = unsqueeze(g2, -1)
         ga = gb = None
         if ea is not None:
-            ga = matmul(g2, _cj(transpose(b2, -1, -2)))
+            ga = matmul(g2, conj_if_complex(transpose(b2, -1, -2)))
             ga = reshape(sum_to_size(ga, a2.shape), sa)
         if eb is not None:
-            gb = matmul(_cj(transpose(a2, -1, -2)), g2)
+            gb = matmul(conj_if_complex(transpose(a2, -1, -2)), g2)
             gb = reshape(sum_to_size(gb, b2.shape), sb)
         return ga, gb
 
@@ -88,6 +83,7 @@ class Matmul(Op):
         return ga, gb
 
 
+@declare(Matmul, namespaces=("pylucid", "pylucid.linalg"), dunders=("__matmul__", "__rmatmul__"))
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product with broadcasting (``@``).
 
@@ -96,8 +92,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     tensor([3., 3.])
     """
     for name, x in (("input", input), ("other", other)):
-        if not isinstance(x, Tensor):
-            raise TypeError(f"matmul: {name} must be a Tensor, got {type(x).__name__}")
+        check_tensor(x, "matmul", name)
         if x.ndim == 0:
             raise ShapeMismatch(f"matmul: both arguments need at least 1 dim, got a 0-d {name}")
     ka = input.shape[-1]
@@ -113,15 +108,6 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
             f"matmul: batch dims of {tuple(input.shape)} and {tuple(other.shape)} do not broadcast: {exc}"
         ) from None
 
-
-Tensor.matmul = matmul
-Tensor.__matmul__ = matmul
-Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
-
-
-__all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "tensordot", "einsum", "kron",
-           "baddbmm", "addmm", "addmv", "cross", "matrix_power", "matrix_exp", "det", "slogdet", "logdet", "inverse",
-           "norm", "chain_matmul"]
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -176,38 +162,9 @@ def _eye(n, like):
     return _const(like, like.device.backend.eye(n, dtype=_real_np(like)))
 
 
-def _tril(x, k=0):
-    from .elementwise import mul
-
-    be = x.device.backend
-    m, n = x.shape[-2:]
-    return mul(x, _const(x, be.tril(be.ones((m, n), dtype=_real_np(x)), k)))
-
-
-def _triu(x, k=0):
-    from .elementwise import mul
-
-    be = x.device.backend
-    m, n = x.shape[-2:]
-    return mul(x, _const(x, be.triu(be.ones((m, n), dtype=_real_np(x)), k)))
-
-
 def _diagonal(x):
-    """Main diagonal of the last two dims (square or not) as a differentiable composite."""
-    from .elementwise import mul
-    from .reduction import sum as _sum
-
-    m, n = x.shape[-2:]
-    k = min(m, n)
-    be = x.device.backend
-    return _sum(mul(x[..., :k, :k], _const(x, be.eye(k, dtype=_real_np(x)))), -1)
-
-
-def _diag_embed(v):
-    from .elementwise import mul
-    from .shape import unsqueeze
-
-    return mul(unsqueeze(v, -1), _eye(v.shape[-1], v))
+    """Main diagonal of the last two dims (square or not): a view, whose gradient is ``diag_embed``."""
+    return diagonal(x, 0, -2, -1)
 
 
 def _is_zero(t):
@@ -220,12 +177,7 @@ def _sym_real(x):
     from .complex import real
     from .elementwise import add, sub
 
-    return sub(add(x, _mH(x)), _diag_embed(real(_diagonal(x)) if x.dtype.is_complex else _diagonal(x)))
-
-
-def _check_tensor(x, op, name="input"):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+    return sub(add(x, _mH(x)), diag_embed(real(_diagonal(x)) if x.dtype.is_complex else _diagonal(x)))
 
 
 def _check_float(x, op):
@@ -236,20 +188,31 @@ def _check_float(x, op):
 
 
 def _check_square(x, op, name="A"):
-    _check_tensor(x, op, name)
+    check_tensor(x, op, name)
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ShapeMismatch(f"{op}: {name} must be a batch of square matrices, got shape {tuple(x.shape)}")
     _check_float(x, op)
 
 
 def _check_matrix(x, op, name="A"):
-    _check_tensor(x, op, name)
+    check_tensor(x, op, name)
     if x.ndim < 2:
         raise ShapeMismatch(f"{op}: {name} must have at least 2 dims, got shape {tuple(x.shape)}")
     _check_float(x, op)
 
 
 # ================================================================ products
+def _exact_product(op, input, other, other_name, ranks, layout):
+    """``matmul(input, other)`` for the products that take one layout only and do not broadcast."""
+    check_tensor(input, op, "input")
+    check_tensor(other, op, other_name)
+    a, b = tuple(input.shape), tuple(other.shape)
+    if (len(a), len(b)) != ranks or a[-1] != (b[0] if len(b) == 1 else b[-2]) or (len(a) == 3 and a[0] != b[0]):
+        raise ShapeMismatch(f"{op}: expected {layout} (no broadcasting), got shapes {a} and {b}")
+    return matmul(input, other)
+
+
+@declare()
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """Matrix product of two 2-d tensors (no broadcasting); a composite of :func:`matmul`.
 
@@ -258,34 +221,19 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
     tensor([[3.],
             [3.]])
     """
-    _check_tensor(input, "mm", "input")
-    _check_tensor(mat2, "mm", "mat2")
-    if input.ndim != 2 or mat2.ndim != 2:
-        raise ShapeMismatch(f"mm: expected two 2-d tensors, got shapes {tuple(input.shape)} and {tuple(mat2.shape)}")
-    if input.shape[1] != mat2.shape[0]:
-        raise ShapeMismatch(f"mm: shapes {tuple(input.shape)} and {tuple(mat2.shape)} cannot be multiplied "
-                            f"({input.shape[1]} != {mat2.shape[0]})")
-    return matmul(input, mat2)
+    return _exact_product("mm", input, mat2, "mat2", (2, 2), "(n, m) and (m, p) matrices")
 
 
+@declare()
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched matrix product of ``(b, n, m)`` and ``(b, m, p)`` (no broadcasting); composite of :func:`matmul`."""
-    _check_tensor(input, "bmm", "input")
-    _check_tensor(mat2, "bmm", "mat2")
-    if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
-        raise ShapeMismatch(f"bmm: expected 3-d tensors (b, n, m) and (b, m, p), got shapes {tuple(input.shape)} "
-                            f"and {tuple(mat2.shape)}")
-    return matmul(input, mat2)
+    return _exact_product("bmm", input, mat2, "mat2", (3, 3), "(b, n, m) and (b, m, p) batches")
 
 
+@declare()
 def mv(input: Tensor, vec: Tensor) -> Tensor:
     """Matrix-vector product ``(n, m) @ (m,)``; composite of :func:`matmul`."""
-    _check_tensor(input, "mv", "input")
-    _check_tensor(vec, "mv", "vec")
-    if input.ndim != 2 or vec.ndim != 1 or input.shape[1] != vec.shape[0]:
-        raise ShapeMismatch(f"mv: expected a (n, m) matrix and a (m,) vector, got shapes {tuple(input.shape)} and "
-                            f"{tuple(vec.shape)}")
-    return matmul(input, vec)
+    return _exact_product("mv", input, vec, "vec", (2, 1), "a (n, m) matrix and a (m,) vector")
 
 
 class Dot(Op):
@@ -313,8 +261,8 @@ class Dot(Op):
 
 
 def _vec_pair(op, a, b):
-    _check_tensor(a, op, "input")
-    _check_tensor(b, op, "other")
+    check_tensor(a, op, "input")
+    check_tensor(b, op, "other")
     if a.ndim != 1 or b.ndim != 1:
         raise ShapeMismatch(f"{op}: expected two 1-d tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     if a.shape[0] != b.shape[0]:
@@ -325,6 +273,7 @@ def _vec_pair(op, a, b):
         raise DtypeMismatch(f"{op}: expected both vectors to have the same dtype, got {a.dtype} and {b.dtype}")
 
 
+@declare(Dot)
 def dot(input: Tensor, other: Tensor) -> Tensor:
     """Inner product of two 1-d tensors of the same dtype (no complex conjugation; see :func:`vdot`).
 
@@ -336,6 +285,7 @@ def dot(input: Tensor, other: Tensor) -> Tensor:
     return apply(Dot, (input, other))
 
 
+@declare(Dot)
 def vdot(input: Tensor, other: Tensor) -> Tensor:
     """``sum_i conj(a_i) b_i`` of two 1-d tensors; a composite ``dot(conj(input), other)``.
 
@@ -366,6 +316,7 @@ class Outer(Op):
         return (matmul(g, conj(b)) if ea is not None else None, matmul(_mT(g), conj(a)) if eb is not None else None)
 
 
+@declare(Outer, aliases=("ger",))
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """Outer product of two 1-d tensors: ``out[i, j] = input[i] * vec2[j]``.
 
@@ -374,17 +325,16 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
     tensor([[ 1.,  0., -1.],
             [ 2.,  0., -2.]])
     """
-    _check_tensor(input, "outer", "input")
-    _check_tensor(vec2, "outer", "vec2")
+    check_tensor(input, "outer", "input")
+    check_tensor(vec2, "outer", "vec2")
     if input.ndim != 1 or vec2.ndim != 1:
         raise ShapeMismatch(f"outer: expected two 1-d tensors, got shapes {tuple(input.shape)} and "
                             f"{tuple(vec2.shape)}")
     return apply(Outer, (input, vec2))
 
 
-ger = outer
 
-
+@declare()
 def inner(input: Tensor, other: Tensor) -> Tensor:
     """Inner product over the last dim (``dot`` for 1-d; a scalar operand multiplies); composite of :func:`einsum`.
 
@@ -394,8 +344,8 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
     """
     from .elementwise import mul
 
-    _check_tensor(input, "inner", "input")
-    _check_tensor(other, "inner", "other")
+    check_tensor(input, "inner", "input")
+    check_tensor(other, "inner", "other")
     if input.ndim == 0 or other.ndim == 0:
         return mul(input, other)
     if input.shape[-1] != other.shape[-1]:
@@ -406,6 +356,7 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
     return tensordot(input, other, ([-1], [-1]))
 
 
+@declare(method=False)
 def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     """Contract ``dims`` of ``a`` with ``dims`` of ``b`` (an int: the last ``dims`` of ``a`` with the first of ``b``;
     or two lists). A composite of permute, reshape and :func:`matmul` (BLAS).
@@ -416,8 +367,8 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
     """
     from .shape import permute, reshape
 
-    _check_tensor(a, "tensordot", "a")
-    _check_tensor(b, "tensordot", "b")
+    check_tensor(a, "tensordot", "a")
+    check_tensor(b, "tensordot", "b")
     if isinstance(dims, int):
         if dims < 0 or dims > min(a.ndim, b.ndim):
             raise ValueError(f"tensordot: dims must be between 0 and {min(a.ndim, b.ndim)}, got {dims}")
@@ -547,6 +498,7 @@ class Einsum(Op):
         return tuple(grads)
 
 
+@declare(Einsum, method=False)
 def einsum(equation: str, *operands) -> Tensor:
     """Einstein summation, as ``torch.einsum``: ``einsum('bij,bjk->bik', a, b)``.
 
@@ -573,7 +525,7 @@ def einsum(equation: str, *operands) -> Tensor:
     if not operands:
         raise ValueError("einsum: expected at least one operand")
     for i, o in enumerate(operands):
-        _check_tensor(o, "einsum", f"operand {i}")
+        check_tensor(o, "einsum", f"operand {i}")
     eq = equation.replace(" ", "")
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
@@ -639,6 +591,7 @@ def einsum(equation: str, *operands) -> Tensor:
     return apply(Einsum, tuple(ops), {"terms": tuple(new_terms), "out": out})
 
 
+@declare()
 def kron(input: Tensor, other: Tensor) -> Tensor:
     """Kronecker product; a composite of reshape and broadcasting ``mul``.
 
@@ -650,8 +603,8 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
     from .elementwise import mul
     from .shape import reshape
 
-    _check_tensor(input, "kron", "input")
-    _check_tensor(other, "kron", "other")
+    check_tensor(input, "kron", "input")
+    check_tensor(other, "kron", "other")
     nd = max(input.ndim, other.ndim)
     sa = (1,) * (nd - input.ndim) + tuple(input.shape)
     sb = (1,) * (nd - other.ndim) + tuple(other.shape)
@@ -674,21 +627,25 @@ def _scaled_sum(op, input, prod, beta, alpha):
                             f"{tuple(prod.shape)}") from None
 
 
+@declare()
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * (mat1 @ mat2)``; with ``beta=0`` ``input`` is ignored. Composite of ``mm``."""
     return _scaled_sum("addmm", input, mm(mat1, mat2), beta, alpha)
 
 
+@declare()
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * (mat @ vec)``; with ``beta=0`` ``input`` is ignored. Composite of ``mv``."""
     return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
 
 
+@declare()
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * bmm(batch1, batch2)``; with ``beta=0`` ``input`` is ignored. Composite of ``bmm``."""
     return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
 
 
+@declare(namespaces=("pylucid", "pylucid.linalg"))
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     """3-d cross product along ``dim`` (broadcasting the other dims), as ``torch.linalg.cross``
     (default ``dim=-1``); a composite of indexing, ``mul`` and ``sub``.
@@ -703,8 +660,8 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     from .elementwise import mul, sub
     from .shape import broadcast_to, stack
 
-    _check_tensor(input, "cross", "input")
-    _check_tensor(other, "cross", "other")
+    check_tensor(input, "cross", "input")
+    check_tensor(other, "cross", "other")
     if input.ndim != other.ndim:
         raise ShapeMismatch(f"cross: inputs must have the same number of dims, got shapes {tuple(input.shape)} and "
                             f"{tuple(other.shape)}")
@@ -732,6 +689,7 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     return stack([sub(mul(a1, b2), mul(a2, b1)), sub(mul(a2, b0), mul(a0, b2)), sub(mul(a0, b1), mul(a1, b0))], d)
 
 
+@declare(namespaces=("pylucid", "pylucid.linalg"))
 def matrix_power(input: Tensor, n: int) -> Tensor:
     """``A^n`` for an integer ``n`` by repeated squaring (``n < 0`` inverts first, ``n = 0`` gives the identity).
 
@@ -744,7 +702,7 @@ def matrix_power(input: Tensor, n: int) -> Tensor:
     """
     from .shape import broadcast_to
 
-    _check_tensor(input, "matrix_power")
+    check_tensor(input, "matrix_power")
     if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
         raise ShapeMismatch(f"matrix_power: expected a batch of square matrices, got shape {tuple(input.shape)}")
     if not isinstance(n, int) or isinstance(n, bool):
@@ -765,10 +723,9 @@ def matrix_power(input: Tensor, n: int) -> Tensor:
     return result
 
 
+@declare(method=False)
 def chain_matmul(*matrices) -> Tensor:
     """Product of 2-d matrices left to right (deprecated in PyTorch; see ``pylucid.linalg.multi_dot``)."""
-    from ..linalg import multi_dot
-
     return multi_dot(list(matrices))
 
 
@@ -853,6 +810,7 @@ def _prod_except(s):
     return stack(out, -1)
 
 
+@declare(Det, namespaces=("pylucid", "pylucid.linalg"))
 def det(A: Tensor) -> Tensor:
     """Determinant of a batch of square matrices; singular matrices give 0 and still have a gradient.
 
@@ -884,6 +842,7 @@ class Slogdet(Op):
         return mul(unsqueeze(unsqueeze(g_logabs, -1), -1), _mH(inv(a)))
 
 
+@declare(Slogdet, namespaces=("pylucid", "pylucid.linalg"))
 def slogdet(A: Tensor):
     """Sign and natural log of the absolute determinant, ``(sign, logabsdet)``: stable where ``det`` over/underflows.
 
@@ -895,6 +854,7 @@ def slogdet(A: Tensor):
     return apply(Slogdet, (A,))
 
 
+@declare()
 def logdet(input: Tensor) -> Tensor:
     """``log(det(A))``: NaN for a negative determinant, ``-inf`` for 0; a composite of :func:`slogdet`."""
     from .elementwise import add, log
@@ -920,6 +880,7 @@ class Inv(Op):
         return neg(matmul(ih, matmul(g, ih)))
 
 
+@declare(Inv, namespaces="pylucid.linalg", method=False)
 def inv(A: Tensor) -> Tensor:
     """Inverse of a batch of square matrices; a singular one raises :class:`pylucid.linalg.LinAlgError`.
 
@@ -932,7 +893,24 @@ def inv(A: Tensor) -> Tensor:
     return apply(Inv, (A,))
 
 
-inverse = inv
+def _info_zeros(A):
+    """The ``info`` output of the ``*_ex`` functions: int32 zeros over the batch (failures raise instead)."""
+    from ..creation import zeros
+
+    return zeros(*A.shape[:-2], dtype="int32")
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def inv_ex(A: Tensor, *, check_errors: bool = False):
+    """``(inverse, info)``: like :func:`inv`; ``info`` is 0 (a singular input raises unless caught)."""
+    return inv(A), _info_zeros(A)
+
+
+
+@declare()
+def inverse(input: Tensor) -> Tensor:
+    """``torch.inverse``: the inverse of a batch of square matrices, as :func:`pylucid.linalg.inv`."""
+    return inv(input)
 
 
 class Solve(Op):
@@ -956,6 +934,7 @@ class Solve(Op):
         return ga, sum_to_size(gb, sb) if self.next_edges[1] is not None else None
 
 
+@declare(Solve, namespaces="pylucid.linalg", method=False)
 def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     """Solve ``A X = B`` (``left=False``: ``X A = B``); ``B`` is a vector when it has one dim less than ``A``'s
     batch-of-matrices shape (PyTorch's rule). A singular ``A`` raises :class:`pylucid.linalg.LinAlgError`.
@@ -967,7 +946,7 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     from .shape import squeeze, unsqueeze
 
     _check_square(A, "linalg.solve")
-    _check_tensor(B, "linalg.solve", "B")
+    check_tensor(B, "linalg.solve", "B")
     if not left:
         return _mT(solve(_mT(A), _mT(B)))
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
@@ -1001,12 +980,13 @@ class Cholesky(Op):
         low = self.output()
         if upper:
             low, g = _mH(low), _mH(g)
-        ga = _tril(matmul(_mH(low), g))
-        ga = mul(add(ga, _mH(_tril(ga, -1))), 0.5)
+        ga = tril(matmul(_mH(low), g))
+        ga = mul(add(ga, _mH(tril(ga, -1))), 0.5)
         ga = solve_triangular(_mH(low), ga, upper=True, left=True)
         return solve_triangular(low, ga, upper=False, left=False)
 
 
+@declare(Cholesky, namespaces="pylucid.linalg", method=False)
 def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     """Cholesky factor of a Hermitian positive-definite matrix (lower by default); otherwise ``LinAlgError``.
 
@@ -1017,6 +997,12 @@ def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     """
     _check_square(A, "linalg.cholesky")
     return apply(Cholesky, (A,), {"upper": bool(upper)})
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
+    """``(L, info)``: like :func:`cholesky`; ``info`` is 0 (a non-positive-definite input raises)."""
+    return cholesky(A, upper=upper), _info_zeros(A)
 
 
 class SolveTriangular(Op):
@@ -1056,10 +1042,11 @@ class SolveTriangular(Op):
         if self.next_edges[0] is not None:
             ga = neg(matmul(gb, _mH(x))) if p["left"] else neg(matmul(_mH(x), gb))
             k = 1 if p["unitriangular"] else 0
-            ga = sum_to_size(_triu(ga, k) if p["upper"] else _tril(ga, -k), sa)
+            ga = sum_to_size(triu(ga, k) if p["upper"] else tril(ga, -k), sa)
         return ga, sum_to_size(gb, sb) if self.next_edges[1] is not None else None
 
 
+@declare(SolveTriangular, namespaces="pylucid.linalg", method=False)
 def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False) -> Tensor:
     """Solve ``A X = B`` for triangular ``A`` (only the ``upper``/lower triangle is read).
 
@@ -1140,14 +1127,15 @@ class LuFactor(Op):
         if m != n:
             raise LucidError(f"linalg.lu_factor: the derivative is implemented for square matrices only, got "
                              f"shape {tuple(lu.shape)}")
-        low = add(_tril(lu, -1), _eye(n, lu))
-        up = _triu(lu)
-        phi = add(_tril(matmul(_mH(low), _tril(g, -1)), -1), _triu(matmul(_triu(g), _mH(up))))
+        low = add(tril(lu, -1), _eye(n, lu))
+        up = triu(lu)
+        phi = add(tril(matmul(_mH(low), tril(g, -1)), -1), triu(matmul(triu(g), _mH(up))))
         ga = solve_triangular(_mH(low), phi, upper=True, left=True, unitriangular=True)
         ga = solve_triangular(_mH(up), ga, upper=False, left=False)
         return matmul(_mT(_perm_matrix(lu, self.output(1))), ga)
 
 
+@declare(LuFactor, namespaces="pylucid.linalg", method=False)
 def lu_factor(A: Tensor, *, pivot: bool = True):
     """Packed LU factorisation: ``(LU, pivots)`` with ``P^T A = L U``, ``L`` unit lower (below the diagonal of
     ``LU``) and ``U`` upper; ``pivots`` are 1-based int32 row swaps, as in PyTorch/LAPACK.
@@ -1163,6 +1151,7 @@ def lu_factor(A: Tensor, *, pivot: bool = True):
     return apply(LuFactor, (A,))
 
 
+@declare(namespaces="pylucid.linalg", method=False)
 def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoint: bool = False) -> Tensor:
     """Solve ``A X = B`` from :func:`lu_factor`'s output; a composite of two triangular solves and a permutation.
 
@@ -1206,6 +1195,7 @@ class MatrixExp(Op):
         return big[..., :n, n:]
 
 
+@declare(MatrixExp, namespaces=("pylucid", "pylucid.linalg"))
 def matrix_exp(A: Tensor) -> Tensor:
     """Matrix exponential of a batch of square matrices.
 
@@ -1263,8 +1253,8 @@ class Svd(Op):
             ret = mul(div(uhgu, e), unsqueeze(sr, -2))
         else:
             ret = mul(unsqueeze(sr, -1), div(vhgv, e))
-        ret = sub(ret, _diag_embed(_diagonal(ret)))
-        ret = add(ret, _diag_embed(gs.to(ret.dtype) if ret.dtype.is_complex else gs))
+        ret = sub(ret, diag_embed(_diagonal(ret)))
+        ret = add(ret, diag_embed(gs.to(ret.dtype) if ret.dtype.is_complex else gs))
         if m > n and use_u:
             ga = matmul(u, ret)
             gus = div(gu, unsqueeze(sr, -2))
@@ -1284,6 +1274,7 @@ def _skew(x):
     return sub(x, _mH(x))
 
 
+@declare(Svd, namespaces="pylucid.linalg", method=False)
 def svd(A: Tensor, full_matrices: bool = True, *, driver=None):
     """Singular value decomposition ``A = U diag(S) Vh``, singular values descending (as ``torch.linalg.svd``).
 
@@ -1296,6 +1287,7 @@ def svd(A: Tensor, full_matrices: bool = True, *, driver=None):
     return apply(Svd, (A,), {"full_matrices": bool(full_matrices)})
 
 
+@declare(namespaces="pylucid.linalg", method=False)
 def svdvals(A: Tensor, *, driver=None) -> Tensor:
     """Singular values, descending; a composite (``svd(A, full_matrices=False)[1]``) with an always-finite gradient.
 
@@ -1333,17 +1325,18 @@ class Eigh(Op):
         w, v = self.output(0), self.output(1)
         n = w.shape[-1]
         if _is_zero(gv):
-            mid = _diag_embed(gl.to(v.dtype) if v.dtype.is_complex else gl)
+            mid = diag_embed(gl.to(v.dtype) if v.dtype.is_complex else gl)
         else:
             vhgv = matmul(_mH(v), gv)
             vhgv = div(_skew(vhgv), 2.0)
             e = add(sub(unsqueeze(w, -2), unsqueeze(w, -1)), _eye(n, w))
             mid = div(vhgv, e.to(v.dtype) if v.dtype.is_complex else e)
-            mid = sub(mid, _diag_embed(_diagonal(mid)))
-            mid = add(mid, _diag_embed(gl.to(v.dtype) if v.dtype.is_complex else gl))
+            mid = sub(mid, diag_embed(_diagonal(mid)))
+            mid = add(mid, diag_embed(gl.to(v.dtype) if v.dtype.is_complex else gl))
         return matmul(v, matmul(mid, _mH(v)))
 
 
+@declare(Eigh, namespaces="pylucid.linalg", method=False)
 def eigh(A: Tensor, UPLO: str = "L"):  # noqa: N803 - mirrors torch.linalg.eigh
     """Eigenvalues (ascending) and orthonormal eigenvectors of a Hermitian matrix, reading the ``UPLO`` triangle.
 
@@ -1358,9 +1351,22 @@ def eigh(A: Tensor, UPLO: str = "L"):  # noqa: N803 - mirrors torch.linalg.eigh
     return apply(Eigh, (A,), {"uplo": UPLO})
 
 
+@declare(namespaces="pylucid.linalg", method=False)
 def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:  # noqa: N803
     """Eigenvalues (ascending) of a Hermitian matrix; a composite of :func:`eigh` (finite gradient always)."""
     return eigh(A, UPLO)[0]
+
+
+@declare(name="diagonal", namespaces="pylucid.linalg", method=False)
+def linalg_diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """``torch.linalg.diagonal``: :func:`pylucid.diagonal` with the matrix dims (the last two) as the default.
+
+    >>> import pylucid
+    >>> pylucid.linalg.diagonal(pylucid.arange(8).reshape(2, 2, 2))
+    tensor([[0, 3],
+            [4, 7]])
+    """
+    return diagonal(A, offset, dim1, dim2)
 
 
 class Qr(Op):
@@ -1400,7 +1406,7 @@ def _qr_backward(gq, gr, q, r):
     m, n = q.shape[-2], r.shape[-1]
     if m >= n:
         x = sub(matmul(gr, _mH(r)), matmul(_mH(q), gq))
-        ga = add(matmul(q, _sym_real(_triu(x))), gq)
+        ga = add(matmul(q, _sym_real(triu(x))), gq)
         return solve_triangular(_mH(r), ga, upper=False, left=False)
     # m < n: A = [X | Y] with X = Q U (square), Y = Q V
     u, vpart = r[..., :m], r[..., m:]
@@ -1411,6 +1417,7 @@ def _qr_backward(gq, gr, q, r):
     return cat([gx, gy], -1)
 
 
+@declare(Qr, namespaces="pylucid.linalg", method=False)
 def qr(A: Tensor, mode: str = "reduced"):
     """QR decomposition ``A = Q R`` with orthonormal ``Q`` and upper-triangular ``R``.
 
@@ -1423,6 +1430,12 @@ def qr(A: Tensor, mode: str = "reduced"):
     if mode not in ("reduced", "complete", "r"):
         raise ValueError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
     return apply(Qr, (A,), {"mode": mode})
+
+
+@declare(name="qr", namespaces=())
+def _qr_method(self: Tensor, some: bool = True):
+    """``Tensor.qr(some=True)``: :func:`pylucid.linalg.qr` with ``mode='reduced'`` (``some``) or ``'complete'``."""
+    return qr(self, "reduced" if some else "complete")
 
 
 class Pinv(Op):
@@ -1471,6 +1484,7 @@ class Pinv(Op):
                    matmul(matmul(phk, p), a))
 
 
+@declare(Pinv, namespaces="pylucid.linalg", method=False)
 def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
     """Moore-Penrose pseudo-inverse (``rtol`` defaults to ``max(m, n) * eps`` when ``atol`` is not given).
 
@@ -1486,11 +1500,13 @@ def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
     return apply(Pinv, (A,), {"atol": atol, "rtol": rtol, "hermitian": bool(hermitian)})
 
 
+@declare()
 def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
     """``torch.pinverse``: :func:`pinv` with ``rtol=rcond``."""
     return pinv(input, rtol=rcond)
 
 
+@declare(namespaces="pylucid.linalg", method=False)
 def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
     """Least-squares solution of ``A X = B``: ``(solution, residuals, rank, singular_values)`` as PyTorch's
     default CPU driver ``gelsy`` (empty ``residuals`` and ``singular_values``).
@@ -1503,7 +1519,7 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
     from .shape import squeeze, unsqueeze
 
     _check_matrix(A, "linalg.lstsq")
-    _check_tensor(B, "linalg.lstsq", "B")
+    check_tensor(B, "linalg.lstsq", "B")
     vector = B.ndim == A.ndim - 1
     b = unsqueeze(B, -1) if vector else B
     if b.shape[-2] != A.shape[-2]:
@@ -1520,6 +1536,7 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
 
 
 # ---------------------------------------------------------------- norms
+@declare(Norm, namespaces="pylucid.linalg", method=False)
 def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Vector ``ord``-norm over ``dim`` (all elements when ``None``); ``ord`` any real, ``inf`` or ``-inf``.
 
@@ -1535,7 +1552,7 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
     """
     from ._utils import norm_dims
 
-    _check_tensor(x, "linalg.vector_norm", "x")
+    check_tensor(x, "linalg.vector_norm", "x")
     if dtype is not None:
         x = x.to(dtype)
     _check_float(x, "linalg.vector_norm")
@@ -1544,11 +1561,10 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None
     dims = norm_dims(dim, x.ndim, "linalg.vector_norm") if x.ndim or dim is None else None
     if ord < 0 and x.numel() == 0:
         raise LucidError(f"linalg.vector_norm: cannot compute the {ord} norm of an empty tensor")
-    from .reduction import Norm
-
     return apply(Norm, (x,), {"p": float(ord), "axes": dims, "keepdim": bool(keepdim)})
 
 
+@declare(namespaces="pylucid.linalg", method=False)
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None) -> Tensor:
     """Matrix norm over the two ``dim``: ``'fro'``, ``'nuc'``, ``2``/``-2`` (largest/smallest singular value),
     ``1``/``-1`` (max/min column abs-sum), ``inf``/``-inf`` (max/min row abs-sum). A composite.
@@ -1597,9 +1613,10 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
     raise ValueError(f"linalg.matrix_norm: ord must be 'fro', 'nuc', 2, -2, 1, -1, inf or -inf, got {ord!r}")
 
 
+@declare(name="norm", namespaces="pylucid.linalg", method=False)
 def linalg_norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """``torch.linalg.norm``: a vector norm for one dim (or a 1-d input), a matrix norm for two."""
-    _check_tensor(A, "linalg.norm", "A")
+    check_tensor(A, "linalg.norm", "A")
     if dim is not None:
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
         if len(dims) == 1:
@@ -1617,6 +1634,7 @@ def linalg_norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=N
                      f"{A.ndim} dims")
 
 
+@declare()
 def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     """``torch.norm``: ``p='fro'`` (2-norm of the elements over ``dim``), ``'nuc'``, or a number (vector norm).
 
@@ -1624,7 +1642,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     >>> pylucid.norm(pylucid.tensor([[3.0, 4.0]]))
     tensor(5.)
     """
-    _check_tensor(input, "norm")
+    check_tensor(input, "norm")
     if p == "nuc":
         return matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim, dtype=dtype)
     if p == "fro" or p is None:
@@ -1634,6 +1652,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     return vector_norm(input, p, dim, keepdim, dtype=dtype)
 
 
+@declare(namespaces="pylucid.linalg", method=False)
 def multi_dot(tensors) -> Tensor:
     """Chain of matrix products; the first may be 1-d (a row) and the last 1-d (a column). A composite of
     :func:`matmul`, multiplied in the cheapest order for three matrices.
@@ -1646,7 +1665,7 @@ def multi_dot(tensors) -> Tensor:
     if len(tensors) < 2:
         raise ValueError(f"linalg.multi_dot: expected at least 2 tensors, got {len(tensors)}")
     for i, t in enumerate(tensors):
-        _check_tensor(t, "linalg.multi_dot", f"tensor {i}")
+        check_tensor(t, "linalg.multi_dot", f"tensor {i}")
         if t.ndim not in (1, 2) or (t.ndim == 1 and 0 < i < len(tensors) - 1):
             raise ShapeMismatch(f"linalg.multi_dot: tensor {i} must be 2-d (the first and last may be 1-d), got "
                                 f"shape {tuple(t.shape)}")
@@ -1662,6 +1681,7 @@ def multi_dot(tensors) -> Tensor:
     return out
 
 
+@declare(namespaces="pylucid.linalg", method=False)
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     """``sum(conj(x) * y, dim)`` with broadcasting; a composite.
 
@@ -1673,11 +1693,12 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     from .elementwise import mul
     from .reduction import sum as _sum
 
-    _check_tensor(x, "linalg.vecdot", "x")
-    _check_tensor(y, "linalg.vecdot", "y")
+    check_tensor(x, "linalg.vecdot", "x")
+    check_tensor(y, "linalg.vecdot", "y")
     return _sum(mul(conj(x), y), dim)
 
 
+@declare(namespaces="pylucid.linalg", method=False)
 def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
     """Number of singular values above ``max(atol, rtol * s_max)`` (int64; not differentiable)."""
     _check_matrix(A, "linalg.matrix_rank")
@@ -1689,18 +1710,3 @@ def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> 
     smax = s.max(axis=-1, keepdims=True) if s.shape[-1] else be.zeros(s.shape[:-1] + (1,), dtype=s.dtype)
     cut = be.maximum(atol or 0.0, rtol * smax)
     return _new_tensor(be.asarray((s > cut).sum(axis=-1)).astype("int64"), A.device)
-
-
-# ---------------------------------------------------------------- Tensor methods
-def _install():
-    T = Tensor
-    for name in ("mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "kron", "addmm", "addmv", "baddbmm",
-                 "cross", "matrix_power", "matrix_exp", "det", "slogdet", "logdet", "inverse", "norm",
-                 "pinverse"):
-        setattr(T, name, globals()[name])
-    T.qr = lambda self, some=True: qr(self, "reduced" if some else "complete")
-
-
-_install()
-
-

@@ -6,7 +6,8 @@ from __future__ import annotations
 from .._tensor import Tensor
 from ..errors import LucidError, ShapeMismatch
 from ._op import Op, apply
-from ._utils import norm_dim, norm_shape
+from ._utils import check_tensor, norm_dim, norm_shape
+from .registry import declare
 from .schema import KEEP_INPUT, OpSchema
 
 
@@ -47,6 +48,7 @@ class Reshape(Op):
         return g.reshape(self.shapes[0])
 
 
+@declare(Reshape)
 def reshape(input: Tensor, *shape) -> Tensor:
     """``input`` with shape ``shape`` (one entry may be -1); a view when possible, else a copy.
 
@@ -90,6 +92,7 @@ class View(Op):
         return g.reshape(self.shapes[0])
 
 
+@declare(View)
 def view(input: Tensor, *shape) -> Tensor:
     """A view of ``input`` with a new shape (shares storage; raises rather than copy).
 
@@ -101,14 +104,17 @@ def view(input: Tensor, *shape) -> Tensor:
     return apply(View, (input,), {"shape": shape})
 
 
+@declare(namespaces=())
 def view_as(input: Tensor, other: Tensor) -> Tensor:
     return view(input, other.shape)
 
 
+@declare(namespaces=())
 def reshape_as(input: Tensor, other: Tensor) -> Tensor:
     return reshape(input, other.shape)
 
 
+@declare()
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Flatten dims ``start_dim..end_dim`` into one.
 
@@ -145,10 +151,8 @@ class Expand(Op):
 
         return sum_to_size(g, self.shapes[0])
 
-    def backward_fast(self, be, g):
-        return be.sum_to_shape(g, self.shapes[0])
 
-
+@declare(Expand)
 def broadcast_to(input: Tensor, shape) -> Tensor:
     """``input`` broadcast to ``shape`` (a view; -1 keeps a size).
 
@@ -181,11 +185,13 @@ def broadcast_to(input: Tensor, shape) -> Tensor:
     return apply(Expand, (input,), {"shape": out})
 
 
+@declare()
 def expand(input: Tensor, *sizes) -> Tensor:
     """``input`` expanded to ``sizes`` (a view; -1 keeps a size), as ``Tensor.expand``."""
     return broadcast_to(input, norm_shape(sizes, "expand"))
 
 
+@declare()
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
     return broadcast_to(input, other.shape)
 
@@ -214,6 +220,7 @@ class Permute(Op):
         return g.transpose(self._inverse())
 
 
+@declare(Permute)
 def permute(input: Tensor, *dims) -> Tensor:
     """Reorder the dims of ``input`` (a view).
 
@@ -233,6 +240,7 @@ def permute(input: Tensor, *dims) -> Tensor:
     return apply(Permute, (input,), {"dims": dims})
 
 
+@declare(aliases=("swapaxes", "swapdims"))
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dims (a view)."""
     nd = input.ndim
@@ -245,9 +253,7 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     return permute(input, tuple(dims))
 
 
-swapaxes = swapdims = transpose
-
-
+@declare()
 def t(input: Tensor) -> Tensor:
     """Transpose a tensor of at most 2 dims."""
     if input.ndim > 2:
@@ -255,16 +261,33 @@ def t(input: Tensor) -> Tensor:
     return transpose(input, 0, 1) if input.ndim == 2 else input
 
 
+class _TensorProperty(property):
+    """A read-only ``Tensor`` attribute that ``declare`` installs (a plain ``property`` has no module and
+    takes no attributes, so it cannot carry its declaration)."""
+
+
+@declare(namespaces=(), name="T")
+@_TensorProperty
 def _T(self):  # noqa: N802
+    """All dims reversed (a view); 0-d and 1-d tensors are returned as they are.
+
+    >>> import pylucid
+    >>> pylucid.zeros(2, 3, 4).T.shape
+    (4, 3, 2)
+    """
     return permute(self, tuple(range(self.ndim - 1, -1, -1))) if self.ndim > 1 else self
 
 
+@declare(namespaces=(), name="mT")
+@_TensorProperty
 def _mT(self):  # noqa: N802
+    """The last two dims swapped (a view of a batch of transposed matrices)."""
     if self.ndim < 2:
         raise ValueError(f"mT: expects a tensor with >= 2 dims, got {self.ndim}")
     return transpose(self, -2, -1)
 
 
+@declare(Reshape)
 def squeeze(input: Tensor, dim=None) -> Tensor:
     """Remove size-1 dims (all, one, or a tuple); a view.
 
@@ -284,6 +307,7 @@ def squeeze(input: Tensor, dim=None) -> Tensor:
     return apply(Reshape, (input,), {"shape": new})
 
 
+@declare(Reshape)
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dim at ``dim`` (a view)."""
     d = norm_dim(dim, input.ndim + 1, "unsqueeze")
@@ -318,13 +342,8 @@ class Cat(Op):
             res.append(getitem(g, (slice(None),) * dim + (slice(a, b),)) if e is not None else None)
         return tuple(res)
 
-    def backward_fast(self, be, g):
-        res = []
-        for (dim, a, b), e in zip(self._slices(), self.next_edges):
-            res.append(g[(slice(None),) * dim + (slice(a, b),)] if e is not None else None)
-        return tuple(res)
 
-
+@declare(Cat, aliases=("concatenate", "concat"), method=False)
 def cat(tensors, dim: int = 0) -> Tensor:
     """Concatenate tensors along an existing dim (dtypes promote).
 
@@ -353,9 +372,8 @@ def cat(tensors, dim: int = 0) -> Tensor:
     return apply(Cat, tuple(live), {"dim": d})
 
 
-concatenate = concat = cat
 
-
+@declare(method=False)
 def stack(tensors, dim: int = 0) -> Tensor:
     """Stack equally shaped tensors along a new dim.
 
@@ -379,38 +397,11 @@ def stack(tensors, dim: int = 0) -> Tensor:
     return cat([unsqueeze(x, d) for x in tensors], d)
 
 
-def _install():
-    T = Tensor
-    T.reshape = reshape
-    T.view = view
-    T.view_as = view_as
-    T.reshape_as = reshape_as
-    T.flatten = flatten
-    T.expand = expand
-    T.expand_as = expand_as
-    T.broadcast_to = broadcast_to
-    T.permute = permute
-    T.transpose = transpose
-    T.swapaxes = transpose
-    T.swapdims = transpose
-    T.t = t
-    T.T = property(_T)
-    T.mT = property(_mT)
-    T.squeeze = squeeze
-    T.unsqueeze = unsqueeze
-
-
-_install()
 
 
 # ---------------------------------------------------------------------------
 # Layout helpers built on the primitives above (composites: no backward needed)
 # ---------------------------------------------------------------------------
-
-def _check_tensor(x, op):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
-
 
 def _slice_dim(x: Tensor, dim: int, start: int, stop: int) -> Tensor:
     """``x`` narrowed to ``start:stop`` along ``dim`` (a view, through ``getitem``)."""
@@ -419,6 +410,7 @@ def _slice_dim(x: Tensor, dim: int, start: int, stop: int) -> Tensor:
     return getitem(x, (slice(None),) * dim + (slice(start, stop),))
 
 
+@declare()
 def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
     """Split dim ``dim`` into ``sizes`` (one entry may be -1); the inverse of ``flatten``.
 
@@ -426,7 +418,7 @@ def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
     >>> pylucid.zeros(2, 12).unflatten(1, (3, -1)).shape
     (2, 3, 4)
     """
-    _check_tensor(input, "unflatten")
+    check_tensor(input, "unflatten")
     d = norm_dim(dim, input.ndim, "unflatten")
     sizes = norm_shape((sizes,), "unflatten")
     if not sizes:
@@ -435,12 +427,14 @@ def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
     return reshape(input, input.shape[:d] + sizes + input.shape[d + 1:])
 
 
+@declare()
 def ravel(input: Tensor) -> Tensor:
     """``input`` flattened to 1-D (a view when contiguous)."""
-    _check_tensor(input, "ravel")
+    check_tensor(input, "ravel")
     return reshape(input, (-1,))
 
 
+@declare(aliases=("moveaxis",))
 def movedim(input: Tensor, source, destination) -> Tensor:
     """Move dims ``source`` to positions ``destination`` (a view; the other dims keep their order).
 
@@ -448,7 +442,7 @@ def movedim(input: Tensor, source, destination) -> Tensor:
     >>> pylucid.zeros(2, 3, 4).movedim(0, -1).shape
     (3, 4, 2)
     """
-    _check_tensor(input, "movedim")
+    check_tensor(input, "movedim")
     nd = input.ndim
     src = source if isinstance(source, (tuple, list)) else (source,)
     dst = destination if isinstance(destination, (tuple, list)) else (destination,)
@@ -464,9 +458,8 @@ def movedim(input: Tensor, source, destination) -> Tensor:
     return permute(input, tuple(order))
 
 
-moveaxis = movedim
 
-
+@declare(method=False)
 def broadcast_shapes(*shapes) -> tuple:
     """The shape that ``shapes`` broadcast to (NumPy/PyTorch rules).
 
@@ -492,6 +485,7 @@ def broadcast_shapes(*shapes) -> tuple:
     return tuple(reversed(out))
 
 
+@declare(method=False)
 def broadcast_tensors(*tensors) -> tuple:
     """Broadcast all ``tensors`` to their common shape (views).
 
@@ -503,21 +497,24 @@ def broadcast_tensors(*tensors) -> tuple:
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
     for x in tensors:
-        _check_tensor(x, "broadcast_tensors")
+        check_tensor(x, "broadcast_tensors", "every argument")
     shape = broadcast_shapes(*(x.shape for x in tensors))
     return tuple(broadcast_to(x, shape) for x in tensors)
 
 
+@declare(method=False)
 def atleast_1d(*tensors):
     """``input`` with at least one dim (0-d becomes shape ``(1,)``); several tensors give a tuple."""
     return _atleast(tensors, 1)
 
 
+@declare(method=False)
 def atleast_2d(*tensors):
     """``input`` with at least two dims: 0-d -> ``(1, 1)``, ``(n,)`` -> ``(1, n)``."""
     return _atleast(tensors, 2)
 
 
+@declare(method=False)
 def atleast_3d(*tensors):
     """``input`` with at least three dims: ``(n,)`` -> ``(1, n, 1)``, ``(m, n)`` -> ``(m, n, 1)``."""
     return _atleast(tensors, 3)
@@ -529,7 +526,7 @@ def _atleast(tensors, n):
         tensors = tuple(tensors[0])
     out = []
     for x in tensors:
-        _check_tensor(x, f"atleast_{n}d")
+        check_tensor(x, f"atleast_{n}d", "every argument")
         s = x.shape
         if len(s) >= n:
             out.append(x)
@@ -544,6 +541,7 @@ def _atleast(tensors, n):
     return out[0] if one else tuple(out)
 
 
+@declare(method=False)
 def hstack(tensors) -> Tensor:
     """Concatenate along dim 0 for 1-D inputs, else dim 1.
 
@@ -555,28 +553,30 @@ def hstack(tensors) -> Tensor:
     return cat(ts, 0 if ts[0].ndim == 1 else 1)
 
 
+@declare(aliases=("row_stack",), method=False)
 def vstack(tensors) -> Tensor:
     """Stack rows: inputs made at least 2-D, then concatenated along dim 0."""
     return cat(atleast_2d(tuple(tensors)), 0)
 
 
-row_stack = vstack
 
-
+@declare(method=False)
 def dstack(tensors) -> Tensor:
     """Stack depth-wise: inputs made at least 3-D, then concatenated along dim 2."""
     return cat(atleast_3d(tuple(tensors)), 2)
 
 
+@declare(method=False)
 def column_stack(tensors) -> Tensor:
     """0-d and 1-D inputs become columns ``(n, 1)``; then concatenated along dim 1."""
     ts = []
     for x in tensors:
-        _check_tensor(x, "column_stack")
+        check_tensor(x, "column_stack", "every entry of tensors")
         ts.append(reshape(x, (x.numel(), 1)) if x.ndim <= 1 else x)
     return cat(ts, 1)
 
 
+@declare()
 def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     """The view ``input[..., start:start+length, ...]`` along ``dim`` (``start`` may be negative).
 
@@ -584,7 +584,7 @@ def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     >>> pylucid.arange(6).narrow(0, 2, 3)
     tensor([2, 3, 4])
     """
-    _check_tensor(input, "narrow")
+    check_tensor(input, "narrow")
     if input.ndim == 0:
         raise ValueError("narrow: cannot be applied to a 0-d tensor")
     d = norm_dim(dim, input.ndim, "narrow")
@@ -597,6 +597,7 @@ def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     return _slice_dim(input, d, start, start + length)
 
 
+@declare()
 def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     """Like ``narrow`` but returns a copy."""
     from .conversion import clone
@@ -604,6 +605,7 @@ def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     return clone(narrow(input, dim, start, length))
 
 
+@declare()
 def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
     """Split into views: chunks of ``split_size`` (the last may be smaller) or the given list of sizes.
 
@@ -611,7 +613,7 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
     >>> [p.tolist() for p in pylucid.arange(5).split(2)]
     [[0, 1], [2, 3], [4]]
     """
-    _check_tensor(tensor, "split")
+    check_tensor(tensor, "split", "tensor")
     d = norm_dim(dim, tensor.ndim, "split")
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, (list, tuple)):
@@ -630,9 +632,10 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
     return tuple(out)
 
 
+@declare()
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
     """Split into ``chunks`` views of ``ceil(n / chunks)`` elements (possibly fewer chunks, as PyTorch)."""
-    _check_tensor(input, "chunk")
+    check_tensor(input, "chunk")
     if int(chunks) <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
     d = norm_dim(dim, input.ndim, "chunk")
@@ -643,6 +646,7 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
     return split(input, size, d)
 
 
+@declare()
 def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
     """Split into ``sections`` nearly equal views (the first ``n % sections`` one longer) or at ``indices``.
 
@@ -650,7 +654,7 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
     >>> [p.tolist() for p in pylucid.arange(7).tensor_split(3)]
     [[0, 1, 2], [3, 4], [5, 6]]
     """
-    _check_tensor(input, "tensor_split")
+    check_tensor(input, "tensor_split")
     d = norm_dim(dim, input.ndim, "tensor_split")
     n = input.shape[d]
     ios = indices_or_sections
@@ -669,14 +673,17 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
     return tuple(_slice_dim(input, d, a, max(a, b)) for a, b in zip(bounds[:-1], bounds[1:]))
 
 
+@declare()
 def hsplit(input: Tensor, sections) -> tuple:
     return tensor_split(input, sections, 0 if input.ndim == 1 else 1)
 
 
+@declare()
 def vsplit(input: Tensor, sections) -> tuple:
     return tensor_split(input, sections, 0)
 
 
+@declare()
 def dsplit(input: Tensor, sections) -> tuple:
     return tensor_split(input, sections, 2)
 
@@ -730,6 +737,7 @@ def _unbind_op(n: int):
     return cls
 
 
+@declare(Unbind)
 def unbind(input: Tensor, dim: int = 0) -> tuple:
     """The slices along ``dim`` (views), as a tuple.
 
@@ -739,7 +747,7 @@ def unbind(input: Tensor, dim: int = 0) -> tuple:
     """
     from .indexing import getitem
 
-    _check_tensor(input, "unbind")
+    check_tensor(input, "unbind")
     d = norm_dim(dim, input.ndim, "unbind")
     n = input.shape[d]
     if n < 2:  # no slice, or one (a single-output op takes the plain indexing path)
@@ -763,10 +771,8 @@ class Flip(Op):
     def backward(self, g):
         return apply(Flip, (g,), self.params)
 
-    def backward_fast(self, be, g):
-        return be.flip(g, axis=self.params["dims"])
 
-
+@declare(Flip)
 def flip(input: Tensor, dims) -> Tensor:
     """Reverse ``input`` along ``dims`` (int or tuple).
 
@@ -775,7 +781,7 @@ def flip(input: Tensor, dims) -> Tensor:
     tensor([[2, 1],
             [4, 3]])
     """
-    _check_tensor(input, "flip")
+    check_tensor(input, "flip")
     dims = dims if isinstance(dims, (tuple, list)) else (dims,)
     nd = max(input.ndim, 1)
     d = tuple(norm_dim(x, nd, "flip") for x in dims)
@@ -788,6 +794,7 @@ def flip(input: Tensor, dims) -> Tensor:
     return apply(Flip, (input,), {"dims": d})
 
 
+@declare()
 def fliplr(input: Tensor) -> Tensor:
     """Flip along dim 1 (needs >= 2 dims)."""
     if input.ndim < 2:
@@ -795,6 +802,7 @@ def fliplr(input: Tensor) -> Tensor:
     return flip(input, (1,))
 
 
+@declare()
 def flipud(input: Tensor) -> Tensor:
     """Flip along dim 0 (needs >= 1 dim)."""
     if input.ndim < 1:
@@ -811,18 +819,13 @@ class Roll(Op):
     def forward(be, x, shifts, dims):
         return be.roll(x, shifts, axis=dims)
 
-    def _back_params(self):
-        p = self.params
-        return {"shifts": tuple(-s for s in p["shifts"]) if isinstance(p["shifts"], tuple) else -p["shifts"],
-                "dims": p["dims"]}
-
     def backward(self, g):
-        return apply(Roll, (g,), self._back_params())
+        shifts = self.params["shifts"]
+        shifts = tuple(-s for s in shifts) if isinstance(shifts, tuple) else -shifts
+        return apply(Roll, (g,), {"shifts": shifts, "dims": self.params["dims"]})
 
-    def backward_fast(self, be, g):
-        return Roll.forward(be, g, **self._back_params())
 
-
+@declare(Roll)
 def roll(input: Tensor, shifts, dims=None) -> Tensor:
     """Shift elements circularly by ``shifts`` along ``dims`` (flattened when ``dims`` is None).
 
@@ -830,7 +833,7 @@ def roll(input: Tensor, shifts, dims=None) -> Tensor:
     >>> pylucid.arange(5).roll(2)
     tensor([3, 4, 0, 1, 2])
     """
-    _check_tensor(input, "roll")
+    check_tensor(input, "roll")
     if dims is None:
         if isinstance(shifts, (tuple, list)):
             if len(shifts) != 1:
@@ -845,9 +848,10 @@ def roll(input: Tensor, shifts, dims=None) -> Tensor:
     return apply(Roll, (input,), {"shifts": shifts, "dims": dims})
 
 
+@declare()
 def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
     """Rotate by ``k * 90`` degrees in the plane ``dims`` (from the first towards the second axis)."""
-    _check_tensor(input, "rot90")
+    check_tensor(input, "rot90")
     if len(dims) != 2:
         raise ValueError(f"rot90: expected 2 dims, got {tuple(dims)}")
     if input.ndim < 2:
@@ -871,6 +875,7 @@ def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
 # repeat / tile / repeat_interleave (composites of reshape + expand)
 # ---------------------------------------------------------------------------
 
+@declare()
 def repeat(input: Tensor, *sizes) -> Tensor:
     """Tile ``input`` ``sizes[i]`` times along each dim (``len(sizes) >= ndim``; new dims lead).
 
@@ -882,7 +887,7 @@ def repeat(input: Tensor, *sizes) -> Tensor:
     tensor([[1, 2, 1, 2],
             [1, 2, 1, 2]])
     """
-    _check_tensor(input, "repeat")
+    check_tensor(input, "repeat")
     sizes = norm_shape(sizes, "repeat")
     if len(sizes) < input.ndim:
         raise ValueError(f"repeat: number of repeat dims {len(sizes)} can not be smaller than the tensor's "
@@ -895,13 +900,15 @@ def repeat(input: Tensor, *sizes) -> Tensor:
     return reshape(x, tuple(r * n for r, n in zip(sizes, shp)))
 
 
+@declare()
 def tile(input: Tensor, dims) -> Tensor:
     """Like ``repeat`` but ``dims`` may be shorter than ``ndim`` (ones are prepended)."""
-    _check_tensor(input, "tile")
+    check_tensor(input, "tile")
     dims = norm_shape((dims,), "tile")
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
+@declare()
 def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *, output_size: int | None = None):
     """Repeat each element ``repeats`` times along ``dim`` (flattened input when ``dim`` is None).
 
@@ -920,7 +927,7 @@ def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *, ou
     from .._tensor import _new_tensor
     from .indexing import index_select
 
-    _check_tensor(input, "repeat_interleave")
+    check_tensor(input, "repeat_interleave")
     if repeats is None:
         counts = input
         if counts.ndim != 1 or counts._data.dtype.kind not in "iu":
@@ -973,9 +980,6 @@ class _Triangle(Op):
     def backward(self, g):
         return apply(type(self), (g,), self.params)
 
-    def backward_fast(self, be, g):
-        return getattr(be, self.fn_name)(g, self.params["diagonal"])
-
 
 class Tril(_Triangle):
     schema = OpSchema("tril", amp_policy=KEEP_INPUT, family="shape")
@@ -988,12 +992,13 @@ class Triu(_Triangle):
 
 
 def _triangle(cls, input, diagonal, name):
-    _check_tensor(input, name)
+    check_tensor(input, name)
     if input.ndim < 2:
         raise ValueError(f"{name}: input tensor must have at least 2 dimensions, got {input.ndim}")
     return apply(cls, (input,), {"diagonal": int(diagonal)})
 
 
+@declare(Tril, inplace=True)
 def tril(input: Tensor, diagonal: int = 0) -> Tensor:
     """Zero the elements above the ``diagonal``-th diagonal of the last two dims (batched).
 
@@ -1005,6 +1010,7 @@ def tril(input: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle(Tril, input, diagonal, "tril")
 
 
+@declare(Triu, inplace=True)
 def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     """Zero the elements below the ``diagonal``-th diagonal of the last two dims (batched).
 
@@ -1036,14 +1042,8 @@ class Diagonal(Op):
     def forward(be, x, offset, dim1, dim2):
         return _writable_diagonal(be, x, offset, dim1, dim2)
 
-    def _embed_params(self):
-        return dict(self.params, shape=self.shapes[0])
-
     def backward(self, g):
-        return apply(DiagEmbed, (g,), self._embed_params())
-
-    def backward_fast(self, be, g):
-        return DiagEmbed.forward(be, g, **self._embed_params())
+        return apply(DiagEmbed, (g,), dict(self.params, shape=self.shapes[0]))
 
 
 class DiagEmbed(Op):
@@ -1062,11 +1062,8 @@ class DiagEmbed(Op):
         p = self.params
         return apply(Diagonal, (g,), {"offset": p["offset"], "dim1": p["dim1"], "dim2": p["dim2"]})
 
-    def backward_fast(self, be, g):
-        p = self.params
-        return be.diagonal(g, p["offset"], p["dim1"], p["dim2"])
 
-
+@declare(Diagonal)
 def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The ``offset``-th diagonal of the planes ``(dim1, dim2)``, appended as the last dim (a writable view).
 
@@ -1074,7 +1071,7 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
     >>> pylucid.arange(9).reshape(3, 3).diagonal(1)
     tensor([1, 5])
     """
-    _check_tensor(input, "diagonal")
+    check_tensor(input, "diagonal")
     if input.ndim < 2:
         raise ValueError(f"diagonal: expected a tensor with >= 2 dims, got {input.ndim}")
     a = norm_dim(dim1, input.ndim, "diagonal")
@@ -1084,6 +1081,7 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
     return apply(Diagonal, (input,), {"offset": int(offset), "dim1": a, "dim2": b})
 
 
+@declare(DiagEmbed)
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     """Matrices whose ``offset`` diagonal (in dims ``dim1, dim2`` of the output) is the last dim of ``input``.
 
@@ -1092,7 +1090,7 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
     tensor([[1, 0],
             [0, 2]])
     """
-    _check_tensor(input, "diag_embed")
+    check_tensor(input, "diag_embed")
     nd = input.ndim + 1
     a = norm_dim(dim1, nd, "diag_embed")
     b = norm_dim(dim2, nd, "diag_embed")
@@ -1108,6 +1106,7 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
     return apply(DiagEmbed, (input,), {"shape": shape, "offset": int(offset), "dim1": a, "dim2": b})
 
 
+@declare()
 def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     """1-D input: a square matrix with ``input`` on its ``diagonal``; 2-D input: that diagonal (a copy).
 
@@ -1115,7 +1114,7 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     >>> pylucid.diag(pylucid.tensor([[1, 2], [3, 4]]))
     tensor([1, 4])
     """
-    _check_tensor(input, "diag")
+    check_tensor(input, "diag")
     if input.ndim == 1:
         return diag_embed(input, diagonal, 0, 1)
     if input.ndim == 2:
@@ -1125,6 +1124,7 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     raise ValueError(f"diag: expected a 1-D or 2-D tensor, got {input.ndim}-D")
 
 
+@declare()
 def trace(input: Tensor) -> Tensor:
     """Sum of the main diagonal of a 2-D tensor (integers sum to int64).
 
@@ -1134,7 +1134,7 @@ def trace(input: Tensor) -> Tensor:
     """
     from .reduction import sum as _sum
 
-    _check_tensor(input, "trace")
+    check_tensor(input, "trace")
     if input.ndim != 2:
         raise ValueError(f"trace: expected a 2-D tensor, got {input.ndim}-D")
     return _sum(diagonal(input))
@@ -1181,12 +1181,6 @@ class Pad(Op):
                                      "value": 0})
         return apply(PadBackward, (g,), {"pads": p["pads"], "mode": p["mode"], "shape": self.shapes[0]})
 
-    def backward_fast(self, be, g):
-        p = self.params
-        if p["mode"] == "constant":
-            return Pad.forward(be, g, tuple((-l, -r) for l, r in p["pads"]), "constant", 0)
-        return PadBackward.forward(be, g, p["pads"], p["mode"], self.shapes[0])
-
 
 class PadBackward(Op):
     """Adjoint of a non-constant ``pad``: every output position's gradient added to its source position."""
@@ -1209,6 +1203,7 @@ class PadBackward(Op):
         return apply(Pad, (gg,), {"pads": p["pads"], "mode": p["mode"], "value": 0})
 
 
+@declare(Pad, method=False)
 def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
     """Pad ``input``; ``pad = (left_last, right_last, left_2nd_last, right_2nd_last, ...)`` as in PyTorch.
 
@@ -1223,7 +1218,7 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
     tensor([[0, 1, 2],
             [0, 0, 0]])
     """
-    _check_tensor(input, "pad")
+    check_tensor(input, "pad")
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2:
         raise ValueError(f"pad: padding length must be even (pairs per dim), got {len(pad)}")
@@ -1257,6 +1252,7 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
     return apply(Pad, (input,), {"pads": tuple(pads), "mode": mode, "value": 0 if value is None else value})
 
 
+@declare(method=False)
 def meshgrid(*tensors, indexing: str = "ij") -> tuple:
     """Coordinate grids from 1-D tensors (expanded views); with ``indexing='xy'`` the grids have shape
     ``(len(t1), len(t0), ...)`` (Cartesian: the first tensor varies along columns).
@@ -1271,7 +1267,7 @@ def meshgrid(*tensors, indexing: str = "ij") -> tuple:
     if indexing not in ("ij", "xy"):
         raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
     for x in tensors:
-        _check_tensor(x, "meshgrid")
+        check_tensor(x, "meshgrid", "every argument")
         if x.ndim > 1:
             raise ValueError(f"meshgrid: expects 0-d or 1-D tensors, got a {x.ndim}-D tensor")
     ts = [reshape(x, (-1,)) for x in tensors]
@@ -1286,33 +1282,3 @@ def meshgrid(*tensors, indexing: str = "ij") -> tuple:
     if swap:
         out[0], out[1] = out[1], out[0]
     return tuple(out)
-
-
-__all__ = [
-    "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_shapes", "broadcast_tensors", "broadcast_to", "cat",
-    "chunk", "column_stack", "concat", "concatenate", "diag", "diag_embed", "diagonal", "dsplit", "dstack", "expand",
-    "expand_as", "flatten", "flip", "fliplr", "flipud", "hsplit", "hstack", "meshgrid", "moveaxis", "movedim",
-    "narrow", "narrow_copy", "pad", "permute", "ravel", "repeat", "repeat_interleave", "reshape", "roll", "rot90",
-    "row_stack", "split", "squeeze", "stack", "swapaxes", "swapdims", "t", "tensor_split", "tile", "trace",
-    "transpose", "tril", "triu", "unbind", "unflatten", "unsqueeze", "view", "vsplit", "vstack",
-]
-
-
-def _install_layout():
-    T = Tensor
-    for name in ("unflatten", "ravel", "movedim", "moveaxis", "narrow", "narrow_copy", "split", "chunk",
-                 "tensor_split", "hsplit", "vsplit", "dsplit", "unbind", "flip", "fliplr", "flipud", "roll", "rot90",
-                 "tile", "repeat_interleave", "tril", "triu", "diagonal", "diag_embed", "diag", "trace"):
-        setattr(T, name, globals()[name])
-    T.repeat = repeat
-    T.tril_ = _inplace("tril_", tril)
-    T.triu_ = _inplace("triu_", triu)
-
-
-def _inplace(name, fn):
-    from ._op import inplace_variant
-
-    return inplace_variant(fn, name)
-
-
-_install_layout()
