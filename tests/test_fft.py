@@ -88,3 +88,36 @@ def test_complex_ops_forward_and_dtypes():
     assert pl.real(r) is r and pl.conj(r) is r
     with pytest.raises(pl.DtypeMismatch, match="complex: expected real and imag to have the same dtype"):
         pl.complex(pl.ones(2), pl.ones(2, dtype=pl.float64))
+
+
+def test_fft_names_are_torch_fft_names():
+    assert pl.fft.__all__
+    for name in pl.fft.__all__:
+        assert callable(getattr(pl.fft, name)) and hasattr(torch.fft, name), name
+
+
+@pytest.mark.parametrize("shape,dim", [((5,), None), ((4, 5), 1), ((4, 5), (0, 1)), ((3, 4, 6), (-1, 0))])
+def test_shifts_match_torch_with_gradients(shape, dim):
+    a = np.random.default_rng(2).standard_normal(shape)
+    w = np.arange(a.size, dtype=float).reshape(shape)
+    for name in ("fftshift", "ifftshift"):
+        x, xt = pl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        y, yt = getattr(pl.fft, name)(x, dim=dim), getattr(torch.fft, name)(xt, dim=dim)
+        np.testing.assert_array_equal(y.detach().numpy(), yt.detach().numpy())
+        (y * pl.tensor(w)).sum().backward()
+        (yt * torch.tensor(w)).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+
+
+def test_shift_of_a_0d_tensor_is_a_copy():
+    # torch.fft.fftshift raises on a 0-d input ("shifts required"); pylucid has nothing to move
+    x = pl.tensor(3.0)
+    y = pl.fft.fftshift(x)
+    assert y.item() == 3.0 and not np.shares_memory(y._data, x._data)
+
+
+def test_non_tensor_input_names_the_transform():
+    with pytest.raises(TypeError, match="rfft: input must be a Tensor, got list"):
+        pl.fft.rfft([1.0, 2.0])
+    with pytest.raises(TypeError, match="fftshift: input must be a Tensor, got list"):
+        pl.fft.fftshift([1.0, 2.0])

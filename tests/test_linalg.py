@@ -154,3 +154,51 @@ def test_complex_forward():
     for f, g in ((L.det, TL.det), (L.inv, TL.inv), (lambda m: L.svdvals(m), TL.svdvals)):
         np.testing.assert_allclose(f(x).numpy(), g(xt).numpy(), atol=1e-12)
     np.testing.assert_allclose(pl.vdot(x[0], x[1]).numpy(), torch.vdot(xt[0], xt[1]).numpy())
+
+
+def test_linalg_names_are_torch_linalg_names():
+    for name in L.__all__:
+        assert hasattr(TL, name), f"pylucid.linalg.{name} is not a torch.linalg name"
+    for name in ("matmul", "det", "slogdet", "matrix_exp", "matrix_power", "cross"):  # in both namespaces
+        assert getattr(L, name) is getattr(pl, name), name
+
+
+def test_linalg_diagonal_is_a_view_with_torch_defaults():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    x, xt = pl.tensor(a), torch.tensor(a)
+    for kw in ({}, {"offset": 1}, {"offset": -1}, {"dim1": 0, "dim2": 2}):
+        d = L.diagonal(x, **kw)
+        np.testing.assert_array_equal(d.numpy(), TL.diagonal(xt, **kw).numpy())
+        assert np.shares_memory(d._data, x._data)
+    y, yt = pl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    (L.diagonal(y, offset=1) * 2.0).sum().backward()
+    (TL.diagonal(yt, offset=1) * 2.0).sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), yt.grad.numpy())
+
+
+def test_torch_level_names_match_torch():
+    a = well(3)
+    x, xt = pl.tensor(a), torch.tensor(a)
+    np.testing.assert_allclose(pl.inverse(x).numpy(), torch.inverse(xt).numpy(), atol=1e-12)
+    np.testing.assert_allclose(x.inverse().numpy(), xt.inverse().numpy(), atol=1e-12)
+    r = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_allclose(pl.pinverse(pl.tensor(r)).numpy(), torch.pinverse(torch.tensor(r)).numpy(), atol=1e-12)
+    np.testing.assert_allclose(pl.tensor(r).pinverse().numpy(), torch.tensor(r).pinverse().numpy(), atol=1e-12)
+    for some, mode in ((True, "reduced"), (False, "complete")):
+        q, rr = pl.tensor(r).qr(some)
+        qt, rt = TL.qr(torch.tensor(r), mode=mode)
+        assert tuple(q.shape) == tuple(qt.shape) and tuple(rr.shape) == tuple(rt.shape)
+        np.testing.assert_allclose((q @ rr).numpy(), r, atol=1e-12)
+    np.testing.assert_allclose(pl.ger(x[0], x[1]).numpy(), torch.ger(xt[0], xt[1]).numpy())
+    np.testing.assert_allclose((x[0] @ x).numpy(), (xt[0] @ xt).numpy())
+
+
+def test_mv_and_products_without_broadcasting_name_their_layout():
+    with pytest.raises(ShapeMismatch, match=r"mv: expected a \(n, m\) matrix and a \(m,\) vector .*\(2, 3\) and \(2,"):
+        pl.mv(pl.ones(2, 3), pl.ones(2))
+    with pytest.raises(ShapeMismatch, match=r"mm: .*\(2, 3\) and \(3,\)"):
+        pl.mm(pl.ones(2, 3), pl.ones(3))
+    with pytest.raises(ShapeMismatch, match=r"bmm: .*\(2, 3, 4\) and \(3, 4, 5\)"):
+        pl.bmm(pl.ones(2, 3, 4), pl.ones(3, 4, 5))
+    with pytest.raises(TypeError, match="mm: mat2 must be a Tensor, got list"):
+        pl.mm(pl.ones(2, 2), [[1.0, 0.0], [0.0, 1.0]])

@@ -184,6 +184,13 @@ VIEWS = [
     ("unflatten", lambda x: x.unflatten(1, (2, 2))),
     ("ravel", lambda x: x.ravel()),
     ("meshgrid", lambda x: pl.meshgrid(x[0], x[1])[0]),
+    ("reshape", lambda x: x.reshape(2, 6)),
+    ("view", lambda x: x.view(6, 2)),
+    ("T", lambda x: x.T),
+    ("mT", lambda x: x.mT),
+    ("swapaxes", lambda x: x.swapaxes(0, 1)),
+    ("broadcast_to", lambda x: pl.broadcast_to(x, (2, 3, 4))),
+    ("expand_as", lambda x: x[:1].expand_as(x)),
 ]
 
 
@@ -354,6 +361,41 @@ def test_index_put_accumulate():
     assert out.tolist() == [3.0, 0.0, 3.0]
 
 
+def test_index_put_inplace_on_a_leaf_that_requires_grad_raises_like_torch():
+    idx, v = (pl.tensor([0]),), pl.tensor(1.0)
+    with pytest.raises(RuntimeError, match="index_put_: a leaf tensor that requires grad"):
+        pl.zeros(3, requires_grad=True).index_put_(idx, v)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        torch.zeros(3, requires_grad=True).index_put_((torch.tensor([0]),), torch.tensor(1.0))
+    x = pl.zeros(3, requires_grad=True) * 1.0  # not a leaf: written in place, differentiable in the rest
+    x.index_put_(idx, v)
+    x.sum().backward()
+    assert x.tolist() == [1.0, 0.0, 0.0]
+
+
+def test_tensor_where_and_triangles_in_place_match_torch():
+    a = np.arange(-4.0, 5.0).reshape(3, 3)
+    x, xt = pl.tensor(a), torch.tensor(a)
+    np.testing.assert_array_equal(x.where(x > 0, -1.0).numpy(), xt.where(xt > 0, -1.0).numpy())
+    v0 = x._version[0]
+    assert x.tril_(-1) is x and x._version[0] == v0 + 1
+    np.testing.assert_array_equal(x.numpy(), xt.tril_(-1).numpy())
+    np.testing.assert_array_equal(pl.tensor(a).triu_(1).numpy(), torch.tensor(a).triu_(1).numpy())
+
+
+def test_transposes_of_tensors_with_few_dims_match_torch():
+    for shape in ((), (3,), (2, 3), (2, 3, 4)):
+        a = np.arange(float(np.prod(shape))).reshape(shape)
+        x, xt = pl.tensor(a), torch.tensor(a)
+        if len(shape) != 3:
+            np.testing.assert_array_equal(x.t().numpy(), xt.t().numpy())
+        if len(shape) >= 2:
+            np.testing.assert_array_equal(x.mT.numpy(), xt.mT.numpy())
+            np.testing.assert_array_equal(pl.swapdims(x, 0, -1).numpy(), torch.swapdims(xt, 0, -1).numpy())
+    with pytest.raises(ValueError, match="mT: expects a tensor with >= 2 dims"):
+        pl.zeros(3).mT
+
+
 def test_gather_gradient_is_scatter_add_with_repeats():
     x = pl.tensor([1.0, 2.0, 3.0], requires_grad=True)
     x.gather(0, pl.tensor([0, 0, 2, 0])).sum().backward()
@@ -389,6 +431,12 @@ def test_pad_create_graph_second_order():
     (lambda: pl.zeros(3).chunk(0), ValueError, "chunk"),
     (lambda: pl.rot90(pl.zeros(3)), ValueError, "rot90"),
     (lambda: pl.zeros(2, 2).diag_embed().trace(), ValueError, "trace"),
+    (lambda: pl.narrow([1, 2], 0, 0, 1), TypeError, "narrow: input must be a Tensor, got list"),
+    (lambda: pl.split(3, 1), TypeError, "split: tensor must be a Tensor, got int"),
+    (lambda: pl.meshgrid(pl.zeros(2), [1]), TypeError, "meshgrid: every argument must be a Tensor, got list"),
+    (lambda: pl.zeros(3).scatter_add(0, pl.tensor([0]), 1.0), TypeError, "scatter_add: src must be a Tensor"),
+    (lambda: pl.zeros(3).masked_scatter(pl.tensor([True, False, True]), [1.0, 2.0]), TypeError,
+     "masked_scatter: source must be a Tensor"),
 ])
 def test_errors(fn, exc, match):
     with pytest.raises(exc, match=match):

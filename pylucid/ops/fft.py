@@ -432,12 +432,19 @@ def rfftfreq(n: int, d: float = 1.0, *, dtype=None, device=None, requires_grad: 
     return _frequencies(vals, dtype, device, requires_grad)
 
 
-def _shift_dims(input, dim, op):
+def _shift(input, dim, op, sign):
+    """Roll each of ``dim`` (all by default) by ``sign * (n // 2)``; a ``roll``, whose gradient is the opposite roll."""
+    from .conversion import clone
+    from .shape import roll
+
     check_tensor(input, op)
     if dim is None:
-        return list(range(input.ndim))
-    dims = [dim] if isinstance(dim, int) else list(dim)
-    return [norm_dim(d, input.ndim, op) for d in dims]
+        dims = list(range(input.ndim))
+    else:
+        dims = [norm_dim(d, input.ndim, op) for d in ([dim] if isinstance(dim, int) else dim)]
+    if not dims:  # a 0-d input or dim=(): nothing moves
+        return clone(input)
+    return roll(input, [sign * (input.shape[d] // 2) for d in dims], dims)
 
 
 @declare(namespaces="pylucid.fft", method=False)
@@ -448,16 +455,10 @@ def fftshift(input: Tensor, dim=None) -> Tensor:
     >>> pylucid.fft.fftshift(pylucid.fft.fftfreq(4))
     tensor([-0.5000, -0.2500,  0.0000,  0.2500])
     """
-    from .shape import roll
-
-    dims = _shift_dims(input, dim, "fftshift")
-    return roll(input, [input.shape[d] // 2 for d in dims], dims)
+    return _shift(input, dim, "fftshift", 1)
 
 
 @declare(namespaces="pylucid.fft", method=False)
 def ifftshift(input: Tensor, dim=None) -> Tensor:
     """Inverse of :func:`fftshift`: roll each of ``dim`` by ``-(n // 2)``."""
-    from .shape import roll
-
-    dims = _shift_dims(input, dim, "ifftshift")
-    return roll(input, [-(input.shape[d] // 2) for d in dims], dims)
+    return _shift(input, dim, "ifftshift", -1)
