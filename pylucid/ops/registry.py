@@ -82,6 +82,7 @@ class Declaration:
 _DECLARED: dict[tuple[str, str], Declaration] = {}  # (namespace, canonical name) -> declaration
 _NAMESPACES: dict[str, dict[str, object]] = {}  # namespace -> {name or alias: function}
 _BY_FN: dict[int, Declaration] = {}
+_ALL: list[Declaration] = []  # every declaration, method-only ones included
 
 
 def _tensor_cls():
@@ -119,7 +120,7 @@ def _reflected(fn, name):
 
 
 def declare(op=None, *, name: str | None = None, namespaces=("pylucid",), aliases=(), method=True, inplace=False,
-            inplace_functions: bool = False, dunders=()):
+            inplace_functions: bool = False, dunders=(), as_property: bool = False):
     """Declare a public function once; its method, in-place variant, aliases and dunders follow.
 
     Use it as a decorator on the function that calls the op::
@@ -145,6 +146,7 @@ def declare(op=None, *, name: str | None = None, namespaces=("pylucid",), aliase
       (``pylucid.relu_(x)``), as PyTorch does for some ops.
     - ``dunders``: operator methods; ``__rX__`` calls ``fn(other, self)``,
       ``__iX__`` is the in-place variant, any other is the function itself.
+    - ``as_property``: install the method(s) as read-only properties (``x.T``, ``x.real``).
     """
     if isinstance(namespaces, str):
         namespaces = (namespaces,)
@@ -160,7 +162,7 @@ def declare(op=None, *, name: str | None = None, namespaces=("pylucid",), aliase
             methods = ()
         owner = f"{fn.__module__}.{canonical}"
         for m in methods:
-            _set_method(m, fn, owner)
+            _set_method(m, property(fn, doc=fn.__doc__) if as_property else fn, owner)
         inplace_names: tuple[str, ...] = ()
         if inplace:
             from ._op import inplace_variant
@@ -194,6 +196,7 @@ def declare(op=None, *, name: str | None = None, namespaces=("pylucid",), aliase
                 for n in inplace_names:
                     table[n] = T.__dict__[n]
         _BY_FN[id(fn)] = decl
+        _ALL.append(decl)
         return fn
 
     return decorate
@@ -250,11 +253,8 @@ def namespace(ns: str) -> dict[str, object]:
 
 
 def declarations() -> list[Declaration]:
-    """Every declaration, one per function (a function in several namespaces counts once)."""
-    seen: dict[int, Declaration] = {}
-    for d in _DECLARED.values():
-        seen.setdefault(id(d.fn), d)
-    return sorted(seen.values(), key=lambda d: (d.namespaces, d.name))
+    """Every declaration (method-only ones too), one per function, sorted by namespaces and name."""
+    return sorted(_ALL, key=lambda d: (d.namespaces, d.name))
 
 
 def declaration(name: str, ns: str = "pylucid") -> Declaration:

@@ -261,13 +261,7 @@ def t(input: Tensor) -> Tensor:
     return transpose(input, 0, 1) if input.ndim == 2 else input
 
 
-class _TensorProperty(property):
-    """A read-only ``Tensor`` attribute that ``declare`` installs (a plain ``property`` has no module and
-    takes no attributes, so it cannot carry its declaration)."""
-
-
-@declare(namespaces=(), name="T")
-@_TensorProperty
+@declare(namespaces=(), name="T", as_property=True)
 def _T(self):  # noqa: N802
     """All dims reversed (a view); 0-d and 1-d tensors are returned as they are.
 
@@ -278,8 +272,7 @@ def _T(self):  # noqa: N802
     return permute(self, tuple(range(self.ndim - 1, -1, -1))) if self.ndim > 1 else self
 
 
-@declare(namespaces=(), name="mT")
-@_TensorProperty
+@declare(namespaces=(), name="mT", as_property=True)
 def _mT(self):  # noqa: N802
     """The last two dims swapped (a view of a batch of transposed matrices)."""
     if self.ndim < 2:
