@@ -488,14 +488,6 @@ class Abs(Op):
             return mul(g, sgn(x))  # sgn is differentiable for complex input (unlike sign for reals)
         return mul(g, sign(x))
 
-    def backward_fast(self, be, g):
-        x = self.input(0)._data
-        if x.dtype.kind == "c":
-            a = be.abs(x)
-            with be.errstate():
-                return g * be.where(a == 0, 0, x / be.where(a == 0, 1, a))
-        return g * be.sign(x)
-
 
 @declare(Abs, aliases=("absolute",), inplace=True, dunders=("__abs__",))
 def abs(input: Tensor) -> Tensor:  # noqa: A001
@@ -515,9 +507,6 @@ class Sign(Op):
 
     def backward(self, g):
         return mul(g, 0.0)
-
-    def backward_fast(self, be, g):
-        return be.zeros_like(g)
 
 
 @declare(Sign, inplace=True)
@@ -539,9 +528,6 @@ class Exp(Op):
     def backward(self, g):
         return mul(g, _cj(self.output()))
 
-    def backward_fast(self, be, g):
-        return g * self.output_array().conj()
-
 
 @declare(Exp, inplace=True)
 def exp(input: Tensor) -> Tensor:
@@ -562,10 +548,6 @@ class Log(Op):
     def backward(self, g):
         return div(g, _cj(self.input(0)))
 
-    def backward_fast(self, be, g):
-        with be.errstate():
-            return g / self.input(0)._data.conj()
-
 
 @declare(Log, inplace=True)
 def log(input: Tensor) -> Tensor:
@@ -585,9 +567,6 @@ class Sin(Op):
     def backward(self, g):
         return mul(g, _cj(cos(self.input(0))))
 
-    def backward_fast(self, be, g):
-        return g * be.cos(self.input(0)._data).conj()
-
 
 @declare(Sin, inplace=True)
 def sin(input: Tensor) -> Tensor:
@@ -606,9 +585,6 @@ class Cos(Op):
 
     def backward(self, g):
         return neg(mul(g, _cj(sin(self.input(0)))))
-
-    def backward_fast(self, be, g):
-        return -(g * be.sin(self.input(0)._data).conj())
 
 
 @declare(Cos, inplace=True)
