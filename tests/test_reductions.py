@@ -194,15 +194,69 @@ def test_sum_prod_int_bool_promote_to_int64():
         assert pl.sum(pl.tensor(a)).dtype == pl.int64
 
 
-def test_max_with_indices_vs_values_only_max():
+def test_max_with_indices_vs_max_over_one_dim():
     x = pl.tensor([[1.0, 3.0, 3.0]], requires_grad=True)
     v, i = pl.max_with_indices(x, 1)
     assert i.tolist() == [1]
     v.sum().backward()
     assert x.grad.tolist() == [[0.0, 1.0, 0.0]]  # the indexed form sends the gradient to one index
     x.grad = None
-    pl.max(x, 1).sum().backward()
+    v, i = pl.max(x, 1)
+    assert i.tolist() == [1]
+    v.sum().backward()
     assert x.grad.tolist() == [[0.0, 0.5, 0.5]]  # the documented max shares it among ties
+
+
+_MINMAX_DATA = np.array([[[1.0, 3.0, 3.0, -2.0], [2.0, 2.0, -1.0, 0.5], [np.nan, 1.0, 4.0, 4.0]],
+                         [[0.0, -3.0, 5.0, 5.0], [7.0, 1.0, 1.0, 7.0], [-1.0, -1.0, -1.0, -1.0]]])
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_max_min_one_int_dim_is_torch_named_tuple(name, dim, keepdim):
+    x, xt = _pair(_MINMAX_DATA)
+    for out in (getattr(pl, name)(x, dim, keepdim), getattr(x, name)(dim=dim, keepdim=keepdim)):
+        ref = getattr(torch, name)(xt, dim, keepdim)
+        assert type(out).__name__ == "ValuesIndices" and out._fields == ("values", "indices")
+        _close(out.values, ref.values)
+        assert out.indices.dtype == pl.int64 and out.indices.tolist() == ref.indices.tolist()
+    # the values' gradient: tied positions share it (torch.amax's rule), NaN takes it whole
+    w = np.linspace(0.5, 1.5, ref.values.numel()).reshape(tuple(ref.values.shape))
+    (out.values * pl.tensor(w)).sum().backward()
+    (getattr(torch, "a" + name)(xt, dim, keepdim) * torch.tensor(w)).sum().backward()
+    _close(x.grad, xt.grad)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_min_all_dims_or_a_tuple_give_values(name):
+    x, xt = _pair(_MINMAX_DATA[1])
+    for dim in (None, (0,), (0, 1), (-1,), ()):
+        kw = {} if dim is None else {"dim": dim}
+        out = getattr(pl, name)(x, **kw)
+        assert isinstance(out, pl.Tensor)
+        _close(out, getattr(torch, "a" + name)(xt, dim=() if dim is None else dim))
+    v, i = getattr(pl, name)(pl.tensor(2.5), 0)  # a 0-d input reduces over nothing, as PyTorch
+    assert v.item() == 2.5 and i.item() == 0
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_min_of_two_tensors_is_elementwise(name):
+    a, at = _pair([[1.0, 4.0, 2.0], [0.0, -1.0, 3.0]])
+    b, bt = _pair([2.0, 4.0, -5.0])
+    for out in (getattr(pl, name)(a, b), getattr(a, name)(b), getattr(pl, name)(a, other=b)):
+        ref = getattr(torch, name)(at, bt)
+        _close(out, ref)
+    out.sum().backward()
+    ref.sum().backward()
+    _close(a.grad, at.grad)
+    _close(b.grad, bt.grad)
+    with pytest.raises(TypeError, match=f"{name}: keepdim applies to a reduction"):
+        getattr(pl, name)(a, b, True)
+    with pytest.raises(TypeError, match=f"{name}: pass either a dim or other="):
+        getattr(pl, name)(a, 1, other=b)
+    with pytest.raises(TypeError, match=f"a{name}: dim must be an int or a tuple of ints, got a Tensor"):
+        getattr(pl, "a" + name)(a, b)
 
 
 def test_sort_gradgrad_and_topk_gradient():

@@ -4,6 +4,10 @@ nansum nanmean max_with_indices min_with_indices``.
 
 Each takes ``dim`` (``None`` for all dims, an int, or a tuple of ints) and
 ``keepdim``. Backward broadcasts the gradient back over the reduced dims.
+``max``/``min`` with one int ``dim`` return PyTorch's ``(values, indices)``
+(the values' gradient still shared among ties), with a Tensor the
+element-wise ``maximum``/``minimum``.
+
 Value-selecting reductions (``median(x, dim)``, ``mode``, ``max_with_indices``
 ...) return ``(values, indices)`` and scatter the gradient to the indices
 (``sorting.ValueSelectingOp``).
@@ -244,55 +248,93 @@ class Min(_MinMax):
 
 
 def _minmax(cls, name, input, dim, keepdim):
+    """The values-only reduction: ``dim`` None, an int or a tuple of ints; ties share the gradient."""
     check_tensor(input, name)
     if isinstance(dim, Tensor):
-        raise TypeError(
-            f"{name}: dim must be an int or a tuple of ints; for the element-wise {name} of two tensors use "
-            f"pylucid.{'maximum' if name == 'max' else 'minimum'}(a, b)"
-        )
-    axes = norm_dims(dim, input.ndim, name)
+        kind = "max" if cls is Max else "min"
+        raise TypeError(f"{name}: dim must be an int or a tuple of ints, got a Tensor; for the element-wise "
+                        f"{kind} of two tensors use pylucid.{kind}imum(a, b)")
+    axes = _axes(dim, input, name)
     _minmax_check(input, axes, name)
     return apply(cls, (input,), {"axes": axes, "keepdim": bool(keepdim)})
 
 
-@declare(Max)
-def max(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Maximum over ``dim`` (all dims when ``None``, an int, or a tuple); returns values only.
+def _max_or_min(cls, name, input, dim, keepdim, other):
+    """``max``/``min``'s three forms: element-wise with a Tensor, ``(values, indices)`` for one int dim, values
+    otherwise."""
+    from .elementwise import maximum, minimum
 
-    Unlike ``torch.max(x, dim)``, this never returns indices (use
-    :func:`pylucid.max_with_indices` or :func:`pylucid.argmax`). Ties share the
-    gradient equally (PyTorch's ``amax`` behaviour).
+    if isinstance(dim, Tensor) or other is not None:
+        if other is not None and dim is not None:
+            raise TypeError(f"{name}: pass either a dim or other=, not both")
+        if keepdim:
+            raise TypeError(f"{name}: keepdim applies to a reduction, not to the element-wise {name}(input, other)")
+        return (maximum if name == "max" else minimum)(input, dim if other is None else other)
+    if dim is None or isinstance(dim, (tuple, list)):
+        return _minmax(cls, name, input, dim, keepdim)
+    values = _minmax(cls, name, input, dim, keepdim)
+    return ValuesIndices(values, _arg(Argmax if name == "max" else Argmin, name, input, dim, keepdim))
+
+
+@declare(Max)
+def max(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None = None):  # noqa: A001
+    """Maximum of ``input``: a reduction, or the element-wise maximum of two tensors.
+
+    - ``max(x)``, ``max(x, (0, 2))``: the maximum over all dims, or over a
+      tuple of dims (values only, as :func:`amax`).
+    - ``max(x, dim)`` with one int: PyTorch's ``(values, indices)`` named
+      tuple; ``indices`` is the first position of the maximum (NaN counts
+      as the maximum).
+    - ``max(a, b)`` (or ``other=b``) with a Tensor: :func:`maximum`.
+
+    ``keepdim`` keeps the reduced dims with size 1. The values' gradient goes
+    to every position equal to the maximum, tied positions sharing it equally
+    (the seeds' rule, PyTorch's ``amax`` behaviour; PyTorch's ``max(x, dim)``
+    sends it to the one index instead). An empty reduced dim raises
+    ``IndexError``.
 
     >>> import pylucid
     >>> x = pylucid.tensor([[1.0, 5.0], [5.0, 2.0]], requires_grad=True)
     >>> pylucid.max(x).backward(); x.grad
     tensor([[0.0000, 0.5000],
             [0.5000, 0.0000]])
+    >>> v, i = pylucid.max(x.detach(), dim=1); v, i
+    (tensor([5., 5.]), tensor([1, 0]))
+    >>> pylucid.max(pylucid.tensor([1.0, 4.0]), pylucid.tensor([3.0, 2.0]))
+    tensor([3., 4.])
     """
-    return _minmax(Max, "max", input, dim, keepdim)
+    return _max_or_min(Max, "max", input, dim, keepdim, other)
 
 
 @declare(Min)
-def min(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Minimum over ``dim`` (all dims when ``None``, an int, or a tuple); ties share the gradient.
+def min(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None = None):  # noqa: A001
+    """Minimum of ``input``: the forms of :func:`max` (all dims or a tuple: values; one int dim:
+    ``(values, indices)``; a Tensor: :func:`minimum`). Ties share the values' gradient.
 
     >>> import pylucid
     >>> pylucid.min(pylucid.tensor([[3.0, 1.0], [0.5, 2.0]]), dim=1)
-    tensor([1.0000, 0.5000])
+    ValuesIndices(values=tensor([1.0000, 0.5000]), indices=tensor([1, 0]))
+    >>> pylucid.min(pylucid.tensor([[3.0, 1.0], [0.5, 2.0]]), (0, 1))
+    tensor(0.5000)
     """
-    return _minmax(Min, "min", input, dim, keepdim)
+    return _max_or_min(Min, "min", input, dim, keepdim, other)
 
 
 @declare(Max)
 def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    """Alias of :func:`max` (PyTorch's ``amax``; ``dim=()`` means all dims)."""
-    return max(input, dim if dim != () else None, keepdim)
+    """Maximum over ``dim`` (an int or a tuple; ``dim=()`` means all dims), values only; ties share the gradient.
+
+    >>> import pylucid
+    >>> pylucid.amax(pylucid.tensor([[1.0, 5.0], [7.0, 2.0]]), 1)
+    tensor([5., 7.])
+    """
+    return _minmax(Max, "amax", input, dim, keepdim)
 
 
 @declare(Min)
 def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    """Alias of :func:`min` (PyTorch's ``amin``; ``dim=()`` means all dims)."""
-    return min(input, dim if dim != () else None, keepdim)
+    """Minimum over ``dim`` (an int or a tuple; ``dim=()`` means all dims), values only; ties share the gradient."""
+    return _minmax(Min, "amin", input, dim, keepdim)
 
 
 # ------------------------------------------------------------------------------------------ dim arguments
@@ -879,9 +921,10 @@ class MinWithIndices(_ArgSelect):
 def max_with_indices(input: Tensor, dim: int, keepdim: bool = False) -> ValuesIndices:
     """PyTorch's ``torch.max(input, dim)``: ``(values, indices)`` along one dim.
 
-    ``pylucid.max`` is the values-only reduction (documented op); this is the
-    form with indices. Ties: the first index wins and gets the whole gradient
-    (PyTorch's rule for the indexed form); NaN counts as the maximum.
+    ``pylucid.max(input, dim)`` returns the same pair but shares the values'
+    gradient among tied positions (the documented op); here the first index
+    of a tie gets the whole gradient (PyTorch's rule for the indexed form).
+    NaN counts as the maximum.
 
     >>> import pylucid
     >>> pylucid.max_with_indices(pylucid.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=1)
