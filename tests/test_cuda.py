@@ -766,6 +766,36 @@ def test_training_steps_gpu_match_cpu(opt_name):
 
 
 @cuda_only
+@pytest.mark.parametrize("opt_name", ["Adam", "AdamW"])
+def test_adam_step_on_cuda_is_one_fused_call_per_group(opt_name, monkeypatch):
+    """Adam/AdamW on contiguous float32 CUDA parameters take the fused multi-tensor op (one backend call per
+    group and step count), which launches the multi-tensor kernel once; AMSGrad keeps the generic path."""
+    real = pylucid.ops._fused_adam_
+    calls, launches = [], []
+
+    def counting(params, *args, **kwargs):
+        calls.append(len(params))
+        return real(params, *args, **kwargs)
+
+    be = pylucid.zeros(1, device="cuda").device.backend
+    real_fused = be._adam_fused
+    monkeypatch.setattr(pylucid.ops, "_fused_adam_", counting)
+    monkeypatch.setattr(be, "_adam_fused", lambda *a: (launches.append(1), real_fused(*a)))
+    m = _mlp(6).to("cuda")
+    opt = getattr(pylucid.optim, opt_name)(m.parameters(), lr=1e-2)
+    for _ in range(2):
+        opt.zero_grad()
+        m(pylucid.randn(3, 12, device="cuda")).square().sum().backward()
+        opt.step()
+    assert calls == [4, 4] and launches == [1, 1]
+    assert all(st["step"] == 2 for st in opt.state.values())
+    amsgrad = pylucid.optim.Adam(m.parameters(), amsgrad=True)
+    m(pylucid.randn(3, 12, device="cuda")).square().sum().backward()
+    amsgrad.step()
+    assert calls == [4, 4]
+
+
+@cuda_only
 def test_conv_pool_gpu_match_cpu():
     nn = pylucid.nn
     pylucid.manual_seed(4)
@@ -813,7 +843,7 @@ def test_polygamma_digamma_gpu():
 @cuda_only
 @pytest.mark.parametrize("opt_name", ["SGD", "Adam"])
 def test_optimizer_state_follows_module_to_cuda(opt_name):
-    """Issue 5: Module.to("cuda") moves parameters, buffers and (on the next step) optimizer state."""
+    """Module.to("cuda") moves parameters, buffers and (on the next step) optimizer state."""
     import pylucid.nn as nn
 
     def make():

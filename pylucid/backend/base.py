@@ -217,10 +217,21 @@ class ArrayBackend:
     def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float,
                   beta2: float, eps: float, weight_decay: float = 0.0, decoupled: bool = False,
                   maximize: bool = False) -> None:
-        """Adam/AdamW for a list of tensors, in place (PyTorch's single-tensor arithmetic)."""
-        reference.adam_step_ref(self.xp, params, grads, exp_avgs, exp_avg_sqs, step=step, lr=lr, beta1=beta1,
-                                beta2=beta2, eps=eps, weight_decay=weight_decay, decoupled=decoupled,
-                                maximize=maximize)
+        """Adam/AdamW for a list of arrays, in place (PyTorch's single-tensor arithmetic, one array at a time).
+
+        float16/bfloat16 arrays are computed in float32 and rounded once, as the CUDA kernels do.
+        """
+        hp = dict(step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
+                  decoupled=decoupled, maximize=maximize)
+        xp = self.xp
+        for quad in zip(params, grads, exp_avgs, exp_avg_sqs):
+            if quad[0].dtype not in _HALF:
+                reference.adam_step_ref(xp, *([a] for a in quad), **hp)
+                continue
+            p32, g32, m32, v32 = (a.astype(np.float32) for a in quad)
+            reference.adam_step_ref(xp, [p32], [g32], [m32], [v32], **hp)
+            for a, a32 in ((quad[0], p32), (quad[2], m32), (quad[3], v32)):
+                a[...] = a32.astype(a.dtype)
 
     # -- GELU (the CUDA backend runs each direction as one kernel) -----------------------
     def _erf(self, z):

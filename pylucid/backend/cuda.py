@@ -32,7 +32,6 @@ import numpy as np
 from .base import _HALF, _NULL_CTX, ArrayBackend
 from .cuda_launch import bias_add_kernel, cast_kernel, fast_kernel, get_kernel, raw_launcher, strided_copy_kernel
 from .cuda_sources import BIAS_ACT_CODES, COPY_MAX_NDIM, FAST_UNARY, OPS_VEC
-from .reference import adam_step_ref
 
 _cupy = None
 _reason = None
@@ -1001,7 +1000,7 @@ class CUDABackend(ArrayBackend):
                 get_kernel("layer_norm_fwd", cdt)(
                     (rows,), (self._row_threads(cols),),
                     (xc, xc if wc is None else wc, xc if bc is None else bc, y, mean, rstd, np.int64(cols),
-                   cdt.type(eps), np.int32(wc is not None), np.int32(bc is not None)))
+                     cdt.type(eps), np.int32(wc is not None), np.int32(bc is not None)))
             elif rows:
                 mean.fill(float("nan"))
                 rstd.fill(float("nan"))
@@ -1021,7 +1020,7 @@ class CUDABackend(ArrayBackend):
                 get_kernel("layer_norm_bwd", cdt)(
                     (rows,), (self._row_threads(cols),),
                     (gc, xc, xc if wc is None else wc, mc, rc, dx, np.uint64(0) if gxhat is None else gxhat,
-                   np.int64(cols), np.int32(wc is not None)))
+                     np.int64(cols), np.int32(wc is not None)))
             if wc is None:
                 return self.astype(dx, dt, copy=False), None, None
             # dweight = sum over rows of g * xhat (written by the kernel), dbias = sum over rows of g
@@ -1121,17 +1120,16 @@ class CUDABackend(ArrayBackend):
                     get_kernel("embedding_bwd_sorted", cdt)(
                         (self._grid(n),), (256,),
                         (g2, order.astype(np.int64), starts.astype(np.int64), sidx, dw, np.int64(nseg),
-                       np.int64(dim), np.int64(nrows), pad))
+                         np.int64(dim), np.int64(nrows), pad))
         return dw.astype(dt, copy=False)
 
     def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float, beta2: float,
                   eps: float, weight_decay: float = 0.0, decoupled: bool = False, maximize: bool = False) -> None:
-        """Adam/AdamW for every tensor of a group in one kernel launch per dtype, in place.
+        """Adam/AdamW for every array of a group in one kernel launch per dtype, in place.
 
-        Arrays must be C-contiguous and, per tensor, share one dtype; float32/float64 groups are
-        fused, others (half parameters) take the reference path (computed in float32).
+        Quadruples of C-contiguous float32/float64 arrays of one dtype are fused; the others (half
+        precision, strided) take the base method, one array at a time (half computed in float32).
         """
-        cp = self.xp
         groups: dict = {}
         for quad in zip(params, grads, exp_avgs, exp_avg_sqs):
             p = quad[0]
@@ -1142,14 +1140,9 @@ class CUDABackend(ArrayBackend):
                   decoupled=decoupled, maximize=maximize)
         for dt, quads in groups.items():
             if dt is None:
-                for p, g, m, v in quads:
-                    if p.size == 0:
-                        continue
-                    p32, m32, v32 = p.astype(_F32), m.astype(_F32), v.astype(_F32)
-                    adam_step_ref(cp, [p32], [g.astype(_F32)], [m32], [v32], **hp)
-                    p[...] = p32.astype(p.dtype)
-                    m[...] = m32.astype(m.dtype)
-                    v[...] = v32.astype(v.dtype)
+                rest = [q for q in quads if q[0].size]
+                if rest:
+                    super().adam_step(*map(list, zip(*rest)), **hp)
                 continue
             self._adam_fused(dt, quads, hp)
 
@@ -1213,8 +1206,8 @@ class CUDABackend(ArrayBackend):
             get_kernel("adam_multi", dt)(
                 (nchunks,), (512,),
                 (pp, gp, mp, vp, sizes, ct, cs, np.int64(self._ADAM_CHUNK), s(hp["lr"]), s(hp["beta1"]),
-               s(hp["beta2"]), s(hp["eps"]), s(hp["weight_decay"]), s(bc1), s(bc2_sqrt),
-               np.int32(bool(hp["decoupled"])), np.int32(bool(hp["maximize"]))))
+                 s(hp["beta2"]), s(hp["eps"]), s(hp["weight_decay"]), s(bc1), s(bc2_sqrt),
+                 np.int32(bool(hp["decoupled"])), np.int32(bool(hp["maximize"]))))
 
     def add_bias_(self, y, b):
         """``y += b`` over the last axis in one kernel (CuPy's broadcasting add indexes both operands
