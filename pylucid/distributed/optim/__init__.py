@@ -1,0 +1,1 @@
+"""Optimizers for distributed training."""
