@@ -150,7 +150,8 @@ class MPIEngine:
 
     def _avg(self, buf):
         def scale():
-            buf[...] /= self.size
+            if self.size > 1:
+                buf[...] /= self.size
         return scale
 
     # -- collectives ----------------------------------------------------------------
