@@ -46,6 +46,11 @@ def _nccl_types():
     }
 
 
+def _ptr(a) -> int:
+    """The device address of CuPy array ``a``."""
+    return a.data.ptr
+
+
 def available() -> bool:
     try:
         from cupy.cuda import nccl
@@ -255,7 +260,7 @@ class NCCLEngine:
         fins.append(back if back is not None else (lambda: A.mark_written(t)))
 
         def body(comm, s):
-            comm.allReduce(red.data.ptr, red.data.ptr, count, dt, nop, s)
+            comm.allReduce(_ptr(red), _ptr(red), count, dt, nop, s)
         return self._launch("all_reduce", self._index(t), body, [t], fins, (buf, red))
 
     def broadcast(self, t, root: int) -> Work:
@@ -264,7 +269,7 @@ class NCCLEngine:
         nbytes = buf.nbytes
 
         def body(comm, s):
-            comm.broadcast(buf.data.ptr, buf.data.ptr, nbytes, _UINT8, root, s)
+            comm.broadcast(_ptr(buf), _ptr(buf), nbytes, _UINT8, root, s)
         fins = [] if mine else [back if back is not None else (lambda: A.mark_written(t))]
         return self._launch("broadcast", self._index(t), body, [t], fins, (buf,))
 
@@ -279,7 +284,7 @@ class NCCLEngine:
             fins.append(back if back is not None else (lambda: A.mark_written(t)))
 
         def body(comm, s):
-            comm.reduce(red.data.ptr, red.data.ptr, count, dt, nop, root, s)
+            comm.reduce(_ptr(red), _ptr(red), count, dt, nop, root, s)
         return self._launch("reduce", self._index(t), body, [t], fins, (buf, red))
 
     def all_gather_into(self, out, inp) -> Work:
@@ -288,7 +293,7 @@ class NCCLEngine:
         n = src.nbytes
 
         def body(comm, s):
-            comm.allGather(src.data.ptr, dst.data.ptr, n, _UINT8, s)
+            comm.allGather(_ptr(src), _ptr(dst), n, _UINT8, s)
         fins = [back if back is not None else (lambda: A.mark_written(out))]
         return self._launch("all_gather", self._index(out), body, [out], fins, (src, dst))
 
@@ -304,7 +309,7 @@ class NCCLEngine:
         fins.append(back if back is not None else (lambda: A.mark_written(out)))
 
         def body(comm, s):
-            comm.reduceScatter(red_in.data.ptr, red_out.data.ptr, count, dt, nop, s)
+            comm.reduceScatter(_ptr(red_in), _ptr(red_out), count, dt, nop, s)
         return self._launch("reduce_scatter", self._index(out), body, [out], fins, (src, dst, red_in, red_out))
 
     def _p2p_group(self, comm, s, sends, recvs):
@@ -325,15 +330,15 @@ class NCCLEngine:
         n = src.nbytes
         if self.rank == root:
             dst, back = self._staged(out, read=False)
-            base = dst.data.ptr
+            base = _ptr(dst)
 
             def body(comm, s):
-                self._p2p_group(comm, s, [(src.data.ptr, n, root)], [(base + r * n, n, r) for r in range(self.size)])
+                self._p2p_group(comm, s, [(_ptr(src), n, root)], [(base + r * n, n, r) for r in range(self.size)])
             fins = [back if back is not None else (lambda: A.mark_written(out))]
             return self._launch("gather", self._index(inp), body, [out], fins, (src, dst))
 
         def body(comm, s):
-            self._p2p_group(comm, s, [(src.data.ptr, n, root)], [])
+            self._p2p_group(comm, s, [(_ptr(src), n, root)], [])
         return self._launch("gather", self._index(inp), body, (), (), (src,))
 
     def scatter_from(self, out, inp, root: int) -> Work:
@@ -342,8 +347,8 @@ class NCCLEngine:
         src = A.contiguous(inp) if self.rank == root else None
 
         def body(comm, s):
-            sends = [(src.data.ptr + r * n, n, r) for r in range(self.size)] if src is not None else []
-            self._p2p_group(comm, s, sends, [(dst.data.ptr, n, root)])
+            sends = [(_ptr(src) + r * n, n, r) for r in range(self.size)] if src is not None else []
+            self._p2p_group(comm, s, sends, [(_ptr(dst), n, root)])
         fins = [back if back is not None else (lambda: A.mark_written(out))]
         return self._launch("scatter", self._index(out), body, [out], fins, (src, dst))
 
@@ -353,8 +358,8 @@ class NCCLEngine:
         item = src.dtype.itemsize
         sends, recvs, so, ro = [], [], 0, 0
         for r in range(self.size):
-            sends.append((src.data.ptr + so, in_counts[r] * item, r))
-            recvs.append((dst.data.ptr + ro, out_counts[r] * item, r))
+            sends.append((_ptr(src) + so, in_counts[r] * item, r))
+            recvs.append((_ptr(dst) + ro, out_counts[r] * item, r))
             so += in_counts[r] * item
             ro += out_counts[r] * item
 
@@ -367,7 +372,7 @@ class NCCLEngine:
         src = A.contiguous(t)
 
         def body(comm, s):
-            comm.send(src.data.ptr, src.nbytes, _UINT8, peer, s)
+            comm.send(_ptr(src), src.nbytes, _UINT8, peer, s)
         return self._launch("send", self._index(t), body, [t], (), (src,))
 
     def recv(self, t, peer, tag: int) -> Work:
@@ -376,7 +381,7 @@ class NCCLEngine:
         dst, back = self._staged(t, read=False)
 
         def body(comm, s):
-            comm.recv(dst.data.ptr, dst.nbytes, _UINT8, peer, s)
+            comm.recv(_ptr(dst), dst.nbytes, _UINT8, peer, s)
         fins = [back if back is not None else (lambda: A.mark_written(t))]
         w = self._launch("recv", self._index(t), body, [t], fins, (dst,))
         w._source = self.ranks[peer]
@@ -388,7 +393,7 @@ class NCCLEngine:
             one = cp.ones(1, dtype=np.float32)
 
         def body(comm, s):
-            comm.allReduce(one.data.ptr, one.data.ptr, 1, 7, 0, s)
+            comm.allReduce(_ptr(one), _ptr(one), 1, 7, 0, s)
         w = self._launch("barrier", device_index, body, (), (), (one,))
         w._event.synchronize()  # PyTorch's NCCL barrier also blocks the host until the device finished
         return w
