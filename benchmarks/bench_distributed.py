@@ -63,10 +63,10 @@ def _rounds(fns, target_s=0.4, rounds=7, barrier=None):
 def job() -> None:
     import torch
     import torch.distributed as tdist
+    from bench_train import block, copy_weights, mlp, step_fn
 
     import pylucid as pl
     import pylucid.distributed as dist
-    from bench_train import block, copy_weights, mlp, step_fn
     from pylucid.distributed.optim import ZeroRedundancyOptimizer
     from pylucid.distributed.optim.zero_redundancy_optimizer import state_bytes
     from pylucid.nn.parallel import DistributedDataParallel as PDDP
@@ -102,7 +102,15 @@ def job() -> None:
         popt = getattr(pl.optim, opt_cls)(pddp.parameters(), **opt_kw)
         prun = step_fn(pl, pddp, popt, pl.tensor(xs), None if ys is None else pl.tensor(ys), loss)
         trun = step_fn(torch, tddp, topt, torch.from_numpy(xs), None if ys is None else torch.from_numpy(ys), loss)
-        fns = [prun, trun]
+        # the same step without DDP (each rank on its own share): what the communication adds
+        tm1, pm1 = build(torch), build(pl)
+        copy_weights(tm, pm1)
+        tm1.load_state_dict(tm.state_dict())
+        prun1 = step_fn(pl, pm1, getattr(pl.optim, opt_cls)(pm1.parameters(), **opt_kw), pl.tensor(xs),
+                        None if ys is None else pl.tensor(ys), loss)
+        trun1 = step_fn(torch, tm1, getattr(torch.optim, opt_cls)(tm1.parameters(), **opt_kw),
+                        torch.from_numpy(xs), None if ys is None else torch.from_numpy(ys), loss)
+        fns = [prun, trun, prun1, trun1]
         zero = None
         if opt_cls == "Adam":
             pz = build(pl)
@@ -112,11 +120,16 @@ def job() -> None:
             zero = (step_fn(pl, zddp, zopt, pl.tensor(xs), None, loss), zopt, popt)
             fns.append(zero[0])
         times = _rounds(fns, barrier=barrier)
-        row = {"case": f"DDP step: {name}", "pylucid_s": times[0], "torch_s": times[1], "ratio": times[0] / times[1]}
-        rows.append(row)
+        rows.append({"case": f"DDP step: {name}", "pylucid_s": times[0], "torch_s": times[1],
+                     "ratio": times[0] / times[1]})
+        rows.append({"case": "  same step without DDP (one rank's share)", "pylucid_s": times[2], "torch_s": times[3],
+                     "ratio": times[2] / times[3]})
+        added = (times[0] - times[2], times[1] - times[3])
+        rows.append({"case": "  time DDP adds (communication, hooks)", "pylucid_s": added[0], "torch_s": added[1],
+                     "ratio": added[0] / added[1] if added[1] > 0 else float("nan")})
         if zero is not None:
-            rows.append({"case": f"DDP step + ZeRO(Adam): {name}", "pylucid_s": times[2], "torch_s": times[1],
-                         "ratio": times[2] / times[1], "zero_state_bytes": state_bytes(zero[1]),
+            rows.append({"case": f"DDP step + ZeRO(Adam): {name}", "pylucid_s": times[4], "torch_s": times[1],
+                         "ratio": times[4] / times[1], "zero_state_bytes": state_bytes(zero[1]),
                          "plain_state_bytes": state_bytes(zero[2])})
 
     ddp_case("MLP 784-512-512-10 SGD, global batch 128", mlp, "SGD", {"lr": 0.01}, (128, 784), 10, "ce")
@@ -144,7 +157,7 @@ def job() -> None:
 
 
 def _fmt(s: float) -> str:
-    return f"{s * 1e6:.1f} us" if s < 1e-3 else f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.1f} us" if abs(s) < 1e-3 else f"{s * 1e3:.2f} ms"
 
 
 def main() -> int:
