@@ -21,6 +21,7 @@ from pylucid.utils.data.dataset import (
     TensorDataset,
     random_split,
 )
+from pylucid.utils.data.distributed import DistributedSampler
 from pylucid.utils.data.sampler import (
     BatchSampler,
     RandomSampler,
