@@ -44,6 +44,7 @@ __all__ = [
     "RandomSampler",
     "SubsetRandomSampler",
     "WeightedRandomSampler",
+    "DistributedSampler",
     "BatchSampler",
     "DataLoader",
     "default_collate",
