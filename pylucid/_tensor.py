@@ -109,7 +109,6 @@ class Tensor:
     is_mps = property(lambda self: False, doc="False: pylucid has no MPS (Apple GPU) device.")
     is_meta = property(lambda self: False, doc="False: pylucid has no meta (data-less) tensors.")
     is_ipu = property(lambda self: False, doc="False: pylucid has no IPU device.")
-    is_hpu = property(lambda self: False, doc="False: pylucid has no HPU device.")
     is_mtia = property(lambda self: False, doc="False: pylucid has no MTIA device.")
     is_maia = property(lambda self: False, doc="False: pylucid has no MAIA device.")
     is_xla = property(lambda self: False, doc="False: pylucid has no XLA device.")
