@@ -443,8 +443,6 @@ def test_cuda_amp_autocast_and_custom_fwd_on_the_gpu():
         assert (a @ a).dtype == pylucid.float16
     with pytest.warns(FutureWarning):
         cast_fwd = pylucid.cuda.amp.custom_fwd(cast_inputs=pylucid.float32)
-    with pytest.warns(FutureWarning):
-        bwd_wrap = pylucid.cuda.amp.custom_bwd
 
     class Square(pylucid.autograd.Function):
         @staticmethod
@@ -458,7 +456,8 @@ def test_cuda_amp_autocast_and_custom_fwd_on_the_gpu():
             (x,) = ctx.saved_tensors
             return g @ x.T + x.T @ g
 
-    Square.backward = staticmethod(bwd_wrap(Square.backward))
+    with pytest.warns(FutureWarning):
+        Square.backward = staticmethod(pylucid.cuda.amp.custom_bwd(Square.backward))
     x = pylucid.ones(2, 2, device="cuda", dtype=pylucid.float16, requires_grad=True)
     with pylucid.amp.autocast("cuda"):
         y = Square.apply(x)

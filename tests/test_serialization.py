@@ -772,3 +772,19 @@ def test_safetensors_file_is_deterministic_and_aligned(tmp_path):
     header = json.loads(raw[8 : 8 + n])
     for e in header.values():
         assert e["data_offsets"][0] % np.dtype({"F64": "f8", "F16": "f2", "I8": "i1"}[e["dtype"]]).itemsize == 0
+
+
+def test_as_pylucid_tensor_shares_torch_cuda_tensors_through_dlpack():
+    torch = pytest.importorskip("torch")
+    if not (cuda_available() and torch.cuda.is_available()):
+        pytest.skip("needs CUDA in both pylucid and torch")
+    ref = torch.arange(6.0, device="cuda").reshape(2, 3)
+    got = ser.as_pylucid_tensor(ref)
+    assert got.device.type == "cuda" and got.cpu().tolist() == ref.cpu().tolist()
+    model = pylucid.nn.Linear(3, 2).to("cuda")
+    path_state = {"weight": torch.ones(2, 3, device="cuda"), "bias": torch.zeros(2, device="cuda")}
+    buf = io.BytesIO()
+    torch.save(path_state, buf)
+    buf.seek(0)
+    model.load_state_dict(load(buf))  # saved on cuda:0, restored there
+    assert model.weight.device.type == "cuda" and model.weight.cpu().tolist() == [[1.0] * 3] * 2
