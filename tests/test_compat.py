@@ -726,3 +726,21 @@ def test_pickled_checkpoints_refuse_code_by_default(tmp_path):
     with pytest.raises(pickle.UnpicklingError, match="pylucid.nn.linear.Linear"):
         pylucid.load(path)
     assert isinstance(pylucid.load(path, weights_only=False), pylucid.nn.Linear)
+
+
+def test_load_state_dict_accepts_torch_tensors_and_names_other_types():
+    import numpy as np
+    import torch as real_torch
+
+    import pylucid as pl
+
+    real_torch.manual_seed(0)
+    tlin = real_torch.nn.Linear(4, 3)
+    lin = pl.nn.Linear(4, 3)
+    lin.load_state_dict(tlin.state_dict())
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(lin(pl.tensor(x)).detach().numpy(), tlin(real_torch.tensor(x)).detach().numpy(),
+                               rtol=1e-6, atol=1e-6)
+    bad = {"weight": np.zeros((3, 4), np.float32), "bias": pl.zeros(3)}
+    with pytest.raises(RuntimeError, match=r'"weight".*numpy\.ndarray'):
+        lin.load_state_dict(bad)
