@@ -346,7 +346,12 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
                          f"({num_groups})")
     x = input.reshape(N, num_groups, -1)
     y = _nn_ops.layer_norm(x, (x.shape[-1],), None, None, eps).reshape(input.shape)
-    shape = (1, C) + (1,) * (input.ndim - 2)
+    return _channel_affine(y, weight, bias)
+
+
+def _channel_affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """``y * weight + bias`` with per-channel (dim 1) ``weight`` and ``bias`` (either may be None)."""
+    shape = (1, y.shape[1]) + (1,) * (y.ndim - 2)
     if weight is not None:
         y = y * weight.reshape(shape)
     if bias is not None:
@@ -383,12 +388,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
     else:
         y, _, _ = _nn_ops.batch_norm_stats(input.reshape(shape), rm, rv, None, None, False, eps)
         y = y.reshape(input.shape)
-    wshape = (1, C) + (1,) * (input.ndim - 2)
-    if weight is not None:
-        y = y * weight.reshape(wshape)
-    if bias is not None:
-        y = y + bias.reshape(wshape)
-    return y
+    return _channel_affine(y, weight, bias)
 
 
 @declare(**_F)
