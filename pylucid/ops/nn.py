@@ -602,8 +602,9 @@ class CrossEntropyLoss(Op):
     ``dt = -(1-eps) w_c s log_softmax(x) g``.
 
     Outputs ``(loss, lse, count)``: besides the loss, the row log-sum-exp over dim 1 and the number of
-    targets not equal to ``ignore_index`` (0-d), which carry no gradient and are what the fast backward
-    reuses (``save_extra``): ``softmax(x) = exp(x - lse)``, and ``count`` divides a ``'mean'``.
+    targets not equal to ``ignore_index`` (0-d; the fused kernel's is a float), which carry no gradient and
+    are what the fast backward reuses (``save_extra``): ``softmax(x) = exp(x - lse)``, and ``count``
+    divides a ``'mean'``.
     """
 
     schema = OpSchema("cross_entropy_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn")
@@ -617,7 +618,7 @@ class CrossEntropyLoss(Op):
             # CUDA: one fused kernel (row max, log-sum-exp, picked logit)
             rows, lse = be.cross_entropy(x, target, ignore_index)
             if reduction == "none":
-                out, count = rows, be.sum(target != ignore_index).astype(rows.dtype)
+                out, count = rows, be.sum(target != ignore_index)
             else:  # sum, or mean over the rows not ignored (0/0 = NaN, as PyTorch): one more kernel
                 out, count = be.cross_entropy_reduce(rows, target, ignore_index, reduction == "mean")
             return out.astype(x.dtype, copy=False), lse, count
@@ -630,10 +631,10 @@ class CrossEntropyLoss(Op):
         with be.errstate():
             prod = be.where(q != 0, q * logp, 0)
         loss = -be.sum(prod, axis=1)
-        count = be.sum(valid) if valid is not None else loss.size
+        count = be.sum(valid) if valid is not None else be.asarray(loss.size)
         if reduction != "none":
             loss = be.sum(loss)
-        return loss.astype(x.dtype, copy=False), lse[:, 0], be.asarray(count, dtype=xf.dtype)
+        return loss.astype(x.dtype, copy=False), lse[:, 0], count
 
     def _q(self, be, target, weight, dtype):
         p = self.params
