@@ -91,6 +91,9 @@ def register_optimizer_step_post_hook(hook: Callable) -> RemovableHandle:
 
 def _to_scalar(x):
     """A Python number from a number or a one-element Tensor (``lr`` may be given as a Tensor)."""
+    cls = type(x)
+    if cls is float or cls is int:  # the common case, read per parameter and step: no attribute lookup
+        return x
     if isinstance(x, Tensor) or hasattr(x, "item"):
         return x.item()
     return x

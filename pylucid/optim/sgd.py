@@ -61,9 +61,10 @@ class SGD(Optimizer):
         # no step count, and no state at all without momentum (PyTorch's layout): the template's loop does not fit
         lr = _to_scalar(group["lr"])
         momentum, dampening, nesterov = group["momentum"], group["dampening"], group["nesterov"]
+        states = self.state
         for p, g in self._grads(group, group["maximize"], group["weight_decay"]):
             if momentum != 0:
-                state = self.state[p]
+                state = states[p]
                 buf = state.get("momentum_buffer")
                 if buf is None:
                     buf = state["momentum_buffer"] = clone(g.detach())
