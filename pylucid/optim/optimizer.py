@@ -32,6 +32,7 @@ from typing import Any
 from .. import ops as _ops
 from .._tensor import Tensor
 from ..autograd import enable_grad, no_grad
+from ..autograd.graph import RemovableHandle, _hook_ids
 from ..creation import zeros_like
 from ..ops import add, mul, neg
 
@@ -51,32 +52,12 @@ _GLOBAL_STEP_PRE_HOOKS: OrderedDict = OrderedDict()
 _GLOBAL_STEP_POST_HOOKS: OrderedDict = OrderedDict()
 
 
-class RemovableHandle:
-    """Returned by the ``register_*_hook`` methods; ``handle.remove()`` unregisters the hook."""
-
-    _next_id = 0
-
-    def __init__(self, hooks: dict) -> None:
-        self._hooks = hooks
-        self.id = RemovableHandle._next_id
-        RemovableHandle._next_id += 1
-
-    def remove(self) -> None:
-        self._hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
-
-
 def _add_hook(hooks: OrderedDict, hook: Callable, prepend: bool = False) -> RemovableHandle:
-    handle = RemovableHandle(hooks)
-    hooks[handle.id] = hook
+    key = next(_hook_ids)
+    hooks[key] = hook
     if prepend:
-        hooks.move_to_end(handle.id, last=False)
-    return handle
+        hooks.move_to_end(key, last=False)
+    return RemovableHandle(hooks, key)
 
 
 def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
