@@ -68,6 +68,7 @@ class Adam(Optimizer):
             state["max_exp_avg_sq"] = zeros_like(p)
 
     def _step_group(self, group) -> None:
+        # the whole group in one multi-tensor step where it can (AMSGrad has no fused kernel), else one at a time
         if group["amsgrad"] or not self._fused_step(group):
             super()._step_group(group)
 
