@@ -14,7 +14,7 @@ tensor's precision (``float16 + 1.0`` stays ``float16``).
 
 from __future__ import annotations
 
-import ml_dtypes
+import ml_dtypes  # noqa: F401 - registers NumPy's "bfloat16" dtype
 
 from pylucid._interop import np
 
@@ -28,13 +28,13 @@ BOOL, INT, FLOAT, COMPLEX = 0, 1, 2, 3
 
 
 class dtype:  # noqa: N801 - mirrors torch.dtype
-    """A pylucid dtype: a name, a category and the NumPy/CuPy dtype behind it."""
+    """A pylucid dtype: a name, a category and the NumPy/CuPy dtype of that name behind it."""
 
     __slots__ = ("name", "numpy_dtype", "category", "itemsize", "is_floating_point", "is_complex", "is_signed")
 
-    def __init__(self, name: str, np_dtype, category: int) -> None:
+    def __init__(self, name: str, category: int) -> None:
         self.name = name
-        self.numpy_dtype = np.dtype(np_dtype)
+        self.numpy_dtype = np.dtype(name)
         self.category = category
         self.itemsize = self.numpy_dtype.itemsize
         self.is_floating_point = category == FLOAT
@@ -58,18 +58,11 @@ def _by_name(name: str) -> "dtype":
     return _BY_NAME[name]
 
 
-bool_ = dtype("bool", np.bool_, BOOL)
-uint8 = dtype("uint8", np.uint8, INT)
-int8 = dtype("int8", np.int8, INT)
-int16 = dtype("int16", np.int16, INT)
-int32 = dtype("int32", np.int32, INT)
-int64 = dtype("int64", np.int64, INT)
-float16 = dtype("float16", np.float16, FLOAT)
-bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, FLOAT)
-float32 = dtype("float32", np.float32, FLOAT)
-float64 = dtype("float64", np.float64, FLOAT)
-complex64 = dtype("complex64", np.complex64, COMPLEX)
-complex128 = dtype("complex128", np.complex128, COMPLEX)
+# one line a category, in promotion order
+bool_ = dtype("bool", BOOL)
+uint8, int8, int16, int32, int64 = (dtype(name, INT) for name in ("uint8", "int8", "int16", "int32", "int64"))
+float16, bfloat16, float32, float64 = (dtype(name, FLOAT) for name in ("float16", "bfloat16", "float32", "float64"))
+complex64, complex128 = (dtype(name, COMPLEX) for name in ("complex64", "complex128"))
 
 ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}

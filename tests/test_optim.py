@@ -399,6 +399,48 @@ def test_step_hooks_and_foreach_flags_accepted():
     assert calls == ["global-pre", "pre", "post"]
 
 
+class _HeavyBall(optim.Optimizer):
+    """An optimizer written against the base's step template only: ``b = momentum * b + g``, ``p -= lr * b``;
+    with ``b`` starting at zero this is PyTorch's SGD with momentum (whose buffer starts as the first gradient)."""
+
+    _state_names = ("momentum_buffer",)
+
+    def __init__(self, params, lr, momentum, weight_decay=0, maximize=False):
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, maximize=maximize))
+
+    def _update(self, p, g, state, step, lr, group):
+        buf = state["momentum_buffer"]
+        buf[...] = buf * group["momentum"] + g
+        p[...] = p - buf * lr
+
+
+@pytest.mark.parametrize("kwargs", [dict(lr=0.05, momentum=0.9), dict(lr=0.05, momentum=0.5, weight_decay=0.1),
+                                    dict(lr=0.05, momentum=0.8, maximize=True)])
+def test_step_template_serves_a_new_optimizer(kwargs):
+    # the base step: closure, groups, parameters without a gradient skipped, L2 weight decay and maximize
+    # applied, state created from _state_names, step counted
+    groups = [([0, 2], dict(lr=0.02)), ([1], {})]
+    pl_traj, th_traj, popt, _ = run_pair(_HeavyBall, torch.optim.SGD, kwargs, groups=groups,
+                                         skip_grad=lambda t, i: i == 1 and t % 2 == 1)
+    assert_traj_close(pl_traj, th_traj)
+    state = popt.state_dict()["state"]
+    assert [list(state[i]) for i in range(3)] == [["step", "momentum_buffer"]] * 3
+    # state dict indices follow the groups: parameters 0 and 2, then parameter 1 (half its steps skipped)
+    assert [state[i]["step"] for i in range(3)] == [STEPS, STEPS, STEPS // 2]
+    w = pylucid.tensor([1.0], requires_grad=True)
+    opt = _HeavyBall([w], lr=0.1, momentum=0.0)
+    assert opt.step(lambda: pylucid.is_grad_enabled()) is True  # the closure runs with grad mode on
+    assert len(opt.state) == 0  # no gradient yet: nothing stepped, no state
+
+
+def test_optimizer_without_update_says_so():
+    w = pylucid.tensor([1.0], requires_grad=True)
+    opt = optim.Optimizer([w], dict(lr=0.1))
+    w.grad = pylucid.ones(1)
+    with pytest.raises(NotImplementedError, match="Optimizer: an optimizer implements step"):
+        opt.step()
+
+
 def test_update_is_in_place_and_bumps_version():
     w = pylucid.tensor([1.0, 2.0], requires_grad=True)
     alias = w.detach()

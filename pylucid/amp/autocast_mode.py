@@ -9,15 +9,14 @@ so float32 leaves receive float32 gradients.
 
 from __future__ import annotations
 
-import functools
-
 from .. import dtypes as _dt
 from .._state import state
+from ..autograd.grad_mode import _ModeSwitch
 
 _DEFAULTS = {"cpu": _dt.bfloat16, "cuda": _dt.float16}
 
 
-class autocast:  # noqa: N801
+class autocast(_ModeSwitch):  # noqa: N801
     """Run ops in lower precision according to their AMP policy.
 
     >>> import pylucid
@@ -26,6 +25,8 @@ class autocast:  # noqa: N801
     ...     (a @ a).dtype, pylucid.sum(a).dtype, pylucid.exp(a).dtype, pylucid.max(a).dtype
     (pylucid.float16, pylucid.float16, pylucid.float32, pylucid.float32)
     """
+
+    _field = "autocast"
 
     def __init__(self, device_type: str = "cuda", dtype=None, enabled: bool = True, cache_enabled=None) -> None:
         if device_type not in ("cpu", "cuda"):
@@ -38,25 +39,12 @@ class autocast:  # noqa: N801
         self.enabled = bool(enabled)
 
     def __enter__(self):
-        self._prev = state.autocast
+        prev = state.autocast or {}
         if self.enabled:
-            new = dict(self._prev) if self._prev else {}
-            new[self.device_type] = self.fast_dtype
+            self._value = {**prev, self.device_type: self.fast_dtype}
         else:
-            new = {k: v for k, v in (self._prev or {}).items() if k != self.device_type} or None
-        state.autocast = new or None
-        return self
-
-    def __exit__(self, *exc) -> None:
-        state.autocast = self._prev
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with autocast(self.device_type, self.fast_dtype, self.enabled):
-                return fn(*args, **kwargs)
-
-        return wrapper
+            self._value = {k: v for k, v in prev.items() if k != self.device_type} or None
+        return super().__enter__()
 
 
 def is_autocast_enabled(device_type: str = "cuda") -> bool:

@@ -3,42 +3,27 @@
 from __future__ import annotations
 
 from .._state import state
+from .grad_mode import _ModeSwitch, _SetMode
 
 
-class detect_anomaly:  # noqa: N801
+class detect_anomaly(_ModeSwitch):  # noqa: N801
     """Context manager (and decorator): forward stacks are recorded, and a NaN or inf
     gradient raises ``LucidError`` naming the op and the line that created it."""
 
+    _field = "anomaly"
+
     def __init__(self, check_nan: bool = True) -> None:
-        self.check_nan = check_nan
-
-    def __enter__(self):
-        self._prev = state.anomaly
-        state.anomaly = self.check_nan
-        return self
-
-    def __exit__(self, *exc) -> None:
-        state.anomaly = self._prev
-
-    def __call__(self, fn):
-        import functools
-
-        @functools.wraps(fn)
-        def wrapper(*a, **k):
-            with detect_anomaly(self.check_nan):
-                return fn(*a, **k)
-
-        return wrapper
+        self._value = self.check_nan = check_nan
 
 
-class set_detect_anomaly(detect_anomaly):  # noqa: N801
+class set_detect_anomaly(_SetMode):  # noqa: N801
+    """Turn anomaly detection on or off; takes effect immediately, as in PyTorch, and undoes itself on exit."""
+
+    _field = "anomaly"
+
     def __init__(self, mode: bool, check_nan: bool = True) -> None:
+        self.check_nan = check_nan
         super().__init__(mode and check_nan)
-        self._prev = state.anomaly
-        state.anomaly = self.check_nan
-
-    def __enter__(self):
-        return self
 
 
 def is_anomaly_enabled() -> bool:

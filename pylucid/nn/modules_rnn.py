@@ -67,6 +67,18 @@ def _cell_step(mode, x_proj, h, c, w_hh, b_hh, hidden, w_hr=None):
     return (_pl.tanh(gates) if mode == "RNN_TANH" else _pl.relu(gates)), None
 
 
+def _check_input(module, input, batched_ndim: int) -> bool:
+    """Whether ``input`` of a cell (``batched_ndim`` 2) or network (3) is batched; ShapeMismatch unless it has
+    ``batched_ndim`` or ``batched_ndim - 1`` dims and ``module.input_size`` features."""
+    name = type(module).__name__
+    if input.ndim not in (batched_ndim - 1, batched_ndim):
+        raise ShapeMismatch(f"{name}: expected a {batched_ndim - 1}-d (unbatched) or {batched_ndim}-d input, got "
+                            f"shape {tuple(input.shape)}")
+    if input.shape[-1] != module.input_size:
+        raise ShapeMismatch(f"{name}: input has {input.shape[-1]} features, expected input_size={module.input_size}")
+    return input.ndim == batched_ndim
+
+
 # ----------------------------------------------------------------------------------------------------------
 # cells
 # ----------------------------------------------------------------------------------------------------------
@@ -106,13 +118,7 @@ class RNNCellBase(Module):
         return s
 
     def _prepare(self, input, hx):
-        name = type(self).__name__
-        if input.ndim not in (1, 2):
-            raise ShapeMismatch(f"{name}: expected input to be 1-d or 2-d, got shape {tuple(input.shape)}")
-        if input.shape[-1] != self.input_size:
-            raise ShapeMismatch(f"{name}: input has {input.shape[-1]} features, expected input_size="
-                                f"{self.input_size}")
-        batched = input.ndim == 2
+        batched = _check_input(self, input, 2)
         x = input if batched else _pl.unsqueeze(input, 0)
         if hx is None:
             return x, None, batched
@@ -120,8 +126,8 @@ class RNNCellBase(Module):
         out = []
         for h in hx:
             if h.ndim != x.ndim - (0 if batched else 1) or h.shape[-1] != self.hidden_size:
-                raise ShapeMismatch(f"{name}: hidden state of shape {tuple(h.shape)} does not match input of shape "
-                                    f"{tuple(input.shape)} and hidden_size={self.hidden_size}")
+                raise ShapeMismatch(f"{type(self).__name__}: hidden state of shape {tuple(h.shape)} does not match "
+                                    f"input of shape {tuple(input.shape)} and hidden_size={self.hidden_size}")
             out.append(h if batched else _pl.unsqueeze(h, 0))
         return x, out, batched
 
@@ -282,12 +288,7 @@ class RNNBase(Module):
 
     def forward(self, input, hx=None):
         name = type(self).__name__
-        if input.ndim not in (2, 3):
-            raise ShapeMismatch(f"{name}: expected a 2-d (unbatched) or 3-d input, got shape {tuple(input.shape)}")
-        if input.shape[-1] != self.input_size:
-            raise ShapeMismatch(f"{name}: input has {input.shape[-1]} features, expected input_size="
-                                f"{self.input_size}")
-        batched = input.ndim == 3
+        batched = _check_input(self, input, 3)
         x = input
         if not batched:
             x = _pl.unsqueeze(x, 1)

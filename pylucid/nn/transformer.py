@@ -102,13 +102,18 @@ def _activation(act):
 
 
 class _TransformerLayer(Module):
-    """What the encoder and decoder layers share: ``n_attn`` attention blocks (self-attention, and for the
-    decoder cross-attention), the feed-forward block, ``n_attn + 1`` norms and dropouts. Submodules are made
-    in PyTorch's order, which fixes the parameter order and the initialisation's random draws."""
+    """What the encoder and decoder layers share, their constructor included: ``_n_attn`` attention blocks
+    (self-attention, and for the decoder cross-attention), the feed-forward block, ``_n_attn + 1`` norms and
+    dropouts. Submodules are made in PyTorch's order, which fixes the parameter order and the initialisation's
+    random draws."""
 
-    def __init__(self, n_attn: int, d_model: int, nhead: int, dim_feedforward: int, dropout: float, activation,
-                 layer_norm_eps: float, batch_first: bool, norm_first: bool, bias: bool, device, dtype) -> None:
+    _n_attn = 1
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation="relu", layer_norm_eps: float = 1e-5, batch_first: bool = False, norm_first: bool = False,
+                 bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
+        n_attn = self._n_attn
         fk = {"device": device, "dtype": dtype}
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
                                             **fk)
@@ -137,11 +142,7 @@ class _TransformerLayer(Module):
 class TransformerEncoderLayer(_TransformerLayer):
     """Self-attention + feed-forward block (post-norm by default, ``norm_first=True`` for pre-norm)."""
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation="relu", layer_norm_eps: float = 1e-5, batch_first: bool = False, norm_first: bool = False,
-                 bias: bool = True, device=None, dtype=None) -> None:
-        super().__init__(1, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
-                         norm_first, bias, device, dtype)
+    _n_attn = 1
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
         x = src
@@ -160,11 +161,7 @@ class TransformerEncoderLayer(_TransformerLayer):
 class TransformerDecoderLayer(_TransformerLayer):
     """Self-attention, cross-attention over ``memory``, feed-forward."""
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation="relu", layer_norm_eps: float = 1e-5, batch_first: bool = False, norm_first: bool = False,
-                 bias: bool = True, device=None, dtype=None) -> None:
-        super().__init__(2, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
-                         norm_first, bias, device, dtype)
+    _n_attn = 2
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal: bool = False, memory_is_causal: bool = False):
@@ -242,20 +239,16 @@ class Transformer(Module):
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
         fk = {"device": device, "dtype": dtype}
-        if custom_encoder is not None:
-            self.encoder = custom_encoder
-        else:
-            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                                            batch_first, norm_first, bias, **fk)
-            self.encoder = TransformerEncoder(layer, num_encoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **fk))
-        if custom_decoder is not None:
-            self.decoder = custom_decoder
-        else:
-            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                                            batch_first, norm_first, bias, **fk)
-            self.decoder = TransformerDecoder(layer, num_decoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **fk))
+
+        def stack(custom, layer_cls, stack_cls, num_layers):
+            if custom is not None:
+                return custom
+            layer = layer_cls(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                              norm_first, bias, **fk)
+            return stack_cls(layer, num_layers, LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **fk))
+
+        self.encoder = stack(custom_encoder, TransformerEncoderLayer, TransformerEncoder, num_encoder_layers)
+        self.decoder = stack(custom_decoder, TransformerDecoderLayer, TransformerDecoder, num_decoder_layers)
         self.d_model = d_model
         self.nhead = nhead
         self.batch_first = batch_first

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..ops import add, div, mul, sqrt
-from .optimizer import Optimizer, _addcmul, _check_hyperparams, _init_state, _step_no_grad, _to_scalar
+from .optimizer import Optimizer, _addcmul, _check_hyperparams
 
 __all__ = ["Adadelta"]
 
@@ -35,6 +35,7 @@ class Adadelta(Optimizer):
     """
 
     _group_defaults = {"maximize": False}
+    _state_names = ("square_avg", "acc_delta")
 
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0,
                  foreach: bool | None = None, *, capturable: bool = False, maximize: bool = False,
@@ -44,21 +45,11 @@ class Adadelta(Optimizer):
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    @_step_no_grad
-    def step(self, closure=None):
-        """One Adadelta step; returns ``closure()``'s loss when a closure is given."""
-        loss = self._eval_closure(closure)
-        for group in self.param_groups:
-            lr = _to_scalar(group["lr"])
-            rho, eps, weight_decay, maximize = group["rho"], group["eps"], group["weight_decay"], group["maximize"]
-            for p, g, state in self._params_with_grad(group, maximize, weight_decay):
-                if len(state) == 0:
-                    _init_state(state, p, ("square_avg", "acc_delta"))
-                state["step"] = _to_scalar(state["step"]) + 1
-                square_avg, acc_delta = state["square_avg"], state["acc_delta"]
-                square_avg[...] = _addcmul(mul(square_avg, rho), g, g, 1 - rho)
-                std = sqrt(add(square_avg, eps))
-                delta = mul(div(sqrt(add(acc_delta, eps)), std), g)
-                acc_delta[...] = _addcmul(mul(acc_delta, rho), delta, delta, 1 - rho)
-                p[...] = add(p, mul(delta, -lr))
-        return loss
+    def _update(self, p, g, state, step, lr, group) -> None:
+        rho, eps = group["rho"], group["eps"]
+        square_avg, acc_delta = state["square_avg"], state["acc_delta"]
+        square_avg[...] = _addcmul(mul(square_avg, rho), g, g, 1 - rho)
+        std = sqrt(add(square_avg, eps))
+        delta = mul(div(sqrt(add(acc_delta, eps)), std), g)
+        acc_delta[...] = _addcmul(mul(acc_delta, rho), delta, delta, 1 - rho)
+        p[...] = add(p, mul(delta, -lr))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..creation import full_like
 from ..ops import add, sqrt
-from .optimizer import Optimizer, _addcdiv, _addcmul, _check_hyperparams, _init_state, _step_no_grad, _to_scalar
+from .optimizer import Optimizer, _addcdiv, _addcmul, _check_hyperparams
 
 __all__ = ["Adagrad"]
 
@@ -49,23 +49,16 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
-                _init_state(self.state[p], p, sum=full_like(p, group["initial_accumulator_value"]))
+                self._init_state(self.state[p], p, group)
 
-    @_step_no_grad
-    def step(self, closure=None):
-        """One Adagrad step; returns ``closure()``'s loss when a closure is given."""
-        loss = self._eval_closure(closure)
-        for group in self.param_groups:
-            lr = _to_scalar(group["lr"])
-            lr_decay, eps, weight_decay, maximize = group["lr_decay"], group["eps"], group["weight_decay"], \
-                group["maximize"]
-            for p, g, state in self._params_with_grad(group, maximize, weight_decay):
-                if len(state) == 0:  # a group added after construction
-                    _init_state(state, p, sum=full_like(p, group["initial_accumulator_value"]))
-                step = state["step"] = _to_scalar(state["step"]) + 1
-                clr = lr / (1 + (step - 1) * lr_decay)
-                state_sum = state["sum"]
-                state_sum[...] = _addcmul(state_sum, g, g, 1)
-                std = add(sqrt(state_sum), eps)
-                p[...] = _addcdiv(p, g, std, -clr)
-        return loss
+    def _init_state(self, state, p, group) -> None:
+        # at construction for every parameter; at its first step for one of a group added later
+        state["step"] = 0
+        state["sum"] = full_like(p, group["initial_accumulator_value"])
+
+    def _update(self, p, g, state, step, lr, group) -> None:
+        clr = lr / (1 + (step - 1) * group["lr_decay"])
+        state_sum = state["sum"]
+        state_sum[...] = _addcmul(state_sum, g, g, 1)
+        std = add(sqrt(state_sum), group["eps"])
+        p[...] = _addcdiv(p, g, std, -clr)

@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 from .. import ops as _ops
+from ..creation import zeros_like
 from ..dtypes import float32, float64
-from ..ops import add, div, mul, sqrt
-from .optimizer import (
-    Optimizer,
-    _addcdiv,
-    _addcmul,
-    _check_hyperparams,
-    _init_state,
-    _lerp,
-    _maximum,
-    _step_no_grad,
-    _to_scalar,
-)
+from ..ops import add, div, sqrt
+from .optimizer import Optimizer, _addcdiv, _check_hyperparams, _maximum, _to_scalar, _update_moments
 
 __all__ = ["Adam", "AdamW"]
 
@@ -58,6 +49,7 @@ class Adam(Optimizer):
     """
 
     _group_defaults = {"amsgrad": False, "maximize": False, "decoupled_weight_decay": False}
+    _state_names = ("exp_avg", "exp_avg_sq")
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, amsgrad: bool = False, *, foreach: bool | None = None,
@@ -70,42 +62,32 @@ class Adam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    @_step_no_grad
-    def step(self, closure=None):
-        """One Adam step; returns ``closure()``'s loss when a closure is given."""
-        loss = self._eval_closure(closure)
-        for group in self.param_groups:
-            lr = _to_scalar(group["lr"])
-            beta1, beta2 = (_to_scalar(b) for b in group["betas"])
-            eps = group["eps"]
-            weight_decay = group["weight_decay"]
-            decoupled = group["decoupled_weight_decay"]
-            amsgrad = group["amsgrad"]
-            maximize = group["maximize"]
-            if not amsgrad and self._fused_step(group, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
-                continue
-            buffers = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if amsgrad else ("exp_avg", "exp_avg_sq")
-            for p, g, state in self._params_with_grad(group, maximize, weight_decay, lr if decoupled else None):
-                if len(state) == 0:
-                    _init_state(state, p, buffers)
-                step = state["step"] = _to_scalar(state["step"]) + 1
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg[...] = _lerp(exp_avg, g, 1 - beta1)
-                exp_avg_sq[...] = _addcmul(mul(exp_avg_sq, beta2), g, g, 1 - beta2)
-                bias_correction1 = 1 - beta1**step
-                bias_correction2 = 1 - beta2**step
-                step_size = lr / bias_correction1
-                bias_correction2_sqrt = bias_correction2**0.5
-                if amsgrad:
-                    max_sq = state["max_exp_avg_sq"]
-                    max_sq[...] = _maximum(max_sq, exp_avg_sq)
-                    denom = add(div(sqrt(max_sq), bias_correction2_sqrt), eps)
-                else:
-                    denom = add(div(sqrt(exp_avg_sq), bias_correction2_sqrt), eps)
-                p[...] = _addcdiv(p, exp_avg, denom, -step_size)
-        return loss
+    def _init_state(self, state, p, group) -> None:
+        super()._init_state(state, p, group)
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = zeros_like(p)
 
-    def _fused_step(self, group, lr, beta1, beta2, eps, weight_decay, decoupled, maximize) -> bool:
+    def _step_group(self, group) -> None:
+        # the whole group in one multi-tensor step where it can (AMSGrad has no fused kernel), else one at a time
+        if group["amsgrad"] or not self._fused_step(group):
+            super()._step_group(group)
+
+    def _update(self, p, g, state, step, lr, group) -> None:
+        beta1, beta2 = map(_to_scalar, group["betas"])
+        exp_avg, exp_avg_sq = _update_moments(state, g, beta1, beta2)
+        bias_correction1 = 1 - beta1**step
+        bias_correction2 = 1 - beta2**step
+        step_size = lr / bias_correction1
+        bias_correction2_sqrt = bias_correction2**0.5
+        if group["amsgrad"]:
+            max_sq = state["max_exp_avg_sq"]
+            max_sq[...] = _maximum(max_sq, exp_avg_sq)
+            denom = add(div(sqrt(max_sq), bias_correction2_sqrt), group["eps"])
+        else:
+            denom = add(div(sqrt(exp_avg_sq), bias_correction2_sqrt), group["eps"])
+        p[...] = _addcdiv(p, exp_avg, denom, -step_size)
+
+    def _fused_step(self, group) -> bool:
         """The group's step through ``pylucid._fused_adam_``: on CUDA one multi-tensor kernel launch per dtype.
 
         Taken when that op exists and every parameter with a gradient is a contiguous float32/float64
@@ -132,7 +114,7 @@ class Adam(Optimizer):
         for p in live:
             st = state[p]
             if len(st) == 0:
-                _init_state(st, p, ("exp_avg", "exp_avg_sq"))
+                self._init_state(st, p, group)
             for key in ("exp_avg", "exp_avg_sq"):
                 buf = st[key]
                 if buf.device is not dev or buf.dtype is not p.dtype or not buf.is_contiguous():
@@ -140,11 +122,13 @@ class Adam(Optimizer):
                     st[key] = buf.to(device=dev, dtype=p.dtype).contiguous()
             step = st["step"] = _to_scalar(st["step"]) + 1
             by_step.setdefault(step, []).append(p)
+        lr = float(_to_scalar(group["lr"]))
+        beta1, beta2 = (float(_to_scalar(b)) for b in group["betas"])
         for step, ps in by_step.items():
             fused_adam_(ps, [p.grad for p in ps], [state[p]["exp_avg"] for p in ps],
-                        [state[p]["exp_avg_sq"] for p in ps], step=step, lr=float(lr), beta1=float(beta1),
-                        beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay),
-                        decoupled=bool(decoupled), maximize=bool(maximize))
+                        [state[p]["exp_avg_sq"] for p in ps], step=step, lr=lr, beta1=beta1, beta2=beta2,
+                        eps=float(group["eps"]), weight_decay=float(group["weight_decay"]),
+                        decoupled=bool(group["decoupled_weight_decay"]), maximize=bool(group["maximize"]))
         return True
 
 

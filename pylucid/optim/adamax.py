@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..ops import abs as _abs
 from ..ops import add, mul
-from .optimizer import Optimizer, _addcdiv, _check_hyperparams, _init_state, _lerp, _maximum, _step_no_grad, _to_scalar
+from .optimizer import Optimizer, _addcdiv, _check_hyperparams, _lerp, _maximum
 
 __all__ = ["Adamax"]
 
@@ -36,6 +36,7 @@ class Adamax(Optimizer):
     """
 
     _group_defaults = {"maximize": False}
+    _state_names = ("exp_avg", "exp_inf")
 
     def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, foreach: bool | None = None, *, maximize: bool = False,
@@ -45,21 +46,10 @@ class Adamax(Optimizer):
                         differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
 
-    @_step_no_grad
-    def step(self, closure=None):
-        """One Adamax step; returns ``closure()``'s loss when a closure is given."""
-        loss = self._eval_closure(closure)
-        for group in self.param_groups:
-            lr = _to_scalar(group["lr"])
-            beta1, beta2 = group["betas"]
-            eps, weight_decay, maximize = group["eps"], group["weight_decay"], group["maximize"]
-            for p, g, state in self._params_with_grad(group, maximize, weight_decay):
-                if len(state) == 0:
-                    _init_state(state, p, ("exp_avg", "exp_inf"))
-                step = state["step"] = _to_scalar(state["step"]) + 1
-                exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
-                exp_avg[...] = _lerp(exp_avg, g, 1 - beta1)
-                exp_inf[...] = _maximum(mul(exp_inf, beta2), add(_abs(g), eps))
-                clr = lr / (1 - beta1**step)
-                p[...] = _addcdiv(p, exp_avg, exp_inf, -clr)
-        return loss
+    def _update(self, p, g, state, step, lr, group) -> None:
+        beta1, beta2 = group["betas"]
+        exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
+        exp_avg[...] = _lerp(exp_avg, g, 1 - beta1)
+        exp_inf[...] = _maximum(mul(exp_inf, beta2), add(_abs(g), group["eps"]))
+        clr = lr / (1 - beta1**step)
+        p[...] = _addcdiv(p, exp_avg, exp_inf, -clr)

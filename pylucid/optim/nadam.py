@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..ops import add, div, mul, sqrt
-from .optimizer import Optimizer, _addcdiv, _addcmul, _check_hyperparams, _init_state, _lerp, _step_no_grad, _to_scalar
+from ..ops import add, div, sqrt
+from .optimizer import Optimizer, _addcdiv, _check_hyperparams, _to_scalar, _update_moments
 
 __all__ = ["NAdam"]
 
@@ -41,6 +41,7 @@ class NAdam(Optimizer):
     """
 
     _group_defaults = {"maximize": False, "decoupled_weight_decay": False}
+    _state_names = ("exp_avg", "exp_avg_sq")
 
     def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False, *,
@@ -53,28 +54,20 @@ class NAdam(Optimizer):
                         capturable=capturable, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    @_step_no_grad
-    def step(self, closure=None):
-        """One NAdam step; returns ``closure()``'s loss when a closure is given."""
-        loss = self._eval_closure(closure)
-        for group in self.param_groups:
-            lr = _to_scalar(group["lr"])
-            beta1, beta2 = group["betas"]
-            eps, weight_decay, momentum_decay = group["eps"], group["weight_decay"], group["momentum_decay"]
-            decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
-            for p, g, state in self._params_with_grad(group, maximize, weight_decay, lr if decoupled else None):
-                if len(state) == 0:
-                    _init_state(state, p, ("exp_avg", "exp_avg_sq"), mu_product=1.0)
-                step = state["step"] = _to_scalar(state["step"]) + 1
-                bias_correction2 = 1 - beta2**step
-                mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
-                mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
-                mu_product = state["mu_product"] = _to_scalar(state["mu_product"]) * mu
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg[...] = _lerp(exp_avg, g, 1 - beta1)
-                exp_avg_sq[...] = _addcmul(mul(exp_avg_sq, beta2), g, g, 1 - beta2)
-                denom = add(sqrt(div(exp_avg_sq, bias_correction2)), eps)
-                mu_product_next = mu_product * mu_next
-                p_new = _addcdiv(p, g, denom, -lr * (1.0 - mu) / (1.0 - mu_product))
-                p[...] = _addcdiv(p_new, exp_avg, denom, (-lr * mu_next) / (1.0 - mu_product_next))
-        return loss
+    def _init_state(self, state, p, group) -> None:
+        # PyTorch's order: the two numbers first, then the buffers
+        state["step"], state["mu_product"] = 0, 1.0
+        super()._init_state(state, p, group)
+
+    def _update(self, p, g, state, step, lr, group) -> None:
+        beta1, beta2 = group["betas"]
+        momentum_decay = group["momentum_decay"]
+        bias_correction2 = 1 - beta2**step
+        mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
+        mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
+        mu_product = state["mu_product"] = _to_scalar(state["mu_product"]) * mu
+        exp_avg, exp_avg_sq = _update_moments(state, g, beta1, beta2)
+        denom = add(sqrt(div(exp_avg_sq, bias_correction2)), group["eps"])
+        mu_product_next = mu_product * mu_next
+        p_new = _addcdiv(p, g, denom, -lr * (1.0 - mu) / (1.0 - mu_product))
+        p[...] = _addcdiv(p_new, exp_avg, denom, (-lr * mu_next) / (1.0 - mu_product_next))

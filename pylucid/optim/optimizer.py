@@ -32,6 +32,7 @@ from typing import Any
 from .. import ops as _ops
 from .._tensor import Tensor
 from ..autograd import enable_grad, no_grad
+from ..autograd.graph import RemovableHandle, _hook_ids
 from ..creation import zeros_like
 from ..ops import add, mul, neg
 
@@ -51,32 +52,12 @@ _GLOBAL_STEP_PRE_HOOKS: OrderedDict = OrderedDict()
 _GLOBAL_STEP_POST_HOOKS: OrderedDict = OrderedDict()
 
 
-class RemovableHandle:
-    """Returned by the ``register_*_hook`` methods; ``handle.remove()`` unregisters the hook."""
-
-    _next_id = 0
-
-    def __init__(self, hooks: dict) -> None:
-        self._hooks = hooks
-        self.id = RemovableHandle._next_id
-        RemovableHandle._next_id += 1
-
-    def remove(self) -> None:
-        self._hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
-
-
 def _add_hook(hooks: OrderedDict, hook: Callable, prepend: bool = False) -> RemovableHandle:
-    handle = RemovableHandle(hooks)
-    hooks[handle.id] = hook
+    key = next(_hook_ids)
+    hooks[key] = hook
     if prepend:
-        hooks.move_to_end(handle.id, last=False)
-    return handle
+        hooks.move_to_end(key, last=False)
+    return RemovableHandle(hooks, key)
 
 
 def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
@@ -91,6 +72,9 @@ def register_optimizer_step_post_hook(hook: Callable) -> RemovableHandle:
 
 def _to_scalar(x):
     """A Python number from a number or a one-element Tensor (``lr`` may be given as a Tensor)."""
+    cls = type(x)
+    if cls is float or cls is int:  # the common case, read per parameter and step: no attribute lookup
+        return x
     if isinstance(x, Tensor) or hasattr(x, "item"):
         return x.item()
     return x
@@ -123,6 +107,26 @@ def _lerp(x: Tensor, end: Tensor, weight: float) -> Tensor:
     if weight < 0.5:
         return _ops.add(x, _ops.mul(_ops.sub(end, x), weight))
     return _ops.sub(end, _ops.mul(_ops.sub(end, x), 1.0 - weight))
+
+
+def _update_moments(state: dict, g: Tensor, beta1: float, beta2: float) -> tuple[Tensor, Tensor]:
+    """Adam's moment estimates, updated in place in ``state``: ``exp_avg = beta1 * exp_avg + (1 - beta1) * g``
+    (as ``lerp``, PyTorch's rounding) and ``exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g``; returns both."""
+    exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+    exp_avg[...] = _lerp(exp_avg, g, 1 - beta1)
+    exp_avg_sq[...] = _addcmul(mul(exp_avg_sq, beta2), g, g, 1 - beta2)
+    return exp_avg, exp_avg_sq
+
+
+def _step_no_grad(fn):
+    """Decorator for ``step``: run the update with graph recording off."""
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        with no_grad():
+            return fn(self, *args, **kwargs)
+
+    return wrapper
 
 
 def _patch_step_function(cls) -> None:
@@ -168,8 +172,14 @@ class Optimizer:
         param_groups: list of dicts, each with ``"params"`` (a list of Tensors) and every option.
         state: ``defaultdict(dict)`` keyed by parameter Tensor: that parameter's state.
 
-    Subclasses implement ``step(closure=None)``; it updates parameters in place
-    under ``no_grad``.
+    :meth:`step` is a template: it evaluates the closure, loops over the
+    groups and the parameters that have a gradient, creates each parameter's
+    state on its first step (``step = 0`` and the zero tensors named in
+    ``_state_names``) and calls the optimizer's ``_update(p, g, state, step,
+    lr, group)``, which changes ``p`` in place, under ``no_grad``. An optimizer
+    overrides ``_init_state`` for state that depends on the group's options,
+    ``_step_group`` when it needs a whole group at once, or ``step`` itself
+    (L-BFGS).
 
     >>> import pylucid
     >>> w = pylucid.tensor([1.0, 2.0], requires_grad=True)
@@ -312,9 +322,59 @@ class Optimizer:
                         g.requires_grad_(False)
                     g.zero_()
 
-    def step(self, closure: Callable[[], Any] | None = None):  # pragma: no cover - abstract
-        """Perform one optimization step; ``closure`` re-evaluates the model and returns the loss."""
-        raise NotImplementedError
+    # -- the step: a template every optimizer but L-BFGS fills in --------------------------------
+    #: the state tensors (zeros shaped like the parameter) a parameter's first step creates after its ``step``
+    #: count, in the order ``state_dict`` lists them; what depends on a group's options ``_init_state`` adds
+    _state_names: tuple[str, ...] = ()
+
+    @_step_no_grad
+    def step(self, closure: Callable[[], Any] | None = None):
+        """Perform one optimization step; ``closure`` re-evaluates the model and returns the loss.
+
+        Evaluates the closure (grad mode on), then runs :meth:`_step_group` on
+        every parameter group with recording off; returns the closure's loss
+        (``None`` without a closure).
+        """
+        loss = self._eval_closure(closure)
+        for group in self.param_groups:
+            self._step_group(group)
+        return loss
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        """Update the parameters of ``group`` that have a gradient, one at a time.
+
+        Each gradient comes through :meth:`_grads` (negated for ``maximize``,
+        with the group's L2 or decoupled weight decay); a parameter's empty
+        state is filled by :meth:`_init_state`, its ``step`` count goes up by
+        one, then :meth:`_update` changes it in place. An optimizer that needs
+        all the group's parameters at once (Adam's fused multi-tensor step), or
+        keeps no step count (SGD), overrides this.
+        """
+        lr = _to_scalar(group["lr"])
+        decoupled_lr = lr if group.get("decoupled_weight_decay") else None
+        states = self.state
+        for p, g in self._grads(group, group.get("maximize", False), group.get("weight_decay", 0), decoupled_lr):
+            state = states[p]
+            if len(state) == 0:
+                self._init_state(state, p, group)
+            step = state["step"] = _to_scalar(state["step"]) + 1
+            self._update(p, g, state, step, lr, group)
+
+    def _init_state(self, state: dict[str, Any], p: Tensor, group: dict[str, Any]) -> None:
+        """Fill a parameter's empty state: ``step = 0``, then a zero tensor like ``p`` per name in ``_state_names``."""
+        state["step"] = 0
+        for name in self._state_names:
+            state[name] = zeros_like(p)
+
+    def _update(self, p: Tensor, g: Tensor, state: dict[str, Any], step: int, lr: float,
+                group: dict[str, Any]) -> None:
+        """The optimizer's formula: update ``p`` (and its ``state`` tensors) in place from its gradient ``g``.
+
+        ``step`` is the parameter's step count (1 on its first update), ``lr``
+        the group's learning rate as a Python number, ``group`` the group's
+        options.
+        """
+        raise NotImplementedError(f"{type(self).__name__}: an optimizer implements step() or _update()")
 
     def _eval_closure(self, closure):
         if closure is None:
@@ -468,23 +528,6 @@ class Optimizer:
                     p[...] = mul(p, 1 - decoupled_lr * weight_decay)
             yield p, g
 
-    def _params_with_grad(self, group, maximize: bool = False, weight_decay: float = 0,
-                          decoupled_lr: float | None = None) -> Iterable:
-        """(param, grad, state) for the parameters of ``group`` that have a gradient, as :meth:`_grads`;
-        ``state`` is the parameter's state dict (empty on its first step: see :func:`_init_state`)."""
-        state = self.state
-        for p, g in self._grads(group, maximize, weight_decay, decoupled_lr):
-            yield p, g, state[p]
-
-
-def _init_state(state: dict, p: Tensor, buffers: Iterable[str] = (), **values) -> None:
-    """Fill a parameter's empty state: ``step = 0``, then ``values``, then a zero tensor like ``p`` per name
-    in ``buffers`` (in this order, which is the order ``state_dict`` lists them in)."""
-    state["step"] = 0
-    state.update(values)
-    for name in buffers:
-        state[name] = zeros_like(p)
-
 
 _LABELS = {"lr": "learning rate", "eps": "epsilon value", "initial_accumulator_value": "initial_accumulator_value"}
 
@@ -506,14 +549,3 @@ def _check_hyperparams(name: str, **values) -> None:
                 raise ValueError(f"{name}: invalid rho value {value} (expected in [0, 1])")
         elif not 0.0 <= (_to_scalar(value) if key == "lr" else value):
             raise ValueError(f"{name}: invalid {_LABELS.get(key, key + ' value')} {value} (expected >= 0)")
-
-
-def _step_no_grad(fn):
-    """Decorator for ``step``: run the update with graph recording off."""
-
-    @functools.wraps(fn)
-    def wrapper(self, *args, **kwargs):
-        with no_grad():
-            return fn(self, *args, **kwargs)
-
-    return wrapper

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..ops import add, div, mul, sqrt, sub
-from .optimizer import Optimizer, _addcmul, _check_hyperparams, _init_state, _lerp, _step_no_grad, _to_scalar
+from .optimizer import Optimizer, _check_hyperparams, _update_moments
 
 __all__ = ["RAdam"]
 
@@ -41,6 +41,7 @@ class RAdam(Optimizer):
     """
 
     _group_defaults = {"maximize": False, "decoupled_weight_decay": False}
+    _state_names = ("exp_avg", "exp_avg_sq")
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
@@ -51,31 +52,17 @@ class RAdam(Optimizer):
                         differentiable=differentiable)
         super().__init__(params, defaults)
 
-    @_step_no_grad
-    def step(self, closure=None):
-        """One RAdam step; returns ``closure()``'s loss when a closure is given."""
-        loss = self._eval_closure(closure)
-        for group in self.param_groups:
-            lr = _to_scalar(group["lr"])
-            beta1, beta2 = group["betas"]
-            eps, weight_decay = group["eps"], group["weight_decay"]
-            decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
-            for p, g, state in self._params_with_grad(group, maximize, weight_decay, lr if decoupled else None):
-                if len(state) == 0:
-                    _init_state(state, p, ("exp_avg", "exp_avg_sq"))
-                step = state["step"] = _to_scalar(state["step"]) + 1
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg[...] = _lerp(exp_avg, g, 1 - beta1)
-                exp_avg_sq[...] = _addcmul(mul(exp_avg_sq, beta2), g, g, 1 - beta2)
-                bias_correction1 = 1 - beta1**step
-                bias_correction2 = 1 - beta2**step
-                corrected = div(exp_avg, bias_correction1)
-                rho_inf = 2 / (1 - beta2) - 1
-                rho_t = rho_inf - 2 * step * (beta2**step) / bias_correction2
-                if rho_t > 5.0:
-                    rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-                    adaptive_lr = div(bias_correction2**0.5, add(sqrt(exp_avg_sq), eps))
-                    p[...] = sub(p, mul(mul(mul(corrected, lr), adaptive_lr), rect))
-                else:
-                    p[...] = sub(p, mul(corrected, lr))
-        return loss
+    def _update(self, p, g, state, step, lr, group) -> None:
+        beta1, beta2 = group["betas"]
+        exp_avg, exp_avg_sq = _update_moments(state, g, beta1, beta2)
+        bias_correction1 = 1 - beta1**step
+        bias_correction2 = 1 - beta2**step
+        corrected = div(exp_avg, bias_correction1)
+        rho_inf = 2 / (1 - beta2) - 1
+        rho_t = rho_inf - 2 * step * (beta2**step) / bias_correction2
+        if rho_t > 5.0:
+            rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+            adaptive_lr = div(bias_correction2**0.5, add(sqrt(exp_avg_sq), group["eps"]))
+            p[...] = sub(p, mul(mul(mul(corrected, lr), adaptive_lr), rect))
+        else:
+            p[...] = sub(p, mul(corrected, lr))

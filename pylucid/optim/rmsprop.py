@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ..creation import zeros_like
 from ..ops import add, div, mul, sqrt
-from .optimizer import Optimizer, _addcdiv, _addcmul, _check_hyperparams, _init_state, _lerp, _step_no_grad, _to_scalar
+from .optimizer import Optimizer, _addcdiv, _addcmul, _check_hyperparams, _lerp
 
 __all__ = ["RMSprop"]
 
@@ -39,6 +40,7 @@ class RMSprop(Optimizer):
     """
 
     _group_defaults = {"momentum": 0, "centered": False, "maximize": False}
+    _state_names = ("square_avg",)
 
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0,
                  momentum: float = 0, centered: bool = False, capturable: bool = False, foreach: bool | None = None,
@@ -49,33 +51,27 @@ class RMSprop(Optimizer):
                         differentiable=differentiable)
         super().__init__(params, defaults)
 
-    @_step_no_grad
-    def step(self, closure=None):
-        """One RMSprop step; returns ``closure()``'s loss when a closure is given."""
-        loss = self._eval_closure(closure)
-        for group in self.param_groups:
-            lr = _to_scalar(group["lr"])
-            alpha, eps, weight_decay = group["alpha"], group["eps"], group["weight_decay"]
-            momentum, centered, maximize = group["momentum"], group["centered"], group["maximize"]
-            buffers = ("square_avg",) + (("momentum_buffer",) if momentum > 0 else ()) + (
-                ("grad_avg",) if centered else ())
-            for p, g, state in self._params_with_grad(group, maximize, weight_decay):
-                if len(state) == 0:
-                    _init_state(state, p, buffers)
-                state["step"] = _to_scalar(state["step"]) + 1
-                square_avg = state["square_avg"]
-                square_avg[...] = _addcmul(mul(square_avg, alpha), g, g, 1 - alpha)
-                if centered:
-                    grad_avg = state["grad_avg"]
-                    grad_avg[...] = _lerp(grad_avg, g, 1 - alpha)
-                    avg = sqrt(_addcmul(square_avg, grad_avg, grad_avg, -1))
-                else:
-                    avg = sqrt(square_avg)
-                avg = add(avg, eps)
-                if momentum > 0:
-                    buf = state["momentum_buffer"]
-                    buf[...] = add(mul(buf, momentum), div(g, avg))
-                    p[...] = add(p, mul(buf, -lr))
-                else:
-                    p[...] = _addcdiv(p, g, avg, -lr)
-        return loss
+    def _init_state(self, state, p, group) -> None:
+        super()._init_state(state, p, group)
+        if group["momentum"] > 0:
+            state["momentum_buffer"] = zeros_like(p)
+        if group["centered"]:
+            state["grad_avg"] = zeros_like(p)
+
+    def _update(self, p, g, state, step, lr, group) -> None:
+        alpha, momentum = group["alpha"], group["momentum"]
+        square_avg = state["square_avg"]
+        square_avg[...] = _addcmul(mul(square_avg, alpha), g, g, 1 - alpha)
+        if group["centered"]:
+            grad_avg = state["grad_avg"]
+            grad_avg[...] = _lerp(grad_avg, g, 1 - alpha)
+            avg = sqrt(_addcmul(square_avg, grad_avg, grad_avg, -1))
+        else:
+            avg = sqrt(square_avg)
+        avg = add(avg, group["eps"])
+        if momentum > 0:
+            buf = state["momentum_buffer"]
+            buf[...] = add(mul(buf, momentum), div(g, avg))
+            p[...] = add(p, mul(buf, -lr))
+        else:
+            p[...] = _addcdiv(p, g, avg, -lr)

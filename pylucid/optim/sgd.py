@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..ops import add, clone, mul
-from .optimizer import Optimizer, _step_no_grad, _to_scalar
+from .optimizer import Optimizer, _to_scalar
 
 __all__ = ["SGD"]
 
@@ -57,28 +57,19 @@ class SGD(Optimizer):
                         fused=fused)
         super().__init__(params, defaults)
 
-    @_step_no_grad
-    def step(self, closure=None):
-        """One SGD step; returns ``closure()``'s loss when a closure is given."""
-        loss = self._eval_closure(closure)
-        for group in self.param_groups:
-            lr = _to_scalar(group["lr"])
-            momentum = group["momentum"]
-            dampening = group["dampening"]
-            weight_decay = group["weight_decay"]
-            nesterov = group["nesterov"]
-            maximize = group["maximize"]
-            state = self.state
-            for p, g in self._grads(group, maximize, weight_decay):
-                if momentum != 0:
-                    st = state[p]
-                    buf = st.get("momentum_buffer")
-                    if buf is None:
-                        buf = clone(g.detach())
-                        st["momentum_buffer"] = buf
-                    else:
-                        buf[...] = add(mul(buf, momentum), g if dampening == 0 else mul(g, 1 - dampening))
-                    g = add(g, mul(buf, momentum)) if nesterov else buf
-                # PyTorch: param.add_(grad, alpha=-lr)
-                p[...] = add(p, mul(g, -lr))
-        return loss
+    def _step_group(self, group) -> None:
+        # no step count, and no state at all without momentum (PyTorch's layout): the template's loop does not fit
+        lr = _to_scalar(group["lr"])
+        momentum, dampening, nesterov = group["momentum"], group["dampening"], group["nesterov"]
+        states = self.state
+        for p, g in self._grads(group, group["maximize"], group["weight_decay"]):
+            if momentum != 0:
+                state = states[p]
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = state["momentum_buffer"] = clone(g.detach())
+                else:
+                    buf[...] = add(mul(buf, momentum), g if dampening == 0 else mul(g, 1 - dampening))
+                g = add(g, mul(buf, momentum)) if nesterov else buf
+            # PyTorch: param.add_(grad, alpha=-lr)
+            p[...] = add(p, mul(g, -lr))

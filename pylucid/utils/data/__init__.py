@@ -10,6 +10,7 @@ Example:
     [2, 1]
 """
 
+from pylucid.utils.data import _collate, dataloader, dataset, distributed, sampler
 from pylucid.utils.data._collate import default_collate, default_convert
 from pylucid.utils.data.dataloader import DataLoader, WorkerInfo, get_worker_info
 from pylucid.utils.data.dataset import (
@@ -31,24 +32,4 @@ from pylucid.utils.data.sampler import (
     WeightedRandomSampler,
 )
 
-__all__ = [
-    "Dataset",
-    "IterableDataset",
-    "TensorDataset",
-    "ConcatDataset",
-    "ChainDataset",
-    "Subset",
-    "random_split",
-    "Sampler",
-    "SequentialSampler",
-    "RandomSampler",
-    "SubsetRandomSampler",
-    "WeightedRandomSampler",
-    "DistributedSampler",
-    "BatchSampler",
-    "DataLoader",
-    "default_collate",
-    "default_convert",
-    "get_worker_info",
-    "WorkerInfo",
-]
+__all__ = dataset.__all__ + sampler.__all__ + distributed.__all__ + dataloader.__all__ + _collate.__all__

@@ -96,14 +96,7 @@ def get_worker_info() -> WorkerInfo | None:
 
 
 def _rebuild_tensor(array: Any, requires_grad: bool) -> Any:
-    tensor = pylucid.from_numpy(array)
-    if requires_grad:
-        setter = getattr(tensor, "requires_grad_", None)
-        if callable(setter):
-            setter(True)
-        else:
-            tensor.requires_grad = True
-    return tensor
+    return pylucid.from_numpy(array).requires_grad_(requires_grad)
 
 
 def _reduce_tensor(tensor: Any) -> tuple:
