@@ -432,3 +432,16 @@ def _ops(pl, a, b):
     # a: bfloat16 (already the autocast dtype), b: float32 (needs casts for Promote ops)
     return [a * 0.5, a + a, 3 * a, a @ a.T, pl.exp(b), pl.softmax(b, dim=-1), b * 2.0, a - 1,
             pl.nn.functional.layer_norm(b, (4,)), pl.sum(a), a / 3]
+
+
+def test_set_grad_enabled_as_a_decorator_restores_grad_mode():
+    import pylucid as pl
+
+    @pl.set_grad_enabled(False)
+    def f(x):
+        return x * 2
+
+    assert pl.is_grad_enabled()
+    x = pl.ones(2, requires_grad=True)
+    assert not f(x).requires_grad
+    assert pl.is_grad_enabled()
