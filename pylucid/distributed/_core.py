@@ -450,6 +450,40 @@ def _same(a, b, op: str, what: str, numel: bool = True) -> None:
         raise ShapeMismatch(f"{op}: {what} have {a.numel()} and {b.numel()} elements; they must match")
 
 
+def _per_rank_list(ts, like, op: str, name: str, like_name: str, n: int) -> list:
+    """``ts`` checked as a list of one tensor per rank, each of ``like``'s dtype, device and size."""
+    out = _check_list(ts if ts is not None else [], op, name, n)
+    for t in out:
+        _same(t, like, op, f"{name} entries and {like_name}")
+    return out
+
+
+def _offsets(counts):
+    off = 0
+    for c in counts:
+        yield off, off + c
+        off += c
+
+
+def _staged(ins, like, counts):
+    """One flat staging buffer holding the tensors ``ins`` (``counts[r]`` elements each) one after another."""
+    stage = _stage_like(like, sum(counts))
+    for t, (a, b) in zip(ins, _offsets(counts)):
+        _copy_into(_flat_view(stage, a, b), t)
+    return stage
+
+
+def _unstage_when_done(work: Work, stage, outs: list, counts) -> Work:
+    """Copy the flat ``stage`` back into ``outs`` (``counts[r]`` elements each) once ``work`` completes."""
+
+    def scatter_back():
+        for o, (a, b) in zip(outs, _offsets(counts)):
+            _copy_into(o, _flat_view(stage, a, b))
+    work.add_finisher(scatter_back)
+    work._outputs = outs
+    return work
+
+
 def _op_name(op, t, opname: str) -> str:
     if isinstance(op, ReduceOp):
         name = op.name
@@ -549,19 +583,11 @@ def all_gather(tensor_list, tensor, group=None, async_op: bool = False):
     if _not_member(group, "all_gather"):
         return None
     pg = _resolve(group)
-    outs = _check_list(tensor_list, "all_gather", "tensor_list", pg.size())
-    for o in outs:
-        _same(o, tensor, "all_gather", "tensor_list entries and tensor")
+    outs = _per_rank_list(tensor_list, tensor, "all_gather", "tensor_list", "tensor", pg.size())
     n = tensor.numel()
     stage = _stage_like(tensor, n * pg.size())
     work = pg._engine(tensor).all_gather_into(stage, tensor)
-
-    def scatter_back():
-        for r, o in enumerate(outs):
-            _copy_into(o, _flat_view(stage, r * n, (r + 1) * n))
-    work.add_finisher(scatter_back)
-    work._outputs = outs
-    return _finish(work, async_op)
+    return _finish(_unstage_when_done(work, stage, outs, [n] * len(outs)), async_op)
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op: bool = False):
@@ -585,14 +611,9 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bo
     if _not_member(group, "reduce_scatter"):
         return None
     pg = _resolve(group)
-    ins = _check_list(input_list, "reduce_scatter", "input_list", pg.size())
-    for t in ins:
-        _same(t, output, "reduce_scatter", "input_list entries and output")
+    ins = _per_rank_list(input_list, output, "reduce_scatter", "input_list", "output", pg.size())
     name = _op_name(op, output, "reduce_scatter")
-    n = output.numel()
-    stage = _stage_like(output, n * pg.size())
-    for r, t in enumerate(ins):
-        _copy_into(_flat_view(stage, r * n, (r + 1) * n), t)
+    stage = _staged(ins, output, [output.numel()] * len(ins))
     return _finish(pg._engine(output).reduce_scatter_into(output, stage, name), async_op)
 
 
@@ -606,18 +627,10 @@ def gather(tensor, gather_list=None, dst: int | None = None, group=None, async_o
     root = _group_rank(pg, dst, group_dst, "gather", default0=True)
     n = tensor.numel()
     if pg.rank() == root:
-        outs = _check_list(gather_list if gather_list is not None else [], "gather", "gather_list", pg.size())
-        for o in outs:
-            _same(o, tensor, "gather", "gather_list entries and tensor")
+        outs = _per_rank_list(gather_list, tensor, "gather", "gather_list", "tensor", pg.size())
         stage = _stage_like(tensor, n * pg.size())
         work = pg._engine(tensor).gather_into(stage, tensor, root)
-
-        def scatter_back():
-            for r, o in enumerate(outs):
-                _copy_into(o, _flat_view(stage, r * n, (r + 1) * n))
-        work.add_finisher(scatter_back)
-        work._outputs = outs
-        return _finish(work, async_op)
+        return _finish(_unstage_when_done(work, stage, outs, [n] * len(outs)), async_op)
     if gather_list:
         raise ValueError("gather: Argument ``gather_list`` must NOT be specified on non-destination ranks.")
     return _finish(pg._engine(tensor).gather_into(None, tensor, root), async_op)
@@ -633,13 +646,8 @@ def scatter(tensor, scatter_list=None, src: int | None = None, group=None, async
     root = _group_rank(pg, src, group_src, "scatter", default0=True)
     stage = None
     if pg.rank() == root:
-        ins = _check_list(scatter_list if scatter_list is not None else [], "scatter", "scatter_list", pg.size())
-        n = tensor.numel()
-        for t in ins:
-            _same(t, tensor, "scatter", "scatter_list entries and tensor")
-        stage = _stage_like(tensor, n * pg.size())
-        for r, t in enumerate(ins):
-            _copy_into(_flat_view(stage, r * n, (r + 1) * n), t)
+        ins = _per_rank_list(scatter_list, tensor, "scatter", "scatter_list", "tensor", pg.size())
+        stage = _staged(ins, tensor, [tensor.numel()] * len(ins))
     elif scatter_list:
         raise ValueError("scatter: Argument ``scatter_list`` must NOT be specified on non-source ranks.")
     return _finish(pg._engine(tensor).scatter_from(tensor, stage, root), async_op)
@@ -689,22 +697,10 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op: bool
         _same(t, outs[0], "all_to_all", "the tensors", numel=False)
     in_counts = [t.numel() for t in ins]
     out_counts = [t.numel() for t in outs]
-    src = _stage_like(ins[0], sum(in_counts))
-    off = 0
-    for t, c in zip(ins, in_counts):
-        _copy_into(_flat_view(src, off, off + c), t)
-        off += c
+    src = _staged(ins, ins[0], in_counts)
     dst = _stage_like(outs[0], sum(out_counts))
     work = pg._engine(outs[0]).all_to_all_single(dst, src, out_counts, in_counts)
-
-    def scatter_back():
-        o = 0
-        for t, c in zip(outs, out_counts):
-            _copy_into(t, _flat_view(dst, o, o + c))
-            o += c
-    work.add_finisher(scatter_back)
-    work._outputs = outs
-    return _finish(work, async_op)
+    return _finish(_unstage_when_done(work, dst, outs, out_counts), async_op)
 
 
 def _peer(pg, rank, group_rank, op: str, what: str) -> int:

@@ -251,13 +251,19 @@ class NCCLEngine:
         return buf, (lambda: A.write(t, buf))
 
     # -- collectives ----------------------------------------------------------------
-    def all_reduce(self, t, op: str) -> Work:
-        buf, back = self._staged(t)
-        red, dt, count, nop, post = self._reduce_view(buf, op, "all_reduce")
+    def _after_reduce(self, op: str, red, buf, post, back, t) -> list:
+        """Finishers of a reduction into ``red``: AVG's scaling, the cast back from a wider reduction
+        dtype into ``buf``, then the copy back into (or the version bump of) the tensor ``t``."""
         fins = self._scale_if_needed(op, red)
         if post == "cast":
             fins.append(lambda: buf.__setitem__(Ellipsis, red.astype(buf.dtype)))
         fins.append(back if back is not None else (lambda: A.mark_written(t)))
+        return fins
+
+    def all_reduce(self, t, op: str) -> Work:
+        buf, back = self._staged(t)
+        red, dt, count, nop, post = self._reduce_view(buf, op, "all_reduce")
+        fins = self._after_reduce(op, red, buf, post, back, t)
 
         def body(comm, s):
             comm.allReduce(_ptr(red), _ptr(red), count, dt, nop, s)
@@ -276,12 +282,7 @@ class NCCLEngine:
     def reduce(self, t, root: int, op: str) -> Work:
         buf, back = self._staged(t)
         red, dt, count, nop, post = self._reduce_view(buf, op, "reduce")
-        fins = []
-        if self.rank == root:
-            fins = self._scale_if_needed(op, red)
-            if post == "cast":
-                fins.append(lambda: buf.__setitem__(Ellipsis, red.astype(buf.dtype)))
-            fins.append(back if back is not None else (lambda: A.mark_written(t)))
+        fins = self._after_reduce(op, red, buf, post, back, t) if self.rank == root else []
 
         def body(comm, s):
             comm.reduce(_ptr(red), _ptr(red), count, dt, nop, root, s)
@@ -303,10 +304,7 @@ class NCCLEngine:
         red_in, dt, _, nop, post = self._reduce_view(src, op, "reduce_scatter")
         red_out = dst.astype(np.int32) if post == "cast" else self._reduce_view(dst, op, "reduce_scatter")[0]
         count = red_out.size
-        fins = self._scale_if_needed(op, red_out)
-        if post == "cast":
-            fins.append(lambda: dst.__setitem__(Ellipsis, red_out.astype(dst.dtype)))
-        fins.append(back if back is not None else (lambda: A.mark_written(out)))
+        fins = self._after_reduce(op, red_out, dst, post, back, out)
 
         def body(comm, s):
             comm.reduceScatter(_ptr(red_in), _ptr(red_out), count, dt, nop, s)
