@@ -431,6 +431,14 @@ def _check(t, op: str, name: str = "tensor") -> None:
         raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
 
 
+def _member_group(t, group, op: str, name: str = "tensor"):
+    """The process group of a collective on ``t``, or None when this rank is not a member of ``group``."""
+    _check(t, op, name)
+    if _not_member(group, op):
+        return None
+    return _resolve(group)
+
+
 def _check_list(ts, op: str, name: str, n: int | None = None) -> list:
     if not isinstance(ts, (list, tuple)):
         raise TypeError(f"{op}: {name} must be a list of Tensors, got {type(ts).__name__}")
@@ -532,20 +540,18 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
     >>> t = pylucid.tensor([1.0, 2.0]) * (dist.get_rank() + 1)  # doctest: +SKIP
     >>> dist.all_reduce(t)  # with 2 ranks: tensor([3., 6.]) everywhere  # doctest: +SKIP
     """
-    _check(tensor, "all_reduce")
-    if _not_member(group, "all_reduce"):
+    pg = _member_group(tensor, group, "all_reduce")
+    if pg is None:
         return None
-    pg = _resolve(group)
     name = _op_name(op, tensor, "all_reduce")
     return _finish(pg._engine(tensor).all_reduce(tensor, name), async_op)
 
 
 def broadcast(tensor, src: int | None = None, group=None, async_op: bool = False, group_src: int | None = None):
     """Copy ``tensor`` of rank ``src`` into ``tensor`` of every rank."""
-    _check(tensor, "broadcast")
-    if _not_member(group, "broadcast"):
+    pg = _member_group(tensor, group, "broadcast")
+    if pg is None:
         return None
-    pg = _resolve(group)
     root = _group_rank(pg, src, group_src, "broadcast")
     return _finish(pg._engine(tensor).broadcast(tensor, root), async_op)
 
@@ -553,10 +559,9 @@ def broadcast(tensor, src: int | None = None, group=None, async_op: bool = False
 def reduce(tensor, dst: int | None = None, op=ReduceOp.SUM, group=None, async_op: bool = False,
            group_dst: int | None = None):
     """Reduce ``tensor`` over the ranks into ``tensor`` of rank ``dst`` (the others' are left unchanged)."""
-    _check(tensor, "reduce")
-    if _not_member(group, "reduce"):
+    pg = _member_group(tensor, group, "reduce")
+    if pg is None:
         return None
-    pg = _resolve(group)
     root = _group_rank(pg, dst, group_dst, "reduce")
     name = _op_name(op, tensor, "reduce")
     return _finish(pg._engine(tensor).reduce(tensor, root, name), async_op)
@@ -566,10 +571,9 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op: bo
     """Concatenate every rank's ``input_tensor`` (in rank order) into ``output_tensor``, of shape
     ``(world_size * n, ...)`` or ``(world_size, n, ...)`` for an input of shape ``(n, ...)``."""
     _check(output_tensor, "all_gather_into_tensor", "output_tensor")
-    _check(input_tensor, "all_gather_into_tensor", "input_tensor")
-    if _not_member(group, "all_gather_into_tensor"):
+    pg = _member_group(input_tensor, group, "all_gather_into_tensor", "input_tensor")
+    if pg is None:
         return None
-    pg = _resolve(group)
     _same(output_tensor, input_tensor, "all_gather_into_tensor", "output and input", numel=False)
     if output_tensor.numel() != pg.size() * input_tensor.numel():
         raise ShapeMismatch(f"all_gather_into_tensor: output_tensor must have world_size ({pg.size()}) times the "
@@ -579,10 +583,9 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op: bo
 
 def all_gather(tensor_list, tensor, group=None, async_op: bool = False):
     """Gather every rank's ``tensor`` into ``tensor_list`` (one tensor per rank, in rank order)."""
-    _check(tensor, "all_gather")
-    if _not_member(group, "all_gather"):
+    pg = _member_group(tensor, group, "all_gather")
+    if pg is None:
         return None
-    pg = _resolve(group)
     outs = _per_rank_list(tensor_list, tensor, "all_gather", "tensor_list", "tensor", pg.size())
     n = tensor.numel()
     stage = _stage_like(tensor, n * pg.size())
@@ -593,10 +596,9 @@ def all_gather(tensor_list, tensor, group=None, async_op: bool = False):
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduce ``input`` (``world_size`` blocks of ``output``'s size) over the ranks; rank r gets block r."""
     _check(output, "reduce_scatter_tensor", "output")
-    _check(input, "reduce_scatter_tensor", "input")
-    if _not_member(group, "reduce_scatter_tensor"):
+    pg = _member_group(input, group, "reduce_scatter_tensor", "input")
+    if pg is None:
         return None
-    pg = _resolve(group)
     _same(output, input, "reduce_scatter_tensor", "output and input", numel=False)
     if input.numel() != pg.size() * output.numel():
         raise ShapeMismatch(f"reduce_scatter_tensor: input must have world_size ({pg.size()}) times the elements "
@@ -607,10 +609,9 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op: 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduce ``input_list[r]`` over the ranks into ``output`` of rank r."""
-    _check(output, "reduce_scatter", "output")
-    if _not_member(group, "reduce_scatter"):
+    pg = _member_group(output, group, "reduce_scatter", "output")
+    if pg is None:
         return None
-    pg = _resolve(group)
     ins = _per_rank_list(input_list, output, "reduce_scatter", "input_list", "output", pg.size())
     name = _op_name(op, output, "reduce_scatter")
     stage = _staged(ins, output, [output.numel()] * len(ins))
@@ -620,10 +621,9 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bo
 def gather(tensor, gather_list=None, dst: int | None = None, group=None, async_op: bool = False,
            group_dst: int | None = None):
     """Collect every rank's ``tensor`` into ``gather_list`` of rank ``dst`` (default 0)."""
-    _check(tensor, "gather")
-    if _not_member(group, "gather"):
+    pg = _member_group(tensor, group, "gather")
+    if pg is None:
         return None
-    pg = _resolve(group)
     root = _group_rank(pg, dst, group_dst, "gather", default0=True)
     n = tensor.numel()
     if pg.rank() == root:
@@ -639,10 +639,9 @@ def gather(tensor, gather_list=None, dst: int | None = None, group=None, async_o
 def scatter(tensor, scatter_list=None, src: int | None = None, group=None, async_op: bool = False,
             group_src: int | None = None):
     """Rank ``src`` (default 0) sends ``scatter_list[r]`` into ``tensor`` of rank r."""
-    _check(tensor, "scatter")
-    if _not_member(group, "scatter"):
+    pg = _member_group(tensor, group, "scatter")
+    if pg is None:
         return None
-    pg = _resolve(group)
     root = _group_rank(pg, src, group_src, "scatter", default0=True)
     stage = None
     if pg.rank() == root:
@@ -675,10 +674,9 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     """Rank r sends the r-th block of rows of ``input`` to every rank and receives theirs into ``output``
     (blocks in rank order; sizes along dim 0 given by the split sizes, equal blocks by default)."""
     _check(output, "all_to_all_single", "output")
-    _check(input, "all_to_all_single", "input")
-    if _not_member(group, "all_to_all_single"):
+    pg = _member_group(input, group, "all_to_all_single", "input")
+    if pg is None:
         return None
-    pg = _resolve(group)
     _same(output, input, "all_to_all_single", "output and input", numel=False)
     out_counts = _splits(output, output_split_sizes, pg.size(), "all_to_all_single", "output")
     in_counts = _splits(input, input_split_sizes, pg.size(), "all_to_all_single", "input")
@@ -713,19 +711,17 @@ def _peer(pg, rank, group_rank, op: str, what: str) -> int:
 
 def isend(tensor, dst: int | None = None, group=None, tag: int = 0, group_dst: int | None = None):
     """Start sending ``tensor`` to rank ``dst``; returns a Work."""
-    _check(tensor, "isend")
-    if _not_member(group, "isend"):
+    pg = _member_group(tensor, group, "isend")
+    if pg is None:
         return None
-    pg = _resolve(group)
     return pg._engine(tensor).send(tensor, _peer(pg, dst, group_dst, "isend", "destination"), int(tag))
 
 
 def irecv(tensor, src: int | None = None, group=None, tag: int = 0, group_src: int | None = None):
     """Start receiving into ``tensor`` from rank ``src`` (any rank when None, MPI only); returns a Work."""
-    _check(tensor, "irecv")
-    if _not_member(group, "irecv"):
+    pg = _member_group(tensor, group, "irecv")
+    if pg is None:
         return None
-    pg = _resolve(group)
     peer = None if src is None and group_src is None else _peer(pg, src, group_src, "irecv", "source")
     return pg._engine(tensor).recv(tensor, peer, int(tag))
 

@@ -179,19 +179,18 @@ class NCCLEngine:
             got = self._comms[index] = (comm, stream)
         return got
 
-    def abort_all(self) -> None:
+    def _each_comm(self, method: str) -> None:
         for comm, _ in self._comms.values():
             try:
-                comm.abort()
-            except Exception:
+                getattr(comm, method)()
+            except Exception:  # teardown of a communicator that already failed: nothing more to report
                 pass
 
+    def abort_all(self) -> None:
+        self._each_comm("abort")
+
     def close(self) -> None:
-        for comm, _ in self._comms.values():
-            try:
-                comm.destroy()
-            except Exception:
-                pass
+        self._each_comm("destroy")
         self._comms.clear()
 
     # -- launching ---------------------------------------------------------------------
