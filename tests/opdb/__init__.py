@@ -133,10 +133,9 @@ class OpEntry:
         return pylucid.ops.op_class(self.name) if self.name in _registered() else None
 
     def declaration(self):
-        """The declaration of the entry's function when the entry calls it directly, else None.
-
-        For an op entry that is a declaration whose op is the entry's op class (one of
-        ``registry.declarations()``); for a composite, the composite's own."""
+        """The declaration of the entry's function when the entry calls the declared function itself (not a
+        wrapper), else None: for an op entry one of the declarations whose op is the entry's op class, for a
+        composite the composite's own. Its methods, in-place names, aliases and dunders are the variants."""
         return registry.declaration_of(self.op)
 
     def method_variants(self) -> list:
