@@ -17,7 +17,6 @@ import pytest
 import pylucid
 from pylucid.ops import registry
 from tests import test_ops as suite
-from tests.opdb import all_declarations
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "add_an_op.md"
 
@@ -26,19 +25,37 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", PAGE.read_text(), flags=re.S)
 
 
-def _surface():
-    """What a leaked op would change: the registry, the declarations, the namespace tables, pylucid, Tensor."""
-    return (set(pylucid.ops.list_ops()), {id(d.fn) for d in all_declarations()},
-            {ns: set(registry.namespace(ns)) for ns in ("pylucid", "pylucid.nn.functional")},
-            set(dir(pylucid)), set(vars(pylucid.Tensor)))
+def _traces(op_cls, fn) -> list:
+    """Where the toy op could still be seen: the registry, the declarations, the namespace tables, pylucid, Tensor."""
+    name = op_cls.schema.name
+    found = []
+    if name in pylucid.ops.list_ops():
+        found.append("pylucid.ops.list_ops()")
+    if any(d.fn is fn for d in registry.declarations()) or registry.declaration_of(fn) is not None:
+        found.append("registry declarations")
+    found += [f"namespace {ns}" for ns, table in registry._NAMESPACES.items() if any(v is fn for v in table.values())]
+    found += [f"Tensor.{n}" for n in _installed_by(fn, name)]
+    if hasattr(pylucid, name):
+        found.append(f"pylucid.{name}")
+    return found
 
 
-def _forget(op_cls, fn, new_tensor_attrs) -> None:
+def _installed_by(fn, name) -> list:
+    """The Tensor attributes the toy op's declaration installed (each tagged with its owner)."""
+    owner = f"{fn.__module__}.{name}"
+    return [n for n, v in vars(pylucid.Tensor).items() if getattr(v, "_pylucid_declared", None) == owner]
+
+
+def _forget(op_cls, fn) -> None:
     """Undo the toy op's registration and declaration (the registry has no public way to drop one)."""
     name = op_cls.schema.name
     registry._REGISTRY.pop(name, None)
     for key in [k for k, d in registry._DECLARED.items() if d.fn is fn]:
         del registry._DECLARED[key]
+    every = getattr(registry, "_ALL", None)  # the list of every declaration, where the registry keeps one
+    if every is not None:
+        every[:] = [d for d in every if d.fn is not fn]
+    new_tensor_attrs = _installed_by(fn, name)
     generated = {id(fn)} | {id(pylucid.Tensor.__dict__[n]) for n in new_tensor_attrs}
     for table in registry._NAMESPACES.values():
         for n in [n for n, v in table.items() if id(v) in generated]:
@@ -54,8 +71,6 @@ def _forget(op_cls, fn, new_tensor_attrs) -> None:
 def page():
     """(op class, module namespace, entry) built by the page's code blocks."""
     code, entry_code = _blocks("python")
-    before = _surface()
-    tensor_attrs = set(vars(pylucid.Tensor))
     module = types.ModuleType("pylucid.ops._add_an_op_page")  # not in sys.modules: nothing can import it
     exec(compile(code, f"{PAGE}: the op", "exec"), module.__dict__)
     op_cls = next(v for v in vars(module).values()
@@ -68,8 +83,9 @@ def page():
         exec(compile(entry_code, f"{PAGE}: the entry", "exec"), entry_ns)
         yield op_cls, module, entry_ns["ENTRY"]
     finally:
-        _forget(op_cls, fn, set(vars(pylucid.Tensor)) - tensor_attrs)
-        assert _surface() == before, "the toy op leaked into the registry, a namespace, pylucid or Tensor"
+        _forget(op_cls, fn)
+        leaked = _traces(op_cls, fn)
+        assert not leaked, f"the toy op is still in: {leaked}"
 
 
 def test_the_page_declares_one_op_with_its_variants(page):

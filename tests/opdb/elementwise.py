@@ -23,6 +23,7 @@ from tests.opdb import (
     kinks,
     noncontig,
     not_tensor,
+    optional,
     unary_samples,
     with_samples,
 )
@@ -261,6 +262,14 @@ ENTRIES = [
                      Sample((np.array([2, 3]), 2), name="int-scalar"), Sample((U(3, lo=0.5, hi=2.0), 1.5),
                                                                               name="scalar"),
                      Sample((U(3, lo=0.5, hi=2.0), C(3)), name="complex")], amp=False),
+    # pylucid.positive / +x: the tensor itself (bool tensors too, where PyTorch refuses them)
+    *optional(lambda: OpEntry("positive", pl.positive, torch.positive,
+                              lambda: [Sample((U(3, 4),)), Sample((np.array([1, -2]),), name="int")])),
+    # Python's round(x, ndigits): round with decimals=ndigits (torch.Tensor has no __round__)
+    *optional(lambda: OpEntry("round", pl.Tensor.__round__, lambda x, nd=None: torch.round(x, decimals=nd or 0),
+                              lambda: [Sample((U(3, 4, lo=-5, hi=5),)), Sample((U(3, 4, lo=-5, hi=5), 2),
+                                                                               name="ndigits"),
+                                       kinks(0.5, 1.5, 2.5, -0.5, name="halves-to-even")], variant="builtin")),
     OpEntry("sum_to_size", pl.Tensor.sum_to_size, torch.Tensor.sum_to_size,
             lambda: [Sample((U(2, 3, 4), 3, 1)), Sample((U(2, 3), (1, 3)), name="tuple"),
                      Sample((U(2, 3), 2, 3), name="same"), Sample((U(3, 4), 4), name="drop-leading")],

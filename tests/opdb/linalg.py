@@ -14,7 +14,7 @@ import torch
 
 import pylucid as pl
 from pylucid.errors import ShapeMismatch
-from tests.opdb import INF, C, ErrorInput, OpEntry, Sample, U, noncontig
+from tests.opdb import INF, C, ErrorInput, OpEntry, Sample, U, noncontig, optional
 from tests.opdb.reduction import norm_at_zero_samples
 
 L, TL = pl.linalg, torch.linalg
@@ -255,9 +255,16 @@ ENTRIES = [
             lambda: [Sample((spd(3),))], amp=False, **_TOL),
     OpEntry("linalg.inv_ex", L.inv_ex, TL.inv_ex, lambda: [Sample((well(3),)), Sample((well(2, 2),), name="batch")],
             **_TOL),
-    OpEntry("linalg.diagonal", L.diagonal, TL.diagonal, lambda: [Sample((U(2, 3, 4),)), Sample((U(3, 4),), name="2d")],
-            error_inputs=lambda: [ErrorInput((U(3, 4),), {"offset": 1}, ValueError, "linalg.diagonal: only")]),
+    OpEntry("linalg.diagonal", L.diagonal, TL.diagonal,
+            lambda: [Sample((U(2, 3, 4),)), Sample((U(3, 4),), name="2d"), Sample((U(2, 3, 4),), {"offset": 1},
+                                                                                  "offset"),
+                     Sample((U(2, 3, 4),), {"offset": -1}, "negative-offset"),
+                     Sample((U(2, 3, 4),), {"dim1": 0, "dim2": 2}, "dims")]),
     OpEntry("pinverse", pl.Tensor.pinverse, torch.Tensor.pinverse, lambda: [Sample((U(4, 3),))], **_TOL),
+    *optional(lambda: OpEntry("pinverse", pl.pinverse, torch.pinverse, lambda: [Sample((U(4, 3),))], variant="function",
+                              **_TOL)),
+    OpEntry("inverse", pl.inverse, torch.inverse, lambda: [Sample((well(3),)), Sample((well(2, 2),), name="batch")],
+            **_TOL),
     # -- composites: the norm front ends (the vector norms run the one registered norm op) ---------------------
     *[OpEntry("linalg.matrix_norm", L.matrix_norm, TL.matrix_norm,
               lambda o=o: [Sample((U(2, 3, 4), o))], variant=str(o), runs=("norm",) if o == "fro" else (), **_TOL)

@@ -14,7 +14,7 @@ import pylucid
 import pylucid.nn.functional as F
 from pylucid.errors import ShapeMismatch
 from pylucid.ops import nn as N
-from tests.opdb import ErrorInput, OpEntry, Sample, U, rng
+from tests.opdb import ErrorInput, OpEntry, Sample, U, optional, rng
 
 
 def I(*shape, hi=4, seed=0):  # noqa: E743 - integer indices
@@ -231,6 +231,20 @@ def sdpa_samples():
 
 
 
+def layer_norm_backward_samples():
+    return [Sample((U(3, 4, seed=3), U(3, 4), (4,), U(4, seed=1)), name="last"),
+            Sample((U(2, 3, 4, seed=3), U(2, 3, 4), (3, 4), U(3, 4, seed=1)), name="two-dims"),
+            Sample((U(2, 5, seed=3), U(2, 5), (5,), None), name="no-weight"),
+            Sample((_nc(3, 4, seed=3), _nc(3, 4), (4,), U(4, seed=1)), name="noncontig"),
+            Sample((U(0, 4, seed=3), U(0, 4), (4,), U(4, seed=1)), name="empty", gradcheck=False)]
+
+
+def layer_norm_backward_ref(grad_output, input, normalized_shape, weight=None, eps=1e-5):
+    _, mean, rstd = torch.ops.aten.native_layer_norm(input, list(normalized_shape), weight, None, eps)
+    return torch.ops.aten.native_layer_norm_backward(grad_output, input, list(normalized_shape), mean, rstd,
+                                                     weight, None, [True, False, False])[0]
+
+
 def ctc(logits, *args, **kw):
     return F.ctc_loss(F.log_softmax(logits, 2), *args, **kw)
 
@@ -258,6 +272,8 @@ ENTRIES = [
             grad=False, gradgrad=False, amp=False, atol=3e-2, rtol=2e-2),
     OpEntry("layer_norm", F.layer_norm, TF.layer_norm, layer_norm_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3), (4,)), exc=ShapeMismatch, match="layer_norm: normalized")]),
+    *optional(lambda: OpEntry("layer_norm_backward", N.layer_norm_backward, layer_norm_backward_ref,
+                              layer_norm_backward_samples)),
     OpEntry("batch_norm", batch_norm_train, batch_norm_train_ref, batch_norm_samples),
     # eval mode: the running statistics are inputs (no gradient flows to them)
     OpEntry("batch_norm", F.batch_norm, TF.batch_norm, bn_eval_samples, variant="eval"),

@@ -109,6 +109,18 @@ def _amax_ref(name):
     return lambda x, dim=(), keepdim=False: fn(x, dim=dim, keepdim=keepdim)
 
 
+def _minmax_ref(reduce, arg, elementwise):
+    """``max``/``min``'s three forms: values (torch's amax/amin: ties share the gradient) for all dims or a tuple;
+    ``(values, first index)`` for one int dim; the element-wise form for a Tensor argument."""
+    def ref(x, dim=None, keepdim=False):
+        if isinstance(dim, torch.Tensor):
+            return elementwise(x, dim)
+        if isinstance(dim, int):
+            return reduce(x, dim, keepdim), arg(x, dim, keepdim)
+        return reduce(x, dim=() if dim is None else dim, keepdim=keepdim)
+    return ref
+
+
 def _nan_samples():
     return [Sample((np.array([1.0, NAN, 0.0, -2.5]),), name="nan"),
             Sample((np.array([[1.0, NAN, 2.0], [NAN, NAN, 3.0]]),), {"dim": 1}, "dim"),
@@ -131,8 +143,8 @@ ENTRIES = [
             error_inputs=lambda: [ErrorInput((U(2, 3),), {"dim": 2}, IndexError, "mean: dimension out of range"),
                                   ErrorInput((U(2, 3),), {"dim": (0, 0)}, ValueError, "more than once"),
                                   ErrorInput((np.arange(3),), {}, TypeError, "mean: could not infer")]),
-    # pylucid.max/min reduce (values only, as the seeds define them), whatever ``dim`` is: torch.amax/amin
-    OpEntry("max", pl.max, _amax_ref("amax"),
+    # pylucid.max/min: values for all dims or a tuple, (values, indices) for one int dim, element-wise with a Tensor
+    OpEntry("max", pl.max, _minmax_ref(torch.amax, torch.argmax, torch.maximum),
             lambda: [Sample((U(3, 4),), gradcheck=True), Sample((U(3, 4),), {"dim": 1}, "dim1"),
                      Sample((U(2, 3, 4),), {"dim": (0, 2), "keepdim": True}, "dims-keep"),
                      Sample((np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]]),), {"dim": 1}, "ties", gradcheck=False),
@@ -141,7 +153,7 @@ ENTRIES = [
                      Sample((np.array(-1.0),), name="0d"), Sample((noncontig(3, 4),), {"dim": 0}, "noncontig")],
             error_inputs=lambda: [ErrorInput((U(0, 3),), {"dim": 0}, IndexError, "max: expected reduction dim 0"),
                                   ErrorInput((U(2, 3),), {"dim": 5}, IndexError, "max: dimension out of range")]),
-    OpEntry("min", pl.min, _amax_ref("amin"),
+    OpEntry("min", pl.min, _minmax_ref(torch.amin, torch.argmin, torch.minimum),
             lambda: [Sample((U(3, 4),)), Sample((U(3, 4),), {"dim": 0, "keepdim": True}, "dim0"),
                      Sample((U(3, 4),), {"dim": 0}, "dim0-drop"),
                      Sample((U(2, 3, 4),), {"dim": (1, 2)}, "dims"),
@@ -149,6 +161,10 @@ ENTRIES = [
                      Sample((np.array([2.0, 2.0, 2.0]),), {}, "all-tied", gradcheck=False),
                      Sample((np.array(4.0),), name="0d")],
             error_inputs=lambda: [ErrorInput((U(0),), {}, IndexError, "min: cannot reduce an empty tensor")]),
+    # with a Tensor argument: the element-wise maximum/minimum (those ops' entries check their AMP policy)
+    *[OpEntry(n, getattr(pl, n), _minmax_ref(None, None, getattr(torch, e)),
+              lambda: [Sample((U(3, 4), U(3, 4, seed=1))), Sample((U(3, 4), U(4, seed=1)), name="broadcast")],
+              variant="elementwise", amp=False, runs=(e,)) for n, e in (("max", "maximum"), ("min", "minimum"))],
     # -- sums and products ---------------------------------------------------------------
     OpEntry("sum", pl.sum, torch.sum,
             lambda: [Sample((U(3, 4),)), Sample((U(3, 4),), {"dim": 1}, "dim1"),

@@ -4,6 +4,8 @@ composites built on them (split, stack, repeat, meshgrid, ...)."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import torch
 
@@ -149,6 +151,11 @@ ENTRIES = [
             lambda: [Sample((noncontig(3, 4), U(2, 6)), grad_args=(0,))]),
     OpEntry("transpose", pl.transpose, torch.transpose,
             lambda: [Sample((U(3, 4), 0, 1)), Sample((U(2, 3, 4), -1, 0), name="3d")]),
+    # the T and mT properties, through their getter functions
+    *[OpEntry(n, inspect.getattr_static(pl.Tensor, n).fget, lambda x, n=n: getattr(x, n),
+              lambda: [Sample((U(3, 4),)), Sample((U(2, 3, 4),), name="3d")]) for n in ("mT",)],
+    OpEntry("T", inspect.getattr_static(pl.Tensor, "T").fget, lambda x: x.T if x.ndim < 3 else x.permute(2, 1, 0),
+            lambda: [Sample((U(3, 4),)), Sample((U(3),), name="1d")]),
     OpEntry("t", pl.t, torch.t, lambda: [Sample((U(3, 4),)), Sample((U(3),), name="1d")],
             error_inputs=lambda: [ErrorInput((U(2, 3, 4),), exc=ValueError,
                                              match="t: expects a tensor with <= 2 dims")]),

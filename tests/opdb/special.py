@@ -46,7 +46,7 @@ ENTRIES = [
     OpEntry("log_softmax", pl.log_softmax, lambda x, **k: torch.log_softmax(x, **_tdtype(k)),
             _softmax_samples),
     OpEntry("erfc", pl.erfc, torch.erfc, _unary(-2, 2, [Sample((np.array([10.0, -10.0, 30.0]),), name="tails")])),
-    OpEntry("lgamma", S.gammaln, torch.lgamma, _unary(0.3, 4, [Sample((np.array([-1.5, -0.5, 0.5]),), name="neg"),
+    OpEntry("lgamma", pl.lgamma, torch.lgamma, _unary(0.3, 4, [Sample((np.array([-1.5, -0.5, 0.5]),), name="neg"),
                                                                Sample((U(3, 4),), name="both-signs",
                                                                       gradcheck=False)])),
     OpEntry("digamma", S.digamma, torch.digamma,
@@ -84,6 +84,9 @@ ENTRIES = [
     OpEntry("polygamma", pl.Tensor.polygamma, torch.Tensor.polygamma,
             lambda: [Sample((U(3, 4, lo=0.5, hi=3), 1)), Sample((U(3, lo=0.5, hi=3), 2), name="n2")], variant="method",
             atol=1e-4, rtol=1e-5),
+    # the pylucid.special names
+    OpEntry("special.gammaln", S.gammaln, torch.special.gammaln, _unary(0.3, 4)),
+    OpEntry("special.psi", S.psi, torch.special.psi, _unary(0.3, 4, with_int=False), atol=1e-4),
     # -- composites --------------------------------------------------------------------------
     OpEntry("special.ndtri", S.ndtri, torch.special.ndtri,
             lambda: [Sample((U(3, 4, lo=0.05, hi=0.95),)), Sample((np.array([0.0, 1.0, 0.5]),), name="ends",
