@@ -9,9 +9,8 @@ import torch
 
 import pylucid as pl
 from pylucid.errors import ShapeMismatch
-from tests.opdb import OpEntry, Sample
-from tests.opdb.core import U
-from tests.opdb.linalg_ext import spd, sym, well
+from tests.opdb import OpEntry, Sample, U
+from tests.opdb.linalg import spd, sym, well
 
 L, TL = pl.linalg, torch.linalg
 _suite = pytest.importorskip("tests.test_ops")

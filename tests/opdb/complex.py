@@ -1,11 +1,12 @@
-"""Op-database entries for the complex ops (issue 3).
+"""Op-database entries for the complex ops (``pylucid/ops/complex.py``).
 
-The generic suite's gradcheck perturbs real numbers only, so every entry takes
-and returns real tensors: a complex input is a real ``(..., 2)`` array seen
-through ``view_as_complex``, a complex output is returned through
+The generic suite's gradcheck perturbs real numbers only, so the first entry of
+each op takes and returns real tensors: a complex input is a real ``(..., 2)``
+array seen through ``view_as_complex``, a complex output is returned through
 ``view_as_real``. That checks each op's gradient (and its second derivative)
-through the real and imaginary parts, which is exactly PyTorch's convention.
-Complex dtypes themselves are checked in tests/test_fft.py.
+through the real and imaginary parts by finite differences. The ``complex``
+variants call the declared functions on complex samples directly (gradients vs
+PyTorch with complex cotangents, and their methods and aliases).
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import torch
 
 import pylucid as pl
 from pylucid.errors import DtypeMismatch, ShapeMismatch
-from tests.opdb import ErrorInput, OpEntry, Sample
-from tests.opdb.core import U
+from tests.opdb import C, ErrorInput, OpEntry, Sample, U
 
 
 def _c(fn):
@@ -70,4 +70,28 @@ ENTRIES = [
             lambda: [Sample((U(3, 4), U(3, 4, seed=1))), Sample((U(2, 1), U(3, seed=1)), name="broadcast"),
                      Sample((np.array(1.0), U(3, seed=1)), name="0d"), Sample((U(0, 2), U(2, seed=1)), name="empty")],
             error_inputs=lambda: [ErrorInput((U(2), np.arange(2)), {}, DtypeMismatch, "complex: expected float32")]),
+    # -- the declared functions on complex samples ---------------------------------------------
+    *[OpEntry(n, getattr(pl, n), getattr(torch, n),
+              lambda: [Sample((C(3, 2),)), Sample((np.array([1.0, -2.0, 0.5]),), name="real")], variant="complex")
+      for n in ("real", "conj", "angle")],
+    OpEntry("imag", pl.imag, torch.imag, lambda: [Sample((C(3, 2),))], variant="complex"),
+    OpEntry("real", lambda z: z.real, lambda z: z.real, lambda: [Sample((C(3, 2),))], variant="property"),
+    OpEntry("imag", lambda z: z.imag, lambda z: z.imag, lambda: [Sample((C(3, 2),))], variant="property"),
+    OpEntry("view_as_real", pl.view_as_real, torch.view_as_real, lambda: [Sample((C(3, 2),))], variant="complex"),
+    OpEntry("view_as_complex", pl.view_as_complex, torch.view_as_complex, lambda: [Sample((U(3, 2),))],
+            variant="direct"),
+    OpEntry("complex", pl.complex, torch.complex, lambda: [Sample((U(3, 4), U(3, 4, seed=1)))], variant="direct"),
+    # -- composites ------------------------------------------------------------------------------
+    OpEntry("polar", pl.polar, torch.polar,
+            lambda: [Sample((U(3, 4, lo=0.3, hi=2.0), U(3, 4, seed=1))), Sample((U(3, lo=0.3, hi=2.0), 0.5 * U(3)),
+                                                                              name="1d")]),
+    OpEntry("sgn", pl.sgn, torch.sgn,
+            lambda: [Sample((C(3, 2),)), Sample((np.array([0j, 1 + 1j, -2.0 + 0j]),), name="complex-zero",
+                                                gradgrad_ref="finite"),
+                     Sample((U(3, 4),), name="real")]),
+    *[OpEntry(n, getattr(pl, n), getattr(torch, n), lambda: [Sample((C(3, 2),)), Sample((U(3),), name="real")])
+      for n in ("conj_physical", "resolve_conj")],
+    *[OpEntry(n, getattr(pl, n), getattr(torch, n),
+              lambda: [Sample((C(3),)), Sample((U(3),), name="real"), Sample((np.array([1, 2]),), name="int")],
+              grad=False) for n in ("is_complex", "is_conj")],
 ]

@@ -1,10 +1,11 @@
-"""Op-database entries for the FFT primitives (issue 3).
+"""Op-database entries for the FFT primitives (``pylucid/ops/fft.py``) and the ``pylucid.fft`` functions.
 
 Each primitive (``fft_c2c``, ``fft_r2c``, ``fft_c2r``) is reached through the
 ``pylucid.fft`` functions named by the sample's ``fn`` keyword. As in
 tests/opdb/complex.py, complex inputs are real ``(..., 2)`` arrays seen through
 ``view_as_complex`` (``cin=True``) and complex outputs come back through
-``view_as_real``, so gradcheck and gradgradcheck run on real numbers.
+``view_as_real``, so gradcheck and gradgradcheck run on real numbers. Each public
+function then has an entry of its own, called directly on real and complex samples.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ import torch
 
 import pylucid as pl
 from pylucid.errors import DtypeMismatch, LucidError
-from tests.opdb import ErrorInput, OpEntry, Sample
+from tests.opdb import C, ErrorInput, OpEntry, Sample, U, noncontig
 from tests.opdb.complex import as_complex, as_real
-from tests.opdb.core import U, noncontig
 
 
 def _pl(x, fn, cin=False, **k):
@@ -90,4 +90,35 @@ ENTRIES = [
     OpEntry("fft_c2r", _pl, _torch, _c2r_samples,
             error_inputs=lambda: [ErrorInput((U(1, 2),), {"fn": "irfft", "cin": True}, LucidError,
                                              r"irfft: invalid number of data points \(0\)")]),
+    # -- the pylucid.fft functions, called directly ------------------------------------------------
+    *[OpEntry(f"fft.{n}", getattr(pl.fft, n), getattr(torch.fft, n),
+              lambda: [Sample((C(8),), name="complex"), Sample((C(8),), {"norm": "ortho"}, "complex-ortho"),
+                       Sample((C(8),), {"norm": "forward"}, "complex-forward"), Sample((U(3, 5),), name="real"),
+                       Sample((C(2, 6),), {"n": 4, "dim": 0}, "n-dim")])
+      for n in ("fft", "ifft")],
+    OpEntry("fft.rfft", pl.fft.rfft, torch.fft.rfft,
+            lambda: [Sample((U(8),), {"norm": "ortho"}), Sample((U(3, 5),), {"n": 6}, "n")]),
+    OpEntry("fft.irfft", pl.fft.irfft, torch.fft.irfft,
+            lambda: [Sample((C(5),), {"n": 8}), Sample((C(3, 4),), name="default-n"), Sample((U(5),), name="real")]),
+    OpEntry("fft.hfft", pl.fft.hfft, torch.fft.hfft, lambda: [Sample((C(5),)), Sample((C(4),), {"n": 7}, "n")]),
+    OpEntry("fft.ihfft", pl.fft.ihfft, torch.fft.ihfft, lambda: [Sample((U(6),)), Sample((U(2, 5),), {"n": 4}, "n")]),
+    *[OpEntry(f"fft.{n}", getattr(pl.fft, n), getattr(torch.fft, n),
+              lambda: [Sample((C(4, 6),)), Sample((C(4, 6),), {"norm": "forward"}, "forward"),
+                       Sample((U(3, 4),), name="real")]) for n in ("fft2", "ifft2")],
+    OpEntry("fft.rfft2", pl.fft.rfft2, torch.fft.rfft2, lambda: [Sample((U(4, 6),))]),
+    OpEntry("fft.irfft2", pl.fft.irfft2, torch.fft.irfft2, lambda: [Sample((C(4, 4),), {"s": (4, 6)}),
+                                                                   Sample((C(3, 4),), name="default-s")]),
+    *[OpEntry(f"fft.{n}", getattr(pl.fft, n), getattr(torch.fft, n),
+              lambda: [Sample((C(2, 3, 4),), {"dim": (0, 2)}), Sample((C(2, 3, 4),), name="all"),
+                       Sample((U(2, 3),), {"s": (3, 4)}, "real-s")]) for n in ("fftn", "ifftn")],
+    OpEntry("fft.rfftn", pl.fft.rfftn, torch.fft.rfftn, lambda: [Sample((U(2, 3, 4),))]),
+    OpEntry("fft.irfftn", pl.fft.irfftn, torch.fft.irfftn,
+            lambda: [Sample((C(2, 3, 3),), {"s": (3, 4), "dim": (1, 2)}), Sample((C(2, 3),), name="all")]),
+    *[OpEntry(f"fft.{n}", getattr(pl.fft, n), getattr(torch.fft, n),
+              lambda: [Sample((5,), {"d": 0.5}), Sample((6,), name="even")], grad=False, amp=False)
+      for n in ("fftfreq", "rfftfreq")],
+    OpEntry("fft.fftshift", pl.fft.fftshift, torch.fft.fftshift,
+            lambda: [Sample((U(3, 4),)), Sample((U(3, 5),), {"dim": 1}, "dim"), Sample((C(5),), name="complex")]),
+    OpEntry("fft.ifftshift", pl.fft.ifftshift, torch.fft.ifftshift,
+            lambda: [Sample((U(3, 5),), {"dim": 1}), Sample((U(3, 4),), name="all")]),
 ]

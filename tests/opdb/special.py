@@ -1,4 +1,5 @@
-"""Op-database entries for the special functions and the softmax family (issue 3)."""
+"""Op-database entries for the special functions and the softmax family (``pylucid/ops/special.py``,
+``pylucid.special``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ import torch
 
 import pylucid as pl
 import pylucid.special as S
-from tests.opdb import ErrorInput, OpEntry, Sample
-from tests.opdb.core import U, noncontig
+from tests.opdb import ErrorInput, OpEntry, Sample, U, noncontig
 
 INF = float("inf")
 
@@ -40,15 +40,18 @@ def _tdtype(k):
 
 
 ENTRIES = [
-    OpEntry("softmax", lambda x, **k: pl.softmax(x, **k), lambda x, **k: torch.softmax(x, **_tdtype(k)),
+    OpEntry("softmax", pl.softmax, lambda x, **k: torch.softmax(x, **_tdtype(k)),
             _softmax_samples,
             error_inputs=lambda: [ErrorInput((U(3),), {"dim": None}, TypeError, "softmax: dim is required")]),
-    OpEntry("log_softmax", lambda x, **k: pl.log_softmax(x, **k), lambda x, **k: torch.log_softmax(x, **_tdtype(k)),
+    OpEntry("log_softmax", pl.log_softmax, lambda x, **k: torch.log_softmax(x, **_tdtype(k)),
             _softmax_samples),
     OpEntry("erfc", pl.erfc, torch.erfc, _unary(-2, 2, [Sample((np.array([10.0, -10.0, 30.0]),), name="tails")])),
-    OpEntry("lgamma", S.gammaln, torch.lgamma, _unary(0.3, 4, [Sample((np.array([-1.5, -0.5, 0.5]),), name="neg")])),
+    OpEntry("lgamma", pl.lgamma, torch.lgamma, _unary(0.3, 4, [Sample((np.array([-1.5, -0.5, 0.5]),), name="neg"),
+                                                               Sample((U(3, 4),), name="both-signs",
+                                                                      gradcheck=False)])),
     OpEntry("digamma", S.digamma, torch.digamma,
-            _unary(0.3, 4, [Sample((np.array([-1.5, 0.0, 2.5]),), name="zero", gradcheck=False)], with_int=False),
+            _unary(0.3, 4, [Sample((np.array([-1.5, 0.0, 2.5]),), name="zero", gradcheck=False),
+                            Sample((U(3, 4),), name="both-signs", gradcheck=False)], with_int=False),
             atol=1e-4),
     OpEntry("polygamma", lambda n, x: pl.polygamma(n, x), lambda n, x: torch.polygamma(n, x),
             lambda: [Sample((1, U(3, 4, lo=0.5, hi=3))), Sample((0, U(3, lo=0.5, hi=3)), name="n0"),
@@ -61,7 +64,8 @@ ENTRIES = [
     OpEntry("i0e", S.i0e, torch.special.i0e, _unary(-3, 3)),
     OpEntry("i1e", S.i1e, torch.special.i1e, _unary(-3, 3, [Sample((np.array([0.0, -1.0]),), name="zero")])),
     OpEntry("entr", S.entr, torch.special.entr,
-            _unary(0.2, 3, [Sample((np.array([0.0, -1.0, 0.5]),), name="zero-neg", gradcheck=False)])),
+            _unary(0.2, 3, [Sample((np.array([0.0, -1.0, 0.5]),), name="zero-neg", gradcheck=False),
+                            Sample((np.array([0.0, 0.5, 1.0, 2.0, -1.0]),), name="range", gradcheck=False)])),
     OpEntry("sinc", S.sinc, torch.sinc, _unary(-2, 2, [Sample((np.array([0.0, 1.0]),), name="zero", gradcheck=False)])),
     OpEntry("ndtr", S.ndtr, torch.special.ndtr, _unary(-3, 3)),
     OpEntry("log_ndtr", S.log_ndtr, torch.special.log_ndtr,
@@ -73,6 +77,20 @@ ENTRIES = [
                               gradcheck=False),
                        Sample((np.array([0.0, 1.5]), np.array([np.nan, 1.0])), name="nan", gradcheck=False),
                        Sample((U(3, lo=0.2, hi=2), 2.0), name="scalar-other"),
-                       Sample((1.5, U(3, lo=0.2, hi=2)), name="scalar-x")])
+                       Sample((1.5, U(3, lo=0.2, hi=2)), name="scalar-x"),
+                       Sample((U(3, 4), U(3, 4, lo=0.3, hi=2.0, seed=1)), name="negative-x")])
       for n in ("xlogy", "xlog1py")],
+    # Tensor.polygamma(n): the tensor first
+    OpEntry("polygamma", pl.Tensor.polygamma, torch.Tensor.polygamma,
+            lambda: [Sample((U(3, 4, lo=0.5, hi=3), 1)), Sample((U(3, lo=0.5, hi=3), 2), name="n2")], variant="method",
+            atol=1e-4, rtol=1e-5),
+    # the pylucid.special names
+    OpEntry("special.gammaln", S.gammaln, torch.special.gammaln, _unary(0.3, 4)),
+    OpEntry("special.psi", S.psi, torch.special.psi, _unary(0.3, 4, with_int=False), atol=1e-4),
+    # -- composites --------------------------------------------------------------------------
+    OpEntry("special.ndtri", S.ndtri, torch.special.ndtri,
+            lambda: [Sample((U(3, 4, lo=0.05, hi=0.95),)), Sample((np.array([0.0, 1.0, 0.5]),), name="ends",
+                                                                   gradcheck=False)]),
+    OpEntry("special.multigammaln", S.multigammaln, torch.special.multigammaln,
+            lambda: [Sample((U(3, 4, lo=2.0, hi=4.0), 2)), Sample((U(3, lo=2.0, hi=4.0), 3), name="p3")]),
 ]

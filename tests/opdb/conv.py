@@ -1,4 +1,4 @@
-"""Op-database entries for the convolution, pooling and resampling ops (issue 4, nn part 2).
+"""Op-database entries for the convolution, pooling and resampling ops (``pylucid/ops/conv.py``).
 
 Samples are small (gradcheck perturbs every element in float64); each op has
 strided / padded / dilated / grouped variants, a non-contiguous input, an
@@ -156,7 +156,8 @@ def _interp_entry(name, nd, mode, dtypes=("float32", "float64")):
         return [ErrorInput((U(1, 1, *sp),), {}, ValueError, "interpolate: exactly one of size or scale_factor"),
                 ErrorInput((U(1, 1, *sp),), {"size": 3, "mode": "bicubic"}, NotImplementedError, "bicubic")]
 
-    return OpEntry(name, op, ref, samples, dtypes=dtypes, error_inputs=errors if nd == 2 else lambda: [])
+    return OpEntry(name, op, ref, samples, dtypes=dtypes, error_inputs=errors if nd == 2 else lambda: [],
+                   covers=("interpolate",))
 
 
 def _adaptive_samples(nd, maxpool):
@@ -228,4 +229,8 @@ ENTRIES = [
     _interp_entry("interpolate_linear", 1, "linear"),
     _interp_entry("interpolate_bilinear", 2, "linear"),
     _interp_entry("interpolate_trilinear", 3, "linear"),
+    OpEntry("pixel_shuffle", pl.pixel_shuffle, F.pixel_shuffle,
+            lambda: [Sample((U(1, 8, 2, 3), 2)), Sample((U(4, 2, 2), 2), name="unbatched")]),
+    OpEntry("pixel_unshuffle", pl.pixel_unshuffle, F.pixel_unshuffle,
+            lambda: [Sample((U(1, 2, 4, 6), 2)), Sample((U(1, 4, 4), 2), name="unbatched")]),
 ]

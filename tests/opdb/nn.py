@@ -1,4 +1,8 @@
-"""Op-database entries for the registered nn ops (``pylucid/ops/nn.py``), run through the functional API."""
+"""Op-database entries for the nn ops (``pylucid/ops/nn.py``), run through the functional API, and the
+``pylucid.nn.functional`` composites (losses, normalisations, distances, attention, dropout).
+
+``RNN``/``LSTM``/``GRU`` and their cells are modules built from these ops and have no function of their own;
+they are tested against torch.nn with copied state dicts in ``tests/test_nn_rnn.py``."""
 
 from __future__ import annotations
 
@@ -10,11 +14,7 @@ import pylucid
 import pylucid.nn.functional as F
 from pylucid.errors import ShapeMismatch
 from pylucid.ops import nn as N
-from tests.opdb import ErrorInput, OpEntry, Sample, rng
-
-
-def U(*shape, lo=-2.0, hi=2.0, seed=0):
-    return rng(seed).uniform(lo, hi, size=shape)
+from tests.opdb import ErrorInput, OpEntry, Sample, U, optional, rng
 
 
 def I(*shape, hi=4, seed=0):  # noqa: E743 - integer indices
@@ -75,7 +75,8 @@ def batch_norm_samples():
 
 def bn_eval_samples():
     rv = U(3, lo=0.5, hi=2.0, seed=4)
-    return [Sample((U(4, 3), U(3, seed=3), rv, U(3, seed=1), U(3, seed=2)), name="eval", grad_args=(0, 3, 4))]
+    return [Sample((U(4, 3), U(3, seed=3), rv, U(3, seed=1), U(3, seed=2)), name="eval", grad_args=(0, 3, 4)),
+            Sample((U(2, 3, 5), U(3, seed=3), rv, None, None), {"eps": 1e-3}, "3d-no-affine", grad_args=(0,))]
 
 
 def rms_samples():
@@ -229,6 +230,7 @@ def sdpa_samples():
     ]
 
 
+
 def layer_norm_backward_samples():
     return [Sample((U(3, 4, seed=3), U(3, 4), (4,), U(4, seed=1)), name="last"),
             Sample((U(2, 3, 4, seed=3), U(2, 3, 4), (3, 4), U(3, 4, seed=1)), name="two-dims"),
@@ -243,6 +245,25 @@ def layer_norm_backward_ref(grad_output, input, normalized_shape, weight=None, e
                                                      weight, None, [True, False, False])[0]
 
 
+def ctc(logits, *args, **kw):
+    return F.ctc_loss(F.log_softmax(logits, 2), *args, **kw)
+
+
+def ctc_ref(logits, *args, **kw):
+    return TF.ctc_loss(TF.log_softmax(logits, 2), *args, **kw)
+
+
+def mha(q, k, v, w_in, b_in, w_out, b_out):
+    """``multi_head_attention_forward`` with 2 heads, packed projections, no masks, averaged weights."""
+    return F.multi_head_attention_forward(q, k, v, 4, 2, w_in, b_in, None, None, False, 0.0, w_out, b_out,
+                                          training=False)
+
+
+def mha_ref(q, k, v, w_in, b_in, w_out, b_out):
+    return TF.multi_head_attention_forward(q, k, v, 4, 2, w_in, b_in, None, None, False, 0.0, w_out, b_out,
+                                           training=False)
+
+
 ENTRIES = [
     OpEntry("linear", F.linear, TF.linear, linear_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3), U(4, 5)), exc=ShapeMismatch, match="linear: input of shape")]),
@@ -251,8 +272,11 @@ ENTRIES = [
             grad=False, gradgrad=False, amp=False, atol=3e-2, rtol=2e-2),
     OpEntry("layer_norm", F.layer_norm, TF.layer_norm, layer_norm_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3), (4,)), exc=ShapeMismatch, match="layer_norm: normalized")]),
-    OpEntry("layer_norm_backward", N.layer_norm_backward, layer_norm_backward_ref, layer_norm_backward_samples),
+    *optional(lambda: OpEntry("layer_norm_backward", N.layer_norm_backward, layer_norm_backward_ref,
+                              layer_norm_backward_samples)),
     OpEntry("batch_norm", batch_norm_train, batch_norm_train_ref, batch_norm_samples),
+    # eval mode: the running statistics are inputs (no gradient flows to them)
+    OpEntry("batch_norm", F.batch_norm, TF.batch_norm, bn_eval_samples, variant="eval"),
     OpEntry("rms_norm", F.rms_norm, TF.rms_norm, rms_samples),
     OpEntry("cross_entropy_loss", F.cross_entropy, TF.cross_entropy, ce_samples, error_inputs=ce_errors,
             dtypes=("float32", "float64")),
@@ -263,7 +287,8 @@ ENTRIES = [
     OpEntry("bce_loss", F.binary_cross_entropy, TF.binary_cross_entropy, bce_samples,
             error_inputs=lambda: [ErrorInput((U(2, 2, lo=1.5, hi=2.0), U(2, 2, lo=0, hi=1)), exc=ValueError,
                                              match="between 0 and 1")]),
-    OpEntry("bce_with_logits", bce_logits_op, bce_logits_ref, bce_logits_samples),
+    OpEntry("bce_with_logits", bce_logits_op, bce_logits_ref, bce_logits_samples,
+            covers=("nn.functional.binary_cross_entropy_with_logits",)),
     OpEntry("embedding", F.embedding, TF.embedding, embedding_samples, covers=("embedding_backward",),
             error_inputs=lambda: [ErrorInput((np.array([5]), U(5, 3)), exc=IndexError, match="index out of range")]),
     OpEntry("dropout", N.dropout_mask_op, lambda x, m, s: x * m.to(x.dtype) * s, dropout_samples),
@@ -274,8 +299,90 @@ ENTRIES = [
             sdpa_samples, atol=1e-5, rtol=1e-5,
             error_inputs=lambda: [ErrorInput((U(2, 3), U(2, 4), U(2, 4)), exc=ShapeMismatch,
                                              match="scaled_dot_product_attention")]),
+    # -- the functional forms with a function of their own ---------------------------------------------
+    OpEntry("nn.functional.batch_norm", F.batch_norm, TF.batch_norm,
+            lambda: [Sample((U(4, 3), None, None, U(3, seed=1), U(3, seed=2), True), name="train"),
+                     Sample((U(4, 3), U(3, seed=3), U(3, lo=0.5, hi=2.0, seed=4), U(3, seed=1), U(3, seed=2), True,
+                             0.3),
+                            name="train-running", grad_args=(0, 3, 4))], gradgrad=False),
+    OpEntry("nn.functional.one_hot", F.one_hot, TF.one_hot,
+            lambda: [Sample((np.array([0, 2, 1]),), {"num_classes": 4}), Sample((np.array([[0], [2]]),), name="auto")],
+            grad=False, amp=False),
+    OpEntry("nn.functional.pad", F.pad, TF.pad,
+            lambda: [Sample((U(1, 2, 5), (2, 1)), {"mode": "reflect"}), Sample((U(3, 4), (1, 1, 2, 0)), {"value": 0.5},
+                                                                                  "value")]),
+    OpEntry("nn.functional.bilinear", F.bilinear, TF.bilinear,
+            lambda: [Sample((U(3, 2), U(3, 4, seed=1), U(5, 2, 4, seed=2), U(5, seed=3))),
+                     Sample((U(3, 2), U(3, 4, seed=1), U(5, 2, 4, seed=2)), name="no-bias")]),
+    OpEntry("nn.functional.cosine_similarity", F.cosine_similarity, TF.cosine_similarity,
+            lambda: [Sample((U(3, 4), U(3, 4, seed=1))), Sample((U(3, 4), U(4, seed=1)), {"dim": -1}, "broadcast")]),
+    OpEntry("nn.functional.pairwise_distance", F.pairwise_distance, TF.pairwise_distance,
+            lambda: [Sample((U(3, 4), U(3, 4, seed=1))), Sample((U(3, 4), U(3, 4, seed=1)), {"p": 1.0, "keepdim": True},
+                                                                 "p1-keep")]),
+    OpEntry("nn.functional.normalize", F.normalize, TF.normalize,
+            lambda: [Sample((U(3, 4),)), Sample((U(3, 4),), {"p": 1.0, "dim": 0}, "p1-dim0")]),
+    *[OpEntry(f"nn.functional.{n}", getattr(F, n), getattr(TF, n), regression_samples(extra), gradgrad=gg)
+      for n, extra, gg in (("l1_loss", None, False), ("smooth_l1_loss", {"beta": 0.7}, False))],
+    OpEntry("nn.functional.kl_div", F.kl_div, TF.kl_div,
+            lambda: [Sample((np.log(rng(1).dirichlet(np.ones(4), size=3)), rng(2).dirichlet(np.ones(4), size=3)),
+                            {"reduction": "batchmean"}),
+                     Sample((U(3, 4), U(3, 4, seed=1)), {"reduction": "sum", "log_target": True}, "log-target"),
+                     Sample((U(3, 4), U(3, 4, lo=0.1, hi=1.0, seed=1)), {"reduction": "none"}, "none")]),
+    OpEntry("nn.functional.margin_ranking_loss", F.margin_ranking_loss, TF.margin_ranking_loss,
+            lambda: [Sample((U(5), U(5, seed=1), np.sign(U(5, seed=2))), {"margin": 0.3}, grad_args=(0, 1)),
+                     Sample((U(5), U(5, seed=1), np.sign(U(5, seed=2))), {"reduction": "none"}, "none",
+                            grad_args=(0, 1))]),
+    OpEntry("nn.functional.cosine_embedding_loss", F.cosine_embedding_loss, TF.cosine_embedding_loss,
+            lambda: [Sample((U(4, 3), U(4, 3, seed=1), np.array([1, -1, 1, -1])), {"margin": 0.2}),
+                     Sample((U(4, 3), U(4, 3, seed=1), np.array([1, -1, -1, 1])), {"reduction": "sum"}, "sum")]),
+    OpEntry("nn.functional.triplet_margin_loss", F.triplet_margin_loss, TF.triplet_margin_loss,
+            lambda: [Sample((U(4, 3), U(4, 3, seed=1), U(4, 3, seed=2))),
+                     Sample((U(4, 3), U(4, 3, seed=1), U(4, 3, seed=2)), {"swap": True, "p": 1.0}, "swap-p1")],
+            gradgrad=False),
+    # through log_softmax: PyTorch's ctc_loss gradient is the one of the logits (it assumes normalised inputs)
+    OpEntry("nn.functional.ctc_loss", ctc, ctc_ref,
+            lambda: [Sample((U(6, 2, 4), np.array([[1, 2, 2], [3, 1, 0]]), np.array([6, 5]), np.array([3, 2]))),
+                     Sample((U(6, 2, 4), np.array([[1, 2, 2], [3, 1, 0]]), np.array([6, 5]), np.array([3, 2])),
+                            {"reduction": "sum"}, "sum")],
+            gradgrad=False, atol=1e-5, rtol=1e-5),
+    OpEntry("nn.functional.group_norm", F.group_norm, TF.group_norm,
+            lambda: [Sample((U(2, 4, 3), 2, U(4, seed=1), U(4, seed=2))), Sample((U(2, 4, 2, 2), 4),
+                                                                                 name="no-affine")]),
+    OpEntry("nn.functional.instance_norm", F.instance_norm, TF.instance_norm,
+            lambda: [Sample((U(2, 3, 4),)), Sample((U(2, 3, 4), None, None, U(3, seed=1), U(3, seed=2)),
+                                                   name="affine")]),
+    OpEntry("nn.functional.local_response_norm", F.local_response_norm, TF.local_response_norm,
+            lambda: [Sample((U(2, 5, 3), 3)), Sample((U(1, 4, 2, 2), 2), {"alpha": 0.1, "beta": 0.5, "k": 2.0},
+                                                     "args")],
+            gradgrad=False),
+    OpEntry("nn.functional.embedding_bag", F.embedding_bag, TF.embedding_bag,
+            lambda: [Sample((np.array([1, 2, 4, 5, 4, 3]), U(6, 3), np.array([0, 2, 4])), grad_args=(1,)),
+                     Sample((np.array([[1, 2], [4, 5]]), U(6, 3)), {"mode": "sum"}, "2d-sum", grad_args=(1,)),
+                     Sample((np.array([1, 2, 4, 5]), U(6, 3), np.array([0, 1])), {"mode": "max"}, "max",
+                            grad_args=(1,), gradcheck=False)], gradgrad=False),
+    OpEntry("nn.functional.multi_head_attention_forward", mha, mha_ref,
+            lambda: [Sample((U(3, 2, 4), U(3, 2, 4, seed=1), U(3, 2, 4, seed=2), U(12, 4, seed=3) * 0.5,
+                             U(12, seed=4), U(4, 4, seed=5) * 0.5, U(4, seed=6)), name="self-shapes")],
+            gradgrad=False, atol=1e-5, rtol=1e-5, gradcheck_max_numel=48),
+    *[OpEntry(f"nn.functional.{n}", getattr(F, n), getattr(TF, n), lambda: [Sample((U(1, 2, 3, 3),),
+                                                                                   {"scale_factor": 2})])
+      for n in ("upsample_nearest", "upsample_bilinear")],
+    OpEntry("nn.functional.upsample", F.upsample, TF.upsample,
+            lambda: [Sample((U(1, 2, 4),), {"size": 6}), Sample((U(1, 2, 3, 3),), {"scale_factor": 2,
+                                                                                   "mode": "bilinear"},
+                                                                 "bilinear")]),
+    # -- dropout: samplers (the masks differ from PyTorch's; shapes, dtypes and repeatability are compared) ---------
+    *[OpEntry(f"nn.functional.{n}", getattr(F, n), getattr(TF, n), lambda shape=shape: [Sample((U(*shape), 0.4, True))],
+              random=True, grad=False, amp=False)
+      for n, shape in (("dropout", (3, 4)), ("dropout1d", (2, 3, 4)), ("dropout2d", (2, 3, 2, 2)),
+                       ("dropout3d", (1, 2, 2, 2, 2)), ("alpha_dropout", (3, 4)), ("feature_alpha_dropout", (2, 3,
+                                                                                                             4)))],
+    # outside training they are the identity
+    *[OpEntry(f"nn.functional.{n}", getattr(F, n), getattr(TF, n), lambda shape=shape: [Sample((U(*shape), 0.4,
+                                                                                                False))],
+              variant="eval", amp=False)
+      for n, shape in (("dropout", (3, 4)), ("dropout1d", (2, 3, 4)), ("dropout2d", (2, 3, 2, 2)),
+                       ("dropout3d", (1, 2, 2, 2, 2)), ("alpha_dropout", (3, 4)), ("feature_alpha_dropout", (2, 3,
+                                                                                                             4)))],
 ]
 
-# eval-mode batch norm (running statistics as inputs) is the same registered op: an extra entry would trip the
-# one-entry-per-name coverage, so it is checked in tests/test_nn_core.py
-_ = bn_eval_samples

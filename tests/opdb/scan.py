@@ -1,0 +1,66 @@
+"""Op-database entries for the scans (``pylucid/ops/scan.py``): cumulative sums, products, extremes and
+``logcumsumexp``, and the composite ``diff``."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import pylucid as pl
+from tests.opdb import INF, NAN, C, ErrorInput, OpEntry, Sample, U, no_ties, noncontig
+
+
+def _cum_samples():
+    return [Sample((U(3, 4),), {"dim": 1}, "dim1"), Sample((U(2, 3, 4),), {"dim": 0}, "dim0"),
+            Sample((noncontig(3, 4),), {"dim": -1}, "noncontig"), Sample((np.array(1.5),), {"dim": 0}, "0d"),
+            Sample((U(0, 3),), {"dim": 1}, "empty")]
+
+
+def _cumprod_samples():
+    with_zero = C(5, seed=4)
+    with_zero[2] = 0
+    return _cum_samples() + [
+        Sample((np.array([2.0, 0.0, 3.0, 1.5]),), {"dim": 0}, "one-zero"),
+        Sample((np.array([[2.0, 0.0, 3.0, 0.0, 0.5], [0.0, 1.5, 2.0, 0.5, 1.0]]),), {"dim": 1}, "two-zeros"),
+        Sample((np.array([[1, 2], [3, 4]], dtype=np.int32),), {"dim": 1}, "int32->int64"),
+        # the local derivative is conjugated for complex inputs, with and without a zero
+        Sample((C(5, seed=4),), {"dim": 0}, "complex"), Sample((with_zero,), {"dim": 0}, "complex-zero")]
+
+
+def _cumext_samples():
+    return [Sample((no_ties(3, 4),), {"dim": 1}, "dim1"), Sample((no_ties(2, 3, 4),), {"dim": 0}, "dim0"),
+            Sample((np.array([1.0, 3.0, 3.0, 2.0, 5.0, 5.0]),), {"dim": 0}, "ties", gradcheck=False),
+            Sample((np.array([1.0, NAN, 3.0, NAN, 5.0]),), {"dim": 0}, "nan", gradcheck=False),
+            Sample((np.array([3, 1, 4, 1], dtype=np.int64),), {"dim": 0}, "int"),
+            Sample((np.array(1.5),), {"dim": 0}, "0d")]
+
+
+def _ref_nt(fn):
+    """torch's namedtuple results as plain tuples, so the suite compares element by element."""
+    def f(*a, **k):
+        return tuple(fn(*a, **k))
+    return f
+
+
+ENTRIES = [
+    OpEntry("cumsum", pl.cumsum, torch.cumsum,
+            lambda: _cum_samples() + [Sample((np.array([2**30, 2**30], dtype=np.int32),), {"dim": 0}, "int32-overflow"),
+                                      Sample((np.array([[3, -1, 4], [1, -5, 9]], dtype=np.int32),), {"dim": 0},
+                                             "int32"),
+                                      Sample((np.array([True, True]),), {"dim": 0}, "bool"),
+                                      Sample((C(3, 2),), {"dim": 0}, "complex")],
+            error_inputs=lambda: [ErrorInput((U(3),), {"dim": 1}, IndexError, "cumsum: dimension out of range")]),
+    OpEntry("cumprod", pl.cumprod, torch.cumprod, _cumprod_samples),
+    OpEntry("cummax", pl.cummax, _ref_nt(torch.cummax), _cumext_samples),
+    OpEntry("cummin", pl.cummin, _ref_nt(torch.cummin), _cumext_samples),
+    OpEntry("logcumsumexp", pl.logcumsumexp, torch.logcumsumexp,
+            lambda: _cum_samples() + [
+                Sample((np.array([1e4, 1e4, -1e4, 0.0]),), {"dim": 0}, "huge"),
+                Sample((np.array([-1e4, 0.0, 1e4]),), {"dim": 0}, "huge-rising"),
+                Sample((np.array([[-INF, 0.5, 1.0], [0.0, -INF, 2.0]]),), {"dim": 1}, "-inf", gradcheck=False)]),
+    OpEntry("diff", pl.diff, torch.diff,
+            lambda: [Sample((U(3, 4),)), Sample((U(3, 4),), {"n": 2, "dim": 0}, "n2"),
+                     Sample((U(3, 4), 1, 1, U(3, 1, seed=1), U(3, 2, seed=2)), name="prepend-append"),
+                     Sample((np.array([1, 4, 9, 16]),), name="int"), Sample((np.array([True, False, False]),),
+                                                                             name="bool")]),
+]
