@@ -186,12 +186,13 @@ def test_conv_bias_fused_or_added():
 
 
 @gpu_only
-def test_conv_float64_where_supported():
-    x, w, _ = _conv_case(CONVS[0], torch.float64, "nchw")
-    y = C.conv_forward(t2c(x), t2c(w), 1, 1, 1, 1)
-    if y is None:
-        pytest.skip(f"no cuDNN engine takes float64 here: {C.failure('conv_fprop')}")
-    _close(c2t(y), _ref_conv(2, x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), 1), torch.float64, "float64 conv")
+def test_conv_float64_is_declined():
+    """cuDNN 9.19's float64 convolution graphs run but give wrong values here: float64 is left to the
+    existing kernels (None), never answered wrongly."""
+    x, w, gy = _conv_case(CONVS[0], torch.float64, "nchw")
+    assert C.conv_forward(t2c(x), t2c(w), 1, 1, 1, 1) is None
+    assert C.conv_data_grad(t2c(gy), t2c(w), x.shape, 1, 1, 1, 1) is None
+    assert C.conv_weight_grad(t2c(x), t2c(gy), w.shape, 1, 1, 1, 1) is None
 
 
 @gpu_only
