@@ -67,7 +67,7 @@ def main() -> None:
         ("mean (all)", lambda m: m.mean, gps, gts, bp, bt),
         ("mean (dim=1)", lambda m: (lambda x: m.mean(x, dim=1)), gp_row, gt_row, bp2, bt2),
         ("min (all)", lambda m: (m.min if m is pl else m.amin), gps, gts, bp, bt),
-        ("max (dim=0)", lambda m: ((lambda x: pl.max(x, dim=0)) if m is pl else (lambda x: torch.amax(x, dim=0))),
+        ("max (dim=0)", lambda m: (lambda x: m.amax(x, dim=0)),
          gp_row, gt_row, bp2, bt2),
     ]
     for name, mk, gp, gt, xp_, xt_ in cases:

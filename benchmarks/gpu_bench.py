@@ -130,14 +130,14 @@ def _overhead_breakdown(x, torch, tx):
         CUDABackend.fast_launch = saved
     t = bench_one(lambda: [cupy.multiply(a, 1.0001) for _ in range(100)], reps=9, inner=5)
     print(f"  raw cupy.multiply(a, 1.0001) per call {t / 100 * 1e6:8.2f} us; kernel build errors: "
-          f"{__import__('pylucid.backend.cuda_kernels', fromlist=['x']).fast_kernel_errors or 'none'}")
+          f"{__import__('pylucid.backend.cuda_launch', fromlist=['x']).fast_kernel_errors or 'none'}")
 
 
 def section_mul(pl, torch):
     import cupy
     import numpy as np
 
-    from pylucid.backend import cuda_kernels as K
+    from pylucid.backend import cuda_launch as K
 
     n = 64 * 1024 * 1024  # 256 MB of float32 per array
     nbytes = 3 * 4 * n

@@ -3,13 +3,16 @@
 from pathlib import Path
 
 HERE = Path(__file__).parent
-ORDER = ["core", "elementwise", "reductions", "shape_indexing", "linalg_fft", "nn", "nn_conv", "optim", "cuda"]
+ORDER = ["documented_ops", "core", "elementwise", "reductions", "shape_indexing", "linalg_fft", "nn", "nn_conv",
+         "optim", "cuda"]
 HEADER = """# Semantics: where pylucid differs from PyTorch
 
-pylucid follows PyTorch 2.13's documented behaviour unless the seed pages (the
-Lucid op documentation in `shared/seeds/`) say otherwise. Every deviation is
-listed here, family by family, with the reason. This file is assembled from
-`docs/semantics/*.md` by `python docs/build_semantics.py`.
+pylucid implements the ops that the Lucid framework documents, with the
+semantics written below, and otherwise follows PyTorch 2.13's documented
+behaviour. Every deviation from PyTorch is listed here, family by family, with
+the reason. This file is assembled from `docs/semantics/*.md` by
+`python docs/build_semantics.py`; the first section states what Lucid
+documents.
 
 """
 

@@ -100,6 +100,62 @@ class Tensor:
         return self._device.type == "cuda"
 
     @property
+    def is_cpu(self) -> bool:
+        return self._device.type == "cpu"
+
+    # pylucid tensors are dense, strided, unquantized arrays on the CPU or a CUDA GPU, so every other
+    # device or layout flag PyTorch has is False.
+    is_xpu = property(lambda self: False, doc="False: pylucid has no XPU device.")
+    is_mps = property(lambda self: False, doc="False: pylucid has no MPS (Apple GPU) device.")
+    is_meta = property(lambda self: False, doc="False: pylucid has no meta (data-less) tensors.")
+    is_ipu = property(lambda self: False, doc="False: pylucid has no IPU device.")
+    is_mtia = property(lambda self: False, doc="False: pylucid has no MTIA device.")
+    is_maia = property(lambda self: False, doc="False: pylucid has no MAIA device.")
+    is_xla = property(lambda self: False, doc="False: pylucid has no XLA device.")
+    is_vulkan = property(lambda self: False, doc="False: pylucid has no Vulkan device.")
+    is_sparse = property(lambda self: False, doc="False: pylucid tensors are dense.")
+    is_sparse_csr = property(lambda self: False, doc="False: pylucid tensors are dense.")
+    is_quantized = property(lambda self: False, doc="False: pylucid has no quantized tensors.")
+    is_mkldnn = property(lambda self: False, doc="False: pylucid has no MKL-DNN layout.")
+    is_nested = property(lambda self: False, doc="False: pylucid has no nested tensors.")
+
+    def get_device(self) -> int:
+        """The CUDA device index, or -1 for a CPU tensor."""
+        return -1 if self._device.type == "cpu" else self._device.index
+
+    def is_signed(self) -> bool:
+        """True for signed integer, floating and complex dtypes."""
+        return self.dtype.is_signed
+
+    def is_neg(self) -> bool:
+        """False: pylucid negates eagerly and has no lazy negation bit."""
+        return False
+
+    def is_pinned(self) -> bool:
+        """False: pylucid does not allocate page-locked host memory for tensors."""
+        return False
+
+    def is_shared(self) -> bool:
+        """False: pylucid tensors are not placed in shared memory."""
+        return False
+
+    def is_nonzero(self) -> bool:
+        """``bool`` of a one-element tensor; more or fewer elements raise ``RuntimeError``."""
+        if self._data.size != 1:
+            raise RuntimeError(f"Tensor.is_nonzero: a tensor with {self._data.size} elements is ambiguous; it must "
+                               "have exactly one")
+        return bool(self.item())
+
+    def is_same_size(self, other: "Tensor") -> bool:
+        return tuple(self._data.shape) == tuple(other._data.shape)
+
+    def is_set_to(self, tensor: "Tensor") -> bool:
+        """True when both tensors view the same memory with the same shape and strides."""
+        return (self.data_ptr() == tensor.data_ptr() and self._data.shape == tensor._data.shape
+                and self._data.strides == tensor._data.strides and self._device is tensor._device
+                and self._data.dtype == tensor._data.dtype)
+
+    @property
     def is_leaf(self) -> bool:
         return self.grad_fn is None
 
@@ -336,24 +392,55 @@ class Tensor:
         return self._data.__dlpack_device__()
 
     def to(self, *args, **kwargs) -> "Tensor":
-        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; differentiable."""
+        """Convert device and/or dtype; differentiable. PyTorch's three forms::
+
+            to(dtype, non_blocking=False, copy=False)
+            to(device=None, dtype=None, non_blocking=False, copy=False)
+            to(other, non_blocking=False, copy=False)     # other's device and dtype
+
+        Returns ``self`` when nothing changes, unless ``copy=True``. ``non_blocking`` is accepted;
+        copies between host and GPU complete before ``to`` returns.
+
+        >>> import pylucid
+        >>> x = pylucid.tensor([1, 2])
+        >>> y = x.to("cpu", pylucid.float64, False, True)
+        >>> y.dtype, y is x, x.to(pylucid.int64) is x
+        (pylucid.float64, False, True)
+        """
         dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
+        non_blocking = kwargs.pop("non_blocking", False)
         copy = kwargs.pop("copy", False)
-        kwargs.pop("non_blocking", None)
         if kwargs:
             raise TypeError(f"Tensor.to: unexpected keyword arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, Tensor):
-                dev, dtype = a._device, a.dtype
-            elif isinstance(a, (_dt.dtype, type)) or (a is not None and not isinstance(a, (str, _device_cls))
-                                                        and not isinstance(a, int)):
-                dtype = a
-            elif isinstance(a, (str, _device_cls, int)):
-                if isinstance(a, str) and a.removeprefix("torch.").removeprefix("pylucid.") in _dt._BY_NAME:
-                    dtype = a
-                else:
-                    dev = a
+        if args:
+            first, rest = args[0], args[1:]
+            if isinstance(first, Tensor):
+                dev, dtype = first._device, first.dtype
+                form = "to(other, non_blocking, copy)"
+            elif _is_dtype_like(first):
+                dtype = first
+                form = "to(dtype, non_blocking, copy)"
+            elif first is None or isinstance(first, (str, _device_cls)) or (
+                    isinstance(first, int) and not isinstance(first, bool)):
+                dev = first
+                form = "to(device, dtype, non_blocking, copy)"
+                if rest:
+                    if rest[0] is not None and not _is_dtype_like(rest[0]):
+                        raise TypeError(f"Tensor.to: expected a dtype after the device, got {rest[0]!r}")
+                    dtype = rest[0] if rest[0] is not None else dtype
+                    rest = rest[1:]
+            else:
+                raise TypeError(f"Tensor.to: expected a device, a dtype or a Tensor, got {type(first).__name__}")
+            if len(rest) > 2:
+                raise TypeError(f"Tensor.to: too many positional arguments for {form}: {len(args)}")
+            if rest:
+                non_blocking = rest[0]
+            if len(rest) > 1:
+                copy = rest[1]
+        for name, flag in (("non_blocking", non_blocking), ("copy", copy)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"Tensor.to: {name} must be a bool, got {flag!r}")
         from .ops.conversion import cast, to_device
 
         t = self
@@ -368,6 +455,68 @@ class Tensor:
         if copy and t is self:
             t = self.clone()
         return t
+
+    # -- new tensors like this one -------------------------------------------------
+    def _new_kwargs(self, dtype, device) -> dict:
+        return {"dtype": self.dtype if dtype is None else dtype, "device": self._device if device is None else device}
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """A tensor of zeros of ``size`` with this tensor's dtype and device (unless given).
+
+        >>> import pylucid
+        >>> pylucid.tensor([1.5], dtype=pylucid.float64).new_zeros(2, 3).dtype
+        pylucid.float64
+        """
+        from .creation import zeros
+
+        return zeros(*size, requires_grad=requires_grad, **self._new_kwargs(dtype, device))
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """A tensor of ones of ``size`` with this tensor's dtype and device (unless given)."""
+        from .creation import ones
+
+        return ones(*size, requires_grad=requires_grad, **self._new_kwargs(dtype, device))
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """An uninitialised tensor of ``size`` with this tensor's dtype and device (unless given)."""
+        from .creation import empty
+
+        return empty(*size, requires_grad=requires_grad, **self._new_kwargs(dtype, device))
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """A tensor of ``size`` filled with ``fill_value``, with this tensor's dtype and device (unless given).
+
+        >>> import pylucid
+        >>> pylucid.zeros(1).new_full((2,), 7).tolist()
+        [7.0, 7.0]
+        """
+        from .creation import full
+
+        return full(size, fill_value, requires_grad=requires_grad, **self._new_kwargs(dtype, device))
+
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        """A new tensor holding a copy of ``data``, with this tensor's dtype and device (unless given).
+
+        As in PyTorch the dtype is this tensor's, not inferred from ``data``; a tensor ``data`` is
+        copied (detached), with a ``UserWarning`` recommending ``data.detach().clone()``.
+
+        >>> import pylucid
+        >>> pylucid.zeros(1).new_tensor([1, 2]).dtype
+        pylucid.float32
+        """
+        from .creation import tensor
+
+        kw = self._new_kwargs(dtype, device)
+        if isinstance(data, Tensor):
+            import warnings
+
+            warnings.warn(
+                "To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
+                "sourceTensor.detach().clone().requires_grad_(True), rather than tensor.new_tensor(sourceTensor).",
+                UserWarning, stacklevel=2)
+            out = data.detach().to(kw["device"], kw["dtype"], copy=True)
+            return out.requires_grad_(requires_grad) if requires_grad else out
+        return tensor(data, requires_grad=requires_grad, **kw)
 
     def type(self, dtype=None):
         if dtype is None:
@@ -463,6 +612,13 @@ def _rebuild(arr, dev, requires_grad):
         t = t.to(dev)
     t._requires_grad = requires_grad
     return t
+
+
+def _is_dtype_like(a) -> bool:
+    """A pylucid dtype, a dtype name (``"float64"``, ``"torch.int8"``), a NumPy dtype or a Python type."""
+    if isinstance(a, (_dt.dtype, type, np.dtype)):
+        return True
+    return isinstance(a, str) and a.removeprefix("torch.").removeprefix("pylucid.") in _dt._BY_NAME
 
 
 def _norm_dim(dim, ndim: int, op: str) -> int:

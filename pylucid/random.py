@@ -13,7 +13,8 @@ from . import dtypes as _dt
 from ._tensor import Tensor, _new_tensor
 from .device import cpu
 from .device import device as _device
-from .ops._utils import norm_shape
+from .ops._utils import check_tensor, norm_shape
+from .ops.registry import declare
 
 _DEFAULT_SEED = 67280421310721
 
@@ -226,8 +227,7 @@ def _sample_dtype(dt):
 
 
 def _as_float_tensor(x, op):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+    check_tensor(x, op)
     if not x.dtype.is_floating_point:
         raise TypeError(f"{op}: expected a floating tensor, got {x.dtype}")
     return x
@@ -247,6 +247,7 @@ def _zero_grad_link(out: Tensor, *params) -> Tensor:
     return out
 
 
+@declare(method=False)
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
            requires_grad: bool = False) -> Tensor:
     """Normal samples with ``mean`` and ``std`` (tensors broadcast together, or numbers with ``size``).
@@ -285,6 +286,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     return _zero_grad_link(out, mean, std)
 
 
+@declare()
 def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     """0/1 samples with probabilities ``input`` (or the number ``p``), in ``input``'s dtype.
 
@@ -292,8 +294,7 @@ def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     >>> pylucid.bernoulli(pylucid.tensor([0.0, 1.0]))
     tensor([0., 1.])
     """
-    if not isinstance(input, Tensor):
-        raise TypeError(f"bernoulli: expected a Tensor, got {type(input).__name__}")
+    check_tensor(input, "bernoulli")
     probs = input._data if p is None else p
     if isinstance(probs, Tensor):
         probs = probs._data
@@ -308,6 +309,7 @@ def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     return _zero_grad_link(out, input if p is None else None)
 
 
+@declare()
 def poisson(input: Tensor, generator=None) -> Tensor:
     """Poisson samples with rates ``input`` (same shape and dtype).
 
@@ -324,6 +326,7 @@ def poisson(input: Tensor, generator=None) -> Tensor:
     return _new_tensor(dev.backend.asarray(src.poisson(lam)).astype(input._data.dtype), dev)
 
 
+@declare()
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
     """Category indices drawn with weights ``input`` (1-D, or 2-D: one distribution per row), int64.
 
@@ -402,6 +405,7 @@ def _src(self, generator):
     return _gen_for(self._device, generator)._source()
 
 
+@declare(namespaces=())
 def uniform_(self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator=None, **kw) -> Tensor:
     """Fill with samples uniform in ``[from, to)``."""
     from_ = kw.pop("from", from_)
@@ -413,6 +417,7 @@ def uniform_(self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator=Non
     return _fill_(self, u * (to - from_) + from_, "uniform_")
 
 
+@declare(namespaces=())
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
     """Fill with normal samples."""
     if std < 0:
@@ -421,6 +426,7 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None
     return _fill_(self, z * std + mean, "normal_")
 
 
+@declare(namespaces=())
 def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
     """Fill with exponential samples of rate ``lambd`` (density ``lambd * exp(-lambd * x)``)."""
     if lambd <= 0:
@@ -429,6 +435,7 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
     return _fill_(self, e / lambd, "exponential_")
 
 
+@declare(namespaces=())
 def bernoulli_(self: Tensor, p=0.5, *, generator=None) -> Tensor:
     """Fill with 0/1 samples, 1 with probability ``p`` (a number or a tensor broadcast to ``self``)."""
     probs = p._data if isinstance(p, Tensor) else p
@@ -447,6 +454,7 @@ def bernoulli_(self: Tensor, p=0.5, *, generator=None) -> Tensor:
 _FLOAT_RANDOM_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
 
 
+@declare(namespaces=())
 def random_(self: Tensor, from_: int = 0, to: int | None = None, *, generator=None, **kw) -> Tensor:
     """Fill with integers uniform in ``[from, to)``; ``random_(to)`` means ``[0, to)``; without bounds
     ``[0, 2**mantissa_bits]`` for floats and ``[0, max]`` for integer dtypes (as PyTorch)."""
@@ -472,6 +480,7 @@ def random_(self: Tensor, from_: int = 0, to: int | None = None, *, generator=No
     return _fill_(self, vals, "random_")
 
 
+@declare(namespaces=())
 def geometric_(self: Tensor, p: float, *, generator=None) -> Tensor:
     """Fill with the number of Bernoulli(``p``) trials up to the first success (values 1, 2, ...)."""
     if not 0 < p <= 1:
@@ -483,12 +492,14 @@ def geometric_(self: Tensor, p: float, *, generator=None) -> Tensor:
     return _fill_(self, k, "geometric_")
 
 
+@declare(namespaces=())
 def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator=None) -> Tensor:
     """Fill with Cauchy samples ``median + sigma * tan(pi * (u - 1/2))``."""
     u = _src(self, generator).random(tuple(self.shape), dtype=np.float64)
     return _fill_(self, median + sigma * self._device.backend.tan(np.pi * (u - 0.5)), "cauchy_")
 
 
+@declare(namespaces=())
 def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator=None) -> Tensor:
     """Fill with ``exp(N(mean, std))`` samples."""
     if std <= 0:
@@ -496,15 +507,3 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator=
     z = _src(self, generator).standard_normal(tuple(self.shape), dtype=np.float64)
     return _fill_(self, self._device.backend.exp(z * std + mean), "log_normal_")
 
-
-def _install_random_methods():
-    T = Tensor
-    for fn in (uniform_, normal_, exponential_, bernoulli_, random_, geometric_, cauchy_, log_normal_):
-        setattr(T, fn.__name__, fn)
-    T.bernoulli = lambda self, p=None, *, generator=None: bernoulli(self, p, generator=generator)
-    T.multinomial = lambda self, num_samples, replacement=False, *, generator=None: multinomial(
-        self, num_samples, replacement, generator=generator)
-    T.poisson = lambda self, generator=None: poisson(self, generator)
-
-
-_install_random_methods()

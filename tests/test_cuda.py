@@ -2,7 +2,7 @@
 half-precision matmul, and every fused kernel against its reference implementation.
 
 GPU tests carry the ``cuda`` mark and skip cleanly without CuPy or a GPU (CI has none).
-The reference implementations in ``pylucid.backend.cuda_kernels`` are also checked
+The reference implementations in ``pylucid.backend.reference`` are also checked
 against PyTorch on the CPU, so CI tests the semantics the kernels are held to.
 """
 
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import pylucid
-from pylucid.backend import cuda_kernels as K
+from pylucid.backend import cuda_launch, cuda_sources, reference
 
 CUDA = pylucid.cuda.is_available()
 cuda_only = pytest.mark.skipif(not CUDA, reason="no CUDA GPU/CuPy here")
@@ -55,41 +55,42 @@ def test_references_match_torch_on_cpu():
     for log in (False, True):
         ty = torch.log_softmax(tx, -1) if log else torch.softmax(tx, -1)
         (tg,) = torch.autograd.grad(ty, tx, torch.tensor(gy))
-        y = K.softmax_ref(np, x, log)
+        y = reference.softmax_ref(np, x, log)
         np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(K.softmax_backward_ref(np, y, gy, log), tg.numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(reference.softmax_backward_ref(np, y, gy, log), tg.numpy(), rtol=1e-10, atol=1e-12)
     # layer norm forward/backward
     w, b = g.standard_normal(7), g.standard_normal(7)
     tw, tb = torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)
     ty = torch.nn.functional.layer_norm(tx, (7,), tw, tb, 1e-5)
     tgx, tgw, tgb = torch.autograd.grad(ty, (tx, tw, tb), torch.tensor(gy))
-    y, mean, rstd = K.layer_norm_ref(np, x, w, b, 1e-5)
+    y, mean, rstd = reference.layer_norm_ref(np, x, w, b, 1e-5)
     np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-10, atol=1e-10)
-    dx, dw, db = K.layer_norm_backward_ref(np, gy, x, mean, rstd, w)
+    dx, dw, db = reference.layer_norm_backward_ref(np, gy, x, mean, rstd, w)
     for a, r in ((dx, tgx), (dw, tgw), (db, tgb)):
         np.testing.assert_allclose(a, r.numpy(), rtol=1e-9, atol=1e-10)
     # cross-entropy with an ignored row
     t = np.array([1, 0, -100, 6, 3])
     tl = torch.nn.functional.cross_entropy(tx, torch.tensor(t), reduction="none")
     (tgl,) = torch.autograd.grad(tl, tx, torch.ones(5, dtype=torch.float64))
-    loss, lse = K.cross_entropy_ref(np, x, t)
+    loss, lse = reference.cross_entropy_ref(np, x, t)
     np.testing.assert_allclose(loss, tl.detach().numpy(), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(K.cross_entropy_backward_ref(np, np.ones(5), x, lse, t), tgl.numpy(), atol=1e-12)
+    np.testing.assert_allclose(reference.cross_entropy_backward_ref(np, np.ones(5), x, lse, t), tgl.numpy(), atol=1e-12)
     # embedding backward with repeats and padding
     idx = np.array([[1, 3, 1], [0, 3, 3]])
     ge = g.standard_normal((2, 3, 4))
     tw = torch.zeros(5, 4, dtype=torch.float64, requires_grad=True)
     te = torch.nn.functional.embedding(torch.tensor(idx), tw, padding_idx=0)
     (tgw,) = torch.autograd.grad(te, tw, torch.tensor(ge))
-    np.testing.assert_allclose(K.embedding_backward_ref(np, ge, idx, 5, 0), tgw.numpy(), atol=1e-12)
+    np.testing.assert_allclose(reference.embedding_backward_ref(np, ge, idx, 5, 0), tgw.numpy(), atol=1e-12)
     # bias + activation
     bias = g.standard_normal(7)
     for act, fn in (("relu", torch.relu), ("gelu", torch.nn.functional.gelu),
                     ("gelu_tanh", lambda z: torch.nn.functional.gelu(z, approximate="tanh"))):
         tz = fn(tx + torch.tensor(bias))
         (tgz,) = torch.autograd.grad(tz, tx, torch.tensor(gy))
-        np.testing.assert_allclose(K.bias_act_ref(np, x, bias, act), tz.detach().numpy(), rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(K.bias_act_backward_ref(np, gy, x, bias, act), tgz.numpy(), rtol=1e-9,
+        np.testing.assert_allclose(reference.bias_act_ref(np, x, bias, act), tz.detach().numpy(), rtol=1e-10,
+                                   atol=1e-12)
+        np.testing.assert_allclose(reference.bias_act_backward_ref(np, gy, x, bias, act), tgz.numpy(), rtol=1e-9,
                                    atol=1e-12)
 
 
@@ -107,7 +108,7 @@ def test_adam_reference_matches_torch(decoupled):
         for tp, gr in zip(tps, grads):
             tp.grad = torch.tensor(gr)
         opt.step()
-        K.adam_step_ref(np, ps, grads, ms, vs, step=step, lr=1e-2, beta1=0.9, beta2=0.99, eps=1e-8,
+        reference.adam_step_ref(np, ps, grads, ms, vs, step=step, lr=1e-2, beta1=0.9, beta2=0.99, eps=1e-8,
                         weight_decay=0.1, decoupled=decoupled)
     for p, tp in zip(ps, tps):
         np.testing.assert_allclose(p, tp.detach().numpy(), rtol=1e-12, atol=1e-12)
@@ -383,11 +384,11 @@ def test_softmax_kernel(dtype, shape):
         assert be.softmax(x).shape == x.shape and be.softmax_backward(x, g).shape == x.shape
         return
     for log in (False, True):
-        ref = K.softmax_ref(cp, x.astype(np.float64), log).astype(dtype)
+        ref = reference.softmax_ref(cp, x.astype(np.float64), log).astype(dtype)
         y = be.softmax(x, log)
         assert y.dtype == dtype and y.shape == x.shape
         _close(y, ref, dtype)
-        ref_g = K.softmax_backward_ref(cp, y.astype(np.float64), g.astype(np.float64), log)
+        ref_g = reference.softmax_backward_ref(cp, y.astype(np.float64), g.astype(np.float64), log)
         _close(be.softmax_backward(y, g, log), ref_g, dtype)
 
 
@@ -417,13 +418,13 @@ def test_layer_norm_kernel(dtype, affine):
     def f64(a):
         return None if a is None else a.astype(np.float64)
 
-    ry, rmean, rrstd = K.layer_norm_ref(cp, f64(x), f64(w), f64(b), 1e-5)
+    ry, rmean, rrstd = reference.layer_norm_ref(cp, f64(x), f64(w), f64(b), 1e-5)
     assert y.dtype == dtype and mean.shape == (3, 5)
     _close(y, ry, dtype)
     _close(mean, rmean, dtype)
     _close(rstd, rrstd, dtype)
     dx, dw, db = be.layer_norm_backward(gy, x, mean, rstd, w)
-    rdx, rdw, rdb = K.layer_norm_backward_ref(cp, f64(gy), f64(x), rmean, rrstd, f64(w))
+    rdx, rdw, rdb = reference.layer_norm_backward_ref(cp, f64(gy), f64(x), rmean, rrstd, f64(w))
     _close(dx, rdx, dtype)
     if affine:
         tol = 1e-2 if dtype == np.float16 else 1e-4
@@ -442,12 +443,12 @@ def test_cross_entropy_kernel(dtype):
     logits = cp.asarray(g0.standard_normal((9, 1000)) * 3, dtype=dtype)
     target = cp.asarray([0, 999, 5, -100, 17, 3, 3, 500, -100])
     loss, lse = be.cross_entropy(logits, target, -100)
-    rloss, rlse = K.cross_entropy_ref(cp, logits.astype(np.float64), target, -100)
+    rloss, rlse = reference.cross_entropy_ref(cp, logits.astype(np.float64), target, -100)
     _close(loss, rloss, dtype)
     _close(lse, rlse, dtype)
     g = cp.asarray(g0.standard_normal(9), dtype=dtype)
     dx = be.cross_entropy_backward(g, logits, lse, target, -100)
-    rdx = K.cross_entropy_backward_ref(cp, g.astype(np.float64), logits.astype(np.float64), rlse, target, -100)
+    rdx = reference.cross_entropy_backward_ref(cp, g.astype(np.float64), logits.astype(np.float64), rlse, target, -100)
     _close(dx, rdx, dtype)
 
 
@@ -462,7 +463,7 @@ def test_embedding_backward_kernel(dtype, deterministic):
     g = cp.asarray(g0.standard_normal((6, 9, 16)), dtype=dtype)
     for pad in (None, 3):
         dw = be.embedding_backward(g, idx, 20, pad, deterministic=deterministic)
-        ref = K.embedding_backward_ref(cp, g.astype(np.float64), idx, 20, pad)
+        ref = reference.embedding_backward_ref(cp, g.astype(np.float64), idx, 20, pad)
         assert dw.shape == (20, 16) and dw.dtype == dtype
         _close(dw, ref, dtype)
     if deterministic:
@@ -489,7 +490,7 @@ def test_adam_kernel(dtype, decoupled):
     for step in range(1, 7):  # fresh gradients every step: the pointer table is re-uploaded asynchronously
         gs = [cp.asarray(g0.standard_normal(s), dtype=dtype) for s in shapes]
         be.adam_step(ps, gs, ms, vs, step=step, **hp)
-        K.adam_step_ref(cp, ref_ps, [g.astype(np.float64) for g in gs], rms, rvs, step=step, **hp)
+        reference.adam_step_ref(cp, ref_ps, [g.astype(np.float64) for g in gs], rms, rvs, step=step, **hp)
     for p, r in zip(ps, ref_ps):
         if dtype == np.float16:  # half parameters and moments are rounded every step; the reference is not
             np.testing.assert_allclose(be.to_numpy(p).astype(np.float64), be.to_numpy(r), rtol=1e-2, atol=1e-2)
@@ -509,9 +510,9 @@ def test_bias_act_kernel(dtype, act):
     g = cp.asarray(g0.standard_normal((33, 65)), dtype=dtype)
     for bias in (b, None):
         bb = None if bias is None else bias.astype(np.float64)
-        _close(be.bias_act(x, bias, act), K.bias_act_ref(cp, x.astype(np.float64), bb, act), dtype)
+        _close(be.bias_act(x, bias, act), reference.bias_act_ref(cp, x.astype(np.float64), bb, act), dtype)
         _close(be.bias_act_backward(g, x, bias, act),
-               K.bias_act_backward_ref(cp, g.astype(np.float64), x.astype(np.float64), bb, act), dtype)
+               reference.bias_act_backward_ref(cp, g.astype(np.float64), x.astype(np.float64), bb, act), dtype)
 
 
 @cuda_only
@@ -562,22 +563,22 @@ def test_fused_fallbacks_match_ops_on_cpu():
     x, g = g0.standard_normal((4, 9)), g0.standard_normal((4, 9))
     for log in (False, True):
         y = be.softmax(x, log)
-        np.testing.assert_allclose(y, K.softmax_ref(np, x, log), rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(be.softmax_backward(y, g, log), K.softmax_backward_ref(np, y, g, log),
+        np.testing.assert_allclose(y, reference.softmax_ref(np, x, log), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(be.softmax_backward(y, g, log), reference.softmax_backward_ref(np, y, g, log),
                                    rtol=1e-12, atol=1e-12)
     w, b = g0.standard_normal(9), g0.standard_normal(9)
     y, m, r = be.layer_norm(x, w, b, 1e-5)
-    ry, rm, rr = K.layer_norm_ref(np, x, w, b, 1e-5)
+    ry, rm, rr = reference.layer_norm_ref(np, x, w, b, 1e-5)
     for a, c in ((y, ry), (m, rm), (r, rr)):
         np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
     t = np.array([1, 0, -100, 8])
     loss, lse = be.cross_entropy(x, t)
-    np.testing.assert_allclose(loss, K.cross_entropy_ref(np, x, t)[0], rtol=1e-12)
+    np.testing.assert_allclose(loss, reference.cross_entropy_ref(np, x, t)[0], rtol=1e-12)
     ps, gs = [g0.standard_normal(5)], [g0.standard_normal(5)]
     ms, vs = [np.zeros(5)], [np.zeros(5)]
     ref = [ps[0].copy()]
     be.adam_step(ps, gs, ms, vs, step=1, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
-    K.adam_step_ref(np, ref, gs, [np.zeros(5)], [np.zeros(5)], step=1, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
+    reference.adam_step_ref(np, ref, gs, [np.zeros(5)], [np.zeros(5)], step=1, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
     np.testing.assert_array_equal(ps[0], ref[0])
 
 
@@ -765,6 +766,36 @@ def test_training_steps_gpu_match_cpu(opt_name):
 
 
 @cuda_only
+@pytest.mark.parametrize("opt_name", ["Adam", "AdamW"])
+def test_adam_step_on_cuda_is_one_fused_call_per_group(opt_name, monkeypatch):
+    """Adam/AdamW on contiguous float32 CUDA parameters take the fused multi-tensor op (one backend call per
+    group and step count), which launches the multi-tensor kernel once; AMSGrad keeps the generic path."""
+    real = pylucid.ops._fused_adam_
+    calls, launches = [], []
+
+    def counting(params, *args, **kwargs):
+        calls.append(len(params))
+        return real(params, *args, **kwargs)
+
+    be = pylucid.zeros(1, device="cuda").device.backend
+    real_fused = be._adam_fused
+    monkeypatch.setattr(pylucid.ops, "_fused_adam_", counting)
+    monkeypatch.setattr(be, "_adam_fused", lambda *a: (launches.append(1), real_fused(*a)))
+    m = _mlp(6).to("cuda")
+    opt = getattr(pylucid.optim, opt_name)(m.parameters(), lr=1e-2)
+    for _ in range(2):
+        opt.zero_grad()
+        m(pylucid.randn(3, 12, device="cuda")).square().sum().backward()
+        opt.step()
+    assert calls == [4, 4] and launches == [1, 1]
+    assert all(st["step"] == 2 for st in opt.state.values())
+    amsgrad = pylucid.optim.Adam(m.parameters(), amsgrad=True)
+    m(pylucid.randn(3, 12, device="cuda")).square().sum().backward()
+    amsgrad.step()
+    assert calls == [4, 4]
+
+
+@cuda_only
 def test_conv_pool_gpu_match_cpu():
     nn = pylucid.nn
     pylucid.manual_seed(4)
@@ -812,7 +843,7 @@ def test_polygamma_digamma_gpu():
 @cuda_only
 @pytest.mark.parametrize("opt_name", ["SGD", "Adam"])
 def test_optimizer_state_follows_module_to_cuda(opt_name):
-    """Issue 5: Module.to("cuda") moves parameters, buffers and (on the next step) optimizer state."""
+    """Module.to("cuda") moves parameters, buffers and (on the next step) optimizer state."""
     import pylucid.nn as nn
 
     def make():
@@ -870,7 +901,7 @@ def _emulated_build(launches):
     """``build(op, kind, dtype)`` whose kernels compute with NumPy the way the CUDA source does."""
 
     def build(op, kind, dt):
-        if K.fast_source(op, kind, np.dtype(dt).name) is None:
+        if cuda_sources.fast_source(op, kind, np.dtype(dt).name) is None:
             return None
         half = dt in (np.dtype(np.float16), _BF16_NP)
         cdt = np.float32 if half else dt
@@ -907,7 +938,7 @@ def _fast(op, launches, unary=False, generic=None, vec_min=None):
                                  vec_min=vec_min), be
 
 
-@pytest.mark.parametrize("op", sorted(K.FAST_BINARY))
+@pytest.mark.parametrize("op", sorted(cuda_sources.FAST_BINARY))
 @pytest.mark.parametrize("dt", _FAST_DTYPES, ids=lambda d: d.name)
 def test_fast_launch_binary_decisions_cpu(op, dt):
     launches = []
@@ -997,17 +1028,18 @@ def test_fast_launch_forwards_ufunc_methods_cpu():
     assert f.reduce(np.arange(1.0, 4.0)) == 6.0
 
 
-@pytest.mark.parametrize("op,kind", [(op, k) for op in K.FAST_BINARY for k in ("aa", "as", "sa")]
-                         + [(op, "u") for op in K.FAST_UNARY])
+@pytest.mark.parametrize("op,kind", [(op, k) for op in cuda_sources.FAST_BINARY for k in ("aa", "as", "sa")]
+                         + [(op, "u") for op in cuda_sources.FAST_UNARY])
 def test_fast_kernel_sources_are_well_formed(op, kind):
     for name in ("float32", "float64", "float16", "bfloat16"):
-        got = K.fast_source(op, kind, name)
-        if kind == "u" and name in ("float16", "bfloat16") and op not in K.FAST_UNARY_HALF:
+        got = cuda_sources.fast_source(op, kind, name)
+        if kind == "u" and name in ("float16", "bfloat16") and op not in cuda_sources.FAST_UNARY_HALF:
             assert got is None
             continue
         src, kname = got
         assert f"void {kname}(" in src and src.count("{") == src.count("}") and "scalar_t" not in src
-    assert K.fast_source(op, kind, "int64") is None and K.fast_source("maximum", kind, "float32") is None
+    assert cuda_sources.fast_source(op, kind, "int64") is None
+    assert cuda_sources.fast_source("maximum", kind, "float32") is None
 
 
 def _param_layout(src, kname):
@@ -1021,18 +1053,50 @@ def _param_layout(src, kname):
     return "".join(kinds)
 
 
-@pytest.mark.parametrize("kind", sorted(K.RAW_LAYOUTS))
+@pytest.mark.parametrize("kind", sorted(cuda_launch.RAW_LAYOUTS))
 def test_raw_launch_layouts_match_kernel_signatures(kind):
     """raw_launcher writes each argument into the slot and type the kernel's signature declares."""
     if kind == "cast":
-        sources = [K.cast_source(a, b) for a, b in sorted(K.CAST_PAIRS)]
+        sources = [cuda_sources.cast_source(a, b) for a, b in sorted(cuda_sources.CAST_PAIRS)]
     else:
-        ops = K.FAST_UNARY if kind == "u" else K.FAST_BINARY
-        sources = [K.fast_source(op, kind, dt) for op in ops for dt in ("float32", "float64", "bfloat16")]
+        ops = cuda_sources.FAST_UNARY if kind == "u" else cuda_sources.FAST_BINARY
+        sources = [cuda_sources.fast_source(op, kind, dt) for op in ops for dt in ("float32", "float64", "bfloat16")]
     sources = [s for s in sources if s is not None]
     assert sources
     for src, kname in sources:
-        assert _param_layout(src, kname) == K.RAW_LAYOUTS[kind], kname
+        assert _param_layout(src, kname) == cuda_launch.RAW_LAYOUTS[kind], kname
+
+@pytest.mark.parametrize("layout", sorted(set(cuda_launch.RAW_LAYOUTS.values())))
+def test_raw_launch_closure_writes_every_slot(layout):
+    """The generated closure of each layout puts each argument in its slot, in the slot's type, and launches
+    on the current stream; another thread's call goes to the kernel's own call."""
+
+    class Arr:  # what the closure reads of a CuPy array
+        def __init__(self, ptr):
+            self.data = type("Mem", (), {"ptr": ptr})()
+
+    launches, fallbacks = [], []
+    n = len(layout)
+    q = np.zeros(n, np.uint64)
+    slots = np.array([q.ctypes.data + 8 * i for i in range(n)], np.uint64)
+    make = cuda_launch._raw_closure_factory(layout)
+    stream = type("Stream", (), {"ptr": 77})()
+    owner = [1]
+    k = make(lambda grid, block, args: fallbacks.append(args), 1234, q, q.view(np.float64), slots.ctypes.data,
+             lambda *a: launches.append((a, q.copy())), lambda: stream, 1, lambda: owner[0])
+    args = tuple(Arr(1000 + j) if ch == "p" else 0.25 * (j + 1) if ch == "d" else 10**12 + j
+                 for j, ch in enumerate(layout))
+    k((5,), (256,), args)
+    assert len(launches) == 1 and not fallbacks
+    call, block = launches[0]
+    assert call == (1234, 5, 1, 1, 256, 1, 1, 0, 77, slots.ctypes.data, 0)
+    for j, ch in enumerate(layout):
+        got = block.view(np.float64)[j] if ch == "d" else int(block[j])
+        assert got == (1000 + j if ch == "p" else args[j]), (layout, j)
+    owner[0] = 2  # another thread
+    k((5,), (256,), args)
+    assert len(launches) == 1 and fallbacks == [args]
+
 
 
 def test_add_bias_cpu_broadcasts_like_plus():
@@ -1094,15 +1158,15 @@ def test_linear_autocast_cuda_matches_cpu(half):
         np.testing.assert_allclose(c, a, rtol=2e-2, atol=2e-2 * np.abs(a).max())
 
 
-@pytest.mark.parametrize("name", sorted(K._SOURCES))
+@pytest.mark.parametrize("name", sorted(cuda_sources.KERNELS))
 def test_every_kernel_has_a_raw_launch_layout(name):
     """get_kernel's direct launches need a parsed layout for every kernel (else CuPy's call is kept)."""
-    for ctype in ("float", "double"):
-        src = (K._COMMON + K._SOURCES[name]).replace("scalar_t", ctype)
-        layout = K.signature_layout(src, name)
+    for dtype in (np.float32, np.float64):
+        src = cuda_sources.kernel_source(name, dtype)
+        layout = cuda_launch.signature_layout(src, name)
         assert layout is not None and layout == _param_layout_full(src, name), (name, layout)
-    assert K.signature_layout(K._SOURCES["layer_norm_fwd"].replace("scalar_t", "float"), "layer_norm_fwd") == \
-        "ppppppqfii"
+    layer_norm_src = cuda_sources.KERNELS["layer_norm_fwd"].replace("scalar_t", "float")
+    assert cuda_launch.signature_layout(layer_norm_src, "layer_norm_fwd") == "ppppppqfii"
 
 
 def _param_layout_full(src, kname):
@@ -1162,7 +1226,7 @@ def _check_same(be, fast, gen, exact, rtol):
 
 
 @cuda_only
-@pytest.mark.parametrize("op", sorted(K.FAST_BINARY))
+@pytest.mark.parametrize("op", sorted(cuda_sources.FAST_BINARY))
 @pytest.mark.parametrize("dt", _FAST_DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("shape", [(), (1,), (1000,), (7, 33), (3, 5, 1031), (70000,)])
 @single_gpu
@@ -1181,11 +1245,11 @@ def test_fast_launch_binary_matches_ufunc_gpu(op, dt, shape, _generic_mode):
         _check_same(be, out, ref, exact, 2 ** -7)
     kinds = [("aa", f._aa)] if not (dt == np.float32 and np.prod(shape) >= _cuda_mod._VEC_MIN) else []
     for kind, table in kinds + [("as", f._as), ("sa", f._sa)]:
-        assert table.get(dt) is not None, (kind, K.fast_kernel_errors)  # the fast kernel was built and used
+        assert table.get(dt) is not None, (kind, cuda_launch.fast_kernel_errors)  # the fast kernel was built and used
 
 
 @cuda_only
-@pytest.mark.parametrize("op", sorted(K.FAST_UNARY))
+@pytest.mark.parametrize("op", sorted(cuda_sources.FAST_UNARY))
 @pytest.mark.parametrize("dt", _FAST_DTYPES, ids=lambda d: d.name)
 @single_gpu
 def test_fast_launch_unary_matches_ufunc_gpu(op, dt, _generic_mode):
@@ -1198,8 +1262,8 @@ def test_fast_launch_unary_matches_ufunc_gpu(op, dt, _generic_mode):
     ref = _generic_mode(lambda: f(a))
     exact = op == "negative"
     _check_same(be, out, ref, exact, 1e-6 if dt != np.float64 else 1e-14)
-    if dt in (np.float32, np.float64) or op in K.FAST_UNARY_HALF:
-        assert f._aa.get(dt) is not None, K.fast_kernel_errors
+    if dt in (np.float32, np.float64) or op in cuda_sources.FAST_UNARY_HALF:
+        assert f._aa.get(dt) is not None, cuda_launch.fast_kernel_errors
 
 
 @cuda_only
@@ -1212,7 +1276,7 @@ def test_fast_launch_falls_back_gpu(_generic_mode):
              (cp.ones((0, 4), np.float32), cp.ones((0, 4), np.float32)), (a, np.float64(2.0)),
              (cp.arange(4), cp.arange(4)), (cp.arange(4), 2), (a.astype(np.float16), 0.5)]
     for x, y in cases:
-        for op in K.FAST_BINARY:
+        for op in cuda_sources.FAST_BINARY:
             f = getattr(be, op)
             out = f(x, y)
             ref = _generic_mode(lambda: f(x, y))
@@ -1221,7 +1285,7 @@ def test_fast_launch_falls_back_gpu(_generic_mode):
     out = cp.empty((3, 4), np.float32)
     be.add(a, a, out=out)  # keyword call: the ufunc, writing into out
     np.testing.assert_array_equal(cp.asnumpy(out), cp.asnumpy(a + a))
-    assert K.fast_kernel_errors == {}
+    assert cuda_launch.fast_kernel_errors == {}
 
 
 @cuda_only
@@ -1279,10 +1343,10 @@ def test_raw_launch_matches_cupy_call_on_streams_and_threads():
 
 def test_strided_copy_source_layout():
     for size in (2, 4, 8):
-        src, name = K.strided_copy_source(size)
-        assert K.signature_layout(src, name) == "ppqi" + "q" * 2 * K.COPY_MAX_NDIM
+        src, name = cuda_sources.strided_copy_source(size)
+        assert cuda_launch.signature_layout(src, name) == "ppqi" + "q" * 2 * cuda_sources.COPY_MAX_NDIM
         assert src.count("{") == src.count("}")
-    assert K.strided_copy_source(1) is None and K.strided_copy_source(16) is None
+    assert cuda_sources.strided_copy_source(1) is None and cuda_sources.strided_copy_source(16) is None
 
 
 @cuda_only
@@ -1328,7 +1392,7 @@ def test_generic_launcher_matches_rawkernel_call(monkeypatch):
                                         be.softmax(x), be.relu_backward(x, g))]
 
     direct = run()
-    assert getattr(K.get_kernel("layer_norm_fwd", np.dtype(np.float32)), "layout", None) == "ppppppqfii"
+    assert getattr(cuda_launch.get_kernel("layer_norm_fwd", np.dtype(np.float32)), "layout", None) == "ppppppqfii"
     with cp.cuda.Stream(non_blocking=True) as st:
         side = run()
         st.synchronize()
@@ -1336,10 +1400,10 @@ def test_generic_launcher_matches_rawkernel_call(monkeypatch):
     th = threading.Thread(target=lambda: got.setdefault("r", run()))
     th.start()
     th.join()
-    monkeypatch.setattr(K, "_RAW_GET_KERNEL", False)
-    monkeypatch.setattr(K, "_cache", {})
+    monkeypatch.setattr(cuda_launch, "_RAW_GET_KERNEL", False)
+    monkeypatch.setattr(cuda_launch, "_cache", {})
     ref = run()
-    assert not hasattr(K.get_kernel("layer_norm_fwd", np.dtype(np.float32)), "layout")
+    assert not hasattr(cuda_launch.get_kernel("layer_norm_fwd", np.dtype(np.float32)), "layout")
     for res in (direct, side, got["r"]):
         for a, b in zip(res, ref):
             np.testing.assert_array_equal(a, b)
@@ -1530,7 +1594,7 @@ def test_gelu_kernel_matches_torch(approximate, dtype):
 
 
 @cuda_only
-@pytest.mark.parametrize("pair", sorted(K.CAST_PAIRS))
+@pytest.mark.parametrize("pair", sorted(cuda_sources.CAST_PAIRS))
 def test_fast_cast_is_bit_exact(pair):
     """The cast kernels round exactly as NumPy/ml_dtypes do, NaN/inf/subnormals/ties included."""
     be = _be()
@@ -1551,9 +1615,9 @@ def test_fast_cast_is_bit_exact(pair):
 def test_cross_entropy_reduce_and_relu_refs_match_torch():
     x = _rng(30).standard_normal((6, 5))
     t = np.array([1, -100, 4, 0, -100, 2])
-    loss, _ = K.cross_entropy_ref(np, x, t)
+    loss, _ = reference.cross_entropy_ref(np, x, t)
     for red in ("mean", "sum"):
-        out, count = K.cross_entropy_reduce_ref(np, loss, t, -100, red == "mean")
+        out, count = reference.cross_entropy_reduce_ref(np, loss, t, -100, red == "mean")
         ref = torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(t), reduction=red)
         np.testing.assert_allclose(out, ref.numpy(), rtol=1e-12)
         assert count == 4
@@ -1561,7 +1625,7 @@ def test_cross_entropy_reduce_and_relu_refs_match_torch():
     g = np.array([1.0, 2.0, 3.0, 4.0, np.inf])
     ty = torch.tensor(y, requires_grad=True)
     ref = torch.ops.aten.threshold_backward(torch.tensor(g), torch.tensor(y), 0.0)
-    np.testing.assert_array_equal(K.relu_backward_ref(np, y, g), ref.numpy())
+    np.testing.assert_array_equal(reference.relu_backward_ref(np, y, g), ref.numpy())
     del ty
 
 
@@ -1576,7 +1640,7 @@ def test_cross_entropy_reduce_kernel_and_scalar_grad(dtype):
     loss, lse = be.cross_entropy(x, t)
     for mean in (True, False):
         out, count = be.cross_entropy_reduce(loss, t, -100, mean)
-        r_out, r_count = K.cross_entropy_reduce_ref(cp, loss.astype(np.float64), t, -100, mean)
+        r_out, r_count = reference.cross_entropy_reduce_ref(cp, loss.astype(np.float64), t, -100, mean)
         assert out.shape == () and out.dtype == loss.dtype
         _close(out, r_out, dtype)
         assert float(count) == float(r_count) == 240
@@ -1600,7 +1664,7 @@ def test_relu_backward_kernel(dtype):
     g = np.array([1.0, 2.0, 3.0, 4.0, np.inf, 5.0] * 50).astype(npdt)
     got = be.to_numpy(be.relu_backward(be.asarray(y), be.asarray(g)))
     assert got.dtype == np.dtype(npdt)
-    np.testing.assert_array_equal(got.astype(np.float64), K.relu_backward_ref(np, y.astype(np.float64),
+    np.testing.assert_array_equal(got.astype(np.float64), reference.relu_backward_ref(np, y.astype(np.float64),
                                                                               g.astype(np.float64)))
 
 
@@ -1612,7 +1676,7 @@ def test_bf16_python_scalar_keeps_dtype_and_autocast_backward_stays_on_cublas(mo
     cp = be.xp
     a = be.astype(cp.linspace(-2, 2, 64, dtype=np.float32), _BF16_NP)
     for x in (a, a[::2]):  # the fast kernel, and the strided (generic) route
-        for op in K.FAST_BINARY:
+        for op in cuda_sources.FAST_BINARY:
             assert getattr(be, op)(x, 0.3).dtype == _BF16_NP and getattr(be, op)(0.3, x).dtype == _BF16_NP
     calls = []
     real = cp.matmul

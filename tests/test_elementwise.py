@@ -334,6 +334,45 @@ def test_aliases_and_methods():
     close(P([1, 8], np.int64) >> 1, torch.tensor([1, 8]) >> 1)
 
 
+
+def test_operators_reflected_and_unary():
+    a, b = np.array([1, 6, -3]), np.array([2, 3, 1])
+    pa, pb, ta, tb = pl.tensor(a), pl.tensor(b), torch.tensor(a), torch.tensor(b)
+    for op in (lambda x, y: x & y, lambda x, y: x | y, lambda x, y: x ^ y, lambda x, y: x == y, lambda x, y: x != y,
+               lambda x, y: x < y, lambda x, y: x <= y, lambda x, y: x > y, lambda x, y: x >= y):
+        close(op(pa, pb), op(ta, tb))
+        close(op(5, pa), op(5, ta))  # the reflected form (or the swapped comparison) with a Python number first
+        close(op(pa, 5), op(ta, 5))
+    s = pl.tensor(np.array([1, 2])), torch.tensor(np.array([1, 2]))
+    close(1 << s[0], 1 << s[1])
+    close(64 >> s[0], 64 >> s[1])
+    close(~pa, ~ta)
+    close(-pa, -ta)
+    x = P([0.5, -2.0])
+    assert +x is x and x.positive() is x and pl.positive(x) is x
+    assert hash(x) != hash(P([0.5, -2.0])) and {x: 1}[x] == 1  # identity hash: == is element-wise
+    close(round(P([1.26, -2.5])), torch.round(T([1.26, -2.5])))
+    close(round(P([1.26, -2.55]), 1), torch.round(T([1.26, -2.55]), decimals=1))
+
+
+def test_special_namespace():
+    for name in pl.special.__all__:
+        assert hasattr(torch.special, name), name
+        assert callable(getattr(pl.special, name)), name
+    # the functions both namespaces have are the same objects; the torch.special-only ones stay out of pylucid
+    for name in ("erf", "erfinv", "exp2", "expm1", "log1p", "round", "erfc", "digamma", "polygamma", "i0", "sinc",
+                 "xlogy", "softmax", "log_softmax", "logsumexp", "logit"):
+        assert getattr(pl.special, name) is getattr(pl, name), name
+    for name in ("gammaln", "psi", "i1", "i0e", "i1e", "entr", "ndtr", "log_ndtr", "ndtri", "xlog1py", "multigammaln",
+                 "expit"):
+        assert not hasattr(pl, name) and not hasattr(torch, name), name
+    x = [0.3, 0.7, 1.5]
+    close(pl.special.psi(P(x)), torch.special.psi(T(x)))
+    close(pl.special.gammaln(P(x)), torch.special.gammaln(T(x)))
+    close(pl.special.expit(P(x)), torch.special.expit(T(x)))
+    close(P(x).polygamma(2), T(x).polygamma(2))
+    close(pl.special.round(P([0.5, 1.5]), decimals=0), torch.special.round(T([0.5, 1.5])))
+
 def test_float_power_celu_and_composites():
     out = pl.float_power(P([2.0, 3.0], np.float32), 2)
     assert out.dtype == pl.float64

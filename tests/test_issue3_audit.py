@@ -247,10 +247,10 @@ CASES += [
     Case("sum", (INTS.astype(np.int32),), tag="int32->int64"), Case("sum", (X > 0,), tag="bool->int64"),
     Case("prod", (X,)), Case("prod", (X,), {"dim": 0}, tag="dim"), Case("mean", (X,), {"dim": (0, 1)}),
     Case("min", (X,)), Case("max", (X,)), Case("amin", (X,), {"dim": 1}), Case("amax", (X,), {"dim": 0}),
-    # documented deviation: pylucid.max(x, dim) is the values-only reduction (torch.amax); max_with_indices
-    # returns torch.max(x, dim)'s (values, indices)
-    Case("max", (X,), {"dim": 1}, tcall=lambda m, x, **k: torch.amax(x, dim=1), method=False, tag="dim"),
-    Case("min", (X,), {"dim": 0}, tcall=lambda m, x, **k: torch.amin(x, dim=0), method=False, tag="dim"),
+    # one int dim: torch.max(x, dim)'s (values, indices); a Tensor: the element-wise form (X has no ties, so the
+    # tie-sharing gradient of the values is PyTorch's too)
+    Case("max", (X,), {"dim": 1}, tag="dim"), Case("min", (X,), {"dim": 0}, tag="dim"),
+    Case("max", (X, Y), tag="binary"), Case("min", (X, Y), tag="binary"),
     Case("max_with_indices", (X, 1), tcall=lambda m, x, d: torch.max(x, d)),
     Case("min_with_indices", (X, 0), tcall=lambda m, x, d: torch.min(x, d)),
     Case("argmin", (X,), {"dim": 1}), Case("argmax", (X,)),
@@ -500,11 +500,12 @@ def test_every_issue_name_exists_with_its_tensor_method():
         assert not set(ISSUE_NAMES[ns]) - called, f"{ns}: names without a call: {set(ISSUE_NAMES[ns]) - called}"
 
 
-def test_documented_max_deviation_and_max_with_indices():
+def test_max_over_one_dim_and_max_with_indices():
     x = pl.tensor(X)
-    vals = x.max(dim=1)  # pylucid: values only (docs/semantics/reductions.md)
+    vals, idx = x.max(dim=1)  # PyTorch's (values, indices) named tuple
     ref = torch.tensor(X).max(dim=1)
     np.testing.assert_array_equal(vals.numpy(), ref.values.numpy())
+    np.testing.assert_array_equal(idx.numpy(), ref.indices.numpy())
     v, i = pl.max_with_indices(x, 1)
     np.testing.assert_array_equal(i.numpy(), ref.indices.numpy())
 

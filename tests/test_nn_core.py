@@ -689,3 +689,122 @@ def test_linear_autocast_dispatch():
         assert F.linear(x.to(pl.bfloat16), wb).grad_fn.name() == "LinearBackward"
     with pl.amp.autocast("cuda", dtype=pl.bfloat16):  # autocast for another device type: untouched
         assert F.linear(x, w).dtype == pl.float32
+
+
+# ------------------------------------------------------------------ layer_norm_backward: the fused gradient as an op
+def _torch_ln_backward(g, x, ns, w):
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, list(ns), w, None, 1e-5)
+    return torch.ops.aten.native_layer_norm_backward(g, x, list(ns), mean, rstd, w, None, [True, False, False])[0]
+
+
+@pytest.mark.parametrize("shape,ns,affine", [((3, 4), (4,), True), ((2, 3, 4), (3, 4), True), ((2, 5), (5,), False),
+                                             ((4,), (4,), True)])
+def test_layer_norm_backward_op_matches_torch_and_differentiates_again(shape, ns, affine):
+    from pylucid.autograd.gradcheck import gradcheck, gradgradcheck
+    from pylucid.ops import nn as N
+
+    arrays = [arr(*shape), arr(*shape)] + ([arr(*ns)] if affine else [])
+    p_in = [pl.tensor(a, requires_grad=True) for a in arrays]
+    t_in = [torch.tensor(a, requires_grad=True) for a in arrays]
+
+    def fn(g, x, w=None):
+        return N.layer_norm_backward(g, x, ns, w)
+
+    out = fn(*p_in)
+    ref = _torch_ln_backward(*t_in[:2], ns, t_in[2] if affine else None)
+    assert out.grad_fn.name() == "LayerNormBackwardBackward"
+    close(out, ref, atol=1e-12)
+    # the op's own backward (the second derivative of layer_norm) against torch's
+    u = arr(*shape)
+    pg = pl.autograd.grad(out, p_in, pl.tensor(u))
+    tg = torch.autograd.grad(ref, t_in, torch.tensor(u))
+    for i, (a, b) in enumerate(zip(pg, tg)):
+        close(a, b, atol=1e-12, what=f"input {i}")
+    # first and second derivatives of the op by finite differences (third order of layer_norm)
+    assert gradcheck(fn, tuple(p_in), atol=1e-5, rtol=1e-3)
+    assert gradgradcheck(fn, tuple(p_in), atol=1e-4, rtol=1e-3)
+
+
+def test_layer_norm_reuses_its_forward_statistics_and_records_the_backward_op():
+    x, w, b = arr(5, 6), arr(6), arr(6)
+    px, pw, pb = (pl.tensor(a, requires_grad=True) for a in (x, w, b))
+    y = F.layer_norm(px, (6,), pw, pb)
+    _, tmean, trstd = torch.ops.aten.native_layer_norm(torch.tensor(x), [6], None, None, 1e-5)
+    mean, rstd = y.grad_fn.extra  # what the fast backward reads: the forward's own statistics
+    close(np.asarray(mean).reshape(-1), tmean.reshape(-1), atol=1e-12)
+    close(np.asarray(rstd).reshape(-1), trstd.reshape(-1), atol=1e-9)
+    (gx,) = pl.autograd.grad((y * y).sum(), px, create_graph=True)
+    assert gx.grad_fn.name() == "LayerNormBackwardBackward"
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    ty = torch.nn.functional.layer_norm(tx, (6,), tw, tb)
+    (tgx,) = torch.autograd.grad((ty * ty).sum(), tx, create_graph=True)
+    (gx ** 3).sum().backward()
+    (tgx ** 3).sum().backward()
+    for p, t in ((px, tx), (pw, tw), (pb, tb)):
+        close(p.grad, t.grad, atol=1e-9)
+
+
+def test_batch_norm_training_gradient_goes_through_the_layer_norm_backward_op():
+    x, w, b = arr(4, 3, 5), arr(3), arr(3)
+    px, pw, pb = (pl.tensor(a, requires_grad=True) for a in (x, w, b))
+    y = F.batch_norm(px, None, None, pw, pb, training=True)
+    (gx,) = pl.autograd.grad((y * y).sum(), px, create_graph=True)
+    assert gx.grad_fn.name() == "LayerNormBackwardBackward"
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    ty = torch.nn.functional.batch_norm(tx, None, None, tw, tb, training=True)
+    (tgx,) = torch.autograd.grad((ty * ty).sum(), tx, create_graph=True)
+    close(gx, tgx, atol=1e-9)
+    (gx * gx).sum().backward()
+    (tgx * tgx).sum().backward()
+    for p, t in ((px, tx), (pw, tw), (pb, tb)):
+        close(p.grad, t.grad, atol=1e-8)
+
+
+def test_cross_entropy_keeps_its_row_logsumexp_for_the_backward():
+    x, t = arr(6, 5), np.array([0, 4, 1, -100, 2, 2])
+    px = pl.tensor(x, requires_grad=True)
+    loss = F.cross_entropy(px, pl.tensor(t))
+    lse, count = loss.grad_fn.extra
+    close(np.asarray(lse), torch.logsumexp(torch.tensor(x), 1), atol=1e-12)
+    assert float(np.asarray(count)) == 5  # targets not equal to ignore_index
+    loss.backward()
+    tx = torch.tensor(x, requires_grad=True)
+    torch.nn.functional.cross_entropy(tx, torch.tensor(t)).backward()
+    close(px.grad, tx.grad, atol=1e-12)
+
+
+# ------------------------------------------------------------------ functional declarations
+def test_functional_namespace_is_the_declarations():
+    declared = pl.ops.namespace("pylucid.nn.functional")
+    assert sorted(declared) == F.__all__
+    for name in F.__all__:
+        fn = getattr(F, name)
+        assert fn is declared[name], name
+        if not name.endswith("_"):  # in-place variants are made from their function's declaration
+            assert pl.ops.declaration_of(fn) is not None, name
+    # one function for both namespaces, where pylucid has the name too
+    for name in ("relu", "gelu", "hardtanh", "threshold", "conv2d", "max_pool2d", "interpolate", "relu_"):
+        assert getattr(F, name) is getattr(pl, name), name
+    assert pl.ops.declaration("relu", "pylucid.nn.functional").op.__name__ == "Relu"
+    assert pl.ops.declaration("layer_norm", "pylucid.nn.functional").op.__name__ == "LayerNorm"
+    assert pl.ops.declaration("softmin", "pylucid.nn.functional").op is None  # a composite
+
+
+@pytest.mark.parametrize("name,args", [("relu", ()), ("hardtanh", (-0.5, 0.5)), ("leaky_relu", (0.1,)),
+                                       ("elu", (1.0,)), ("selu", ()), ("celu", (1.0,)), ("threshold", (0.2, -1.0))])
+def test_functional_inplace_argument_and_inplace_variants_match_torch(name, args):
+    x = arr(3, 4)
+    ref = getattr(torch.nn.functional, name)(torch.tensor(x), *args)
+    a = pl.tensor(x)
+    assert getattr(F, name)(a, *args, inplace=True) is a
+    close(a, ref, atol=1e-12)
+    b = pl.tensor(x)
+    assert getattr(F, name + "_")(b, *args) is b
+    close(b, ref, atol=1e-12)
+    c = pl.tensor(x)
+    out = getattr(F, name)(c, *args)
+    close(out, ref, atol=1e-12)
+    close(c, x, atol=0)  # untouched without inplace
+    leaf = pl.tensor(x, requires_grad=True)
+    with pytest.raises(RuntimeError, match=f"{name}_: a leaf tensor that requires grad"):
+        getattr(F, name)(leaf, *args, inplace=True)

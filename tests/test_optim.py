@@ -417,3 +417,80 @@ def test_lr_as_tensor():
     w.grad = pylucid.ones(1)
     opt.step()
     assert w.tolist() == [0.5]
+
+
+# ----------------------------------------------------------------- the fused multi-tensor Adam op
+# ``pylucid._fused_adam_`` is the op Adam/AdamW's fused step calls (one backend call for a whole group;
+# on CUDA one kernel launch per dtype). It runs on every device; these tests hold its CPU path to PyTorch.
+fused_adam_op = pytest.mark.skipif(not hasattr(pylucid.ops, "_fused_adam_"),
+                                   reason="pylucid.ops._fused_adam_ is not declared in this checkout")
+
+
+@fused_adam_op
+@pytest.mark.parametrize("kwargs", [dict(), dict(weight_decay=0.1), dict(weight_decay=0.1, decoupled=True),
+                                    dict(maximize=True, weight_decay=0.05)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_adam_op_matches_torch(kwargs, dtype):
+    hp = dict(lr=0.05, beta1=0.8, beta2=0.95, eps=1e-6)
+    th_cls = torch.optim.AdamW if kwargs.get("decoupled") else torch.optim.Adam
+    th_kw = dict(lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"],
+                 weight_decay=kwargs.get("weight_decay", 0.0), maximize=kwargs.get("maximize", False))
+    init, consts = _problem()
+    np_dtype = np.dtype(dtype)
+    ps = [pylucid.tensor(x.astype(np_dtype)) for x in init]
+    ms, vs = [pylucid.zeros_like(p) for p in ps], [pylucid.zeros_like(p) for p in ps]
+    tps = [torch.tensor(x.astype(np_dtype), requires_grad=True) for x in init]
+    topt = th_cls(tps, **th_kw)
+    rtol, atol = (1e-9, 1e-11) if dtype == "float64" else (2e-5, 2e-6)
+    for t in range(STEPS):
+        grads = [_grad_np(p.numpy().astype(np.float64), c).astype(np_dtype) for p, c in zip(ps, consts[t])]
+        versions = [p._version[0] for p in ps]
+        pylucid._fused_adam_(ps, [pylucid.tensor(g) for g in grads], ms, vs, step=t + 1, **hp, **kwargs)
+        assert [p._version[0] for p in ps] == [v + 1 for v in versions]
+        for tp, g in zip(tps, grads):
+            tp.grad = torch.tensor(g)
+        topt.step()
+        for i, (p, m, tp) in enumerate(zip(ps, ms, tps)):
+            np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=rtol, atol=atol,
+                                       err_msg=f"step {t + 1}, parameter {i}")
+            np.testing.assert_allclose(m.numpy(), topt.state[tp]["exp_avg"].numpy(), rtol=rtol, atol=atol,
+                                       err_msg=f"step {t + 1}, exp_avg {i}")
+
+
+@fused_adam_op
+def test_fused_adam_op_half_precision_computes_in_float32():
+    x = np.array([1.0, -2.0, 0.5], np.float32)
+    g = np.array([0.25, -1.0, 3.0], np.float32)
+    for dtype in (pylucid.float16, pylucid.bfloat16):
+        p, m, v = pylucid.tensor(x).to(dtype), pylucid.zeros(3, dtype=dtype), pylucid.zeros(3, dtype=dtype)
+        pylucid._fused_adam_([p], [pylucid.tensor(g).to(dtype)], [m], [v], step=1, lr=0.1, beta1=0.9, beta2=0.999,
+                             eps=1e-8)
+        tp = torch.tensor(pylucid.tensor(x).to(dtype).float().numpy(), requires_grad=True)
+        tp.grad = torch.tensor(pylucid.tensor(g).to(dtype).float().numpy())
+        torch.optim.Adam([tp], lr=0.1).step()
+        assert p.dtype is dtype and m.dtype is dtype
+        np.testing.assert_array_equal(p.float().numpy(), tp.detach().to(getattr(torch, dtype.name)).float().numpy())
+
+
+@fused_adam_op
+def test_fused_adam_op_errors():
+    p, g, m, v = (pylucid.zeros(3) for _ in range(4))
+    hp = dict(step=1, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
+    with pytest.raises(ValueError, match="_fused_adam_: params has 1 tensors but grads has 0"):
+        pylucid._fused_adam_([p], [], [m], [v], **hp)
+    with pytest.raises(TypeError, match=r"grads\[0\] must be a Tensor, got ndarray"):
+        pylucid._fused_adam_([p], [np.zeros(3)], [m], [v], **hp)
+    with pytest.raises(pylucid.ShapeMismatch, match=r"exp_avgs\[0\] has shape \(2,\), params\[0\] has \(3,\)"):
+        pylucid._fused_adam_([p], [g], [pylucid.zeros(2)], [v], **hp)
+    with pytest.raises(pylucid.DtypeMismatch, match=r"grads\[0\] is pylucid.float64"):
+        pylucid._fused_adam_([p], [pylucid.zeros(3, dtype=pylucid.float64)], [m], [v], **hp)
+    with pytest.raises(pylucid.DtypeMismatch, match="a floating dtype is expected"):
+        ints = [pylucid.zeros(3, dtype=pylucid.int64) for _ in range(4)]
+        pylucid._fused_adam_(*([t] for t in ints), **hp)
+    leaf = pylucid.zeros(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        pylucid._fused_adam_([leaf], [g], [m], [v], **hp)
+    with pylucid.no_grad():
+        pylucid._fused_adam_([leaf], [pylucid.ones(3)], [m], [v], **hp)
+    assert leaf.tolist() == pytest.approx([-0.1] * 3)
+    pylucid._fused_adam_([], [], [], [], **hp)  # nothing to update

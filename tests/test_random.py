@@ -184,6 +184,24 @@ def test_errors(fn, exc, match):
         fn()
 
 
+def test_method_forms_draw_like_the_functions():
+    p = pl.full((6,), 0.5)
+    w = pl.tensor([1.0, 2.0, 3.0])
+    rates = pl.full((4,), 2.0)
+    draws = []
+    for form in ("function", "method"):
+        pl.manual_seed(5)
+        if form == "function":
+            draws.append([pl.bernoulli(p), pl.multinomial(w, 2), pl.poisson(rates)])
+        else:
+            draws.append([p.bernoulli(), w.multinomial(2), rates.poisson()])
+    for a, b in zip(*draws):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    for name in ("uniform_", "normal_", "exponential_", "bernoulli_", "random_", "geometric_", "cauchy_",
+                 "log_normal_"):
+        assert not hasattr(pl, name), f"pylucid.{name} is a Tensor method only, as in PyTorch"
+
+
 def test_inplace_under_no_grad_on_leaf_and_version_bump():
     w = pl.zeros(3, requires_grad=True)
     v = w._version[0]

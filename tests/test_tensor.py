@@ -292,3 +292,84 @@ def test_multi_axis_reductions_match_numpy(arr, data):
                                                                                       keepdims=keep))
             np.testing.assert_allclose(pl.min(x, dim=dim, keepdim=keep).numpy(), np.min(arr, axis=dim,
                                                                                       keepdims=keep))
+
+
+# ------------------------------------------------------------------ new_* and to() as PyTorch reads them
+def _same(a: pl.Tensor, b: torch.Tensor) -> bool:
+    return (a.dtype.name == str(b.dtype).removeprefix("torch.") and tuple(a.shape) == tuple(b.shape)
+            and a.requires_grad == b.requires_grad and str(a.device) == str(b.device))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int32", "bool"])
+def test_new_factories_follow_the_source_tensor_like_torch(dtype):
+    src, ref = pl.ones(2, dtype=getattr(pl, dtype)), torch.ones(2, dtype=getattr(torch, dtype))
+    for name, args in [("new_zeros", (2, 3)), ("new_zeros", ((2, 3),)), ("new_ones", ([4],)), ("new_empty", (0,)),
+                       ("new_full", ((2,), 1)), ("new_tensor", ([[1, 0]],))]:
+        got, want = getattr(src, name)(*args), getattr(ref, name)(*args)
+        assert _same(got, want), (name, args)
+        if name != "new_empty":
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    kw = {"dtype": pl.float16, "requires_grad": True}
+    tkw = {"dtype": torch.float16, "requires_grad": True}
+    for name, args in [("new_zeros", (3,)), ("new_ones", (1, 2)), ("new_empty", (2,)), ("new_full", ((2,), 0.5)),
+                       ("new_tensor", ([1.5],))]:
+        got, want = getattr(src, name)(*args, **kw), getattr(ref, name)(*args, **tkw)
+        assert _same(got, want) and got.is_leaf, name
+
+
+def test_new_tensor_copies_and_warns_on_a_tensor():
+    x = pl.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.warns(UserWarning, match=r"detach\(\)\.clone\(\)"):
+        y = pl.zeros(1, dtype=pl.float64).new_tensor(x)
+    assert y.dtype == pl.float64 and not y.requires_grad and y.tolist() == [1.0, 2.0]
+    data = [3.0]
+    z = x.new_tensor(data)
+    data[0] = 4.0
+    assert z.tolist() == [3.0]
+
+
+def test_to_reads_positional_non_blocking_and_copy():
+    x, tx = pl.tensor([1, 2]), torch.tensor([1, 2])
+    cases = [
+        (("cpu", pl.float64, False, True), ("cpu", torch.float64, False, True)),
+        (("cpu", pl.int64, False, True), ("cpu", torch.int64, False, True)),
+        (("cpu", pl.int64, True, False), ("cpu", torch.int64, True, False)),
+        ((pl.int64, False, True), (torch.int64, False, True)),
+        ((pl.float32, True), (torch.float32, True)),
+        (("cpu",), ("cpu",)),
+        ((pl.zeros(1, dtype=pl.float16), False, True), (torch.zeros(1, dtype=torch.float16), False, True)),
+    ]
+    for args, targs in cases:
+        got, want = x.to(*args), tx.to(*targs)
+        assert _same(got, want) and (got is x) == (want is tx), args
+    assert x.to(device="cpu", dtype=pl.int64, copy=True) is not x
+    assert x.to(non_blocking=True) is x
+    assert x.to("float64").dtype == pl.float64
+    with pytest.raises(TypeError, match="non_blocking must be a bool"):
+        x.to("cpu", pl.float64, 1)
+    with pytest.raises(TypeError, match="too many"):
+        x.to(pl.float64, False, False, False)
+    with pytest.raises(TypeError, match="expected a device, a dtype or a Tensor"):
+        x.to(True)
+    with pytest.raises(TypeError, match="expected a dtype after the device"):
+        x.to("cpu", "cpu")
+    y = pl.tensor([1.0], requires_grad=True)
+    y.to("cpu", pl.float64, False, True).sum().backward()  # still differentiable
+    assert y.grad.tolist() == [1.0]
+
+
+def test_device_and_layout_flags_match_torch_on_the_cpu():
+    x, tx = pl.zeros(2), torch.zeros(2)
+    for flag in ["is_cpu", "is_cuda", "is_xpu", "is_mps", "is_meta", "is_ipu", "is_mtia", "is_maia",
+                 "is_xla", "is_vulkan", "is_sparse", "is_sparse_csr", "is_quantized", "is_mkldnn", "is_nested"]:
+        assert getattr(x, flag) is getattr(tx, flag), flag
+    for method in ["is_signed", "is_neg", "is_pinned", "is_shared", "get_device"]:
+        assert getattr(x, method)() == getattr(tx, method)(), method
+    for dtype in ["uint8", "bool", "int8", "float16", "complex64"]:
+        ours, theirs = pl.zeros(1, dtype=getattr(pl, dtype)), torch.zeros(1, dtype=getattr(torch, dtype))
+        assert ours.is_signed() == theirs.is_signed(), dtype
+    assert pl.tensor([2.0]).is_nonzero() and not pl.tensor([0]).is_nonzero()
+    with pytest.raises(RuntimeError):
+        pl.zeros(2).is_nonzero()
+    assert x.is_same_size(pl.ones(2)) and not x.is_same_size(pl.ones(3))
+    assert x.is_set_to(x) and not x.is_set_to(x.clone()) and not x.is_set_to(x[:1])

@@ -78,7 +78,7 @@ def _pylucid_forward(params, x):
 
 
 def _pylucid_cross_entropy(logits, onehot):
-    m = pylucid.max(logits, dim=1, keepdim=True)
+    m = pylucid.amax(logits, dim=1, keepdim=True)
     shifted = logits - m
     logp = shifted - pylucid.log(pylucid.sum(pylucid.exp(shifted), dim=1, keepdim=True))
     return -(logp * onehot).sum() / logits.shape[0]

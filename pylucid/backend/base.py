@@ -7,12 +7,11 @@ import contextlib
 import ml_dtypes
 import numpy as np
 
+from . import reference
+from .reference import GELU_C, GELU_K, INV_SQRT_2PI, SQRT1_2
+
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _NULL_CTX = contextlib.nullcontext()
-_SQRT1_2 = 0.7071067811865476
-_INV_SQRT_2PI = 0.3989422804014327
-_GELU_K = 0.7978845608028654  # sqrt(2 / pi)
-_GELU_C = 0.044715
 #: what NumPy hands back from 0-d arithmetic instead of a 0-d array
 SCALAR_TYPES = (np.generic, bool, int, float, complex)
 
@@ -115,26 +114,28 @@ class ArrayBackend:
             g = g.reshape(shape)
         return g
 
-    def scatter_add(self, target, index, values):
-        """``target[index] += values`` with repeated indices accumulated (in place)."""
-        self.xp.add.at(target, index, values)
+    # scatter with a combining op (scatter_add, scatter_reduce): NumPy's ufunc.at is sequential, so
+    # repeated indices combine in index order (deterministic)
+    @staticmethod
+    def _scatter_at(ufunc, target, index, values):
+        ufunc.at(target, index, values)
         return target
 
-    # scatter with a combining op (scatter_reduce): NumPy's ufunc.at is sequential, so deterministic
+    def scatter_add(self, target, index, values):
+        """``target[index] += values`` with repeated indices accumulated (in place)."""
+        return self._scatter_at(self.xp.add, target, index, values)
+
     def scatter_max(self, target, index, values):
         """``target[index] = max(target[index], values)`` with repeats combined (in place; NaN propagates)."""
-        self.xp.maximum.at(target, index, values)
-        return target
+        return self._scatter_at(self.xp.maximum, target, index, values)
 
     def scatter_min(self, target, index, values):
         """``target[index] = min(target[index], values)`` with repeats combined (in place; NaN propagates)."""
-        self.xp.minimum.at(target, index, values)
-        return target
+        return self._scatter_at(self.xp.minimum, target, index, values)
 
     def scatter_mul(self, target, index, values):
         """``target[index] *= values`` with repeats combined (in place)."""
-        self.xp.multiply.at(target, index, values)
-        return target
+        return self._scatter_at(self.xp.multiply, target, index, values)
 
     def raise_if_singular(self, a, op: str) -> None:
         """Raise ``numpy.linalg.LinAlgError`` when a batch of square matrices holds a singular one.
@@ -145,7 +146,7 @@ class ArrayBackend:
         return None
 
     # -- fused kernels: portable versions (CUDABackend overrides them with its kernels) ---------
-    # Same semantics as pylucid.backend.cuda_kernels (*_ref); all over the last axis.
+    # The semantics are pylucid.backend.reference's functions; all over the last axis.
     def softmax(self, x, log: bool = False):
         """Softmax (``log=True``: log-softmax) over the last axis, max-shifted; half inputs computed in float32."""
         if x.size == 0:
@@ -181,29 +182,23 @@ class ArrayBackend:
 
     def layer_norm_backward(self, g, x, mean, rstd, weight):
         """``(dx, dweight, dbias)`` of :meth:`layer_norm` (``dweight``/``dbias`` None without ``weight``)."""
-        from .cuda_kernels import layer_norm_backward_ref
-
         dt = x.dtype
         up = (lambda a: a.astype(np.float32)) if dt in _HALF else (lambda a: a)
-        dx, dw, db = layer_norm_backward_ref(self.xp, up(g), up(x), mean, rstd,
-                                             None if weight is None else up(weight))
+        dx, dw, db = reference.layer_norm_backward_ref(self.xp, up(g), up(x), mean, rstd,
+                                                       None if weight is None else up(weight))
         if dw is None:
             return dx.astype(dt, copy=False), None, None
         return dx.astype(dt, copy=False), dw.astype(weight.dtype, copy=False), db.astype(weight.dtype, copy=False)
 
     def cross_entropy(self, logits, target, ignore_index: int = -100):
         """Per-row cross-entropy of 2-D ``logits`` against int targets: ``(loss, lse)``; ignored rows 0."""
-        from .cuda_kernels import cross_entropy_ref
-
         with self.errstate():
-            return cross_entropy_ref(self.xp, logits, target, ignore_index)
+            return reference.cross_entropy_ref(self.xp, logits, target, ignore_index)
 
     def cross_entropy_reduce(self, loss, target, ignore_index: int = -100, mean: bool = True):
         """``(sum or mean of the per-row losses, non-ignored row count)`` (the fused forward's reduction)."""
-        from .cuda_kernels import cross_entropy_reduce_ref
-
         with self.errstate():
-            return cross_entropy_reduce_ref(self.xp, loss, target, ignore_index, mean)
+            return reference.cross_entropy_reduce_ref(self.xp, loss, target, ignore_index, mean)
 
     def relu_backward(self, y, g):
         """PyTorch's ``threshold_backward`` from relu's output: ``g`` where ``y > 0`` or NaN, else 0."""
@@ -211,26 +206,32 @@ class ArrayBackend:
 
     def cross_entropy_backward(self, g, logits, lse, target, ignore_index: int = -100):
         """``dlogits`` of :meth:`cross_entropy` given the per-row incoming gradient ``g``."""
-        from .cuda_kernels import cross_entropy_backward_ref
-
         with self.errstate():
-            return cross_entropy_backward_ref(self.xp, g, logits, lse, target, ignore_index)
+            return reference.cross_entropy_backward_ref(self.xp, g, logits, lse, target, ignore_index)
 
     def embedding_backward(self, g, indices, num_weights: int, padding_idx: int | None = None,
                            deterministic: bool = False):
         """``dweight`` of an embedding lookup (rows of ``g`` summed per index; NumPy's add.at is sequential)."""
-        from .cuda_kernels import embedding_backward_ref
-
-        return embedding_backward_ref(self.xp, g, indices, num_weights, padding_idx)
+        return reference.embedding_backward_ref(self.xp, g, indices, num_weights, padding_idx)
 
     def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float,
                   beta2: float, eps: float, weight_decay: float = 0.0, decoupled: bool = False,
                   maximize: bool = False) -> None:
-        """Adam/AdamW for a list of tensors, in place (PyTorch's single-tensor arithmetic)."""
-        from .cuda_kernels import adam_step_ref
+        """Adam/AdamW for a list of arrays, in place (PyTorch's single-tensor arithmetic, one array at a time).
 
-        adam_step_ref(self.xp, params, grads, exp_avgs, exp_avg_sqs, step=step, lr=lr, beta1=beta1, beta2=beta2,
-                      eps=eps, weight_decay=weight_decay, decoupled=decoupled, maximize=maximize)
+        float16/bfloat16 arrays are computed in float32 and rounded once, as the CUDA kernels do.
+        """
+        hp = dict(step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
+                  decoupled=decoupled, maximize=maximize)
+        xp = self.xp
+        for quad in zip(params, grads, exp_avgs, exp_avg_sqs):
+            if quad[0].dtype not in _HALF:
+                reference.adam_step_ref(xp, *([a] for a in quad), **hp)
+                continue
+            p32, g32, m32, v32 = (a.astype(np.float32) for a in quad)
+            reference.adam_step_ref(xp, [p32], [g32], [m32], [v32], **hp)
+            for a, a32 in ((quad[0], p32), (quad[2], m32), (quad[3], v32)):
+                a[...] = a32.astype(a.dtype)
 
     # -- GELU (the CUDA backend runs each direction as one kernel) -----------------------
     def _erf(self, z):
@@ -242,18 +243,18 @@ class ArrayBackend:
         """``x Phi(x)`` (``'none'``) or ``x/2 (1 + tanh(k (x + c x^3)))`` (``'tanh'``), in ``x``'s dtype."""
         t = x.dtype.type
         if approximate == "tanh":
-            return x * t(0.5) * (1 + self.tanh((x + x * x * x * t(_GELU_C)) * t(_GELU_K)))
-        return x * t(0.5) * (1 + self._erf(x * t(_SQRT1_2)))
+            return x * t(0.5) * (1 + self.tanh((x + x * x * x * t(GELU_C)) * t(GELU_K)))
+        return x * t(0.5) * (1 + self._erf(x * t(SQRT1_2)))
 
     def gelu_backward(self, g, x, approximate: str = "none"):
         """``g * gelu'(x)``: ``Phi(x) + x phi(x)``, or the derivative of the tanh form."""
         t = x.dtype.type
         if approximate == "tanh":
-            th = self.tanh((x + x * x * x * t(_GELU_C)) * t(_GELU_K))
-            d_inner = (x * x * t(3 * _GELU_C) + 1) * t(_GELU_K)
+            th = self.tanh((x + x * x * x * t(GELU_C)) * t(GELU_K))
+            d_inner = (x * x * t(3 * GELU_C) + 1) * t(GELU_K)
             return g * ((th + 1) * t(0.5) + x * t(0.5) * (1 - th * th) * d_inner)
-        cdf = (self._erf(x * t(_SQRT1_2)) + 1) * t(0.5)
-        pdf = self.exp(x * x * t(-0.5)) * t(_INV_SQRT_2PI)
+        cdf = (self._erf(x * t(SQRT1_2)) + 1) * t(0.5)
+        pdf = self.exp(x * x * t(-0.5)) * t(INV_SQRT_2PI)
         return g * (cdf + x * pdf)
 
     def matmul_to(self, a, b, dtype):
@@ -279,15 +280,11 @@ class ArrayBackend:
 
     def bias_act(self, x, bias, act: str = "relu"):
         """``act(x + bias)`` (``act``: none, relu, gelu, gelu_tanh; ``bias`` over the last axis or None)."""
-        from .cuda_kernels import bias_act_ref
-
-        return bias_act_ref(self.xp, x, bias, act)
+        return reference.bias_act_ref(self.xp, x, bias, act)
 
     def bias_act_backward(self, g, x, bias, act: str = "relu"):
         """``g * act'(x + bias)``."""
-        from .cuda_kernels import bias_act_backward_ref
-
-        return bias_act_backward_ref(self.xp, g, x, bias, act)
+        return reference.bias_act_backward_ref(self.xp, g, x, bias, act)
 
     def errstate(self):
         return np.errstate(all="ignore")

@@ -14,8 +14,9 @@ What differs from the shared :class:`ArrayBackend` (see docs/semantics/cuda.md):
 * ``scatter_add`` is atomic: the summation order of repeated indices, so the
   last bits of a float result, can change from run to run;
 * fused kernels (softmax, layer norm, cross-entropy, embedding backward,
-  multi-tensor Adam, bias+activation, 16-byte vectorised binary ops) live in
-  :mod:`pylucid.backend.cuda_kernels`, each next to the reference it matches.
+  multi-tensor Adam, bias+activation, 16-byte vectorised binary ops): their CUDA sources are in
+  :mod:`pylucid.backend.cuda_sources`, compiled and launched by :mod:`pylucid.backend.cuda_launch`,
+  and each computes what its function in :mod:`pylucid.backend.reference` computes.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from threading import get_ident as _get_ident
 import ml_dtypes
 import numpy as np
 
-from . import cuda_kernels as K
-from .base import ArrayBackend
+from .base import _HALF, _NULL_CTX, ArrayBackend
+from .cuda_launch import bias_add_kernel, cast_kernel, fast_kernel, get_kernel, raw_launcher, strided_copy_kernel
+from .cuda_sources import BIAS_ACT_CODES, COPY_MAX_NDIM, FAST_UNARY, OPS_VEC
 
 _cupy = None
 _reason = None
@@ -38,7 +40,6 @@ _F16 = np.dtype(np.float16)
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
-_HALF = (_F16, _BF16)
 _KERNEL_DTYPES = (_F32, _F64)
 _ONE_F32 = np.array(1.0, dtype=np.float32)  # cuBLAS alpha/beta (host pointers, float32 compute type)
 _ZERO_F32 = np.array(0.0, dtype=np.float32)
@@ -72,7 +73,6 @@ _BF16_VIA_F32 = frozenset({
 })
 #: ufuncs whose ``accumulate`` CuPy 14 does not implement: a log-step scan stands in (cummax, logcumsumexp)
 _SCAN_FALLBACK = frozenset({"maximum", "minimum", "logaddexp", "logaddexp2", "fmax", "fmin"})
-_NULL_CTX = contextlib.nullcontext()
 
 
 def _load():
@@ -319,7 +319,7 @@ class _FastLaunch:
     plain C-contiguous CuPy arrays of one float dtype and one shape, or an array and a scalar
     (a Python float/int for float32/float64 arrays, a NumPy scalar of the array's own dtype for
     any float dtype), this launches a precompiled one-line kernel on a fresh output instead
-    (:func:`cuda_kernels.fast_kernel`: same arithmetic as the ufunc). Everything else (keyword
+    (:func:`cuda_launch.fast_kernel`: same arithmetic as the ufunc). Everything else (keyword
     arguments, broadcasting, strided views, other dtypes, empty arrays, several GPUs, float32
     arrays large enough for the 16-byte vector kernel) takes the ``generic`` callable: exactly
     the previous behaviour. ``.reduce``/``.outer``/``.at``/``.accumulate`` come from ``generic``.
@@ -448,7 +448,7 @@ class CUDABackend(ArrayBackend):
     #: CuPy calls exactly, at once, for existing backends too (checked per call).
     fast_launch = True
     #: the fast element-wise and cast kernels call ``cuLaunchKernel`` directly with a preallocated
-    #: parameter block (``cuda_kernels.raw_launcher``) instead of CuPy's ``Function.__call__``.
+    #: parameter block (``cuda_launch.raw_launcher``) instead of CuPy's ``Function.__call__``.
     #: Read when a kernel is first built; False keeps CuPy's call for kernels built afterwards.
     raw_launch = True
 
@@ -475,15 +475,13 @@ class CUDABackend(ArrayBackend):
         self._handle = None  # (thread id, cuBLAS handle of this device for that thread)
         self._casts: dict = {}  # (source dtype, target dtype) -> fast cast kernel or None
         self._ones: dict = {}  # dtype -> a ones vector for column sums (grown on demand)
-        # cached sub-libraries
-        self._special = self._linalg = self._fft = self._scipy_linalg = None
         fast_ok = hasattr(cp.ndarray, "_c_contiguous")  # CuPy's C-level flag; without it: generic calls only
         nd = cp.ndarray  # the array class, and its constructor as the allocator (what cupy.empty calls)
-        for op in K.OPS_VEC:
+        for op in OPS_VEC:
             generic = _VecUfunc(self, op)
             setattr(self, op, _FastLaunch(self, op, generic, nd, nd, self._fast_kernel, vec_min=_VEC_MIN)
                     if fast_ok else generic)
-        for op in K.FAST_UNARY:
+        for op in FAST_UNARY:
             if fast_ok:
                 setattr(self, op, _FastLaunch(self, op, self._resolve(op), nd, nd, self._fast_kernel, unary=True))
         self.divide = self.true_divide
@@ -504,8 +502,8 @@ class CUDABackend(ArrayBackend):
         if self._multi:
             return None
         with self.cuda_device:
-            k = K.fast_kernel(op, kind, dt)
-        return None if k is None else K.raw_launcher(k, kind) if self.raw_launch else k
+            k = fast_kernel(op, kind, dt)
+        return None if k is None else raw_launcher(k, kind) if self.raw_launch else k
 
     def __getattr__(self, name: str):
         if name.startswith("__"):
@@ -534,34 +532,26 @@ class CUDABackend(ArrayBackend):
             return self.xp.triu(a.view(np.uint16), k).view(_BF16)
         return self.xp.triu(a, k)
 
-    # -- sub-libraries -------------------------------------------------------------
-    @property
+    # -- sub-libraries (built on first use, then plain instance attributes) ---------------
+    @functools.cached_property
     def special(self):
-        if self._special is None:
-            import cupyx.scipy.special
+        import cupyx.scipy.special
 
-            self._special = _HalfViaF32(cupyx.scipy.special)
-        return self._special
+        return _HalfViaF32(cupyx.scipy.special)
 
-    @property
+    @functools.cached_property
     def scipy_linalg(self):
-        if self._scipy_linalg is None:
-            import cupyx.scipy.linalg
+        import cupyx.scipy.linalg
 
-            self._scipy_linalg = _HalfViaF32(cupyx.scipy.linalg)
-        return self._scipy_linalg
+        return _HalfViaF32(cupyx.scipy.linalg)
 
-    @property
+    @functools.cached_property
     def linalg(self):
-        if self._linalg is None:
-            self._linalg = _CudaLinalg(self.xp.linalg, self.xp)
-        return self._linalg
+        return _CudaLinalg(self.xp.linalg, self.xp)
 
-    @property
+    @functools.cached_property
     def fft(self):
-        if self._fft is None:
-            self._fft = _HalfViaF32(self.xp.fft)
-        return self._fft
+        return _HalfViaF32(self.xp.fft)
 
     # -- conversion ------------------------------------------------------------------
     def to_numpy(self, a):
@@ -593,9 +583,9 @@ class CUDABackend(ArrayBackend):
             if src != dst:
                 k = self._casts.get((src, dst), _MISS)
                 if k is _MISS:
-                    k = K.cast_kernel(src, dst)
+                    k = cast_kernel(src, dst)
                     if k is not None and self.raw_launch:
-                        k = K.raw_launcher(k, "cast")
+                        k = raw_launcher(k, "cast")
                     self._casts[(src, dst)] = k
                 if k is not None:
                     n = a.size
@@ -647,21 +637,21 @@ class CUDABackend(ArrayBackend):
 
     def ascontiguousarray(self, a):
         """``a`` as a C-contiguous array: ``a`` itself if it already is, else one strided-copy kernel
-        (:func:`cuda_kernels.strided_copy_source`, up to six axes, 2/4/8-byte items) launched directly;
+        (:func:`cuda_sources.strided_copy_source`, up to six axes, 2/4/8-byte items) launched directly;
         other cases take CuPy's ``ascontiguousarray``, whose elementwise launch costs ~20 us of host time."""
         nd = a.ndim
         if nd and a._c_contiguous:
             return a
         n = a.size
-        if (self.fast_launch and not self._multi and 0 < nd <= K.COPY_MAX_NDIM and n and a.__class__ is self.ndarray
+        if (self.fast_launch and not self._multi and 0 < nd <= COPY_MAX_NDIM and n and a.__class__ is self.ndarray
                 and a.itemsize in (2, 4, 8)):
             size = a.itemsize
             k = self._copy.get(size, _MISS)
             if k is _MISS:
-                k = self._copy[size] = K.strided_copy_kernel(size)
+                k = self._copy[size] = strided_copy_kernel(size)
             if k is not None:
                 out = self.ndarray(a.shape, a.dtype)
-                pad = K.COPY_MAX_NDIM - nd
+                pad = COPY_MAX_NDIM - nd
                 k((self._grid(n),), (256,), (a, out, n, nd) + (1,) * pad + a.shape + (0,) * pad + a.strides)
                 return out
         return self.xp.ascontiguousarray(a)
@@ -825,7 +815,7 @@ class CUDABackend(ArrayBackend):
             c = self.ndarray(out_shape, out_dtype or a.dtype)
             if a.dtype in _KERNEL_DTYPES:
                 # float32/float64: our column-sum kernel (a cuBLAS call costs ~30 us of host time)
-                K.get_kernel("col_sum", a.dtype)(((n + 31) // 32,), (32, 32), (a, c, np.int64(m), np.int64(n)))
+                get_kernel("col_sum", a.dtype)(((n + 31) // 32,), (32, 32), (a, c, np.int64(m), np.int64(n)))
                 return c
             # C(1 x n) = ones(1 x m) @ A(m x n), both row-major
             if not self._cublas((0, n), (0, m), n, 1, m, a, ones, 0, 0, c, 1):
@@ -925,7 +915,7 @@ class CUDABackend(ArrayBackend):
         # CuPy never warns on inf/NaN arithmetic: nothing to silence
         return contextlib.nullcontext()
 
-    # -- vectorised element-wise binary ops (the 256 MB bandwidth fix) -------------------
+    # -- vectorised element-wise binary ops (16-byte loads: full memory bandwidth) ---------
     def _vec_binary(self, op: str, a, b):
         cp = self.xp
         nd = cp.ndarray
@@ -936,16 +926,15 @@ class CUDABackend(ArrayBackend):
             n4 = n // 4
             with self.device_ctx():
                 c = self.ndarray(a.shape, _F32)
-                kern = K.get_kernel("vec_binary_f32")
+                kern = get_kernel("vec_binary_f32")
                 threads = 256
                 kern(((n4 + threads - 1) // threads,), (threads,),
-                     (a, b, c, np.int64(n4), np.int32(K.OPS_VEC[op])))
+                     (a, b, c, np.int64(n4), np.int32(OPS_VEC[op])))
                 if n4 * 4 != n:  # the < 4 trailing elements
                     fa, fb, fc = a.reshape(-1), b.reshape(-1), c.reshape(-1)
                     getattr(cp, op)(fa[n4 * 4:], fb[n4 * 4:], out=fc[n4 * 4:])
             return c
         return getattr(cp, op)(a, b)
-
 
     # -- fused kernels -------------------------------------------------------------------
     def _compute(self, *arrays):
@@ -979,8 +968,8 @@ class CUDABackend(ArrayBackend):
         with self.device_ctx():
             y = self.ndarray(xc.shape, cdt)
             if rows and cols:
-                K.get_kernel("softmax_fwd", cdt)((rows,), (self._row_threads(cols),),
-                                                 (xc, y, np.int64(cols), np.int32(bool(log))))
+                get_kernel("softmax_fwd", cdt)((rows,), (self._row_threads(cols),),
+                                               (xc, y, np.int64(cols), np.int32(bool(log))))
         return self.astype(y, dt, copy=False)
 
     def softmax_backward(self, y, g, log: bool = False):
@@ -991,8 +980,8 @@ class CUDABackend(ArrayBackend):
         with self.device_ctx():
             dx = self.ndarray(yc.shape, cdt)
             if rows and cols:
-                K.get_kernel("softmax_bwd", cdt)((rows,), (self._row_threads(cols),),
-                                                 (yc, gc, dx, np.int64(cols), np.int32(bool(log))))
+                get_kernel("softmax_bwd", cdt)((rows,), (self._row_threads(cols),),
+                                               (yc, gc, dx, np.int64(cols), np.int32(bool(log))))
         return self.astype(dx, dt, copy=False)
 
     def layer_norm(self, x, weight, bias, eps: float):
@@ -1008,7 +997,7 @@ class CUDABackend(ArrayBackend):
             mean = self.ndarray(x.shape[:-1], cdt)
             rstd = self.ndarray(x.shape[:-1], cdt)
             if rows and cols:
-                K.get_kernel("layer_norm_fwd", cdt)(
+                get_kernel("layer_norm_fwd", cdt)(
                     (rows,), (self._row_threads(cols),),
                     (xc, xc if wc is None else wc, xc if bc is None else bc, y, mean, rstd, np.int64(cols),
                      cdt.type(eps), np.int32(wc is not None), np.int32(bc is not None)))
@@ -1028,7 +1017,7 @@ class CUDABackend(ArrayBackend):
             dx = self.ndarray(xc.shape, cdt)
             gxhat = None if wc is None else self.ndarray(xc.shape, cdt)
             if rows and cols:
-                K.get_kernel("layer_norm_bwd", cdt)(
+                get_kernel("layer_norm_bwd", cdt)(
                     (rows,), (self._row_threads(cols),),
                     (gc, xc, xc if wc is None else wc, mc, rc, dx, np.uint64(0) if gxhat is None else gxhat,
                      np.int64(cols), np.int32(wc is not None)))
@@ -1051,8 +1040,8 @@ class CUDABackend(ArrayBackend):
             loss = self.ndarray((rows,), cdt)
             lse = self.ndarray((rows,), cdt)
             if rows:
-                K.get_kernel("cross_entropy_fwd", cdt)((rows,), (self._row_threads(cols),),
-                                                       (xc, t, loss, lse, np.int64(cols), np.int64(ignore_index)))
+                get_kernel("cross_entropy_fwd", cdt)((rows,), (self._row_threads(cols),),
+                                                     (xc, t, loss, lse, np.int64(cols), np.int64(ignore_index)))
         return loss.astype(dt, copy=False), lse.astype(dt, copy=False)
 
     def cross_entropy_backward(self, g, logits, lse, target, ignore_index: int = -100):
@@ -1072,9 +1061,9 @@ class CUDABackend(ArrayBackend):
             t = _contig(cp.ascontiguousarray, target.astype(np.int64, copy=False))
             dx = self.ndarray((rows, cols), cdt)
             if n:
-                K.get_kernel("cross_entropy_bwd", cdt)((self._grid(n),), (256,),
-                                                       (gc, xc, lc, t, dx, np.int64(cols), np.int64(ignore_index),
-                                                        np.int64(n), np.int64(g_stride)))
+                get_kernel("cross_entropy_bwd", cdt)((self._grid(n),), (256,),
+                                                     (gc, xc, lc, t, dx, np.int64(cols), np.int64(ignore_index),
+                                                      np.int64(n), np.int64(g_stride)))
         return self.astype(dx, dt, copy=False)
 
     def cross_entropy_reduce(self, loss, target, ignore_index: int = -100, mean: bool = True):
@@ -1085,8 +1074,8 @@ class CUDABackend(ArrayBackend):
             t = _contig(cp.ascontiguousarray, target.astype(np.int64, copy=False))
             out = self.ndarray((), cdt)
             count = self.ndarray((), cdt)
-            K.get_kernel("cross_entropy_reduce", cdt)((1,), (1024,), (lc, t, out, count, np.int64(lc.size),
-                                                                      np.int64(ignore_index), np.int32(bool(mean))))
+            get_kernel("cross_entropy_reduce", cdt)((1,), (1024,), (lc, t, out, count, np.int64(lc.size),
+                                                                    np.int64(ignore_index), np.int32(bool(mean))))
         return self.astype(out, dt, copy=False), count
 
     def relu_backward(self, y, g):
@@ -1096,7 +1085,7 @@ class CUDABackend(ArrayBackend):
             n = y.size
             with self.device_ctx():
                 dx = self.ndarray(y.shape, y.dtype)
-                K.get_kernel("relu_bwd", y.dtype)(((n + 255) // 256,), (256,), (y, g, dx, np.int64(n)))
+                get_kernel("relu_bwd", y.dtype)(((n + 255) // 256,), (256,), (y, g, dx, np.int64(n)))
             return dx
         return super().relu_backward(y, g)
 
@@ -1120,15 +1109,15 @@ class CUDABackend(ArrayBackend):
             if nrows and dim:
                 if not deterministic:
                     n = nrows * dim
-                    K.get_kernel("embedding_bwd_atomic", cdt)((self._grid(n),), (256,),
-                                                              (g2, idx, dw, np.int64(dim), np.int64(n), pad))
+                    get_kernel("embedding_bwd_atomic", cdt)((self._grid(n),), (256,),
+                                                            (g2, idx, dw, np.int64(dim), np.int64(n), pad))
                 else:
                     order = cp.argsort(idx)  # CuPy's argsort is always stable
                     sidx = idx[order]
                     starts = cp.flatnonzero(cp.concatenate([cp.ones(1, dtype=bool), sidx[1:] != sidx[:-1]]))
                     nseg = int(starts.size)
                     n = nseg * dim
-                    K.get_kernel("embedding_bwd_sorted", cdt)(
+                    get_kernel("embedding_bwd_sorted", cdt)(
                         (self._grid(n),), (256,),
                         (g2, order.astype(np.int64), starts.astype(np.int64), sidx, dw, np.int64(nseg),
                          np.int64(dim), np.int64(nrows), pad))
@@ -1136,12 +1125,11 @@ class CUDABackend(ArrayBackend):
 
     def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float, beta2: float,
                   eps: float, weight_decay: float = 0.0, decoupled: bool = False, maximize: bool = False) -> None:
-        """Adam/AdamW for every tensor of a group in one kernel launch per dtype, in place.
+        """Adam/AdamW for every array of a group in one kernel launch per dtype, in place.
 
-        Arrays must be C-contiguous and, per tensor, share one dtype; float32/float64 groups are
-        fused, others (half parameters) take the reference path (computed in float32).
+        Quadruples of C-contiguous float32/float64 arrays of one dtype are fused; the others (half
+        precision, strided) take the base method, one array at a time (half computed in float32).
         """
-        cp = self.xp
         groups: dict = {}
         for quad in zip(params, grads, exp_avgs, exp_avg_sqs):
             p = quad[0]
@@ -1152,14 +1140,9 @@ class CUDABackend(ArrayBackend):
                   decoupled=decoupled, maximize=maximize)
         for dt, quads in groups.items():
             if dt is None:
-                for p, g, m, v in quads:
-                    if p.size == 0:
-                        continue
-                    p32, m32, v32 = p.astype(_F32), m.astype(_F32), v.astype(_F32)
-                    K.adam_step_ref(cp, [p32], [g.astype(_F32)], [m32], [v32], **hp)
-                    p[...] = p32.astype(p.dtype)
-                    m[...] = m32.astype(m.dtype)
-                    v[...] = v32.astype(v.dtype)
+                rest = [q for q in quads if q[0].size]
+                if rest:
+                    super().adam_step(*map(list, zip(*rest)), **hp)
                 continue
             self._adam_fused(dt, quads, hp)
 
@@ -1220,7 +1203,7 @@ class CUDABackend(ArrayBackend):
         bc2_sqrt = math.sqrt(1.0 - hp["beta2"] ** step)
         s = dt.type
         with self.device_ctx():
-            K.get_kernel("adam_multi", dt)(
+            get_kernel("adam_multi", dt)(
                 (nchunks,), (512,),
                 (pp, gp, mp, vp, sizes, ct, cs, np.int64(self._ADAM_CHUNK), s(hp["lr"]), s(hp["beta1"]),
                  s(hp["beta2"]), s(hp["eps"]), s(hp["weight_decay"]), s(bc1), s(bc2_sqrt),
@@ -1235,7 +1218,7 @@ class CUDABackend(ArrayBackend):
             key = (y.dtype, b.dtype)
             k = self._bias_add.get(key, _MISS)
             if k is _MISS:
-                k = self._bias_add[key] = K.bias_add_kernel(*key)
+                k = self._bias_add[key] = bias_add_kernel(*key)
             if k is not None:
                 n = y.size
                 k((self._grid(n),), (256,), (y, b, np.int64(b.size), np.int64(n)))
@@ -1251,8 +1234,8 @@ class CUDABackend(ArrayBackend):
         return self._bias_act("bias_act_bwd", g, x, bias, act)
 
     def _bias_act(self, name, g, x, bias, act):
-        if act not in K._ACTS:
-            raise ValueError(f"bias_act: unknown activation {act!r}; accepted: {sorted(K._ACTS)}")
+        if act not in BIAS_ACT_CODES:
+            raise ValueError(f"bias_act: unknown activation {act!r}; accepted: {sorted(BIAS_ACT_CODES)}")
         if g is None:
             (xc, bc), dt, cdt = self._compute(x, bias)
             gc = None
@@ -1267,8 +1250,8 @@ class CUDABackend(ArrayBackend):
             if n:
                 b = xc if bc is None else bc
                 head = (xc, b, out) if gc is None else (gc, xc, b, out)
-                K.get_kernel(name, cdt)((self._grid(n),), (256,),
-                                        head + (np.int64(ncol), np.int64(n), np.int32(bc is not None),
-                                                np.int32(K._ACTS[act])))
+                get_kernel(name, cdt)((self._grid(n),), (256,),
+                                      head + (np.int64(ncol), np.int64(n), np.int32(bc is not None),
+                                              np.int32(BIAS_ACT_CODES[act])))
         return self.astype(out, dt, copy=False)
 

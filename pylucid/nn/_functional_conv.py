@@ -1,55 +1,31 @@
-"""Functional convolution, pooling and resampling layers (``pylucid.nn.functional``).
+"""Functional resampling wrappers that PyTorch has only in ``torch.nn.functional`` (``upsample*``).
 
-The ops live in :mod:`pylucid.ops.conv` (registered, with graph-mode and fast
-backwards); this module re-exports them under PyTorch's functional names and
-adds the thin wrappers PyTorch has only here (``upsample*``).
+The convolutions, pools, ``interpolate``, ``fold``/``unfold`` and pixel
+shuffles are the registered ops of :mod:`pylucid.ops.conv`, declared there in
+``pylucid`` and ``pylucid.nn.functional``.
 """
 
 from __future__ import annotations
 
-from ..ops.conv import (
-    adaptive_avg_pool1d,
-    adaptive_avg_pool2d,
-    adaptive_avg_pool3d,
-    adaptive_max_pool1d,
-    adaptive_max_pool2d,
-    avg_pool1d,
-    avg_pool2d,
-    avg_pool3d,
-    conv1d,
-    conv2d,
-    conv3d,
-    conv_transpose1d,
-    conv_transpose2d,
-    conv_transpose3d,
-    fold,
-    interpolate,
-    max_pool1d,
-    max_pool2d,
-    max_pool3d,
-    pixel_shuffle,
-    pixel_unshuffle,
-    unfold,
-)
+from ..ops.conv import interpolate
+from ..ops.registry import declare
 
-__all__ = [
-    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "max_pool1d",
-    "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
-    "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate", "upsample", "upsample_nearest",
-    "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
-]
+_F = dict(namespaces=("pylucid.nn.functional",), method=False)
 
 
+@declare(**_F)
 def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
     """Deprecated alias of :func:`interpolate` (kept as in PyTorch)."""
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
+@declare(**_F)
 def upsample_nearest(input, size=None, scale_factor=None):
     """``interpolate(..., mode='nearest')``."""
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
+@declare(**_F)
 def upsample_bilinear(input, size=None, scale_factor=None):
     """``interpolate(..., mode='bilinear', align_corners=True)``, as PyTorch's deprecated alias.
 

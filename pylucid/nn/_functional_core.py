@@ -1,9 +1,11 @@
-"""``pylucid.nn.functional``: activations, normalisation, dropout, embeddings, attention and losses.
+"""``pylucid.nn.functional``: normalisation, dropout, embeddings, attention and losses.
 
 Built from public pylucid ops; the heavy layers (linear, layer/batch/RMS
 norm, cross-entropy, NLL, MSE, BCE, Huber, embedding, dropout, attention) are
-registered ops of ``pylucid.ops.nn``. Activations forward to the element-wise
-ops (``pylucid.relu``, ``pylucid.gelu``, ...), looked up when called.
+registered ops of ``pylucid.ops.nn``. Every function is declared in the
+``pylucid.nn.functional`` namespace; the activations (``pylucid.ops.activation``)
+and convolutions and pools (``pylucid.ops.conv``) are declared there too, and
+imported here for the layer modules that use this module.
 
 >>> import pylucid
 >>> import pylucid.nn.functional as F
@@ -22,39 +24,41 @@ import pylucid as _pl
 from .._tensor import Tensor
 from ..errors import ShapeMismatch
 from ..ops import nn as _nn_ops
+from ..ops._utils import check_tensor
+from ..ops.activation import (  # noqa: F401 - the layer modules call these as ``F.<name>``
+    celu,
+    elu,
+    gelu,
+    hardshrink,
+    hardsigmoid,
+    hardswish,
+    hardtanh,
+    leaky_relu,
+    logsigmoid,
+    mish,
+    relu,
+    relu6,
+    selu,
+    sigmoid,
+    silu,
+    softplus,
+    softshrink,
+    softsign,
+    tanh,
+    tanhshrink,
+    threshold,
+)
+from ..ops.registry import declare
+from ..ops.special import LogSoftmax, Softmax
 
-__all__ = [
-    # linear
-    "linear", "bilinear",
-    # activations
-    "relu", "relu_", "relu6", "gelu", "silu", "sigmoid", "tanh", "softplus", "mish", "elu", "selu", "celu",
-    "leaky_relu", "hardtanh", "hardsigmoid", "hardswish", "logsigmoid", "softsign", "tanhshrink", "softshrink",
-    "hardshrink", "threshold", "glu", "prelu", "softmax", "log_softmax", "softmin",
-    # dropout
-    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
-    # normalisation
-    "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm", "local_response_norm", "normalize",
-    # embeddings and utilities
-    "embedding", "embedding_bag", "one_hot", "pad", "cosine_similarity", "pairwise_distance",
-    # attention
-    "scaled_dot_product_attention", "multi_head_attention_forward",
-    # losses
-    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "kl_div", "cosine_embedding_loss", "margin_ranking_loss",
-    "triplet_margin_loss", "ctc_loss",
-]
-
+#: every function here is exported in ``pylucid.nn.functional`` only, none is a Tensor method
+_F = dict(namespaces=("pylucid.nn.functional",), method=False)
 _REDUCTIONS = ("none", "mean", "sum")
 
 
 def _check_reduction(op: str, reduction: str) -> None:
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{op}: reduction={reduction!r} is not valid; accepted: 'none', 'mean', 'sum'")
-
-
-def _check_tensor(op: str, x, name: str = "input") -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
 
 
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
@@ -71,13 +75,10 @@ def _clamp_min(x: Tensor, v: float) -> Tensor:
     return _pl.where(x > v, x, v)
 
 
-def _pl_fn(name: str):
-    return getattr(_pl, name, None)
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # linear
 # ---------------------------------------------------------------------------------------------------------------------
+@declare(_nn_ops.Linear, **_F)
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``y = x W^T + b`` (registered op, AMP ``Promote``), ``x``: ``(*, in)``, ``W``: ``(out, in)``.
 
@@ -85,8 +86,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     >>> linear(pylucid.ones(2, 3), pylucid.ones(4, 3), pylucid.zeros(4)).shape
     (2, 4)
     """
-    _check_tensor("linear", input)
-    _check_tensor("linear", weight, "weight")
+    check_tensor(input, "linear")
+    check_tensor(weight, "linear", "weight")
     if weight.ndim not in (1, 2) or input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
         raise ShapeMismatch(
             f"linear: input of shape {list(input.shape)} and weight of shape {list(weight.shape)} do not match "
@@ -100,6 +101,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return _nn_ops.linear(input, weight, bias)
 
 
+@declare(**_F)
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``y_k = x1^T A_k x2 + b_k`` (composite: one matmul and a product-sum); ``A``: ``(out, in1, in2)``."""
     if weight.ndim != 3 or input1.shape[-1] != weight.shape[1] or input2.shape[-1] != weight.shape[2]:
@@ -120,148 +122,9 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# activations: forwarded to the element-wise ops (composite fallbacks where that op is not present)
+# activations: the element-wise ones are ``pylucid.ops.activation``'s; glu, prelu and the softmax family here
 # ---------------------------------------------------------------------------------------------------------------------
-def _sigmoid_fallback(x):
-    e = _pl.exp(-_pl.abs(x))
-    return _pl.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
-def _softplus_raw(x):
-    # log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|))
-    return _pl.where(x > 0, x, 0.0) + _pl.log(1 + _pl.exp(-_pl.abs(x)))
-
-
-def relu(input: Tensor, inplace: bool = False) -> Tensor:
-    fn = _pl_fn("relu")
-    out = fn(input) if fn is not None else _pl.where(input > 0, input, 0.0)
-    return _inplace(input, out, inplace)
-
-
-def relu_(input: Tensor) -> Tensor:
-    return relu(input, inplace=True)
-
-
-def _inplace(input, out, inplace):
-    return _finish_inplace(input, out, inplace)
-
-
-def relu6(input: Tensor, inplace: bool = False) -> Tensor:
-    return hardtanh(input, 0.0, 6.0, inplace)
-
-
-def gelu(input: Tensor, approximate: str = "none") -> Tensor:
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate={approximate!r} is not valid; accepted: 'none', 'tanh'")
-    return _pl.gelu(input, approximate=approximate)
-
-
-def silu(input: Tensor, inplace: bool = False) -> Tensor:
-    fn = _pl_fn("silu")
-    return _inplace(input, fn(input) if fn is not None else input * sigmoid(input), inplace)
-
-
-def sigmoid(input: Tensor) -> Tensor:
-    fn = _pl_fn("sigmoid")
-    return fn(input) if fn is not None else _sigmoid_fallback(input)
-
-
-def tanh(input: Tensor) -> Tensor:
-    fn = _pl_fn("tanh")
-    return fn(input) if fn is not None else 2 * _sigmoid_fallback(2 * input) - 1
-
-
-def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    fn = _pl_fn("softplus")
-    if fn is not None:
-        return fn(input, beta=beta, threshold=threshold)
-    z = input * beta
-    return _pl.where(z > threshold, input, _softplus_raw(z) / beta)
-
-
-def mish(input: Tensor, inplace: bool = False) -> Tensor:
-    fn = _pl_fn("mish")
-    return _inplace(input, fn(input) if fn is not None else input * tanh(softplus(input)), inplace)
-
-
-def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    fn = _pl_fn("elu")
-    out = fn(input, alpha=alpha) if fn is not None else _pl.where(input > 0, input, alpha * (_pl.exp(input) - 1))
-    return _inplace(input, out, inplace)
-
-
-def selu(input: Tensor, inplace: bool = False) -> Tensor:
-    fn = _pl_fn("selu")
-    if fn is not None:
-        return _inplace(input, fn(input), inplace)
-    alpha, scale = 1.6732632423543772, 1.0507009873554805
-    return _inplace(input, scale * _pl.where(input > 0, input, alpha * (_pl.exp(input) - 1)), inplace)
-
-
-def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    fn = _pl_fn("celu")
-    if fn is not None:
-        return _inplace(input, fn(input, alpha=alpha), inplace)
-    return _inplace(input, _pl.where(input > 0, input, alpha * (_pl.exp(input / alpha) - 1)), inplace)
-
-
-def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    fn = _pl_fn("leaky_relu")
-    out = fn(input, negative_slope) if fn is not None else _pl.where(input > 0, input, input * negative_slope)
-    return _inplace(input, out, inplace)
-
-
-def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
-    fn = _pl_fn("hardtanh")
-    if fn is not None:
-        out = fn(input, min_val, max_val)
-    else:
-        out = _pl.where(input < min_val, min_val, _pl.where(input > max_val, max_val, input))
-    return _inplace(input, out, inplace)
-
-
-def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
-    fn = _pl_fn("hardsigmoid")
-    return _inplace(input, fn(input) if fn is not None else hardtanh(input / 6 + 0.5, 0.0, 1.0), inplace)
-
-
-def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
-    fn = _pl_fn("hardswish")
-    return _inplace(input, fn(input) if fn is not None else input * hardsigmoid(input), inplace)
-
-
-def logsigmoid(input: Tensor) -> Tensor:
-    fn = _pl_fn("logsigmoid")
-    return fn(input) if fn is not None else -_softplus_raw(-input)
-
-
-def softsign(input: Tensor) -> Tensor:
-    fn = _pl_fn("softsign")
-    return fn(input) if fn is not None else input / (1 + _pl.abs(input))
-
-
-def tanhshrink(input: Tensor) -> Tensor:
-    return input - tanh(input)
-
-
-def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    fn = _pl_fn("softshrink")
-    if fn is not None:
-        return fn(input, lambd)
-    return _pl.where(input > lambd, input - lambd, _pl.where(input < -lambd, input + lambd, 0.0))
-
-
-def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    fn = _pl_fn("hardshrink")
-    if fn is not None:
-        return fn(input, lambd)
-    return _pl.where((input > lambd) | (input < -lambd), input, 0.0)
-
-
-def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
-    return _inplace(input, _pl.where(input > threshold, input, value), inplace)
-
-
+@declare(**_F)
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     n = input.shape[dim]
     if n % 2:
@@ -273,6 +136,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     return input[tuple(idx_a)] * sigmoid(input[tuple(idx_b)])
 
 
+@declare(**_F)
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     w = weight
     if weight.numel() > 1 and input.ndim >= 2:
@@ -286,22 +150,25 @@ def _softmax_dim(op, dim, ndim):
     return dim
 
 
+@declare(Softmax, **_F)
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """``pylucid.softmax`` with PyTorch's functional signature (``dim=None``: the legacy implicit dim)."""
     dim = _softmax_dim("softmax", dim, input.ndim)
     if dtype is not None:
         input = input.to(dtype)
-    fn = _pl_fn("softmax")
-    return fn(input, dim) if fn is not None else _nn_ops._softmax_t(input, dim)
+    return _pl.softmax(input, dim)
 
 
+@declare(LogSoftmax, **_F)
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """``pylucid.log_softmax`` with PyTorch's functional signature (``dim=None``: the legacy implicit dim)."""
     dim = _softmax_dim("log_softmax", dim, input.ndim)
     if dtype is not None:
         input = input.to(dtype)
-    fn = _pl_fn("log_softmax")
-    return fn(input, dim) if fn is not None else _nn_ops._log_softmax_t(input, dim)
+    return _pl.log_softmax(input, dim)
 
 
+@declare(**_F)
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     return softmax(-input, dim, dtype=dtype)
 
@@ -319,15 +186,16 @@ def _keep_mask(input: Tensor, shape, p: float, generator=None) -> Tensor:
     return u >= p
 
 
-def _finish_inplace(input, out, inplace):
+def _finish_inplace(input, out, inplace, op):
     if inplace:
         from ..ops._op import check_inplace_leaf, commit_inplace
 
-        check_inplace_leaf(input, "inplace")
-        return commit_inplace(input, out, "inplace")
+        check_inplace_leaf(input, op)
+        return commit_inplace(input, out, op)
     return out
 
 
+@declare(_nn_ops.Dropout, **_F)
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *,
             generator=None) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)`` (identity unless training).
@@ -341,7 +209,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         return input
     mask = _keep_mask(input, input.shape, p, generator)
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    return _finish_inplace(input, _nn_ops.dropout_mask_op(input, mask, scale), inplace)
+    return _finish_inplace(input, _nn_ops.dropout_mask_op(input, mask, scale), inplace, "dropout")
 
 
 def _feature_dropout(op, input, p, training, inplace, min_dim, generator=None):
@@ -355,18 +223,21 @@ def _feature_dropout(op, input, p, training, inplace, min_dim, generator=None):
     shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
     mask = _keep_mask(input, shape, p, generator)
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    return _finish_inplace(input, _nn_ops.dropout_mask_op(input, mask, scale), inplace)
+    return _finish_inplace(input, _nn_ops.dropout_mask_op(input, mask, scale), inplace, op)
 
 
+@declare(_nn_ops.Dropout, **_F)
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     return _feature_dropout("dropout1d", input, p, training, inplace, 2)
 
 
+@declare(_nn_ops.Dropout, **_F)
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels (``input[n, c]``) with probability ``p``; input ``(N, C, H, W)`` or ``(C, H, W)``."""
     return _feature_dropout("dropout2d", input, p, training, inplace, 3)
 
 
+@declare(_nn_ops.Dropout, **_F)
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     return _feature_dropout("dropout3d", input, p, training, inplace, 4)
 
@@ -387,20 +258,24 @@ def _alpha_dropout(op, input, p, training, feature):
     return _nn_ops.alpha_dropout_mask_op(input, mask, a, b, _SELU_ALPHA_P)
 
 
+@declare(_nn_ops.AlphaDropout, **_F)
 def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
     """Dropout for SELU networks: dropped units take SELU's negative saturation, then an affine map keeps
     mean and variance."""
-    return _finish_inplace(input, _alpha_dropout("alpha_dropout", input, p, training, False), inplace and training)
+    return _finish_inplace(input, _alpha_dropout("alpha_dropout", input, p, training, False), inplace and training,
+                           "alpha_dropout")
 
 
+@declare(_nn_ops.AlphaDropout, **_F)
 def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
     return _finish_inplace(input, _alpha_dropout("feature_alpha_dropout", input, p, training, True),
-                           inplace and training)
+                           inplace and training, "feature_alpha_dropout")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # normalisation
 # ---------------------------------------------------------------------------------------------------------------------
+@declare(_nn_ops.LayerNorm, **_F)
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Normalise over the trailing ``normalized_shape`` dims (biased variance), then ``* weight + bias``.
@@ -409,16 +284,18 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     >>> layer_norm(pylucid.tensor([[1.0, 3.0]]), (2,))
     tensor([[-1.0000,  1.0000]])
     """
-    _check_tensor("layer_norm", input)
+    check_tensor(input, "layer_norm")
     return _nn_ops.layer_norm(input, normalized_shape, weight, bias, eps)
 
 
+@declare(_nn_ops.RMSNorm, **_F)
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
     """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing dims (``eps=None``: the dtype's machine epsilon)."""
-    _check_tensor("rms_norm", input)
+    check_tensor(input, "rms_norm")
     return _nn_ops.rms_norm(input, normalized_shape, weight, eps)
 
 
+@declare(_nn_ops.BatchNorm, **_F)
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
                bias: Tensor | None = None, training: bool = False, momentum: float = 0.1,
                eps: float = 1e-5) -> Tensor:
@@ -429,7 +306,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     ``running = (1 - momentum) * running + momentum * batch`` with the
     unbiased batch variance. ``training=False``: the running statistics.
     """
-    _check_tensor("batch_norm", input)
+    check_tensor(input, "batch_norm")
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of at least 2 dims (N, C, ...), got {input.ndim}-D")
     C = input.shape[1]
@@ -455,11 +332,12 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     return y
 
 
+@declare(**_F)
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Normalise each group of ``C/num_groups`` channels (with their spatial dims) per sample; composite over the
     ``layer_norm`` op (so it is ``ForceFP32`` as well)."""
-    _check_tensor("group_norm", input)
+    check_tensor(input, "group_norm")
     if input.ndim < 2:
         raise ValueError(f"group_norm: expected an input of at least 2 dims (N, C, ...), got {input.ndim}-D")
     N, C = input.shape[:2]
@@ -468,7 +346,12 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
                          f"({num_groups})")
     x = input.reshape(N, num_groups, -1)
     y = _nn_ops.layer_norm(x, (x.shape[-1],), None, None, eps).reshape(input.shape)
-    shape = (1, C) + (1,) * (input.ndim - 2)
+    return _channel_affine(y, weight, bias)
+
+
+def _channel_affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """``y * weight + bias`` with per-channel (dim 1) ``weight`` and ``bias`` (either may be None)."""
+    shape = (1, y.shape[1]) + (1,) * (y.ndim - 2)
     if weight is not None:
         y = y * weight.reshape(shape)
     if bias is not None:
@@ -476,11 +359,12 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     return y
 
 
+@declare(**_F)
 def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
                   weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
                   momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalise each ``input[n, c]`` over its spatial dims (batch norm of the ``(1, N*C, ...)`` reshape)."""
-    _check_tensor("instance_norm", input)
+    check_tensor(input, "instance_norm")
     N, C = input.shape[:2]
     shape = (1, N * C) + tuple(input.shape[2:])
     rm = running_mean.repeat(N) if running_mean is not None and hasattr(running_mean, "repeat") else None
@@ -504,14 +388,10 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
     else:
         y, _, _ = _nn_ops.batch_norm_stats(input.reshape(shape), rm, rv, None, None, False, eps)
         y = y.reshape(input.shape)
-    wshape = (1, C) + (1,) * (input.ndim - 2)
-    if weight is not None:
-        y = y * weight.reshape(wshape)
-    if bias is not None:
-        y = y + bias.reshape(wshape)
-    return y
+    return _channel_affine(y, weight, bias)
 
 
+@declare(**_F)
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
     """``x / (k + alpha/size * sum_{window} x^2)^beta`` over a window of ``size`` neighbouring channels
     (zero padded: ``size//2`` before, ``(size-1)//2`` after), as PyTorch."""
@@ -538,6 +418,7 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
     return input / div
 
 
+@declare(**_F)
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """``x / max(||x||_p, eps)`` along ``dim``."""
     nrm = _vector_norm(input, p, dim, keepdim=True)
@@ -589,6 +470,7 @@ def _embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float, norm_ty
         weight.data[idx] = (sel * scale).to(weight.dtype)  # in place, through the public setitem
 
 
+@declare(_nn_ops.Embedding, **_F)
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Look up rows of ``weight`` (``(num_embeddings, dim)``) at integer ``input``; the ``padding_idx`` row gets
@@ -599,8 +481,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     tensor([[4., 5.],
             [0., 1.]])
     """
-    _check_tensor("embedding", input)
-    _check_tensor("embedding", weight, "weight")
+    check_tensor(input, "embedding")
+    check_tensor(weight, "embedding", "weight")
     if weight.ndim != 2:
         raise ShapeMismatch(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got {list(weight.shape)}")
     if scale_grad_by_freq or sparse:
@@ -612,6 +494,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     return _nn_ops.embedding_op(weight, input, pidx)
 
 
+@declare(**_F)
 def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, max_norm: float | None = None,
                   norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
                   sparse: bool = False, per_sample_weights: Tensor | None = None,
@@ -677,47 +560,20 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     return _pl.matmul(m, rows)
 
 
+@declare(**_F)
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
-    """``(..., num_classes)`` int64 tensor with a 1 at each index (``num_classes=-1``: ``max + 1``)."""
-    fn = _pl_fn("one_hot")
-    if fn is not None:
-        return fn(tensor, num_classes)
-    if tensor.dtype.is_floating_point:
-        raise TypeError("one_hot: expected an integer tensor (class values)")
-    if num_classes < 0:
-        num_classes = int(_pl.amax(tensor).item()) + 1 if tensor.numel() else 0
-    classes = _pl.arange(num_classes, device=tensor.device)
-    return (tensor.unsqueeze(-1) == classes).to(_pl.int64)
+    """``(..., num_classes)`` int64 tensor with a 1 at each index (``num_classes=-1``: ``max + 1``);
+    ``pylucid.one_hot``."""
+    return _pl.one_hot(tensor, num_classes)
 
 
+@declare(**_F)
 def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
-    """Pad the last ``len(pad)//2`` dims (``pad = (left_last, right_last, left_prev, ...)``); forwards to
-    ``pylucid.pad``, with a constant-mode fallback built from ``cat``."""
-    fn = _pl_fn("pad")
-    if fn is not None:
-        return fn(input, pad, mode=mode, value=value)
-    if mode != "constant":
-        raise NotImplementedError(f"pad: mode {mode!r} needs pylucid.pad")
-    out = input
-    v = 0.0 if value is None else value
-    for i in range(len(pad) // 2):
-        dim = input.ndim - 1 - i
-        lo, hi = pad[2 * i], pad[2 * i + 1]
-        parts = []
-        shp = list(out.shape)
-        if lo > 0:
-            shp[dim] = lo
-            parts.append(_pl.full(tuple(shp), v, dtype=out.dtype, device=out.device))
-        idx = [slice(None)] * out.ndim
-        idx[dim] = slice(max(-lo, 0), out.shape[dim] - max(-hi, 0))
-        parts.append(out[tuple(idx)])
-        if hi > 0:
-            shp[dim] = hi
-            parts.append(_pl.full(tuple(shp), v, dtype=out.dtype, device=out.device))
-        out = _pl.cat(parts, dim) if len(parts) > 1 else parts[0]
-    return out
+    """Pad the last ``len(pad)//2`` dims (``pad = (left_last, right_last, left_prev, ...)``); ``pylucid.pad``."""
+    return _pl.pad(input, pad, mode=mode, value=value)
 
 
+@declare(**_F)
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``sum(x1 x2) / (max(||x1||, eps) * max(||x2||, eps))`` along ``dim`` (PyTorch's clamping of each norm)."""
     n1 = _clamp_min(_pl.sqrt((x1 * x1).sum(dim)), eps)
@@ -725,6 +581,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     return (x1 * x2).sum(dim) / (n1 * n2)
 
 
+@declare(**_F)
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     """``||x1 - x2 + eps||_p`` over the last dim."""
     return _vector_norm(x1 - x2 + eps, p, -1, keepdim=keepdim)
@@ -750,6 +607,7 @@ def _additive_mask(attn_mask, is_causal, L, S, query):
     return mask
 
 
+@declare(_nn_ops.ScaledDotProductAttention, **_F)
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -761,7 +619,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     Rows with every key masked give NaN, as PyTorch's math kernel.
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
-        _check_tensor("scaled_dot_product_attention", t, name)
+        check_tensor(t, "scaled_dot_product_attention", name)
     if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
         raise ShapeMismatch(
             f"scaled_dot_product_attention: query {list(query.shape)}, key {list(key.shape)} and value "
@@ -789,6 +647,7 @@ def _repeat_heads(x, rep):
     return x.reshape(shp[:-3] + (shp[-3] * rep,) + shp[-2:])
 
 
+@declare(**_F)
 def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
                                  bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
                                  training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
@@ -880,6 +739,7 @@ def _check_same_shape(op, input, target):
                                 f"shape {list(input.shape)}") from None
 
 
+@declare(_nn_ops.MSELoss, **_F)
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight: Tensor | None = None) -> Tensor:
     """``(input - target)^2`` reduced (registered op, ``ForceFP32``)."""
@@ -890,6 +750,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
     return _nn_ops.mse_loss_op(input, target, reduction)
 
 
+@declare(**_F)
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``|input - target|`` reduced (composite)."""
     _check_reduction("l1_loss", reduction)
@@ -897,6 +758,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduc
     return _reduce(_pl.abs(input - target), reduction)
 
 
+@declare(_nn_ops.HuberLoss, **_F)
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
     """``0.5 d^2`` if ``|d| <= delta`` else ``delta (|d| - delta/2)`` (registered op, ``ForceFP32``)."""
@@ -907,6 +769,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return _nn_ops.huber_loss_op(input, target, reduction, delta)
 
 
+@declare(**_F)
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """``0.5 d^2 / beta`` if ``|d| < beta`` else ``|d| - beta/2``: Huber with ``delta=beta`` divided by ``beta``
@@ -921,8 +784,8 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
 
 def _class_input(op, input, target):
     """Validate ``(N, C, d...)`` / ``(C,)`` inputs against targets; returns (input, target, unbatched)."""
-    _check_tensor(op, input)
-    _check_tensor(op, target, "target")
+    check_tensor(input, op)
+    check_tensor(target, op, "target")
     if input.ndim == 0:
         raise ValueError(f"{op}: input must have at least 1 dim (C,) or (N, C, ...), got a 0-d tensor")
     prob = target.is_floating_point()
@@ -953,6 +816,7 @@ def _check_targets(op, target, C, ignore_index):
                          f"[0, {C}) or ignore_index={ignore_index})")
 
 
+@declare(_nn_ops.CrossEntropyLoss, **_F)
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                   ignore_index: int = -100, reduce=None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
@@ -990,6 +854,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     return out
 
 
+@declare(_nn_ops.NLLLoss, **_F)
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
              ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of log-probabilities ``(N, C, d1, ...)`` at class indices (registered op)."""
@@ -1007,6 +872,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     return out
 
 
+@declare(_nn_ops.BCELoss, **_F)
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                          reduce=None, reduction: str = "mean") -> Tensor:
     """``-w (y log x + (1 - y) log(1 - x))`` on probabilities, logs clamped at -100 (registered op)."""
@@ -1021,6 +887,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     return _nn_ops.bce_loss_op(input, target, weight, reduction)
 
 
+@declare(_nn_ops.BCEWithLogits, **_F)
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
                                      size_average=None, reduce=None, reduction: str = "mean",
                                      pos_weight: Tensor | None = None) -> Tensor:
@@ -1032,6 +899,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     return _nn_ops.bce_with_logits_op(input, target, weight, pos_weight, reduction)
 
 
+@declare(**_F)
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """``target (log target - input)`` (``input`` holds log-probabilities); ``reduction='batchmean'`` divides the
@@ -1050,6 +918,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     return _reduce(loss, reduction)
 
 
+@declare(**_F)
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
                           size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``1 - cos(x1, x2)`` for ``y = 1``, ``max(0, cos(x1, x2) - margin)`` for ``y = -1``."""
@@ -1066,6 +935,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     return _reduce(loss, reduction)
 
 
+@declare(**_F)
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
                         reduce=None, reduction: str = "mean") -> Tensor:
     """``max(0, -y (x1 - x2) + margin)``."""
@@ -1073,6 +943,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     return _reduce(_clamp_min(-target * (input1 - input2) + margin, 0.0), reduction)
 
 
+@declare(**_F)
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2.0,
                         eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
                         reduction: str = "mean") -> Tensor:
@@ -1090,6 +961,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
 _CTC_NEG = -1e30  # finite stand-in for log(0): keeps every exp/log (and their gradients) finite
 
 
+@declare(**_F)
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,
              reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
     """Connectionist temporal classification loss.

@@ -1,4 +1,18 @@
-"""pylucid.nn.functional: the functional forms of the nn layers and losses."""
+"""pylucid.nn.functional: the functional forms of the nn layers and losses.
 
-from ._functional_core import *  # noqa: F401,F403
-from ._functional_conv import *  # noqa: F401,F403
+Every name here is a declaration of namespace ``pylucid.nn.functional``: the
+activations and convolutions/pools of ``pylucid.ops``, and the layers and
+losses of ``pylucid.nn._functional_core`` / ``_functional_conv`` (importing
+them declares them).
+
+>>> import pylucid
+>>> import pylucid.nn.functional as F
+>>> F.relu is pylucid.relu
+True
+"""
+
+from ..ops import registry as _registry
+from . import _functional_conv, _functional_core  # noqa: F401 - importing them declares their functions
+
+globals().update(_registry.namespace("pylucid.nn.functional"))
+__all__ = sorted(_registry.namespace("pylucid.nn.functional"))

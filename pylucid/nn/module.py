@@ -592,11 +592,13 @@ class Module:
                 continue
             src = state_dict[key]
             if not isinstance(src, Tensor):
-                error_msgs.append(
-                    f'While copying the parameter named "{key}", expected Tensor in the checkpoint but got '
-                    f"{type(src).__name__}"
-                )
-                continue
+                from ..serialization import as_pylucid_tensor
+
+                try:
+                    src = as_pylucid_tensor(src, f'the checkpoint entry "{key}"')
+                except TypeError as exc:
+                    error_msgs.append(f'While copying the parameter named "{key}", {exc}')
+                    continue
             if tuple(src.shape) != tuple(param.shape):
                 error_msgs.append(
                     f"size mismatch for {key}: copying a param with shape {_fmt_shape(src.shape)} from checkpoint, "

@@ -245,6 +245,15 @@ class RNNBase(Module):
         for w in self.parameters():
             init.uniform_(w, -stdv, stdv)
 
+    def flatten_parameters(self) -> None:
+        """Does nothing, as documented for PyTorch off cuDNN.
+
+        PyTorch uses this to pack the weights into one contiguous buffer for cuDNN's fused RNN
+        kernels; it is a no-op unless the module is on a GPU with cuDNN enabled. pylucid runs the
+        recurrence with its own ops (one GEMM per layer and direction for the inputs, then the time
+        loop), never with cuDNN's RNN, so there is nothing to pack and the weights stay as they are.
+        """
+
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
         if self.proj_size != 0:

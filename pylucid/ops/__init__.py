@@ -21,9 +21,10 @@ from .schema import AmpPolicy, OpSchema
 # the families, in dependency order; importing one registers its ops and declarations
 from . import conversion, elementwise, compare, reduction, shape, indexing, linalg, activation, scan  # noqa: E402
 from . import sorting, special, fft, complex as _complex, nn as _nn, conv, random_ops  # noqa: E402
+from . import fused  # noqa: E402
 
 _FAMILIES = (conversion, elementwise, compare, reduction, shape, indexing, linalg, activation, scan, sorting, special,
-             fft, _complex, _nn, conv, random_ops)
+             fft, _complex, _nn, conv, random_ops, fused)
 
 
 def _exports() -> dict:

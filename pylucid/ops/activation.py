@@ -1,19 +1,23 @@
 """Activation functions: sigmoid, tanh, the ReLU family, GELU, SiLU, softplus and friends.
 
-``pylucid.nn.functional`` re-exports these. Hot activations (relu, sigmoid,
-tanh, gelu, silu) have a first-order fast path on raw arrays besides the
-graph-mode formula. Non-smooth points follow PyTorch: ``relu'(0) = 0``,
-``hardtanh``/``relu6`` pass no gradient at their boundaries (``clamp`` does),
-``leaky_relu'(0) = negative_slope``, ``elu'(0) = alpha``.
+Each is declared once, in ``pylucid`` and in ``pylucid.nn.functional``; the
+``nn.functional`` forms take PyTorch's ``inplace=False`` argument (``inplace=True``
+writes the result into ``input``, as the ``name_`` variant does). relu and
+gelu, the activations of the benchmarked models, have a first-order fast path
+on raw arrays besides the graph-mode formula. Non-smooth points follow
+PyTorch: ``relu'(0) = 0``, ``hardtanh``/``relu6`` pass no gradient at their
+boundaries (``clamp`` does), ``leaky_relu'(0) = negative_slope``, ``elu'(0) = alpha``.
 """
 
 from __future__ import annotations
 
 from .._tensor import Tensor
-from ._op import Op, inplace_variant
-from .compare import gt, logical_and, lt
-from .elementwise import _cj, _nan_quiet, _unary, _via_float32, abs, add, div, erf, exp, mul, neg, sub
+from ._op import Op, check_inplace_leaf, commit_inplace
+from ._utils import conj_if_complex
+from .compare import gt, le, logical_and, lt
+from .elementwise import _nan_quiet, _unary, _via_float32, abs, add, div, erf, exp, mul, neg, sub
 from .indexing import where
+from .registry import declare
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 
 _SQRT1_2 = 0.7071067811865476  # 1/sqrt(2)
@@ -24,8 +28,16 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-def _zero(g):
-    return g.dtype.type(0)
+#: where every activation is exported
+_NAMESPACES = ("pylucid", "pylucid.nn.functional")
+
+
+def _result(input: Tensor, out: Tensor, inplace: bool, name: str) -> Tensor:
+    """``out``, or (``inplace=True``) ``out`` written into ``input``, as the in-place variant ``name`` does."""
+    if not inplace:
+        return out
+    check_inplace_leaf(input, name)
+    return commit_inplace(input, out, name)
 
 
 # ---------------------------------------------------------------- sigmoid, logit, tanh
@@ -49,13 +61,10 @@ class Sigmoid(Op):
     def backward(self, g):
         y = self.output()
         d = mul(y, sub(1, y))
-        return mul(g, _cj(d))
-
-    def backward_fast(self, be, g):
-        y = self.output_array()
-        return g * (y * (1 - y)).conj()
+        return mul(g, conj_if_complex(d))
 
 
+@declare(Sigmoid, namespaces=_NAMESPACES, inplace=True, inplace_functions=True)
 def sigmoid(input: Tensor) -> Tensor:
     """Logistic sigmoid ``1 / (1 + exp(-input))`` (``pylucid.special.expit``); no overflow for large ``|x|``.
 
@@ -92,6 +101,7 @@ class Logit(Op):
         return where(logical_or(lt(x, eps), gt(x, 1 - eps)), 0.0, d)
 
 
+@declare(Logit, inplace=True, inplace_functions=True)
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
     """Inverse sigmoid ``log(p / (1 - p))``; with ``eps``, ``p`` is first clamped to ``[eps, 1 - eps]``.
 
@@ -118,13 +128,10 @@ class Tanh(Op):
     def backward(self, g):
         y = self.output()
         d = sub(1, mul(y, y))
-        return mul(g, _cj(d))
-
-    def backward_fast(self, be, g):
-        y = self.output_array()
-        return g * (1 - y * y).conj()
+        return mul(g, conj_if_complex(d))
 
 
+@declare(Tanh, namespaces=_NAMESPACES, inplace=True, inplace_functions=True)
 def tanh(input: Tensor) -> Tensor:
     """Hyperbolic tangent.
 
@@ -147,15 +154,14 @@ class Relu(Op):
 
     def backward(self, g):
         # PyTorch's threshold_backward: zero where y <= 0, so a NaN input passes g through
-        from .compare import le
-
         return where(le(self.output(), 0), 0.0, g)
 
     def backward_fast(self, be, g):
         return be.relu_backward(self.output_array(), g)  # where(y <= 0, 0, g); one kernel on CUDA
 
 
-def relu(input: Tensor) -> Tensor:
+@declare(Relu, namespaces=_NAMESPACES, inplace=True, inplace_functions=True)
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """Rectified linear unit ``max(input, 0)``; NaN stays NaN; integer tensors stay integer.
 
     >>> import pylucid
@@ -164,7 +170,7 @@ def relu(input: Tensor) -> Tensor:
     """
     if isinstance(input, Tensor) and input._data.dtype == bool:
         raise TypeError("relu: bool tensors are not supported")
-    return _unary(Relu, input)
+    return _result(input, _unary(Relu, input), inplace, "relu_")
 
 
 class Hardtanh(Op):
@@ -182,11 +188,6 @@ class Hardtanh(Op):
         p = self.params
         return where(logical_and(gt(x, p["min_val"]), lt(x, p["max_val"])), g, 0.0)
 
-    def backward_fast(self, be, g):
-        x = self.input(0)._data
-        p = self.params
-        return be.where((x > p["min_val"]) & (x < p["max_val"]), g, _zero(g))
-
 
 class Relu6(Hardtanh):
     """``y = min(max(x, 0), 6)`` = ``hardtanh(x, 0, 6)``; no gradient at 0 and 6 (PyTorch)."""
@@ -194,7 +195,8 @@ class Relu6(Hardtanh):
     schema = OpSchema("relu6", amp_policy=KEEP_INPUT, saves_input=True, family="activation")
 
 
-def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+@declare(Hardtanh, namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """``clamp(input, min_val, max_val)`` with PyTorch's hardtanh gradient: zero at the bounds.
 
     >>> import pylucid
@@ -203,17 +205,18 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tens
     """
     if max_val < min_val:
         raise ValueError(f"hardtanh: max_val ({max_val}) must be greater than or equal to min_val ({min_val})")
-    return _unary(Hardtanh, input, {"min_val": min_val, "max_val": max_val})
+    return _result(input, _unary(Hardtanh, input, {"min_val": min_val, "max_val": max_val}), inplace, "hardtanh_")
 
 
-def relu6(input: Tensor) -> Tensor:
+@declare(Relu6, namespaces=_NAMESPACES, method=False)
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     """``min(max(input, 0), 6)``.
 
     >>> import pylucid
     >>> pylucid.relu6(pylucid.tensor([-1.0, 3.0, 9.0]))
     tensor([0., 3., 6.])
     """
-    return _unary(Relu6, input, {"min_val": 0.0, "max_val": 6.0})
+    return _result(input, _unary(Relu6, input, {"min_val": 0.0, "max_val": 6.0}), inplace, "relu6")
 
 
 class LeakyRelu(Op):
@@ -228,11 +231,9 @@ class LeakyRelu(Op):
     def backward(self, g):
         return where(gt(self.input(0), 0), g, mul(g, self.params["negative_slope"]))
 
-    def backward_fast(self, be, g):
-        return be.where(self.input(0)._data > 0, g, g * g.dtype.type(self.params["negative_slope"]))
 
-
-def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+@declare(LeakyRelu, namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """``input`` where positive, ``negative_slope * input`` elsewhere.
 
     >>> import pylucid
@@ -241,7 +242,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
     """
     if not isinstance(negative_slope, (int, float)):
         raise TypeError(f"leaky_relu: negative_slope must be a number, got {type(negative_slope).__name__}")
-    return _unary(LeakyRelu, input, {"negative_slope": negative_slope})
+    return _result(input, _unary(LeakyRelu, input, {"negative_slope": negative_slope}), inplace, "leaky_relu_")
 
 
 class Elu(Op):
@@ -274,27 +275,32 @@ class Selu(Elu):
     schema = OpSchema("selu", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation")
 
 
-def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
+@declare(Elu, namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """Exponential linear unit: ``input`` where positive, ``alpha * (exp(input) - 1)`` elsewhere.
 
     >>> import pylucid
     >>> pylucid.elu(pylucid.tensor([-1.0, 2.0]))
     tensor([-0.6321,  2.0000])
     """
-    return _unary(Elu, input, {"alpha": float(alpha), "scale": 1.0, "input_scale": 1.0})
+    return _result(input, _unary(Elu, input, {"alpha": float(alpha), "scale": 1.0, "input_scale": 1.0}), inplace,
+                   "elu_")
 
 
-def selu(input: Tensor) -> Tensor:
+@declare(Selu, namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """Scaled ELU with ``alpha = 1.6733`` and ``scale = 1.0507`` (Klambauer et al.).
 
     >>> import pylucid
     >>> pylucid.selu(pylucid.tensor([1.0]))
     tensor([1.0507])
     """
-    return _unary(Selu, input, {"alpha": _SELU_ALPHA, "scale": _SELU_SCALE, "input_scale": 1.0})
+    return _result(input, _unary(Selu, input, {"alpha": _SELU_ALPHA, "scale": _SELU_SCALE, "input_scale": 1.0}),
+                   inplace, "selu_")
 
 
-def celu(input: Tensor, alpha: float = 1.0) -> Tensor:
+@declare(Elu, namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``max(0, x) + min(0, alpha (exp(x / alpha) - 1))``: the ``elu`` op with ``input_scale = 1/alpha``.
 
     >>> import pylucid
@@ -303,7 +309,8 @@ def celu(input: Tensor, alpha: float = 1.0) -> Tensor:
     """
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0")
-    return _unary(Elu, input, {"alpha": float(alpha), "scale": 1.0, "input_scale": 1.0 / alpha})
+    return _result(input, _unary(Elu, input, {"alpha": float(alpha), "scale": 1.0, "input_scale": 1.0 / alpha}),
+                   inplace, "celu_")
 
 
 # ---------------------------------------------------------------- smooth activations
@@ -336,6 +343,7 @@ class Gelu(Op):
         return be.gelu_backward(g, self.input(0)._data, self.params["approximate"])
 
 
+@declare(Gelu, namespaces=_NAMESPACES, method=False)
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """GELU ``x * Phi(x)`` (``approximate='none'``) or its tanh approximation (``approximate='tanh'``).
 
@@ -364,20 +372,16 @@ class Silu(Op):
         s = sigmoid(x)
         return mul(g, mul(s, add(mul(x, sub(1, s)), 1)))
 
-    def backward_fast(self, be, g):
-        x = self.input(0)._data
-        s = _via_float32(be, be.special.expit, x)
-        return g * (s * (x * (1 - s) + 1))
 
-
-def silu(input: Tensor) -> Tensor:
+@declare(Silu, namespaces=_NAMESPACES, method=False)
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """Sigmoid linear unit (swish) ``input * sigmoid(input)``.
 
     >>> import pylucid
     >>> pylucid.silu(pylucid.tensor([0.0, 1.0]))
     tensor([0.0000, 0.7311])
     """
-    return _unary(Silu, input)
+    return _result(input, _unary(Silu, input), inplace, "silu")
 
 
 class Softplus(Op):
@@ -403,6 +407,7 @@ class Softplus(Op):
         return where(gt(bx, threshold), g, mul(g, sigmoid(bx)))
 
 
+@declare(Softplus, namespaces=_NAMESPACES, method=False)
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """Smooth ReLU ``log(1 + exp(beta * input)) / beta``; linear where ``beta * input > threshold``.
 
@@ -434,14 +439,15 @@ class Mish(Op):
         return mul(g, add(t, mul(mul(x, sigmoid(x)), sub(1, mul(t, t)))))
 
 
-def mish(input: Tensor) -> Tensor:
+@declare(Mish, namespaces=_NAMESPACES, method=False)
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """Mish ``input * tanh(softplus(input))`` (Misra, 2019).
 
     >>> import pylucid
     >>> pylucid.mish(pylucid.tensor([0.0, 1.0]))
     tensor([0.0000, 0.8651])
     """
-    return _unary(Mish, input)
+    return _result(input, _unary(Mish, input), inplace, "mish")
 
 
 class Hardsigmoid(Op):
@@ -476,33 +482,34 @@ class Hardswish(Op):
         return x * be.minimum(be.maximum(x + t(3), t(0)), t(6)) / t(6)
 
     def backward(self, g):
-        from .compare import le
-
         x = self.input(0)
         return where(le(x, -3), 0.0, where(lt(x, 3), mul(g, add(div(x, 3), 0.5)), g))
 
 
-def hardsigmoid(input: Tensor) -> Tensor:
+@declare(Hardsigmoid, namespaces=_NAMESPACES, method=False)
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """Piecewise-linear sigmoid ``relu6(input + 3) / 6``.
 
     >>> import pylucid
     >>> pylucid.hardsigmoid(pylucid.tensor([-4.0, 0.0, 4.0]))
     tensor([0.0000, 0.5000, 1.0000])
     """
-    return _unary(Hardsigmoid, input)
+    return _result(input, _unary(Hardsigmoid, input), inplace, "hardsigmoid")
 
 
-def hardswish(input: Tensor) -> Tensor:
+@declare(Hardswish, namespaces=_NAMESPACES, method=False)
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``input * relu6(input + 3) / 6`` (MobileNetV3).
 
     >>> import pylucid
     >>> pylucid.hardswish(pylucid.tensor([-4.0, 1.0, 4.0]))
     tensor([-0.0000,  0.6667,  4.0000])
     """
-    return _unary(Hardswish, input)
+    return _result(input, _unary(Hardswish, input), inplace, "hardswish")
 
 
-# ---------------------------------------------------------------- composites (no registration)
+# ---------------------------------------------------------------- composites (no op of their own)
+@declare(namespaces=_NAMESPACES, method=False)
 def logsigmoid(input: Tensor) -> Tensor:
     """``log(sigmoid(input)) = -softplus(-input)``: a composite, stable for large ``|x|``.
 
@@ -513,6 +520,7 @@ def logsigmoid(input: Tensor) -> Tensor:
     return neg(softplus(neg(input)))
 
 
+@declare(namespaces=_NAMESPACES, method=False)
 def softsign(input: Tensor) -> Tensor:
     """``input / (1 + |input|)`` (a composite).
 
@@ -523,6 +531,7 @@ def softsign(input: Tensor) -> Tensor:
     return div(input, add(abs(input), 1))
 
 
+@declare(namespaces=_NAMESPACES, method=False)
 def tanhshrink(input: Tensor) -> Tensor:
     """``input - tanh(input)`` (a composite).
 
@@ -533,6 +542,7 @@ def tanhshrink(input: Tensor) -> Tensor:
     return sub(input, tanh(input))
 
 
+@declare(namespaces=_NAMESPACES, method=False)
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0 (a composite).
 
@@ -545,6 +555,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return where(gt(input, lambd), sub(input, lambd), where(lt(input, -lambd), add(input, lambd), 0.0))
 
 
+@declare(namespaces=_NAMESPACES)
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """``x`` where ``|x| > lambd``, else 0 (a composite).
 
@@ -555,37 +566,12 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return where(gt(abs(input), lambd), input, 0.0)
 
 
-def threshold(input: Tensor, threshold: float, value: float) -> Tensor:
+@declare(namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``input`` where ``input > threshold``, else ``value`` (a composite).
 
     >>> import pylucid
     >>> pylucid.threshold(pylucid.tensor([0.5, 2.0]), 1.0, -1.0)
     tensor([-1.,  2.])
     """
-    return where(gt(input, threshold), input, value)
-
-
-# ---------------------------------------------------------------- Tensor methods and in-place variants
-relu_ = inplace_variant(relu, "relu_")
-sigmoid_ = inplace_variant(sigmoid, "sigmoid_")
-tanh_ = inplace_variant(tanh, "tanh_")
-logit_ = inplace_variant(logit, "logit_")
-selu_ = inplace_variant(selu, "selu_")
-celu_ = inplace_variant(celu, "celu_")
-elu_ = inplace_variant(elu, "elu_")
-leaky_relu_ = inplace_variant(leaky_relu, "leaky_relu_")
-hardtanh_ = inplace_variant(hardtanh, "hardtanh_")
-threshold_ = inplace_variant(threshold, "threshold_")
-
-for _f in (sigmoid, logit, tanh, relu):
-    setattr(Tensor, _f.__name__, _f)
-for _f in (relu_, sigmoid_, tanh_, logit_):
-    setattr(Tensor, _f.__name__, _f)
-del _f
-
-__all__ = [
-    "sigmoid", "logit", "tanh", "relu", "relu6", "hardtanh", "leaky_relu", "elu", "selu", "celu", "gelu", "silu",
-    "softplus", "mish", "hardsigmoid", "hardswish", "logsigmoid", "softsign", "tanhshrink", "softshrink",
-    "hardshrink", "threshold",
-    "relu_", "sigmoid_", "tanh_", "logit_", "selu_", "celu_", "elu_", "leaky_relu_", "hardtanh_", "threshold_",
-]
+    return _result(input, where(gt(input, threshold), input, value), inplace, "threshold_")

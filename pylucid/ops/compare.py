@@ -1,74 +1,79 @@
-"""Comparisons and logical/bitwise ops. Results are bool; none has a gradient."""
+"""Comparisons and logical/bitwise ops. Results are bool; none has a gradient.
+
+The binary ops broadcast and take Python numbers as weak operands; the
+comparisons are also Python's ``==``/``!=``/``<``/``<=``/``>``/``>=`` on
+tensors and the bitwise ops ``&``/``|``/``^``/``~``/``<<``/``>>``.
+"""
 
 from __future__ import annotations
 
 from .._tensor import Tensor
 from ._op import Op, apply, operand
-from .elementwise import _binary, _is_float
+from ._utils import camel, check_tensor, is_float_dtype
+from .elementwise import _binary, _bshape
+from .registry import declare, op_function
 from .schema import KEEP_INPUT, OpSchema
 
 
-def _make_op(name, doc, forward):
+def _op_class(name, forward, doc):
     """A non-differentiable compare-family op class named after ``name`` (``logical_and`` -> ``LogicalAnd``)."""
-
-    class _Op(Op):
-        schema = OpSchema(name, amp_policy=KEEP_INPUT, differentiable=False, family="compare")
-
-    _Op.forward = staticmethod(forward)
-    _Op.__name__ = _Op.__qualname__ = "".join(p.capitalize() for p in name.split("_"))
-    _Op.__doc__ = doc
-    return _Op
+    schema = OpSchema(name, amp_policy=KEEP_INPUT, differentiable=False, family="compare")
+    return type(camel(name), (Op,), {"__doc__": doc, "__module__": __name__, "__qualname__": camel(name),
+                                     "schema": schema, "forward": staticmethod(forward)})
 
 
-def _named(fn, name, doc):
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = doc
-    return fn
+def _binary_op(name, forward, doc, **declare_kwargs):
+    """The op class of a binary op and its declared function ``fn(input, other)`` (broadcasting, numbers allowed).
 
-
-def _binary_fn(op_cls, doc):
-    """The public function of a binary op: ``fn(input, other)``, broadcasting, either may be a Python number."""
-    name = op_cls.schema.name
+    The class carries the first line of ``doc``, the function all of it.
+    """
+    op_cls = _op_class(name, forward, doc.split("\n")[0])
 
     def fn(input, other) -> Tensor:
         return _binary(op_cls, input, other, name)
 
-    return _named(fn, name, doc)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return op_cls, declare(op_cls, **declare_kwargs)(fn)
 
 
 # ---------------------------------------------------------------- comparisons and logical ops
-def _cmp_op(name, fn_name, doc):
-    return _make_op(name, doc, lambda be, a, b: getattr(be, fn_name)(a, b))
+def _calls(be_name):
+    """The forward ``be.<be_name>(a, b)``."""
+    return lambda be, a, b: getattr(be, be_name)(a, b)
 
 
-Eq = _cmp_op("eq", "equal", "``a == b`` element-wise, broadcasting.")
-Ne = _cmp_op("ne", "not_equal", "``a != b`` element-wise, broadcasting.")
-Lt = _cmp_op("lt", "less", "``a < b`` element-wise, broadcasting.")
-Le = _cmp_op("le", "less_equal", "``a <= b`` element-wise, broadcasting.")
-Gt = _cmp_op("gt", "greater", "``a > b`` element-wise, broadcasting.")
-Ge = _cmp_op("ge", "greater_equal", "``a >= b`` element-wise, broadcasting.")
-LogicalAnd = _cmp_op("logical_and", "logical_and", "``a and b`` element-wise (non-zero is true).")
-LogicalOr = _cmp_op("logical_or", "logical_or", "``a or b`` element-wise (non-zero is true).")
-LogicalXor = _cmp_op("logical_xor", "logical_xor", "``a xor b`` element-wise (non-zero is true).")
-
-eq = _binary_fn(Eq, """``input == other`` element-wise (bool).
+Eq, eq = _binary_op("eq", _calls("equal"), """``input == other`` element-wise (bool); the ``==`` operator.
 
     >>> import pylucid
     >>> pylucid.eq(pylucid.tensor([1, 2]), 2)
     tensor([False,  True])
-    """)
-ne = _binary_fn(Ne, """``input != other`` element-wise (bool).""")
-lt = _binary_fn(Lt, """``input < other`` element-wise (bool).""")
-le = _binary_fn(Le, """``input <= other`` element-wise (bool).""")
-gt = _binary_fn(Gt, """``input > other`` element-wise (bool).""")
-ge = _binary_fn(Ge, """``input >= other`` element-wise (bool).""")
-logical_and = _binary_fn(LogicalAnd, """Element-wise logical and (bool result).""")
-logical_or = _binary_fn(LogicalOr, """Element-wise logical or (bool result).""")
-logical_xor = _binary_fn(LogicalXor, """Element-wise logical xor (bool result).""")
+    """, dunders=("__eq__",))
+Ne, ne = _binary_op("ne", _calls("not_equal"), "``input != other`` element-wise (bool); the ``!=`` operator.",
+                    aliases=("not_equal",), dunders=("__ne__",))
+Lt, lt = _binary_op("lt", _calls("less"), "``input < other`` element-wise (bool); the ``<`` operator.",
+                    aliases=("less",), dunders=("__lt__",))
+Le, le = _binary_op("le", _calls("less_equal"), "``input <= other`` element-wise (bool); the ``<=`` operator.",
+                    aliases=("less_equal",), dunders=("__le__",))
+Gt, gt = _binary_op("gt", _calls("greater"), "``input > other`` element-wise (bool); the ``>`` operator.",
+                    aliases=("greater",), dunders=("__gt__",))
+Ge, ge = _binary_op("ge", _calls("greater_equal"), "``input >= other`` element-wise (bool); the ``>=`` operator.",
+                    aliases=("greater_equal",), dunders=("__ge__",))
+LogicalAnd, logical_and = _binary_op("logical_and", _calls("logical_and"),
+                                     "``input and other`` element-wise (non-zero is true; bool result).")
+LogicalOr, logical_or = _binary_op("logical_or", _calls("logical_or"),
+                                   "``input or other`` element-wise (non-zero is true; bool result).")
+LogicalXor, logical_xor = _binary_op("logical_xor", _calls("logical_xor"),
+                                     "``input xor other`` element-wise (non-zero is true; bool result).")
 
 
 class LogicalNot(Op):
-    """``not x`` element-wise (bool result)."""
+    """``not input`` element-wise (non-zero is true; bool result).
+
+    >>> import pylucid
+    >>> pylucid.logical_not(pylucid.tensor([0.0, 2.0]))
+    tensor([ True, False])
+    """
 
     schema = OpSchema("logical_not", amp_policy=KEEP_INPUT, differentiable=False, family="compare")
 
@@ -77,14 +82,13 @@ class LogicalNot(Op):
         return be.logical_not(x)
 
 
-def logical_not(input: Tensor) -> Tensor:
-    """Element-wise logical not (bool result)."""
-    return apply(LogicalNot, (input,))
+logical_not = op_function(LogicalNot)
 
 
 # ---------------------------------------------------------------- bitwise ops and shifts
-def _int_op(name, fn_name, kinds, doc):
-    """An op on integer tensors (``kinds``: the accepted dtype kinds, ``"biu"`` with bool) calling ``be.<fn_name>``."""
+def _integer_forward(name, be_name, kinds):
+    """The forward ``be.<be_name>(a, b)`` on integer operands (``kinds``: the accepted dtype kinds, ``"biu"`` with
+    bool); other dtypes and Python floats (and bools, without ``"b"``) raise TypeError naming ``name``."""
     refused = (float,) if "b" in kinds else (float, bool)
     accepted = "integer and bool" if "b" in kinds else "integer"
 
@@ -93,39 +97,45 @@ def _int_op(name, fn_name, kinds, doc):
             k = getattr(x, "dtype", None)
             if (k is not None and k.kind not in kinds) or isinstance(x, refused):
                 raise TypeError(f"{name}: only {accepted} tensors are accepted, got {k or type(x).__name__}")
-        return getattr(be, fn_name)(a, b)
+        return getattr(be, be_name)(a, b)
 
-    return _make_op(name, doc, forward)
+    return forward
 
 
-BitwiseAnd = _int_op("bitwise_and", "bitwise_and", "biu", "``a & b`` on integer/bool tensors.")
-BitwiseOr = _int_op("bitwise_or", "bitwise_or", "biu", "``a | b`` on integer/bool tensors.")
-BitwiseXor = _int_op("bitwise_xor", "bitwise_xor", "biu", "``a ^ b`` on integer/bool tensors.")
-BitwiseLeftShift = _int_op("bitwise_left_shift", "left_shift", "iu",
-                           "``a << b`` on integer tensors (bits shifted out are lost, as in C/PyTorch).")
-BitwiseRightShift = _int_op("bitwise_right_shift", "right_shift", "iu",
-                            "``a >> b`` on integer tensors (arithmetic shift: the sign is kept).")
-
-bitwise_and = _binary_fn(BitwiseAnd, """``input & other`` for integer/bool tensors.""")
-bitwise_or = _binary_fn(BitwiseOr, """``input | other`` for integer/bool tensors.""")
-bitwise_xor = _binary_fn(BitwiseXor, """``input ^ other`` for integer/bool tensors.""")
-bitwise_left_shift = _binary_fn(BitwiseLeftShift, """``input << other`` for integer tensors.
+BitwiseAnd, bitwise_and = _binary_op("bitwise_and", _integer_forward("bitwise_and", "bitwise_and", "biu"),
+                                     "``input & other`` for integer/bool tensors; the ``&`` operator.",
+                                     dunders=("__and__", "__rand__"))
+BitwiseOr, bitwise_or = _binary_op("bitwise_or", _integer_forward("bitwise_or", "bitwise_or", "biu"),
+                                   "``input | other`` for integer/bool tensors; the ``|`` operator.",
+                                   dunders=("__or__", "__ror__"))
+BitwiseXor, bitwise_xor = _binary_op("bitwise_xor", _integer_forward("bitwise_xor", "bitwise_xor", "biu"),
+                                     "``input ^ other`` for integer/bool tensors; the ``^`` operator.",
+                                     dunders=("__xor__", "__rxor__"))
+BitwiseLeftShift, bitwise_left_shift = _binary_op(
+    "bitwise_left_shift", _integer_forward("bitwise_left_shift", "left_shift", "iu"),
+    """``input << other`` for integer tensors (bits shifted out are lost, as in C/PyTorch); the ``<<`` operator.
 
     >>> import pylucid
     >>> pylucid.bitwise_left_shift(pylucid.tensor([1, 3]), 2)
     tensor([ 4, 12])
-    """)
-bitwise_right_shift = _binary_fn(BitwiseRightShift, """``input >> other`` for integer tensors (arithmetic:
-    ``-8 >> 1 == -4``).
+    """, dunders=("__lshift__", "__rlshift__"))
+BitwiseRightShift, bitwise_right_shift = _binary_op(
+    "bitwise_right_shift", _integer_forward("bitwise_right_shift", "right_shift", "iu"),
+    """``input >> other`` for integer tensors (arithmetic: the sign is kept, ``-8 >> 1 == -4``); the ``>>`` operator.
 
     >>> import pylucid
     >>> pylucid.bitwise_right_shift(pylucid.tensor([16, -8]), 1)
     tensor([ 8, -4])
-    """)
+    """, dunders=("__rshift__", "__rrshift__"))
 
 
 class BitwiseNot(Op):
-    """``~x``: bit inversion for integers, logical not for bool."""
+    """``~input``: bit inversion for integer tensors, logical not for bool ones; the ``~`` operator.
+
+    >>> import pylucid
+    >>> ~pylucid.tensor([0, 5])
+    tensor([-1, -6])
+    """
 
     schema = OpSchema("bitwise_not", amp_policy=KEEP_INPUT, differentiable=False, family="compare")
 
@@ -136,66 +146,51 @@ class BitwiseNot(Op):
         return be.invert(x)
 
 
-def bitwise_not(input: Tensor) -> Tensor:
-    """``~input`` for integer/bool tensors."""
-    return apply(BitwiseNot, (input,))
+bitwise_not = op_function(BitwiseNot, dunders=("__invert__",))
 
 
 # ---------------------------------------------------------------- floating-point classification
-def _classify_op(name, doc, fn):
+def _classification_op(name, test, doc):
+    """The op class ``test(be, x)`` for floating/complex ``x`` (integers and bools are finite, never NaN/inf)
+    and its declared function ``fn(input)``."""
+
     def forward(be, x):
-        if not (_is_float(x.dtype) or x.dtype.kind == "c"):
-            # integers and bools are always finite, never NaN/inf
+        if not (is_float_dtype(x.dtype) or x.dtype.kind == "c"):
             return be.full(x.shape, name == "isfinite", dtype=bool)
-        return fn(be, x)
+        return test(be, x)
 
-    return _make_op(name, doc, forward)
-
-
-IsNan = _classify_op("isnan", "``x != x`` (bool).", lambda be, x: be.isnan(x))
-IsInf = _classify_op("isinf", "``|x| == inf`` (bool).", lambda be, x: be.isinf(x))
-IsFinite = _classify_op("isfinite", "neither NaN nor +-inf (bool).", lambda be, x: be.isfinite(x))
-IsPosInf = _classify_op("isposinf", "``x == +inf`` (bool).", lambda be, x: x == x.dtype.type("inf"))
-IsNegInf = _classify_op("isneginf", "``x == -inf`` (bool).", lambda be, x: x == x.dtype.type("-inf"))
+    op_cls = _op_class(name, forward, doc)
+    return op_cls, op_function(op_cls)
 
 
-def _classify_fn(op_cls, doc):
-    """The public function of a classification op: ``fn(input)``, a Tensor only."""
-    name = op_cls.schema.name
-
-    def fn(input: Tensor) -> Tensor:
-        if not isinstance(input, Tensor):
-            raise TypeError(f"{name}: expected a Tensor, got {type(input).__name__}")
-        return apply(op_cls, (input,))
-
-    return _named(fn, name, doc)
-
-
-isnan = _classify_fn(IsNan, """True where ``input`` is NaN.
+IsNan, isnan = _classification_op("isnan", lambda be, x: be.isnan(x), """True where ``input`` is NaN.
 
     >>> import pylucid
     >>> pylucid.isnan(pylucid.tensor([1.0, float("nan")]))
     tensor([False,  True])
     """)
-isinf = _classify_fn(IsInf, """True where ``input`` is +inf or -inf.
+IsInf, isinf = _classification_op("isinf", lambda be, x: be.isinf(x), """True where ``input`` is +inf or -inf.
 
     >>> import pylucid
     >>> pylucid.isinf(pylucid.tensor([1.0, float("-inf")]))
     tensor([False,  True])
     """)
-isfinite = _classify_fn(IsFinite, """True where ``input`` is neither NaN nor infinite (always True for integers).
+IsFinite, isfinite = _classification_op("isfinite", lambda be, x: be.isfinite(x), """True where ``input`` is
+    neither NaN nor infinite (always True for integers).
 
     >>> import pylucid
     >>> pylucid.isfinite(pylucid.tensor([1.0, float("inf"), float("nan")]))
     tensor([ True, False, False])
     """)
-isposinf = _classify_fn(IsPosInf, """True where ``input`` is +inf.
+IsPosInf, isposinf = _classification_op("isposinf", lambda be, x: x == x.dtype.type("inf"), """True where
+    ``input`` is +inf.
 
     >>> import pylucid
     >>> pylucid.isposinf(pylucid.tensor([float("inf"), float("-inf")]))
     tensor([ True, False])
     """)
-isneginf = _classify_fn(IsNegInf, """True where ``input`` is -inf.
+IsNegInf, isneginf = _classification_op("isneginf", lambda be, x: x == x.dtype.type("-inf"), """True where
+    ``input`` is -inf.
 
     >>> import pylucid
     >>> pylucid.isneginf(pylucid.tensor([float("inf"), float("-inf")]))
@@ -212,11 +207,12 @@ class IsClose(Op):
     @staticmethod
     def forward(be, a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
         a, b = be.asarray(a), be.asarray(b)
-        if a.dtype.itemsize < 4 and _is_float(a.dtype):  # no half-precision isclose kernel (bfloat16)
+        if a.dtype.itemsize < 4 and is_float_dtype(a.dtype):  # no half-precision isclose kernel (bfloat16)
             a, b = a.astype("float32"), b.astype("float32")
         return be.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 
+@declare(IsClose)
 def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     """Element-wise ``|input - other| <= atol + rtol * |other|`` (bool), broadcasting.
 
@@ -231,12 +227,11 @@ def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: b
         return apply(IsClose, (a, b), {"rtol": rtol, "atol": atol, "equal_nan": bool(equal_nan)})
     except ValueError as exc:
         if "broadcast" in str(exc):
-            from .elementwise import _bshape
-
             _bshape("isclose", a, b)
         raise
 
 
+@declare()
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     """True when every element of ``isclose(input, other, ...)`` holds (a Python bool; a composite).
 
@@ -247,6 +242,7 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
     return bool(isclose(input, other, rtol, atol, equal_nan)._data.all())
 
 
+@declare()
 def equal(input: Tensor, other: Tensor) -> bool:
     """True when both tensors have the same shape and the same values (a Python bool; NaN != NaN).
 
@@ -256,45 +252,12 @@ def equal(input: Tensor, other: Tensor) -> bool:
     >>> pylucid.equal(pylucid.ones(2), pylucid.ones(3))
     False
     """
-    for k, v in (("input", input), ("other", other)):
-        if not isinstance(v, Tensor):
-            raise TypeError(f"equal: {k} must be a Tensor, got {type(v).__name__}")
+    check_tensor(input, "equal", "input")
+    check_tensor(other, "equal", "other")
     if tuple(input.shape) != tuple(other.shape):
         return False
     return bool(eq(input, other)._data.all())
 
 
-def _install():
-    T = Tensor
-    for f in (eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor, logical_not, bitwise_and, bitwise_or,
-              bitwise_xor, bitwise_not, bitwise_left_shift, bitwise_right_shift, isnan, isinf, isfinite, isposinf,
-              isneginf, isclose, allclose, equal):
-        setattr(T, f.__name__, f)
-    T.__eq__ = eq
-    T.__ne__ = ne
-    T.__lt__ = lt
-    T.__le__ = le
-    T.__gt__ = gt
-    T.__ge__ = ge
-    T.__and__ = bitwise_and
-    T.__rand__ = lambda s, o: bitwise_and(o, s)
-    T.__or__ = bitwise_or
-    T.__ror__ = lambda s, o: bitwise_or(o, s)
-    T.__xor__ = bitwise_xor
-    T.__rxor__ = lambda s, o: bitwise_xor(o, s)
-    T.__invert__ = bitwise_not
-    T.__lshift__ = bitwise_left_shift
-    T.__rlshift__ = lambda s, o: bitwise_left_shift(o, s)
-    T.__rshift__ = bitwise_right_shift
-    T.__rrshift__ = lambda s, o: bitwise_right_shift(o, s)
-    T.greater, T.greater_equal, T.less, T.less_equal, T.not_equal = gt, ge, lt, le, ne
-    T.__hash__ = object.__hash__
-
-
-_install()
-greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
-
-__all__ = ["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
-           "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
-           "isnan", "isinf", "isfinite", "isposinf", "isneginf", "isclose", "allclose", "equal",
-           "greater", "greater_equal", "less", "less_equal", "not_equal"]
+# ``==`` is element-wise, so a tensor hashes by identity (usable as a dict key, as in PyTorch)
+Tensor.__hash__ = object.__hash__

@@ -18,15 +18,9 @@ from .. import dtypes as _dt
 from .._tensor import Tensor
 from ..errors import DtypeMismatch, ShapeMismatch
 from ._op import Op, apply
+from ._utils import check_tensor
+from .registry import declare
 from .schema import KEEP_INPUT, OpSchema
-
-__all__ = ["real", "imag", "conj", "conj_physical", "resolve_conj", "is_complex", "angle", "view_as_real",
-           "view_as_complex", "complex", "polar", "is_conj", "sgn"]
-
-
-def _check(x, op):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
 
 
 class Real(Op):
@@ -63,6 +57,7 @@ def _zeros_like(t):
     return _new_tensor(t._device.backend.zeros(t._data.shape, dtype=t._data.dtype), t._device)
 
 
+@declare(Real, method=False)  # Tensor.real is a property (below)
 def real(input: Tensor) -> Tensor:
     """Real part: a view of a complex tensor; a real tensor is returned unchanged (as PyTorch).
 
@@ -70,12 +65,13 @@ def real(input: Tensor) -> Tensor:
     >>> pylucid.real(pylucid.tensor([1 + 2j, 3 - 1j]))
     tensor([1., 3.])
     """
-    _check(input, "real")
+    check_tensor(input, "real")
     if not input.dtype.is_complex:
         return input
     return apply(Real, (input,))
 
 
+@declare(Imag, method=False)  # Tensor.imag is a property (below)
 def imag(input: Tensor) -> Tensor:
     """Imaginary part of a complex tensor (a view). Real tensors raise, as in PyTorch.
 
@@ -83,7 +79,7 @@ def imag(input: Tensor) -> Tensor:
     >>> pylucid.imag(pylucid.tensor([1 + 2j, 3 - 1j]))
     tensor([ 2., -1.])
     """
-    _check(input, "imag")
+    check_tensor(input, "imag")
     if not input.dtype.is_complex:
         raise DtypeMismatch(f"imag: expected a complex tensor, got {input.dtype}; imag is not implemented for "
                             "real tensors")
@@ -106,10 +102,8 @@ class Conj(Op):
     def backward(self, g):
         return conj(g)
 
-    def backward_fast(self, be, g):
-        return be.conj(g)
 
-
+@declare(Conj)
 def conj(input: Tensor) -> Tensor:
     """Complex conjugate; a real tensor is returned unchanged.
 
@@ -117,12 +111,13 @@ def conj(input: Tensor) -> Tensor:
     >>> pylucid.conj(pylucid.tensor([1 + 2j]))
     tensor([1.-2.j])
     """
-    _check(input, "conj")
+    check_tensor(input, "conj")
     if not input.dtype.is_complex:
         return input
     return apply(Conj, (input,))
 
 
+@declare()
 def sgn(input: Tensor) -> Tensor:
     """``x / |x|`` for complex input (0 at 0), ``sign(x)`` for real input, as ``torch.sgn``.
 
@@ -139,7 +134,7 @@ def sgn(input: Tensor) -> Tensor:
     from .elementwise import div, sign
     from .indexing import where
 
-    _check(input, "sgn")
+    check_tensor(input, "sgn")
     if not input.dtype.is_complex:
         return sign(input)
     a = _abs(input)
@@ -147,21 +142,25 @@ def sgn(input: Tensor) -> Tensor:
     return where(zero, 0.0, div(input, where(zero, 1.0, a)))
 
 
+@declare()
 def conj_physical(input: Tensor) -> Tensor:
     """Same as :func:`conj` (pylucid's conjugate is always materialised)."""
     return conj(input)
 
 
+@declare()
 def resolve_conj(input: Tensor) -> Tensor:
     """Identity: pylucid has no lazy conjugate bit."""
     return input
 
 
+@declare()
 def is_conj(input: Tensor) -> bool:
     """Always False: pylucid has no lazy conjugate bit."""
     return False
 
 
+@declare(method=False)  # Tensor.is_complex is the Tensor's own method
 def is_complex(input: Tensor) -> bool:
     """True for complex64/complex128 tensors.
 
@@ -169,7 +168,7 @@ def is_complex(input: Tensor) -> bool:
     >>> pylucid.is_complex(pylucid.tensor([1j])), pylucid.is_complex(pylucid.tensor([1.0]))
     (True, False)
     """
-    _check(input, "is_complex")
+    check_tensor(input, "is_complex")
     return input.dtype.is_complex
 
 
@@ -205,6 +204,7 @@ class Angle(Op):
         return complex(where(zero, 0.0, div(mul(neg(y), g), safe)), where(zero, 0.0, div(mul(x, g), safe)))
 
 
+@declare(Angle)
 def angle(input: Tensor) -> Tensor:
     """Element-wise argument (phase) in radians; real inputs give 0 or ``pi``.
 
@@ -212,7 +212,7 @@ def angle(input: Tensor) -> Tensor:
     >>> pylucid.angle(pylucid.tensor([1j, -1.0 + 0j]))
     tensor([1.5708, 3.1416])
     """
-    _check(input, "angle")
+    check_tensor(input, "angle")
     return apply(Angle, (input,))
 
 
@@ -231,6 +231,7 @@ class ViewAsReal(Op):
         return complex(g[..., 0], g[..., 1])
 
 
+@declare(ViewAsReal, method=False)
 def view_as_real(input: Tensor) -> Tensor:
     """A real view with a trailing dim of size 2 holding (real, imag).
 
@@ -238,7 +239,7 @@ def view_as_real(input: Tensor) -> Tensor:
     >>> pylucid.view_as_real(pylucid.tensor([1 + 2j]))
     tensor([[1., 2.]])
     """
-    _check(input, "view_as_real")
+    check_tensor(input, "view_as_real")
     if not input.dtype.is_complex:
         raise DtypeMismatch(f"view_as_real: expected a complex tensor, got {input.dtype}")
     if input.ndim and not input._data.flags.c_contiguous and input._data.strides[-1] != input._data.itemsize:
@@ -262,6 +263,7 @@ class ViewAsComplex(Op):
         return view_as_real(g)
 
 
+@declare(ViewAsComplex, method=False)
 def view_as_complex(input: Tensor) -> Tensor:
     """Interpret a real ``(..., 2)`` float32/float64 tensor as complex (the last dim is (real, imag)).
 
@@ -269,7 +271,7 @@ def view_as_complex(input: Tensor) -> Tensor:
     >>> pylucid.view_as_complex(pylucid.tensor([[1.0, 2.0], [0.5, -1.0]]))
     tensor([1. +2.j, 0.5-1.j])
     """
-    _check(input, "view_as_complex")
+    check_tensor(input, "view_as_complex")
     if input.dtype not in (_dt.float32, _dt.float64):
         raise DtypeMismatch(f"view_as_complex: expected a float32 or float64 tensor, got {input.dtype}")
     if input.ndim == 0 or input.shape[-1] != 2:
@@ -299,6 +301,7 @@ class Complex(Op):
                 sum_to_size(imag(g), si) if ei is not None else None)
 
 
+@declare(Complex, method=False)
 def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A001 - mirrors torch.complex
     """Complex tensor ``real + i imag`` from two float tensors of the same dtype (broadcasting).
 
@@ -309,8 +312,8 @@ def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A001 - mirrors torch
     >>> pylucid.complex(pylucid.tensor([1.0, 2.0]), pylucid.tensor([0.5, -1.0]))
     tensor([1.+0.5j, 2.-1.j ])
     """
-    _check(real, "complex")
-    _check(imag, "complex")
+    check_tensor(real, "complex", "real")
+    check_tensor(imag, "complex", "imag")
     for n, t in (("real", real), ("imag", imag)):
         if t.dtype not in (_dt.float32, _dt.float64, _dt.float16):
             raise DtypeMismatch(f"complex: expected float32 or float64 tensors, got {n} of dtype {t.dtype}")
@@ -326,6 +329,7 @@ def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A001 - mirrors torch
                             "together") from None
 
 
+@declare(method=False)
 def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002
     """``abs * (cos(angle) + i sin(angle))``; a composite of ``complex``, ``cos``, ``sin`` and ``mul``.
 
@@ -335,25 +339,14 @@ def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002
     """
     from .elementwise import cos, mul, sin
 
-    _check(abs, "polar")
-    _check(angle, "polar")
+    check_tensor(abs, "polar", "abs")
+    check_tensor(angle, "polar", "angle")
     if abs.dtype is not angle.dtype:
         raise DtypeMismatch(f"polar: expected abs and angle to have the same dtype, got {abs.dtype} and "
                             f"{angle.dtype}")
     return complex(mul(abs, cos(angle)), mul(abs, sin(angle)))
 
 
-def _install():
-    T = Tensor
-    T.real = property(real)
-    T.imag = property(imag)
-    T.conj = conj
-    T.sgn = sgn
-    T.conj_physical = conj_physical
-    T.resolve_conj = resolve_conj
-    T.is_conj = is_conj
-    T.angle = angle
-
-
-_install()
-
+# the real and imaginary parts are attributes of a tensor, not methods (as in PyTorch)
+Tensor.real = property(real)
+Tensor.imag = property(imag)

@@ -1,4 +1,4 @@
-"""Convolution, pooling and resampling ops (issue 4, nn part 2).
+"""Convolution, pooling and resampling ops.
 
 Everything here is built on two primitives on backend arrays:
 
@@ -12,12 +12,15 @@ Everything here is built on two primitives on backend arrays:
 The registered ``unfold`` (im2col) and ``fold`` (col2im) ops are each other's
 gradient, so every graph-mode backward here is written with ``unfold``,
 ``fold``, ``matmul``, ``sum`` and reshapes: the backward of a convolution is
-itself differentiable (gradient penalties, double backward). Each op also has
-a first-order ``backward_fast`` on raw arrays.
+itself differentiable (gradient penalties, double backward). ``conv2d`` and
+``max_pool2d``, the layers of the benchmarked models, also have a first-order
+``backward_fast`` on raw arrays; the other ops run their graph formula for
+first order too.
 
 Internally every op works on N-d spatial data with per-dim ``(lo, hi)``
 padding pairs (``ceil_mode`` pooling and ``padding='same'`` need asymmetric
-padding); the public functions validate and normalise their arguments.
+padding); the public functions validate and normalise their arguments. They
+are declared in ``pylucid`` and ``pylucid.nn.functional``.
 """
 
 from __future__ import annotations
@@ -29,14 +32,12 @@ from .. import dtypes as _dt
 from .._tensor import Tensor, _new_tensor
 from ..errors import DtypeMismatch, ShapeMismatch
 from ._op import Op, apply
+from ._utils import camel, check_tensor
+from .registry import declare
 from .schema import KEEP_INPUT, PROMOTE, OpSchema
 
-__all__ = [
-    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
-    "adaptive_max_pool2d", "unfold", "fold", "interpolate", "pixel_shuffle", "pixel_unshuffle",
-]
+#: every function here is exported in both namespaces, none is a Tensor method
+_DECLARE = dict(namespaces=("pylucid", "pylucid.nn.functional"), method=False)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -63,24 +64,21 @@ def _tup(v, n: int, what: str, op: str, minimum: int | None = None) -> tuple:
     return out
 
 
-def _camel_name(name):
-    return "".join(p[:1].upper() + p[1:] for p in name.replace("-", "_").split("_"))
-
-
-def _nd_ops(base, name: str, dims=(1, 2, 3), **schema) -> dict:
+def _nd_ops(base, name: str, dims=(1, 2, 3), fast_dims=(), **schema) -> dict:
     """One registered subclass of ``base`` per spatial rank, ``{nd: cls}``: op ``name.format(nd)``
-    (``"conv{}d"`` -> ``conv2d``, class ``Conv2d``) with an ``OpSchema`` of family ``nn`` and ``schema``."""
+    (``"conv{}d"`` -> ``conv2d``, class ``Conv2d``) with an ``OpSchema`` of family ``nn`` and ``schema``.
+
+    The ranks in ``fast_dims`` get ``base._backward_fast`` as their first-order fast path (only the
+    benchmarked 2-d layers, where it measurably pays); the others run the graph formula.
+    """
     ops = {}
     for nd in dims:
         op_name = name.format(nd)
-        ops[nd] = type(_camel_name(op_name), (base,),
-                       {"schema": OpSchema(op_name, family="nn", **schema), "__module__": __name__})
+        body = {"schema": OpSchema(op_name, family="nn", **schema), "__module__": __name__}
+        if nd in fast_dims:
+            body["backward_fast"] = base._backward_fast
+        ops[nd] = type(camel(op_name), (base,), body)
     return ops
-
-
-def _check_tensor(x, name: str, op: str) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
 
 
 def _conv_out(size: int, k: int, s: int, lo: int, hi: int, d: int) -> int:
@@ -188,10 +186,6 @@ class Unfold(Op):
         p = self.params
         return _fold_t(g, self.shapes[0][2:], p["kernel"], p["dilation"], p["pads"], p["stride"])
 
-    def backward_fast(self, be, g):
-        p = self.params
-        return Fold.forward(be, g, self.shapes[0][2:], p["kernel"], p["dilation"], p["pads"], p["stride"])
-
 
 class Fold(Op):
     """col2im: ``(N, C*prod(kernel), L) -> (N, C, *size)``, summing overlapping blocks."""
@@ -210,10 +204,6 @@ class Fold(Op):
         p = self.params
         return _unfold_t(g, p["kernel"], p["dilation"], p["pads"], p["stride"])
 
-    def backward_fast(self, be, g):
-        p = self.params
-        return Unfold.forward(be, g, p["kernel"], p["dilation"], p["pads"], p["stride"])
-
 
 def _unfold_t(x, kernel, dilation, pads, stride):
     return apply(Unfold, (x,), {"kernel": tuple(kernel), "dilation": tuple(dilation), "pads": tuple(pads),
@@ -225,6 +215,7 @@ def _fold_t(cols, size, kernel, dilation, pads, stride):
                                  "pads": tuple(pads), "stride": tuple(stride)})
 
 
+@declare(**_DECLARE)
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Extract sliding local blocks (im2col), as ``torch.nn.functional.unfold``.
 
@@ -241,7 +232,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
              [3., 4., 6., 7.],
              [4., 5., 7., 8.]]])
     """
-    _check_tensor(input, "input", "unfold")
+    check_tensor(input, "unfold")
     x, added = _batched(input, 2, "unfold")
     k = _tup(kernel_size, 2, "kernel_size", "unfold", 1)
     d = _tup(dilation, 2, "dilation", "unfold", 1)
@@ -255,6 +246,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
     return _unbatch(_unfold_t(x, k, d, pads, s), added)
 
 
+@declare(**_DECLARE)
 def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Combine sliding local blocks into a tensor (col2im), as ``torch.nn.functional.fold``.
 
@@ -268,7 +260,7 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
               [2., 4., 2.],
               [1., 2., 1.]]]])
     """
-    _check_tensor(input, "input", "fold")
+    check_tensor(input, "fold")
     if input.ndim not in (2, 3):
         raise ShapeMismatch(f"fold: expected a 2-d (unbatched) or 3-d (batched) input, got shape {tuple(input.shape)}")
     from .shape import unsqueeze
@@ -352,7 +344,7 @@ class _ConvNd(Op):
             gb = _sum(g, (0,) + tuple(range(2, 2 + nd)))
         return gx, gw, gb
 
-    def backward_fast(self, be, g):
+    def _backward_fast(self, be, g):
         p = self.params
         x, w = self.input(0)._data, self.input(1)._data
         gr = p["groups"]
@@ -377,7 +369,7 @@ class _ConvNd(Op):
         return gx, gw, gb
 
 
-_CONV = _nd_ops(_ConvNd, "conv{}d", amp_policy=PROMOTE, saves_input=True)
+_CONV = _nd_ops(_ConvNd, "conv{}d", fast_dims=(2,), amp_policy=PROMOTE, saves_input=True)
 Conv1d, Conv2d, Conv3d = _CONV.values()
 
 
@@ -389,10 +381,10 @@ def _check_float(x, op):
 def _conv_inputs(op, nd, input, weight, bias, groups, layout):
     """The checks convolutions and transposed convolutions share; ``layout`` names the weight's dims.
     Returns (input with a batch dim, whether one was added)."""
-    _check_tensor(input, "input", op)
-    _check_tensor(weight, "weight", op)
+    check_tensor(input, op)
+    check_tensor(weight, op, "weight")
     if bias is not None:
-        _check_tensor(bias, "bias", op)
+        check_tensor(bias, op, "bias")
     _check_float(input, op)
     x, added = _batched(input, nd, op)
     if weight.ndim != nd + 2:
@@ -438,6 +430,7 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
     return _unbatch(y, added)
 
 
+@declare(**_DECLARE)
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
            groups: int = 1) -> Tensor:
     """1-d convolution (cross-correlation): ``y[n, o, l] = b[o] + sum_{c,k} w[o, c, k] x[n, c, l*s + k*d - p]``.
@@ -453,6 +446,7 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     return _conv(1, input, weight, bias, stride, padding, dilation, groups)
 
 
+@declare(**_DECLARE)
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
            groups: int = 1) -> Tensor:
     """2-d convolution (cross-correlation) over (N, C, H, W) or unbatched (C, H, W) input.
@@ -475,6 +469,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     return _conv(2, input, weight, bias, stride, padding, dilation, groups)
 
 
+@declare(**_DECLARE)
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
            groups: int = 1) -> Tensor:
     """3-d convolution over (N, C, D, H, W) or unbatched (C, D, H, W) input; see :func:`conv2d`.
@@ -534,25 +529,6 @@ class _ConvTransposeNd(Op):
             gb = _sum(g, (0,) + tuple(range(2, 2 + nd)))
         return gx, gw, gb
 
-    def backward_fast(self, be, g):
-        p = self.params
-        x, w = self.input(0)._data, self.input(1)._data
-        gr = p["groups"]
-        n, cin = x.shape[:2]
-        kernel = w.shape[2:]
-        nd = len(kernel)
-        g = be.ascontiguousarray(g)
-        cols, _ = _conv_cols(be, g, kernel, p["dilation"], p["pads"], p["stride"], gr)
-        gx = gw = gb = None
-        if self.next_edges[0] is not None:
-            gx = be.matmul(w.reshape(gr, cin // gr, -1), cols).reshape(x.shape)
-        if self.next_edges[1] is not None:
-            x2 = x.reshape(n, gr, cin // gr, _prod(x.shape[2:]))
-            gw = be.sum(be.matmul(x2, be.swapaxes(cols, -1, -2)), axis=0).reshape(w.shape)
-        if len(self.next_edges) > 2 and self.next_edges[2] is not None:
-            gb = be.sum(g, axis=(0,) + tuple(range(2, 2 + nd)))
-        return gx, gw, gb
-
 
 _CONV_T = _nd_ops(_ConvTransposeNd, "conv_transpose{}d", amp_policy=PROMOTE, saves_input=True)
 ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = _CONV_T.values()
@@ -584,6 +560,7 @@ def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, gr
     return _unbatch(y, added)
 
 
+@declare(**_DECLARE)
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
                      output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """1-d transposed convolution (the gradient of :func:`conv1d` in its input).
@@ -598,6 +575,7 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
     return _conv_transpose(1, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
 
+@declare(**_DECLARE)
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
                      output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """2-d transposed convolution ("deconvolution"), the adjoint of :func:`conv2d` in its input.
@@ -613,6 +591,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
     return _conv_transpose(2, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
 
+@declare(**_DECLARE)
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
                      output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """3-d transposed convolution; see :func:`conv_transpose2d`.
@@ -682,7 +661,7 @@ class _MaxPoolBase(Op):
                    {"index": (rows, idx), "advanced": True, "shape": flat})
         return reshape(gx, shape)
 
-    def backward_fast(self, be, g, g_idx=None):
+    def _backward_fast(self, be, g, g_idx=None):
         rows, idx = self._rows_idx(be)
         shape = self.shapes[0]
         gx = be.zeros((rows.shape[0], _prod(shape[2:])), dtype=g.dtype)
@@ -739,7 +718,7 @@ class _MaxPoolNd(_MaxPoolBase):
         return best, off + base
 
 
-_MAXPOOL = _nd_ops(_MaxPoolNd, "max_pool{}d", amp_policy=KEEP_INPUT, saves_output=True)
+_MAXPOOL = _nd_ops(_MaxPoolNd, "max_pool{}d", fast_dims=(2,), amp_policy=KEEP_INPUT, saves_output=True)
 MaxPool1d, MaxPool2d, MaxPool3d = _MAXPOOL.values()
 
 
@@ -752,7 +731,7 @@ def _pool_result(vals, idx, added, return_indices):
 
 def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     op = f"max_pool{nd}d"
-    _check_tensor(input, "input", op)
+    check_tensor(input, op)
     x, added = _batched(input, nd, op)
     k, s, d, pads, _ = _pool_geometry(op, x, nd, kernel_size, stride, padding, dilation, ceil_mode)
     overlap = any(s[i] < d[i] * (k[i] - 1) + 1 for i in range(nd))
@@ -761,6 +740,7 @@ def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, retu
     return _pool_result(vals, idx, added, return_indices)
 
 
+@declare(**_DECLARE)
 def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                return_indices: bool = False):
     """1-d max pooling over (N, C, L) or (C, L); ``stride`` defaults to ``kernel_size``.
@@ -776,6 +756,7 @@ def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     return _max_pool(1, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
+@declare(**_DECLARE)
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                return_indices: bool = False):
     """2-d max pooling over (N, C, H, W) or (C, H, W); ``stride`` defaults to ``kernel_size``.
@@ -793,6 +774,7 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     return _max_pool(2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
+@declare(**_DECLARE)
 def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                return_indices: bool = False):
     """3-d max pooling over (N, C, D, H, W) or (C, D, H, W); see :func:`max_pool2d`.
@@ -856,15 +838,6 @@ class _AvgPoolNd(Op):
         cols = reshape(expand(reshape(g, (n, c, 1, length)), (n, c, kk, length)), (n, c * kk, length))
         return _fold_t(cols, self.shapes[0][2:], kernel, (1,) * nd, p["pads"], p["stride"])
 
-    def backward_fast(self, be, g):
-        p = self.params
-        kernel = p["kernel"]
-        nd = len(kernel)
-        div, out_sp = self._scaled(be)
-        g = g / (div.astype(g.dtype) if div is not None else p["divisor_override"])
-        cols = be.broadcast_to(g.reshape(g.shape[:2] + (1,) * nd + g.shape[2:]), g.shape[:2] + kernel + g.shape[2:])
-        return _col2im(be, cols, self.shapes[0][2:], kernel, (1,) * nd, p["pads"], p["stride"])
-
 
 _AVGPOOL = _nd_ops(_AvgPoolNd, "avg_pool{}d", amp_policy=KEEP_INPUT)
 AvgPool1d, AvgPool2d, AvgPool3d = _AVGPOOL.values()
@@ -872,7 +845,7 @@ AvgPool1d, AvgPool2d, AvgPool3d = _AVGPOOL.values()
 
 def _avg_pool(nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     op = f"avg_pool{nd}d"
-    _check_tensor(input, "input", op)
+    check_tensor(input, op)
     _check_float(input, op)
     x, added = _batched(input, nd, op)
     k, s, _, pads, _ = _pool_geometry(op, x, nd, kernel_size, stride, padding, 1, ceil_mode)
@@ -883,6 +856,7 @@ def _avg_pool(nd, input, kernel_size, stride, padding, ceil_mode, count_include_
     return _unbatch(y, added)
 
 
+@declare(**_DECLARE)
 def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True) -> Tensor:
     """1-d average pooling over (N, C, L) or (C, L); see :func:`avg_pool2d`.
@@ -894,6 +868,7 @@ def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     return _avg_pool(1, input, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
 
 
+@declare(**_DECLARE)
 def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
     """2-d average pooling: the window sum divided by the window size.
@@ -911,6 +886,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     return _avg_pool(2, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
+@declare(**_DECLARE)
 def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
     """3-d average pooling over (N, C, D, H, W) or (C, D, H, W); see :func:`avg_pool2d`.
@@ -995,20 +971,11 @@ class _SeparableResample(Op):
             g = transpose(matmul(mt, transpose(g, ax, -2)), -2, ax)
         return g
 
-    def backward_fast(self, be, g):
-        axes = self.params["axes"]
-        nd = len(axes)
-        for i, (kind, n_in, n_out, scale, align) in enumerate(axes):
-            ax = g.ndim - nd + i
-            mt = _axis_matrix(be, kind, n_in, n_out, scale, align).T.astype(g.dtype)
-            g = be.moveaxis(be.matmul(mt, be.moveaxis(g, ax, -2)), -2, ax)
-        return g
-
 
 def _register_resample(name, policy):
     # interpolation turns integer input into the default float dtype (reference table: real_valued)
     real_valued = name.startswith("interpolate")
-    cls = type(_camel_name(name), (_SeparableResample,),
+    cls = type(camel(name), (_SeparableResample,),
                {"schema": OpSchema(name, amp_policy=policy, real_valued=real_valued, family="nn"),
                 "__module__": __name__,
                 "__doc__": f"``{name}``: a separable linear resampling (see ``_SeparableResample``)."})
@@ -1029,6 +996,7 @@ _RESAMPLE = {
 _MODE_DIMS = {"linear": 1, "bilinear": 2, "trilinear": 3}
 
 
+@declare(**_DECLARE)
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners: bool | None = None,
                 recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
     """Resample (N, C, *S) to ``size`` or ``S * scale_factor`` (floored), as ``torch.nn.functional.interpolate``.
@@ -1049,7 +1017,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     tensor([[[1.0000, 1.3333, 1.6667, 2.0000]]])
     """
     op = "interpolate"
-    _check_tensor(input, "input", op)
+    check_tensor(input, op)
     nd = input.ndim - 2
     if nd < 1 or nd > 3:
         raise ShapeMismatch(f"{op}: expected a 3-d, 4-d or 5-d (N, C, *spatial) input, got shape {tuple(input.shape)}")
@@ -1107,7 +1075,7 @@ def _adaptive_sizes(op, input, x, nd, output_size):
 
 def _adaptive_avg(nd, input, output_size):
     op = f"adaptive_avg_pool{nd}d"
-    _check_tensor(input, "input", op)
+    check_tensor(input, op)
     _check_float(input, op)
     x, added = _batched(input, nd, op)
     out = _adaptive_sizes(op, input, x, nd, output_size)
@@ -1115,6 +1083,7 @@ def _adaptive_avg(nd, input, output_size):
     return _unbatch(apply(_RESAMPLE[("adaptive", nd)], (x,), {"axes": axes}), added)
 
 
+@declare(**_DECLARE)
 def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
     """Adaptive average pooling to length ``output_size``: window ``i`` is
     ``[floor(i*L/out), ceil((i+1)*L/out))``; a separable averaging matrix (one GEMM).
@@ -1126,6 +1095,7 @@ def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
     return _adaptive_avg(1, input, output_size)
 
 
+@declare(**_DECLARE)
 def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     """Adaptive average pooling to ``output_size`` (an int, a pair; ``None`` keeps a size).
 
@@ -1136,6 +1106,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     return _adaptive_avg(2, input, output_size)
 
 
+@declare(**_DECLARE)
 def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
     """Adaptive average pooling over (N, C, D, H, W); see :func:`adaptive_avg_pool2d`.
 
@@ -1186,7 +1157,7 @@ AdaptiveMaxPool1d, AdaptiveMaxPool2d = _ADAPTIVE_MAX.values()
 
 def _adaptive_max(nd, input, output_size, return_indices):
     op = f"adaptive_max_pool{nd}d"
-    _check_tensor(input, "input", op)
+    check_tensor(input, op)
     x, added = _batched(input, nd, op)
     out = _adaptive_sizes(op, input, x, nd, output_size)
     overlap = any(x.shape[2 + i] % out[i] for i in range(nd))
@@ -1194,6 +1165,7 @@ def _adaptive_max(nd, input, output_size, return_indices):
     return _pool_result(vals, idx, added, return_indices)
 
 
+@declare(**_DECLARE)
 def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
     """Adaptive max pooling to length ``output_size``; see :func:`adaptive_max_pool2d`.
 
@@ -1204,6 +1176,7 @@ def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False
     return _adaptive_max(1, input, output_size, return_indices)
 
 
+@declare(**_DECLARE)
 def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
     """Adaptive max pooling to ``output_size``: window ``i`` of a dim of size ``S`` is
     ``[floor(i*S/out), ceil((i+1)*S/out))``; the gradient goes to each window's first maximum.
@@ -1218,6 +1191,7 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
 # ----------------------------------------------------------------------------------------------------------
 # pixel shuffle (composites of reshape + permute)
 # ----------------------------------------------------------------------------------------------------------
+@declare(**_DECLARE)
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """``(*, C*r^2, H, W) -> (*, C, H*r, W*r)``: a composite of reshape and permute.
 
@@ -1228,7 +1202,7 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """
     from .shape import permute, reshape
 
-    _check_tensor(input, "input", "pixel_shuffle")
+    check_tensor(input, "pixel_shuffle")
     r = int(upscale_factor)
     if input.ndim < 3:
         raise ShapeMismatch(f"pixel_shuffle: expected at least 3 dims (*, C, H, W), got shape {tuple(input.shape)}")
@@ -1243,6 +1217,7 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     return reshape(y, (*lead, c // (r * r), h * r, w * r))
 
 
+@declare(**_DECLARE)
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     """``(*, C, H*r, W*r) -> (*, C*r^2, H, W)``, the inverse of :func:`pixel_shuffle`.
 
@@ -1252,7 +1227,7 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     """
     from .shape import permute, reshape
 
-    _check_tensor(input, "input", "pixel_unshuffle")
+    check_tensor(input, "pixel_unshuffle")
     r = int(downscale_factor)
     if input.ndim < 3:
         raise ShapeMismatch(f"pixel_unshuffle: expected at least 3 dims (*, C, H, W), got shape {tuple(input.shape)}")

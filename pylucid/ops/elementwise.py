@@ -12,7 +12,9 @@ from .._tensor import _TENSOR_TYPES, Tensor
 from ..dtypes import bfloat16 as _BF16_DTYPE
 from ..errors import ShapeMismatch
 from ._op import _FAST_FLOAT, _FAST_INT_OK, Op, apply, inplace_variant, operand
-from .registry import declare
+from ._utils import check_tensor, is_float_dtype
+from ._utils import conj_if_complex as _cj
+from .registry import declare, op_function
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 
 
@@ -47,24 +49,7 @@ def _binary(op_cls, a, b, name):
         raise
 
 
-def _cj(x):
-    """Complex conjugate of a saved operand or a local derivative (Tensor or Python scalar); reals pass unchanged.
-
-    PyTorch's complex convention: for a real loss ``L`` the gradient of ``z`` is
-    ``dL/dRe z + i dL/dIm z``, so a holomorphic ``y = f(z)`` sends back
-    ``g * conj(f'(z))``. Every backward formula multiplies by ``_cj(f'(z))``;
-    for real dtypes this is one dtype test and no work.
-    """
-    if isinstance(x, Tensor):
-        if x._data.dtype.kind == "c":
-            from .complex import conj
-
-            return conj(x)
-        return x
-    return x.conjugate() if x.__class__ is complex else x
-
-
-@declare(namespaces=())
+@declare()
 def sum_to_size(g: Tensor, *shape) -> Tensor:
     """Sum ``g`` over the dimensions broadcasting added or stretched, to reach ``shape``.
 
@@ -503,14 +488,6 @@ class Abs(Op):
             return mul(g, sgn(x))  # sgn is differentiable for complex input (unlike sign for reals)
         return mul(g, sign(x))
 
-    def backward_fast(self, be, g):
-        x = self.input(0)._data
-        if x.dtype.kind == "c":
-            a = be.abs(x)
-            with be.errstate():
-                return g * be.where(a == 0, 0, x / be.where(a == 0, 1, a))
-        return g * be.sign(x)
-
 
 @declare(Abs, aliases=("absolute",), inplace=True, dunders=("__abs__",))
 def abs(input: Tensor) -> Tensor:  # noqa: A001
@@ -530,9 +507,6 @@ class Sign(Op):
 
     def backward(self, g):
         return mul(g, 0.0)
-
-    def backward_fast(self, be, g):
-        return be.zeros_like(g)
 
 
 @declare(Sign, inplace=True)
@@ -554,9 +528,6 @@ class Exp(Op):
     def backward(self, g):
         return mul(g, _cj(self.output()))
 
-    def backward_fast(self, be, g):
-        return g * self.output_array().conj()
-
 
 @declare(Exp, inplace=True)
 def exp(input: Tensor) -> Tensor:
@@ -577,10 +548,6 @@ class Log(Op):
     def backward(self, g):
         return div(g, _cj(self.input(0)))
 
-    def backward_fast(self, be, g):
-        with be.errstate():
-            return g / self.input(0)._data.conj()
-
 
 @declare(Log, inplace=True)
 def log(input: Tensor) -> Tensor:
@@ -600,9 +567,6 @@ class Sin(Op):
     def backward(self, g):
         return mul(g, _cj(cos(self.input(0))))
 
-    def backward_fast(self, be, g):
-        return g * be.cos(self.input(0)._data).conj()
-
 
 @declare(Sin, inplace=True)
 def sin(input: Tensor) -> Tensor:
@@ -621,9 +585,6 @@ class Cos(Op):
 
     def backward(self, g):
         return neg(mul(g, _cj(sin(self.input(0)))))
-
-    def backward_fast(self, be, g):
-        return -(g * be.sin(self.input(0)._data).conj())
 
 
 @declare(Cos, inplace=True)
@@ -700,9 +661,6 @@ def sqrt(input: Tensor) -> Tensor:
     return apply(Sqrt, (input,))
 
 
-Tensor.__pos__ = lambda self: self
-
-
 @declare(inplace=_addc_inplace("multiply"))
 def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
     """``input + value * tensor1 * tensor2`` (broadcasting), a composite.
@@ -727,27 +685,42 @@ def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
     return add(input, mul(quot, value) if value != 1 else quot)
 
 
+@declare(dunders=("__pos__",))
+def positive(input: Tensor) -> Tensor:
+    """``+input``: the tensor itself (a composite with nothing to compute).
 
-# ================================================================ the element-wise catalogue (issue 3)
+    Unlike PyTorch, which refuses ``+`` on bool tensors, a bool tensor is
+    returned as it is too.
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([1.0, -2.0])
+    >>> +x is x
+    True
+    """
+    check_tensor(input, "positive")
+    return input
+
+
+# ================================================================ the element-wise catalogue
 # Conventions for what follows:
-# - ops whose forward or fast backward can leave the real domain (log(0), 0/0,
-#   sqrt(-1), overflow) run under ``be.errstate()`` so NumPy stays silent where
-#   PyTorch is; cheap arithmetic (add/mul/sub) does not pay its ~2 us.
-# - graph-mode ``backward`` formulas use pylucid ops only (higher-order
-#   gradients); ``backward_fast`` mirrors them on raw arrays for hot ops.
+# - ops whose forward can leave the real domain (log(0), 0/0, sqrt(-1),
+#   overflow) run under ``be.errstate()`` so NumPy stays silent where PyTorch
+#   is; cheap arithmetic (add/mul/sub) does not pay its ~2 us.
+# - ``backward`` formulas use pylucid ops only, so they serve first-order and
+#   higher-order gradients alike.
 # - piecewise-constant ops (floor, ceil, round, trunc) are differentiable with
 #   a zero gradient, as in PyTorch.
+# - a doctest that shows a transcendental result rounds it (``.round(decimals=4)``)
+#   unless the value is one C99 Annex F makes exact (``cosh(0) = 1``, ``log(1) = 0``):
+#   float32 kernels differ in the last bit between CPUs.
 
 
 _EMPTY_PARAMS: dict = {}
 _BF16_NP = _BF16_DTYPE.numpy_dtype
 _LN2 = 0.6931471805599453
 _LN10 = 2.302585092994046
-
-
-def _is_float(dtype) -> bool:
-    """Floating dtype test that knows ml_dtypes' bfloat16 (NumPy kind 'V', not 'f')."""
-    return dtype.kind == "f" or dtype == _BF16_NP
+# the namespaces of the element-wise functions that torch.special has too
+_WITH_SPECIAL = ("pylucid", "pylucid.special")
 
 
 def _nan_quiet(be, fn, a, b):
@@ -758,16 +731,9 @@ def _nan_quiet(be, fn, a, b):
     return fn(a, b)
 
 
-def _arr(x):
-    """The raw array of a Tensor operand, or the Python scalar itself."""
-    return x._data if isinstance(x, Tensor) else x
-
-
 def _unary(op_cls, x, params: dict = _EMPTY_PARAMS) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise TypeError(
-            f"{op_cls.schema.name}: expected a Tensor, got {type(x).__name__}; convert it with pylucid.tensor(...)"
-        )
+    """``op_cls`` on the Tensor ``x`` (anything else raises TypeError naming the op)."""
+    check_tensor(x, op_cls.schema.name)
     return apply(op_cls, (x,), params)
 
 
@@ -787,25 +753,31 @@ def _saved_as_tensors(self, g):
 
 
 def _grads2(self, ga, gb):
-    """Graph mode: reduce the two broadcast gradients back to the input shapes (None where not needed)."""
+    """Reduce the two broadcast gradients back to the input shapes (None where not needed)."""
     sa, sb = self.shapes
     return (sum_to_size(ga(), sa) if self.next_edges[0] is not None else None,
             sum_to_size(gb(), sb) if self.next_edges[1] is not None else None)
-
-
-def _grads2_fast(self, be, ga, gb):
-    sa, sb = self.shapes
-    return (be.sum_to_shape(ga(), sa) if self.next_edges[0] is not None else None,
-            be.sum_to_shape(gb(), sb) if self.next_edges[1] is not None else None)
 
 
 def _zero_grad(g):
     return mul(g, 0.0)
 
 
+def _check_float(name, x):
+    if isinstance(x, Tensor) and not (is_float_dtype(x._data.dtype) or x._data.dtype.kind == "c"):
+        raise TypeError(f"{name}: expected a floating point tensor, got {x.dtype}")
+
+
 # ---------------------------------------------------------------- exponentials and logarithms
 class Exp2(Op):
-    """``y = 2^x``; saves its output: ``dx = g y ln 2``."""
+    """``2 ** input`` element-wise; integer input gives a float result.
+
+    Saves its output: ``dx = g y ln 2``.
+
+    >>> import pylucid
+    >>> pylucid.exp2(pylucid.tensor([0, 3])).round(decimals=4)
+    tensor([1., 8.])
+    """
 
     schema = OpSchema("exp2", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="elementwise")
 
@@ -817,12 +789,20 @@ class Exp2(Op):
     def backward(self, g):
         return mul(g, mul(_cj(self.output()), _LN2))
 
-    def backward_fast(self, be, g):
-        return g * (self.output_array().conj() * _LN2)
+
+exp2 = op_function(Exp2, inplace=True, namespaces=_WITH_SPECIAL)
 
 
 class Expm1(Op):
-    """``y = e^x - 1``, accurate for tiny ``x``; saves its output: ``dx = g (y + 1)``."""
+    """``exp(input) - 1``, without the cancellation of ``exp(x) - 1`` for tiny ``x``.
+
+    Saves its output: ``dx = g (y + 1)``.
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([1e-10], dtype=pylucid.float64)
+    >>> f"{pylucid.expm1(x).item() * 1e10:.11f}"  # exp(x) - 1 gives 1.00000008274
+    '1.00000000005'
+    """
 
     schema = OpSchema("expm1", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="elementwise")
 
@@ -834,12 +814,19 @@ class Expm1(Op):
     def backward(self, g):
         return mul(g, add(_cj(self.output()), 1))
 
-    def backward_fast(self, be, g):
-        return g * (self.output_array().conj() + 1)
+
+expm1 = op_function(Expm1, inplace=True, namespaces=_WITH_SPECIAL)
 
 
 class Log2(Op):
-    """``y = log2 x``; ``dx = g / (x ln 2)``."""
+    """Base-2 logarithm; ``log2(0) = -inf``, negative input gives NaN (no warning).
+
+    ``dx = g / (x ln 2)``.
+
+    >>> import pylucid
+    >>> pylucid.log2(pylucid.tensor([1.0, 8.0])).round(decimals=4)
+    tensor([0., 3.])
+    """
 
     schema = OpSchema("log2", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise")
 
@@ -852,8 +839,18 @@ class Log2(Op):
         return div(g, mul(_cj(self.input(0)), _LN2))
 
 
+log2 = op_function(Log2, inplace=True)
+
+
 class Log10(Op):
-    """``y = log10 x``; ``dx = g / (x ln 10)``."""
+    """Base-10 logarithm; ``log10(0) = -inf``, negative input gives NaN.
+
+    ``dx = g / (x ln 10)``.
+
+    >>> import pylucid
+    >>> pylucid.log10(pylucid.tensor([10.0, 1000.0])).round(decimals=4)
+    tensor([1., 3.])
+    """
 
     schema = OpSchema("log10", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise")
 
@@ -866,8 +863,19 @@ class Log10(Op):
         return div(g, mul(_cj(self.input(0)), _LN10))
 
 
+log10 = op_function(Log10, inplace=True)
+
+
 class Log1p(Op):
-    """``y = ln(1 + x)``, accurate for tiny ``x``; ``dx = g / (1 + x)``."""
+    """``log(1 + input)``, accurate for tiny ``input``; ``log1p(-1) = -inf``.
+
+    ``dx = g / (1 + x)``.
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([1e-10], dtype=pylucid.float64)
+    >>> f"{pylucid.log1p(x).item() * 1e10:.11f}"  # log(1 + x) gives 1.00000008269
+    '0.99999999995'
+    """
 
     schema = OpSchema("log1p", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise")
 
@@ -879,66 +887,18 @@ class Log1p(Op):
     def backward(self, g):
         return div(g, add(_cj(self.input(0)), 1))
 
-    def backward_fast(self, be, g):
-        with be.errstate():
-            return g / (self.input(0)._data.conj() + 1)
 
-
-def exp2(input: Tensor) -> Tensor:
-    """``2 ** input`` element-wise; integer input gives a float result.
-
-    >>> import pylucid
-    >>> pylucid.exp2(pylucid.tensor([0, 3]))
-    tensor([1., 8.])
-    """
-    return _unary(Exp2, input)
-
-
-def expm1(input: Tensor) -> Tensor:
-    """``exp(input) - 1``, without the cancellation of ``exp(x) - 1`` for tiny ``x``.
-
-    >>> import pylucid
-    >>> x = pylucid.tensor([1.0], dtype=pylucid.float64) * 1e-10
-    >>> pylucid.expm1(x).item()
-    1.00000000005e-10
-    """
-    return _unary(Expm1, input)
-
-
-def log2(input: Tensor) -> Tensor:
-    """Base-2 logarithm; ``log2(0) = -inf``, negative input gives NaN (no warning).
-
-    >>> import pylucid
-    >>> pylucid.log2(pylucid.tensor([1.0, 8.0]))
-    tensor([0., 3.])
-    """
-    return _unary(Log2, input)
-
-
-def log10(input: Tensor) -> Tensor:
-    """Base-10 logarithm; ``log10(0) = -inf``, negative input gives NaN.
-
-    >>> import pylucid
-    >>> pylucid.log10(pylucid.tensor([10.0, 1000.0]))
-    tensor([1., 3.])
-    """
-    return _unary(Log10, input)
-
-
-def log1p(input: Tensor) -> Tensor:
-    """``log(1 + input)``, accurate for tiny ``input``; ``log1p(-1) = -inf``.
-
-    >>> import pylucid
-    >>> x = pylucid.tensor([1.0], dtype=pylucid.float64) * 1e-10
-    >>> pylucid.log1p(x).item()
-    9.999999999500001e-11
-    """
-    return _unary(Log1p, input)
+log1p = op_function(Log1p, inplace=True, namespaces=_WITH_SPECIAL)
 
 
 # ---------------------------------------------------------------- trigonometric and hyperbolic
 class Tan(Op):
-    """``y = tan x``; saves its output: ``dx = g (1 + y^2)``."""
+    """Tangent (radians). Saves its output: ``dx = g (1 + y^2)``.
+
+    >>> import pylucid
+    >>> pylucid.tan(pylucid.tensor([0.0]))
+    tensor([0.])
+    """
 
     schema = OpSchema("tan", amp_policy=PROMOTE, saves_output=True, real_valued=True, family="elementwise")
 
@@ -951,8 +911,16 @@ class Tan(Op):
         return mul(g, add(mul(y, y), 1))
 
 
+tan = op_function(Tan, inplace=True)
+
+
 class Arcsin(Op):
-    """``y = asin x``; ``dx = g / sqrt(1 - x^2)`` (NaN outside [-1, 1])."""
+    """Inverse sine; NaN outside ``[-1, 1]`` (alias ``asin``). ``dx = g / sqrt(1 - x^2)``.
+
+    >>> import pylucid
+    >>> pylucid.asin(pylucid.tensor([0.0, 1.0]))
+    tensor([0.0000, 1.5708])
+    """
 
     schema = OpSchema("arcsin", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
 
@@ -966,8 +934,16 @@ class Arcsin(Op):
         return div(g, _cj(sqrt(sub(1, mul(x, x)))))
 
 
+arcsin = op_function(Arcsin, aliases=("asin",), inplace=True)
+
+
 class Arccos(Op):
-    """``y = acos x``; ``dx = -g / sqrt(1 - x^2)``."""
+    """Inverse cosine; NaN outside ``[-1, 1]`` (alias ``acos``). ``dx = -g / sqrt(1 - x^2)``.
+
+    >>> import pylucid
+    >>> pylucid.acos(pylucid.tensor([1.0, 0.0]))
+    tensor([0.0000, 1.5708])
+    """
 
     schema = OpSchema("arccos", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
 
@@ -981,8 +957,16 @@ class Arccos(Op):
         return neg(div(g, _cj(sqrt(sub(1, mul(x, x))))))
 
 
+arccos = op_function(Arccos, aliases=("acos",), inplace=True)
+
+
 class Arctan(Op):
-    """``y = atan x``; ``dx = g / (1 + x^2)``."""
+    """Inverse tangent (alias ``atan``). ``dx = g / (1 + x^2)``.
+
+    >>> import pylucid
+    >>> pylucid.atan(pylucid.tensor([0.0, 1.0]))
+    tensor([0.0000, 0.7854])
+    """
 
     schema = OpSchema("arctan", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
 
@@ -995,8 +979,16 @@ class Arctan(Op):
         return div(g, add(mul(x, x), 1))
 
 
+arctan = op_function(Arctan, aliases=("atan",), inplace=True)
+
+
 class Sinh(Op):
-    """``y = sinh x``; ``dx = g cosh x``."""
+    """Hyperbolic sine; overflows to +-inf without a warning. ``dx = g cosh x``.
+
+    >>> import pylucid
+    >>> pylucid.sinh(pylucid.tensor([0.0]))
+    tensor([0.])
+    """
 
     schema = OpSchema("sinh", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
 
@@ -1009,8 +1001,16 @@ class Sinh(Op):
         return mul(g, _cj(cosh(self.input(0))))
 
 
+sinh = op_function(Sinh, inplace=True)
+
+
 class Cosh(Op):
-    """``y = cosh x``; ``dx = g sinh x``."""
+    """Hyperbolic cosine; overflows to inf without a warning. ``dx = g sinh x``.
+
+    >>> import pylucid
+    >>> pylucid.cosh(pylucid.tensor([0.0]))
+    tensor([1.])
+    """
 
     schema = OpSchema("cosh", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
 
@@ -1023,8 +1023,16 @@ class Cosh(Op):
         return mul(g, _cj(sinh(self.input(0))))
 
 
+cosh = op_function(Cosh, inplace=True)
+
+
 class Arcsinh(Op):
-    """``y = asinh x``; ``dx = g / sqrt(x^2 + 1)``."""
+    """Inverse hyperbolic sine (alias ``asinh``). ``dx = g / sqrt(x^2 + 1)``.
+
+    >>> import pylucid
+    >>> pylucid.asinh(pylucid.tensor([0.0]))
+    tensor([0.])
+    """
 
     schema = OpSchema("arcsinh", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
 
@@ -1037,8 +1045,19 @@ class Arcsinh(Op):
         return div(g, _cj(sqrt(add(mul(x, x), 1))))
 
 
+arcsinh = op_function(Arcsinh, aliases=("asinh",), inplace=True)
+
+
 class Arccosh(Op):
-    """``y = acosh x``; ``dx = g / sqrt(x^2 - 1)`` (NaN below 1; complex: ``g / conj(sqrt(x-1) sqrt(x+1))``)."""
+    """Inverse hyperbolic cosine; NaN below 1 (alias ``acosh``).
+
+    ``dx = g / sqrt(x^2 - 1)``; for complex ``x`` the principal branch's
+    ``g / conj(sqrt(x - 1) sqrt(x + 1))``, as PyTorch.
+
+    >>> import pylucid
+    >>> pylucid.acosh(pylucid.tensor([1.0]))
+    tensor([0.])
+    """
 
     schema = OpSchema("arccosh", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
 
@@ -1049,13 +1068,21 @@ class Arccosh(Op):
 
     def backward(self, g):
         x = self.input(0)
-        if x._data.dtype.kind == "c":  # the principal branch's derivative 1 / (sqrt(x - 1) sqrt(x + 1)), as PyTorch
+        if x._data.dtype.kind == "c":
             return div(g, _cj(mul(sqrt(sub(x, 1)), sqrt(add(x, 1)))))
         return div(g, sqrt(sub(mul(x, x), 1)))
 
 
+arccosh = op_function(Arccosh, aliases=("acosh",), inplace=True)
+
+
 class Arctanh(Op):
-    """``y = atanh x``; ``dx = g / (1 - x^2)`` (+-inf at +-1, NaN outside)."""
+    """Inverse hyperbolic tangent; ``+-inf`` at ``+-1``, NaN outside (alias ``atanh``). ``dx = g / (1 - x^2)``.
+
+    >>> import pylucid
+    >>> pylucid.atanh(pylucid.tensor([0.0, 1.0]))
+    tensor([0., inf])
+    """
 
     schema = OpSchema("arctanh", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
 
@@ -1069,97 +1096,7 @@ class Arctanh(Op):
         return div(g, sub(1, mul(x, x)))
 
 
-def tan(input: Tensor) -> Tensor:
-    """Tangent (radians).
-
-    >>> import pylucid
-    >>> pylucid.tan(pylucid.tensor([0.0]))
-    tensor([0.])
-    """
-    return _unary(Tan, input)
-
-
-def arcsin(input: Tensor) -> Tensor:
-    """Inverse sine; NaN outside ``[-1, 1]`` (alias ``asin``).
-
-    >>> import pylucid
-    >>> pylucid.asin(pylucid.tensor([0.0, 1.0]))
-    tensor([0.0000, 1.5708])
-    """
-    return _unary(Arcsin, input)
-
-
-def arccos(input: Tensor) -> Tensor:
-    """Inverse cosine; NaN outside ``[-1, 1]`` (alias ``acos``).
-
-    >>> import pylucid
-    >>> pylucid.acos(pylucid.tensor([1.0, 0.0]))
-    tensor([0.0000, 1.5708])
-    """
-    return _unary(Arccos, input)
-
-
-def arctan(input: Tensor) -> Tensor:
-    """Inverse tangent (alias ``atan``).
-
-    >>> import pylucid
-    >>> pylucid.atan(pylucid.tensor([0.0, 1.0]))
-    tensor([0.0000, 0.7854])
-    """
-    return _unary(Arctan, input)
-
-
-def sinh(input: Tensor) -> Tensor:
-    """Hyperbolic sine; overflows to +-inf without a warning.
-
-    >>> import pylucid
-    >>> pylucid.sinh(pylucid.tensor([0.0]))
-    tensor([0.])
-    """
-    return _unary(Sinh, input)
-
-
-def cosh(input: Tensor) -> Tensor:
-    """Hyperbolic cosine; overflows to inf without a warning.
-
-    >>> import pylucid
-    >>> pylucid.cosh(pylucid.tensor([0.0]))
-    tensor([1.])
-    """
-    return _unary(Cosh, input)
-
-
-def arcsinh(input: Tensor) -> Tensor:
-    """Inverse hyperbolic sine (alias ``asinh``).
-
-    >>> import pylucid
-    >>> pylucid.asinh(pylucid.tensor([0.0]))
-    tensor([0.])
-    """
-    return _unary(Arcsinh, input)
-
-
-def arccosh(input: Tensor) -> Tensor:
-    """Inverse hyperbolic cosine; NaN below 1 (alias ``acosh``).
-
-    >>> import pylucid
-    >>> pylucid.acosh(pylucid.tensor([1.0]))
-    tensor([0.])
-    """
-    return _unary(Arccosh, input)
-
-
-def arctanh(input: Tensor) -> Tensor:
-    """Inverse hyperbolic tangent; ``+-inf`` at ``+-1``, NaN outside (alias ``atanh``).
-
-    >>> import pylucid
-    >>> pylucid.atanh(pylucid.tensor([0.0, 1.0]))
-    tensor([0., inf])
-    """
-    return _unary(Arctanh, input)
-
-
-asin, acos, atan, asinh, acosh, atanh = arcsin, arccos, arctan, arcsinh, arccosh, arctanh
+arctanh = op_function(Arctanh, aliases=("atanh",), inplace=True)
 
 
 # ---------------------------------------------------------------- error function, powers and roots
@@ -1168,7 +1105,14 @@ _SQRT_PI_OVER_TWO = 0.88622692545275801
 
 
 class Erf(Op):
-    """``y = erf x``; ``dx = g 2/sqrt(pi) exp(-x^2)``. scipy.special kernel (float32 for half precision)."""
+    """Error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``.
+
+    ``dx = g 2/sqrt(pi) exp(-x^2)``; a scipy.special kernel (float32 for half precision).
+
+    >>> import pylucid
+    >>> pylucid.erf(pylucid.tensor([0.0, 1.0]))
+    tensor([0.0000, 0.8427])
+    """
 
     schema = OpSchema("erf", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
 
@@ -1180,13 +1124,19 @@ class Erf(Op):
         x = self.input(0)
         return mul(g, mul(exp(neg(mul(x, x))), _TWO_OVER_SQRT_PI))
 
-    def backward_fast(self, be, g):
-        x = self.input(0)._data
-        return g * (be.exp(-(x * x)) * _TWO_OVER_SQRT_PI)
+
+erf = op_function(Erf, inplace=True, namespaces=_WITH_SPECIAL)
 
 
 class Erfinv(Op):
-    """``y = erf^-1(x)``; saves its output: ``dx = g sqrt(pi)/2 exp(y^2)`` (inf at +-1)."""
+    """Inverse error function on ``[-1, 1]``; ``+-inf`` at ``+-1``, NaN outside.
+
+    Saves its output: ``dx = g sqrt(pi)/2 exp(y^2)`` (inf at +-1).
+
+    >>> import pylucid
+    >>> pylucid.erfinv(pylucid.tensor([0.0, 0.5]))
+    tensor([0.0000, 0.4769])
+    """
 
     schema = OpSchema("erfinv", amp_policy=PROMOTE, saves_output=True, real_valued=True, family="elementwise")
 
@@ -1200,8 +1150,18 @@ class Erfinv(Op):
         return mul(g, mul(exp(mul(y, y)), _SQRT_PI_OVER_TWO))
 
 
+erfinv = op_function(Erfinv, inplace=True, namespaces=_WITH_SPECIAL)
+
+
 class Reciprocal(Op):
-    """``y = 1/x``; saves its output: ``dx = -g y^2``. ``1/0 = inf``."""
+    """``1 / input``; integer input gives a float result, ``1/0 = inf``.
+
+    Saves its output: ``dx = -g y^2``.
+
+    >>> import pylucid
+    >>> pylucid.reciprocal(pylucid.tensor([2, 4]))
+    tensor([0.5000, 0.2500])
+    """
 
     schema = OpSchema("reciprocal", amp_policy=PROMOTE, saves_output=True, real_valued=True, family="elementwise")
 
@@ -1214,14 +1174,19 @@ class Reciprocal(Op):
         y = _cj(self.output())
         return neg(mul(g, mul(y, y)))
 
-    def backward_fast(self, be, g):
-        y = self.output_array().conj()
-        with be.errstate():
-            return -(g * (y * y))
+
+reciprocal = op_function(Reciprocal, inplace=True)
 
 
 class Rsqrt(Op):
-    """``y = 1/sqrt(x)``; saves its output: ``dx = -g y^3 / 2``."""
+    """``1 / sqrt(input)``; ``rsqrt(0) = inf``, negative input gives NaN.
+
+    Saves its output: ``dx = -g y^3 / 2``.
+
+    >>> import pylucid
+    >>> pylucid.rsqrt(pylucid.tensor([4.0, 16.0]))
+    tensor([0.5000, 0.2500])
+    """
 
     schema = OpSchema("rsqrt", amp_policy=PROMOTE, saves_output=True, real_valued=True, family="elementwise")
 
@@ -1235,8 +1200,18 @@ class Rsqrt(Op):
         return mul(g, mul(mul(y, mul(y, y)), -0.5))
 
 
+rsqrt = op_function(Rsqrt, inplace=True)
+
+
 class Cube(Op):
-    """``y = x^3``: Promote, saves its input, ``dx = 3 x^2 g``."""
+    """``input ** 3``: Promote, saves its input, ``dx = 3 x^2 g``.
+
+    A primitive for speed: one node instead of ``pow``'s general formula.
+
+    >>> import pylucid
+    >>> pylucid.cube(pylucid.tensor([2.0, -1.5]))
+    tensor([ 8.0000, -3.3750])
+    """
 
     schema = OpSchema("cube", amp_policy=PROMOTE, saves_input=True, family="elementwise")
 
@@ -1249,10 +1224,18 @@ class Cube(Op):
         return mul(g, mul(mul(x, x), 3))
 
 
-class Cbrt(Op):
-    """``y = x^(1/3)`` for every real ``x`` (``cbrt(-8) = -2``); saves its output: ``dx = g / (3 y^2)``.
+cube = op_function(Cube, method=False)
 
-    The reference table calls this op ``cube_root`` (ForceFP32, saves output).
+
+class Cbrt(Op):
+    """Real cube root: ``cbrt(-8) = -2`` (``pow(x, 1/3)`` would give NaN); gradient ``inf`` at 0.
+
+    Saves its output: ``dx = g / (3 y^2)``. The reference table calls this op
+    ``cube_root`` (ForceFP32, saves output).
+
+    >>> import pylucid
+    >>> pylucid.cbrt(pylucid.tensor([-8.0, 0.5]))
+    tensor([-2.0000,  0.7937])
     """
 
     schema = OpSchema("cbrt", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="elementwise")
@@ -1266,64 +1249,7 @@ class Cbrt(Op):
         return div(g, mul(mul(y, y), 3))
 
 
-def erf(input: Tensor) -> Tensor:
-    """Error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``.
-
-    >>> import pylucid
-    >>> pylucid.erf(pylucid.tensor([0.0, 1.0]))
-    tensor([0.0000, 0.8427])
-    """
-    return _unary(Erf, input)
-
-
-def erfinv(input: Tensor) -> Tensor:
-    """Inverse error function on ``[-1, 1]``; ``+-inf`` at ``+-1``, NaN outside.
-
-    >>> import pylucid
-    >>> pylucid.erfinv(pylucid.tensor([0.0, 0.5]))
-    tensor([0.0000, 0.4769])
-    """
-    return _unary(Erfinv, input)
-
-
-def reciprocal(input: Tensor) -> Tensor:
-    """``1 / input``; integer input gives a float result, ``1/0 = inf``.
-
-    >>> import pylucid
-    >>> pylucid.reciprocal(pylucid.tensor([2, 4]))
-    tensor([0.5000, 0.2500])
-    """
-    return _unary(Reciprocal, input)
-
-
-def rsqrt(input: Tensor) -> Tensor:
-    """``1 / sqrt(input)``; ``rsqrt(0) = inf``, negative input gives NaN.
-
-    >>> import pylucid
-    >>> pylucid.rsqrt(pylucid.tensor([4.0, 16.0]))
-    tensor([0.5000, 0.2500])
-    """
-    return _unary(Rsqrt, input)
-
-
-def cube(input: Tensor) -> Tensor:
-    """``input ** 3`` (a primitive for speed: one node instead of ``pow``'s general formula).
-
-    >>> import pylucid
-    >>> pylucid.cube(pylucid.tensor([2.0, -1.5]))
-    tensor([ 8.0000, -3.3750])
-    """
-    return _unary(Cube, input)
-
-
-def cbrt(input: Tensor) -> Tensor:
-    """Real cube root: ``cbrt(-8) = -2`` (``pow(x, 1/3)`` would give NaN); gradient ``inf`` at 0.
-
-    >>> import pylucid
-    >>> pylucid.cbrt(pylucid.tensor([-8.0, 0.5]))
-    tensor([-2.0000,  0.7937])
-    """
-    return _unary(Cbrt, input)
+cbrt = op_function(Cbrt, method=False)
 
 
 # ---------------------------------------------------------------- rounding (zero gradients, as PyTorch)
@@ -1333,38 +1259,59 @@ class _Rounding(Op):
     def backward(self, g):
         return _zero_grad(g)
 
-    def backward_fast(self, be, g):
-        return be.zeros_like(g)
-
 
 class Floor(_Rounding):
-    """``floor(x)``; integer input is returned unchanged."""
+    """Largest integer ``<= input`` (same dtype; integer input is returned unchanged); zero gradient.
+
+    >>> import pylucid
+    >>> pylucid.floor(pylucid.tensor([-1.5, 1.5]))
+    tensor([-2.,  1.])
+    """
 
     schema = OpSchema("floor", amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x):
-        return be.floor(x) if _is_float(x.dtype) else x.copy()
+        return be.floor(x) if is_float_dtype(x.dtype) else x.copy()
+
+
+floor = op_function(Floor, inplace=True)
 
 
 class Ceil(_Rounding):
-    """``ceil(x)``; integer input is returned unchanged."""
+    """Smallest integer ``>= input`` (same dtype; integer input is returned unchanged); zero gradient.
+
+    >>> import pylucid
+    >>> pylucid.ceil(pylucid.tensor([-1.5, 1.5]))
+    tensor([-1.,  2.])
+    """
 
     schema = OpSchema("ceil", amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x):
-        return be.ceil(x) if _is_float(x.dtype) else x.copy()
+        return be.ceil(x) if is_float_dtype(x.dtype) else x.copy()
+
+
+ceil = op_function(Ceil, inplace=True)
 
 
 class Trunc(_Rounding):
-    """``trunc(x)`` (round towards zero); integer input is returned unchanged."""
+    """Round towards zero (same dtype; integer input is returned unchanged); zero gradient. Alias ``fix``.
+
+    >>> import pylucid
+    >>> pylucid.trunc(pylucid.tensor([-1.7, 1.7]))
+    tensor([-1.,  1.])
+    """
 
     schema = OpSchema("trunc", amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x):
-        return be.trunc(x) if _is_float(x.dtype) else x.copy()
+        return be.trunc(x) if is_float_dtype(x.dtype) else x.copy()
+
+
+trunc = op_function(Trunc, aliases=("fix",), inplace=True)
 
 
 class Round(_Rounding):
@@ -1374,7 +1321,7 @@ class Round(_Rounding):
 
     @staticmethod
     def forward(be, x, decimals=0):
-        if not _is_float(x.dtype):
+        if not is_float_dtype(x.dtype):
             return x.copy()
         if decimals == 0:
             return be.rint(x)
@@ -1387,60 +1334,7 @@ class Round(_Rounding):
             return be.rint(x / s) * s
 
 
-class Frac(Op):
-    """``x - trunc(x)`` (sign of ``x``); ``dx = g``."""
-
-    schema = OpSchema("frac", amp_policy=KEEP_INPUT, family="elementwise")
-
-    @staticmethod
-    def forward(be, x):
-        return x - be.trunc(x)
-
-    def backward(self, g):
-        return g
-
-    def backward_fast(self, be, g):
-        return g
-
-
-def _check_float(name, x):
-    if isinstance(x, Tensor) and not (_is_float(x._data.dtype) or x._data.dtype.kind == "c"):
-        raise TypeError(f"{name}: expected a floating point tensor, got {x.dtype}")
-
-
-def floor(input: Tensor) -> Tensor:
-    """Largest integer ``<= input`` (same dtype); zero gradient.
-
-    >>> import pylucid
-    >>> pylucid.floor(pylucid.tensor([-1.5, 1.5]))
-    tensor([-2.,  1.])
-    """
-    return _unary(Floor, input)
-
-
-def ceil(input: Tensor) -> Tensor:
-    """Smallest integer ``>= input`` (same dtype); zero gradient.
-
-    >>> import pylucid
-    >>> pylucid.ceil(pylucid.tensor([-1.5, 1.5]))
-    tensor([-1.,  2.])
-    """
-    return _unary(Ceil, input)
-
-
-def trunc(input: Tensor) -> Tensor:
-    """Round towards zero (same dtype); zero gradient. Alias ``fix``.
-
-    >>> import pylucid
-    >>> pylucid.trunc(pylucid.tensor([-1.7, 1.7]))
-    tensor([-1.,  1.])
-    """
-    return _unary(Trunc, input)
-
-
-fix = trunc
-
-
+@declare(Round, inplace=True, namespaces=_WITH_SPECIAL)
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001 - mirrors torch.round
     """Round to ``decimals`` places, halves to even (``round(2.5) = 2``); zero gradient.
 
@@ -1455,8 +1349,28 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001 - mirror
     return _unary(Round, input, {"decimals": decimals})
 
 
+@declare(Round, namespaces=(), method=False, dunders=("__round__",))
+def _builtin_round(self, ndigits=None) -> Tensor:
+    """Python's ``round(tensor)`` and ``round(tensor, ndigits)``: :func:`round` with ``decimals=ndigits``."""
+    return round(self) if ndigits is None else round(self, decimals=ndigits)
+
+
+class Frac(Op):
+    """``x - trunc(x)`` (sign of ``x``); ``dx = g``."""
+
+    schema = OpSchema("frac", amp_policy=KEEP_INPUT, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        return x - be.trunc(x)
+
+    def backward(self, g):
+        return g
+
+
+@declare(Frac, inplace=True)
 def frac(input: Tensor) -> Tensor:
-    """Fractional part ``input - trunc(input)`` (keeps the sign); gradient 1.
+    """Fractional part ``input - trunc(input)`` (keeps the sign); gradient 1. Floating input only.
 
     >>> import pylucid
     >>> pylucid.frac(pylucid.tensor([-1.25, 2.5]))
@@ -1486,42 +1400,26 @@ class Clamp(Op):
             return be.maximum(x, lo)
         return be.minimum(be.maximum(x, lo), hi)
 
-    def _masks(self, ge_, le_, lt_, gt_, and_, or_):
-        x, lo, hi = self.input(0), self.input(1), self.input(2)
-        keep = lo_m = hi_m = None
-        if lo is not None:
-            keep = ge_(x, lo)
-        if hi is not None:
-            keep = le_(x, hi) if keep is None else and_(keep, le_(x, hi))
-        if self.next_edges[1] is not None:
-            lo_m = lt_(x, lo) if hi is None else and_(lt_(x, lo), lt_(lo, hi))
-        if self.next_edges[2] is not None:
-            hi_m = gt_(x, hi) if lo is None else or_(gt_(x, hi), lt_(hi, lo))
-        return keep, lo_m, hi_m
-
     def backward(self, g):
         from .compare import ge, gt, le, logical_and, logical_or, lt
         from .indexing import where
 
-        keep, lo_m, hi_m = self._masks(ge, le, lt, gt, logical_and, logical_or)
-        shapes = self.shapes
-        return (sum_to_size(where(keep, g, 0.0), shapes[0]) if self.next_edges[0] is not None else None,
-                sum_to_size(where(lo_m, g, 0.0), shapes[1]) if lo_m is not None else None,
-                sum_to_size(where(hi_m, g, 0.0), shapes[2]) if hi_m is not None else None)
-
-    def backward_fast(self, be, g):
-        def on(f):
-            return lambda a, b: f(_arr(a), _arr(b))
-
-        keep, lo_m, hi_m = self._masks(on(be.greater_equal), on(be.less_equal), on(be.less), on(be.greater),
-                                       be.logical_and, be.logical_or)
-        zero = g.dtype.type(0)
-        shapes = self.shapes
-        return (be.sum_to_shape(be.where(keep, g, zero), shapes[0]) if self.next_edges[0] is not None else None,
-                be.sum_to_shape(be.where(lo_m, g, zero), shapes[1]) if lo_m is not None else None,
-                be.sum_to_shape(be.where(hi_m, g, zero), shapes[2]) if hi_m is not None else None)
+        x, lo, hi = self.input(0), self.input(1), self.input(2)
+        (sx, slo, shi), (ex, elo, ehi) = self.shapes, self.next_edges
+        gx = glo = ghi = None
+        if ex is not None:
+            keep = ge(x, lo) if hi is None else le(x, hi) if lo is None else logical_and(ge(x, lo), le(x, hi))
+            gx = sum_to_size(where(keep, g, 0.0), sx)
+        if elo is not None:
+            below = lt(x, lo) if hi is None else logical_and(lt(x, lo), lt(lo, hi))
+            glo = sum_to_size(where(below, g, 0.0), slo)
+        if ehi is not None:
+            above = gt(x, hi) if lo is None else logical_or(gt(x, hi), lt(hi, lo))
+            ghi = sum_to_size(where(above, g, 0.0), shi)
+        return gx, glo, ghi
 
 
+@declare(Clamp, aliases=("clip",), inplace=True)
 def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002 - mirrors torch.clamp
     """Clamp every element into ``[min, max]``; either bound may be None, a number or a tensor (broadcast).
 
@@ -1550,9 +1448,7 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A002 - mirrors 
         raise
 
 
-clip = clamp
-
-
+@declare(inplace=True)
 def clamp_min(input: Tensor, min) -> Tensor:  # noqa: A002
     """``clamp(input, min=min)``.
 
@@ -1563,6 +1459,7 @@ def clamp_min(input: Tensor, min) -> Tensor:  # noqa: A002
     return clamp(input, min=min)
 
 
+@declare(inplace=True)
 def clamp_max(input: Tensor, max) -> Tensor:  # noqa: A002
     """``clamp(input, max=max)``.
 
@@ -1581,7 +1478,7 @@ class NanToNum(Op):
 
     @staticmethod
     def forward(be, x, nan=0.0, posinf=None, neginf=None):
-        if not _is_float(x.dtype):
+        if not is_float_dtype(x.dtype):
             return x.copy()
         info = be.xp.finfo(x.dtype) if x.dtype.itemsize >= 4 or x.dtype.name == "float16" else None
         hi = posinf if posinf is not None else (info.max if info is not None else _bf16_max(x))
@@ -1597,9 +1494,6 @@ class NanToNum(Op):
 
         return where(isfinite(self.input(0)), g, 0.0)
 
-    def backward_fast(self, be, g):
-        return be.where(be.isfinite(self.input(0)._data), g, g.dtype.type(0))
-
 
 def _bf16_max(x):
     import ml_dtypes
@@ -1607,6 +1501,7 @@ def _bf16_max(x):
     return float(ml_dtypes.finfo(x.dtype).max)
 
 
+@declare(NanToNum, inplace=True)
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
     """Replace NaN by ``nan``, +inf by ``posinf`` and -inf by ``neginf`` (default: the dtype's largest/lowest).
 
@@ -1621,6 +1516,27 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neg
 
 
 # ---------------------------------------------------------------- binary ops
+def _minmax_backward(self, g, kind):
+    # PyTorch: a tie gives each side g/2; the side that lost gets 0. With a NaN
+    # neither comparison holds, so both sides get the full gradient.
+    from .compare import eq, gt, lt
+    from .indexing import where
+
+    a, b = _saved_as_tensors(self, g)
+    a_loses, b_loses = (lt, gt) if kind == "maximum" else (gt, lt)
+    shared = where(eq(a, b), mul(g, 0.5), g)
+    return _grads2(self, lambda: where(a_loses(a, b), 0.0, shared), lambda: where(b_loses(a, b), 0.0, shared))
+
+
+def _fminmax_backward(self, g, kind):
+    from .compare import ge, isnan, le, logical_or
+    from .indexing import where
+
+    a, b = _saved_as_tensors(self, g)
+    a_wins = logical_or((ge if kind == "fmax" else le)(a, b), isnan(b))
+    return _grads2(self, lambda: where(a_wins, g, 0.0), lambda: where(a_wins, 0.0, g))
+
+
 class Maximum(Op):
     """``max(a, b)`` element-wise, NaN-propagating; ties split the gradient equally (PyTorch)."""
 
@@ -1633,8 +1549,16 @@ class Maximum(Op):
     def backward(self, g):
         return _minmax_backward(self, g, "maximum")
 
-    def backward_fast(self, be, g):
-        return _minmax_backward_fast(self, be, g, "maximum")
+
+@declare(Maximum)
+def maximum(input, other) -> Tensor:
+    """Element-wise maximum, broadcasting; NaN propagates. Ties split the gradient equally.
+
+    >>> import pylucid
+    >>> pylucid.maximum(pylucid.tensor([1.0, 5.0]), pylucid.tensor([3.0, 2.0]))
+    tensor([3., 5.])
+    """
+    return _binary(Maximum, input, other, "maximum")
 
 
 class Minimum(Op):
@@ -1649,29 +1573,16 @@ class Minimum(Op):
     def backward(self, g):
         return _minmax_backward(self, g, "minimum")
 
-    def backward_fast(self, be, g):
-        return _minmax_backward_fast(self, be, g, "minimum")
 
+@declare(Minimum)
+def minimum(input, other) -> Tensor:
+    """Element-wise minimum, broadcasting; NaN propagates. Ties split the gradient equally.
 
-def _minmax_backward(self, g, kind):
-    # PyTorch: a tie gives each side g/2; the side that lost gets 0. With a NaN
-    # neither comparison holds, so both sides get the full gradient.
-    from .compare import eq, gt, lt
-    from .indexing import where
-
-    a, b = _saved_as_tensors(self, g)
-    a_loses, b_loses = (lt, gt) if kind == "maximum" else (gt, lt)
-    shared = where(eq(a, b), mul(g, 0.5), g)
-    return _grads2(self, lambda: where(a_loses(a, b), 0.0, shared), lambda: where(b_loses(a, b), 0.0, shared))
-
-
-def _minmax_backward_fast(self, be, g, kind):
-    a, b = _arr(self.input(0)), _arr(self.input(1))
-    a_loses, b_loses = (be.less, be.greater) if kind == "maximum" else (be.greater, be.less)
-    zero = g.dtype.type(0)
-    shared = be.where(a == b, g * g.dtype.type(0.5), g)
-    return _grads2_fast(self, be, lambda: be.where(a_loses(a, b), zero, shared),
-                        lambda: be.where(b_loses(a, b), zero, shared))
+    >>> import pylucid
+    >>> pylucid.minimum(pylucid.tensor([1.0, 5.0]), pylucid.tensor([3.0, 2.0]))
+    tensor([1., 2.])
+    """
+    return _binary(Minimum, input, other, "minimum")
 
 
 class Fmax(Op):
@@ -1687,6 +1598,17 @@ class Fmax(Op):
         return _fminmax_backward(self, g, "fmax")
 
 
+@declare(Fmax)
+def fmax(input, other) -> Tensor:
+    """Element-wise maximum that ignores NaN (NumPy's ``fmax``).
+
+    >>> import pylucid
+    >>> pylucid.fmax(pylucid.tensor([float("nan"), 1.0]), pylucid.tensor([2.0, float("nan")]))
+    tensor([2., 1.])
+    """
+    return _binary(Fmax, input, other, "fmax")
+
+
 class Fmin(Op):
     """``min(a, b)`` ignoring NaN; ties give the whole gradient to ``a`` (PyTorch)."""
 
@@ -1700,45 +1622,7 @@ class Fmin(Op):
         return _fminmax_backward(self, g, "fmin")
 
 
-def _fminmax_backward(self, g, kind):
-    from .compare import ge, isnan, le, logical_or
-    from .indexing import where
-
-    a, b = _saved_as_tensors(self, g)
-    a_wins = logical_or((ge if kind == "fmax" else le)(a, b), isnan(b))
-    return _grads2(self, lambda: where(a_wins, g, 0.0), lambda: where(a_wins, 0.0, g))
-
-
-def maximum(input, other) -> Tensor:
-    """Element-wise maximum, broadcasting; NaN propagates. Ties split the gradient equally.
-
-    >>> import pylucid
-    >>> pylucid.maximum(pylucid.tensor([1.0, 5.0]), pylucid.tensor([3.0, 2.0]))
-    tensor([3., 5.])
-    """
-    return _binary(Maximum, input, other, "maximum")
-
-
-def minimum(input, other) -> Tensor:
-    """Element-wise minimum, broadcasting; NaN propagates. Ties split the gradient equally.
-
-    >>> import pylucid
-    >>> pylucid.minimum(pylucid.tensor([1.0, 5.0]), pylucid.tensor([3.0, 2.0]))
-    tensor([1., 2.])
-    """
-    return _binary(Minimum, input, other, "minimum")
-
-
-def fmax(input, other) -> Tensor:
-    """Element-wise maximum that ignores NaN (NumPy's ``fmax``).
-
-    >>> import pylucid
-    >>> pylucid.fmax(pylucid.tensor([float("nan"), 1.0]), pylucid.tensor([2.0, float("nan")]))
-    tensor([2., 1.])
-    """
-    return _binary(Fmax, input, other, "fmax")
-
-
+@declare(Fmin)
 def fmin(input, other) -> Tensor:
     """Element-wise minimum that ignores NaN (NumPy's ``fmin``).
 
@@ -1765,6 +1649,7 @@ class Fmod(Op):
         return _grads2(self, lambda: g, lambda: neg(mul(g, trunc_divide(a, b))))
 
 
+@declare(Fmod, inplace=True)
 def fmod(input, other) -> Tensor:
     """C-style remainder: the result has the sign of ``input`` (``remainder`` follows ``other``).
 
@@ -1785,7 +1670,7 @@ class TruncDivide(Op):
         bb = be.asarray(b)
         _check_int_zero_division(be, bb, "trunc_divide")
         with be.errstate():
-            if _is_float(getattr(a, "dtype", bb.dtype)) or _is_float(bb.dtype):
+            if is_float_dtype(getattr(a, "dtype", bb.dtype)) or is_float_dtype(bb.dtype):
                 return be.trunc(a / b)
             # exact integer division rounding to zero: floor division, plus one
             # where the signs differ and the division is inexact
@@ -1793,6 +1678,7 @@ class TruncDivide(Op):
             return q + ((r != 0) & ((be.asarray(a) < 0) != (bb < 0)))
 
 
+@declare(TruncDivide, method=False)
 def trunc_divide(input, other) -> Tensor:
     """``trunc(input / other)``: integer division rounding towards zero; integer division by zero raises.
 
@@ -1818,6 +1704,7 @@ class Atan2(Op):
         return _grads2(self, lambda: div(mul(g, b), r2), lambda: neg(div(mul(g, a), r2)))
 
 
+@declare(Atan2, aliases=("arctan2",), inplace=True)
 def atan2(input, other) -> Tensor:
     """Four-quadrant arctangent of ``input / other`` in ``(-pi, pi]`` (alias ``arctan2``).
 
@@ -1826,9 +1713,6 @@ def atan2(input, other) -> Tensor:
     tensor([ 1.5708, -2.3562])
     """
     return _binary(Atan2, input, other, "atan2")
-
-
-arctan2 = atan2
 
 
 class Hypot(Op):
@@ -1846,11 +1730,12 @@ class Hypot(Op):
         return _grads2(self, lambda: div(mul(g, a), y), lambda: div(mul(g, b), y))
 
 
+@declare(Hypot, inplace=True)
 def hypot(input, other) -> Tensor:
     """Length of the hypotenuse ``sqrt(input^2 + other^2)``, with no overflow for large values.
 
     >>> import pylucid
-    >>> pylucid.hypot(pylucid.tensor([3.0]), pylucid.tensor([4.0]))
+    >>> pylucid.hypot(pylucid.tensor([3.0]), pylucid.tensor([4.0])).round(decimals=4)
     tensor([5.])
     """
     return _binary(Hypot, input, other, "hypot")
@@ -1874,6 +1759,7 @@ class Copysign(Op):
         return _grads2(self, lambda: mul(g, where(eq(a, 0), 0.0, div(y, a))), lambda: _zero_grad(g))
 
 
+@declare(Copysign, inplace=True)
 def copysign(input, other) -> Tensor:
     """``|input|`` with the sign of ``other`` element-wise (``-0.0`` is negative).
 
@@ -1903,6 +1789,17 @@ class Logaddexp(Op):
         return _grads2(self, lambda: mul(g, sigmoid(sub(a, b))), lambda: mul(g, sigmoid(sub(b, a))))
 
 
+@declare(Logaddexp)
+def logaddexp(input, other) -> Tensor:
+    """``log(exp(input) + exp(other))``, stable for large and tiny arguments.
+
+    >>> import pylucid
+    >>> pylucid.logaddexp(pylucid.tensor([1000.0, -1000.0]), pylucid.tensor([1000.0, -1000.0])).round(decimals=2)
+    tensor([1000.6900, -999.3100])
+    """
+    return _binary(Logaddexp, input, other, "logaddexp")
+
+
 class Logaddexp2(Op):
     """``log2(2^a + 2^b)`` without overflow; ``da = g / (1 + 2^(b - a)) = g sigmoid((a - b) ln 2)``."""
 
@@ -1921,21 +1818,12 @@ class Logaddexp2(Op):
                        lambda: mul(g, sigmoid(mul(sub(b, a), _LN2))))
 
 
-def logaddexp(input, other) -> Tensor:
-    """``log(exp(input) + exp(other))``, stable for large and tiny arguments.
-
-    >>> import pylucid
-    >>> pylucid.logaddexp(pylucid.tensor([1000.0, -1000.0]), pylucid.tensor([1000.0, -1000.0]))
-    tensor([1000.6932, -999.3068])
-    """
-    return _binary(Logaddexp, input, other, "logaddexp")
-
-
+@declare(Logaddexp2)
 def logaddexp2(input, other) -> Tensor:
     """``log2(2**input + 2**other)``, stable for large and tiny arguments.
 
     >>> import pylucid
-    >>> pylucid.logaddexp2(pylucid.tensor([3.0]), pylucid.tensor([3.0]))
+    >>> pylucid.logaddexp2(pylucid.tensor([3.0]), pylucid.tensor([3.0])).round(decimals=4)
     tensor([4.])
     """
     return _binary(Logaddexp2, input, other, "logaddexp2")
@@ -1966,6 +1854,7 @@ class Lerp(Op):
                 sum_to_size(mul(g, sub(end, start)), s2) if e2 is not None else None)
 
 
+@declare(Lerp, inplace=True)
 def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
     """Linear interpolation ``input + weight * (end - input)``; ``weight`` a number or a tensor (broadcast).
 
@@ -1973,9 +1862,8 @@ def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
     >>> pylucid.lerp(pylucid.tensor([0.0, 10.0]), pylucid.tensor([10.0, 20.0]), 0.25)
     tensor([ 2.5000, 12.5000])
     """
-    for k, v in (("input", input), ("end", end)):
-        if not isinstance(v, Tensor):
-            raise TypeError(f"lerp: {k} must be a Tensor, got {type(v).__name__}")
+    check_tensor(input, "lerp", "input")
+    check_tensor(end, "lerp", "end")
     weight = operand("lerp", weight)
     _check_float("lerp", input)
     try:
@@ -1987,6 +1875,7 @@ def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
         raise
 
 
+@declare()
 def float_power(input, exponent) -> Tensor:
     """``input ** exponent`` computed in float64 (complex128 for complex input), as ``torch.float_power``.
 
@@ -2011,42 +1900,3 @@ def float_power(input, exponent) -> Tensor:
 
         input = tensor(input, dtype=exponent.dtype, device=exponent.device)
     return pow(input, exponent)
-
-
-# ---------------------------------------------------------------- Tensor methods, in-place variants, exports
-def _install_catalogue():
-    from ._op import inplace_variant
-
-    T = Tensor
-    methods = {
-        "exp2": exp2, "expm1": expm1, "log2": log2, "log10": log10, "log1p": log1p, "tan": tan,
-        "arcsin": arcsin, "asin": arcsin, "arccos": arccos, "acos": arccos, "arctan": arctan, "atan": arctan,
-        "sinh": sinh, "cosh": cosh, "arcsinh": arcsinh, "asinh": arcsinh, "arccosh": arccosh, "acosh": arccosh,
-        "arctanh": arctanh, "atanh": arctanh, "erf": erf, "erfinv": erfinv, "reciprocal": reciprocal,
-        "rsqrt": rsqrt, "floor": floor, "ceil": ceil, "round": round, "trunc": trunc, "fix": trunc, "frac": frac,
-        "clamp": clamp, "clip": clamp, "clamp_min": clamp_min, "clamp_max": clamp_max, "nan_to_num": nan_to_num,
-        "maximum": maximum, "minimum": minimum, "fmax": fmax, "fmin": fmin, "fmod": fmod, "atan2": atan2,
-        "arctan2": atan2, "hypot": hypot, "copysign": copysign, "logaddexp": logaddexp, "logaddexp2": logaddexp2,
-        "lerp": lerp, "float_power": float_power,
-    }
-    for name, fn in methods.items():
-        setattr(T, name, fn)
-        if name not in ("maximum", "minimum", "fmax", "fmin", "logaddexp", "logaddexp2", "float_power"):
-            setattr(T, name + "_", inplace_variant(fn, name + "_"))
-    T.__round__ = lambda self, ndigits=None: round(self) if ndigits is None else round(self, decimals=ndigits)
-
-
-_install_catalogue()
-
-__all__ = [
-    # arithmetic (issue 2)
-    "add", "sub", "mul", "div", "floor_divide", "remainder", "neg",
-    "pow", "abs", "sign", "exp", "log", "sin", "cos", "square", "sqrt", "sum_to_size",
-    # the catalogue (issue 3)
-    "exp2", "expm1", "log2", "log10", "log1p", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
-    "arccosh", "arctanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "erfinv", "reciprocal", "rsqrt",
-    "cube", "cbrt", "floor", "ceil", "trunc", "fix", "round", "frac", "clamp", "clip", "clamp_min", "clamp_max",
-    "nan_to_num", "maximum", "minimum", "fmax", "fmin", "fmod", "trunc_divide", "atan2", "arctan2", "hypot",
-    "copysign", "logaddexp", "logaddexp2", "lerp", "float_power",
-]
-

@@ -1,12 +1,16 @@
 """Registered nn ops: the layers and losses whose math is heavy enough to deserve a fused kernel.
 
 Each op has a graph-mode ``backward`` written in pylucid ops (so a gradient
-penalty through Linear/LayerNorm/losses works) and, for the hot ones
-(``linear``, ``layer_norm``, ``batch_norm``, ``cross_entropy_loss``,
-``embedding``, ``scaled_dot_product_attention``), a first-order
-``backward_fast`` on raw arrays. The public, validated entry points live in
-``pylucid.nn.functional``; the functions here take already-normalised
-arguments.
+penalty through Linear/LayerNorm/losses works) and, for the benchmarked ones
+(``linear``, ``linear_autocast``, ``layer_norm``, ``cross_entropy_loss``), a
+first-order ``backward_fast`` on raw arrays. What a fast path needs from the
+forward (the half copies of ``linear_autocast``, the layer-norm statistics, the
+row log-sum-exp of cross-entropy) the forward returns as extra outputs that
+carry no gradient, and the op's ``save_extra`` keeps them on the node. The
+fused layer-norm gradient is an op of its own (``layer_norm_backward``) with
+its own graph-mode backward, so it is differentiable again. The public,
+validated entry points live in ``pylucid.nn.functional``; the functions here
+take already-normalised arguments.
 
 Numerics: half-precision inputs are normalised/soft-maxed in float32 and
 rounded once (``_up``); log-softmax is computed as ``x - max - log(sum(exp(x - max)))``.
@@ -14,17 +18,15 @@ rounded once (``_up``); log-softmax is computed as ``x - max - log(sum(exp(x - m
 
 from __future__ import annotations
 
-import threading
-
 from .. import dtypes as _dt
 from .._state import state
 from .._tensor import _TENSOR_TYPES, Tensor, _new_tensor
 from ._op import Op, apply
+from ._utils import keepdim_shape
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 
-__all__: list = []
-
 _REDUCTIONS = ("none", "mean", "sum")
+_F32_NP = _dt.float32.numpy_dtype
 
 
 def _up(be, a):
@@ -34,33 +36,8 @@ def _up(be, a):
     return a
 
 
-def _is_half(a) -> bool:
-    return a.dtype.itemsize == 2
-
-
 def _const(node, arr) -> Tensor:
     return _new_tensor(arr, node.device)
-
-
-_stash = threading.local()
-_F32_NP = _dt.float32.numpy_dtype
-
-
-def _stash_put(out, *extra) -> None:
-    """Hand derived forward data (layer-norm statistics, cross-entropy row log-sum-exp) to ``save_extra``.
-
-    ``forward`` is a static function of arrays; ``apply`` calls the node's ``save_extra(arrays, out)`` right
-    after it, with the same output object, so a one-slot, per-thread stash keyed by that object is enough.
-    """
-    _stash.item = (out, extra)
-
-
-def _stash_take(out):
-    item = getattr(_stash, "item", None)
-    _stash.item = None
-    if item is None or item[0] is not out:
-        return None
-    return item[1]
 
 
 def _log_softmax_t(x: Tensor, dim: int) -> Tensor:
@@ -83,12 +60,14 @@ def _softmax_t(x: Tensor, dim: int) -> Tensor:
     return e / _sum(e, dim, keepdim=True)
 
 
-def _np_log_softmax(be, x, axis):
+def _np_log_softmax(be, x, axis, lse: bool = False):
+    """``log_softmax(x)`` along ``axis``; with ``lse``, ``(log_softmax, logsumexp)`` (keepdims)."""
     m = be.max(x, axis=axis, keepdims=True)
     m = be.where(be.isfinite(m), m, 0)
     z = x - m
     with be.errstate():
-        return z - be.log(be.sum(be.exp(z), axis=axis, keepdims=True))
+        ls = be.log(be.sum(be.exp(z), axis=axis, keepdims=True))
+    return (z - ls, m + ls) if lse else z - ls
 
 
 def _reduce_arr(be, loss, reduction):
@@ -97,12 +76,6 @@ def _reduce_arr(be, loss, reduction):
     if reduction == "sum":
         return be.sum(loss)
     return be.mean(loss, axis=None) if loss.size else be.asarray(float("nan"), dtype=loss.dtype)
-
-
-def _reduce_t(loss: Tensor, reduction: str) -> Tensor:
-    if reduction == "none":
-        return loss
-    return loss.sum() if reduction == "sum" else loss.mean()
 
 
 def _grad_of_reduction(g: Tensor, shape, reduction: str) -> Tensor:
@@ -116,16 +89,6 @@ def _grad_of_reduction(g: Tensor, shape, reduction: str) -> Tensor:
         n *= s
     gg = g / n if reduction == "mean" else g
     return broadcast_to(gg, shape)
-
-
-def _grad_of_reduction_arr(be, g, shape, reduction):
-    if reduction == "none":
-        return g
-    n = 1
-    for s in shape:
-        n *= s
-    gg = g / n if reduction == "mean" else g
-    return be.broadcast_to(gg, shape)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -188,10 +151,11 @@ class LinearAutocast(Op):
       ``db = sum g`` in ``b``'s dtype: float32 accumulation written as float32 directly.
 
     The general path records a cast node per float32 operand (and a cast back in the backward);
-    here the half copies of ``x`` and ``W`` made by the forward are kept for the backward, and
-    float32 gradients come straight out of the GEMM and column sum. Values differ from the
-    cast-by-cast composition only by rounding: float32 gradients are not first rounded to ``c``
-    (docs/semantics.md, autocast). ``apply`` makes no casts for it (``promote_args = ()``).
+    here the half copies of ``x`` and ``W`` made by the forward are its two extra outputs (no
+    gradient; ``save_extra`` keeps them for the fast backward), and float32 gradients come
+    straight out of the GEMM and column sum. Values differ from the cast-by-cast composition only
+    by rounding: float32 gradients are not first rounded to ``c`` (docs/semantics.md, autocast).
+    ``apply`` makes no casts for it (``promote_args = ()``).
 
     >>> import pylucid
     >>> x, w = pylucid.ones(2, 3), pylucid.ones(4, 3, requires_grad=True)
@@ -203,6 +167,8 @@ class LinearAutocast(Op):
 
     schema = OpSchema("linear_autocast", amp_policy=KEEP_INPUT, saves_input=True, family="nn")
     promote_args = ()
+    n_outputs = 3
+    differentiable_outputs = (True, False, False)
 
     @staticmethod
     def forward(be, x, w, b, dtype):
@@ -212,13 +178,12 @@ class LinearAutocast(Op):
         y = Linear.forward(be, xc, wc, None)
         if b is not None:
             y = be.add_bias_(y, b)  # a float32 bias is read as it is: one rounding of y + b
-        _stash_put(y, xc, wc)
-        return y
+        return y, xc, wc
 
     def save_extra(self, arrays, out):
-        self.extra = _stash_take(out)  # the half copies (x_c, W_c) of the forward
+        self.extra = out[1:]  # the half copies (x_c, W_c) of the forward
 
-    def backward(self, g):
+    def backward(self, g, _g_xc=None, _g_wc=None):
         # graph mode: the same arithmetic from pylucid ops (half operands promoted to float32, float32
         # accumulation), so second derivatives flow through the casts
         from .conversion import cast
@@ -240,14 +205,9 @@ class LinearAutocast(Op):
             gb = sum_to_size(cast(g, b.dtype), self.shapes[2])
         return gx, gw, gb
 
-    def backward_fast(self, be, g):
+    def backward_fast(self, be, g, _g_xc=None, _g_wc=None):
         x, w, b = self.input(0)._data, self.input(1)._data, self.saved[2]
-        extra = getattr(self, "extra", None)
-        if extra is not None:
-            xc, wc = extra
-        else:
-            c = self.params["dtype"].numpy_dtype
-            xc, wc = be.astype(x, c), be.astype(w, c)
+        xc, wc = self.extra
         ex, ew, eb = self.next_edges
         gx = gw = gb = None
         if ex is not None:
@@ -264,7 +224,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if ac is not None and input.__class__ in _TENSOR_TYPES and weight.__class__ in _TENSOR_TYPES:
         c = ac.get(input._device.type)
         if c is not None and c.itemsize == 2 and _autocast_operands(c.numpy_dtype, input, weight, bias):
-            return apply(LinearAutocast, (input, weight, bias), {"dtype": c})
+            return apply(LinearAutocast, (input, weight, bias), {"dtype": c})[0]
     return apply(Linear, (input, weight, bias))
 
 
@@ -289,45 +249,66 @@ def _autocast_operands(c, *tensors) -> bool:
 # ---------------------------------------------------------------------------------------------------------------------
 # normalisation: layer_norm, batch_norm, rms_norm share "normalise over axes"
 # ---------------------------------------------------------------------------------------------------------------------
-def _norm_backward_arr(be, g, xhat, rstd, w, axes, wshape):
-    """dx of ``y = xhat * w + b`` with ``xhat = (x - mean) * rstd`` over ``axes`` (biased variance)."""
-    gx_hat = g * w.reshape(wshape) if w is not None else g
-    m1 = be.mean(gx_hat, axis=axes, keepdims=True)
-    m2 = be.mean(gx_hat * xhat, axis=axes, keepdims=True)
-    return rstd * (gx_hat - m1 - xhat * m2)
-
-
-def _norm_backward_t(g, x, w, axes, wshape, eps, stats=None):
-    """Graph-mode version of ``_norm_backward_arr``; recomputes mean/rstd from ``x`` so it differentiates again."""
+def _xhat_t(x: Tensor, axes, eps: float) -> tuple:
+    """``((x - mean) * rstd, rstd)`` over ``axes`` from pylucid ops (biased variance): differentiable in ``x``."""
     from .reduction import mean
 
-    if stats is None:
-        mu = mean(x, axes, keepdim=True)
-        xc = x - mu
-        rstd = (mean(xc * xc, axes, keepdim=True) + eps) ** -0.5
+    xc = x - mean(x, axes, keepdim=True)
+    rstd = (mean(xc * xc, axes, keepdim=True) + eps) ** -0.5
+    return xc * rstd, rstd
+
+
+def _layer_norm_grads(be, g, x, w, mean, rstd, axes, wshape, eps, need_w=False, need_b=False):
+    """``(dx, dweight, dbias)`` of ``y = (x - mean) * rstd * w + b`` normalised over ``axes``, on raw arrays.
+
+    With ``xhat = (x - mean) * rstd`` and ``a = g * w``: ``dx = rstd (a - mean(a) - xhat mean(a xhat))``,
+    ``dweight = sum(g xhat)``, ``dbias = sum(g)``, summed to ``wshape`` (the shape ``w`` broadcasts as), and
+    only with ``need_w`` / ``need_b`` (else None). ``mean`` and ``rstd`` are the forward's statistics in any
+    shape of the reduced size (None: computed here). One normalised last axis goes to the backend's fused
+    kernel (a CUDA kernel; the same arithmetic on the CPU).
+    """
+    if mean is not None and axes == (x.ndim - 1,):
+        lead = x.shape[:-1]
+        gx, gw, gb = be.layer_norm_backward(g, x, mean.reshape(lead), rstd.reshape(lead), w)
+        if need_b and gb is None:  # a bias without a weight: dbias = sum of g over the rows
+            gb = be.sum_to_shape(_up(be, g), wshape).astype(g.dtype)
+        return gx, (gw if need_w else None), (gb if need_b else None)
+    gf, xf = _up(be, g), _up(be, x)
+    if mean is None:
+        xc = xf - be.mean(xf, axis=axes, keepdims=True)
+        rstd = 1.0 / be.sqrt(be.mean(xc * xc, axis=axes, keepdims=True) + eps)
     else:
-        mu, rstd = stats
-        xc = x - mu
+        kshape = keepdim_shape(x.shape, axes)
+        xc = xf - mean.reshape(kshape)
+        rstd = rstd.reshape(kshape)
     xhat = xc * rstd
-    gx_hat = g * w.reshape(wshape) if w is not None else g
-    m1 = mean(gx_hat, axes, keepdim=True)
-    m2 = mean(gx_hat * xhat, axes, keepdim=True)
-    return rstd * (gx_hat - m1 - xhat * m2), xhat
+    a = gf * w.reshape(wshape) if w is not None else gf
+    m1 = be.mean(a, axis=axes, keepdims=True)
+    m2 = be.mean(a * xhat, axis=axes, keepdims=True)
+    gx = (rstd * (a - m1 - xhat * m2)).astype(x.dtype, copy=False)
+    gw = be.sum_to_shape(gf * xhat, wshape).reshape(w.shape).astype(w.dtype) if need_w else None
+    gb = be.sum_to_shape(gf, wshape).astype(g.dtype) if need_b else None
+    return gx, gw, gb
 
 
 class LayerNorm(Op):
-    """``y = (x - mean) / sqrt(var + eps) * w + b`` over the last ``k`` dims (biased variance)."""
+    """``y = (x - mean) / sqrt(var + eps) * w + b`` over the last ``k`` dims (biased variance).
+
+    Outputs ``(y, mean, rstd)``: the statistics carry no gradient and are what the backward
+    reuses (``save_extra``). ``dx`` is the :class:`LayerNormBackward` op (differentiable again),
+    ``dw = sum(g xhat)``, ``db = sum(g)``.
+    """
 
     schema = OpSchema("layer_norm", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+    n_outputs = 3
+    differentiable_outputs = (True, False, False)
 
     @staticmethod
     def forward(be, x, w, b, k, eps):
         if k == 1 and x.ndim:
             # one normalised axis (the transformer case): the backend's fused layer norm (a kernel on CUDA,
-            # the same arithmetic as the general path below on the CPU); its statistics go to backward
-            y, mean, rstd = be.layer_norm(x, w, b, eps)
-            _stash_put(y, mean, rstd)
-            return y
+            # the same arithmetic as the general path below on the CPU)
+            return be.layer_norm(x, w, b, eps)
         xf = _up(be, x)
         axes = tuple(range(x.ndim - k, x.ndim))
         mu = be.mean(xf, axis=axes, keepdims=True)
@@ -338,49 +319,90 @@ class LayerNorm(Op):
             y = y * w
         if b is not None:
             y = y + b
-        return y.astype(x.dtype, copy=False)
+        return y.astype(x.dtype, copy=False), mu, rstd
 
     def save_extra(self, arrays, out):
-        self.extra = _stash_take(out)  # (mean, rstd) of the fused forward, else None
+        self.extra = out[1:]  # (mean, rstd)
 
     def _axes(self):
         n = len(self.shapes[0])
         return tuple(range(n - self.params["k"], n))
 
-    def backward(self, g):
+    def backward(self, g, _g_mean=None, _g_rstd=None):
         from .elementwise import sum_to_size
 
         x, w = self.input(0), self.input(1)
-        axes = self._axes()
-        wshape = self.shapes[1]
-        gx, xhat = _norm_backward_t(g, x, w, axes, wshape, self.params["eps"])
+        axes, eps = self._axes(), self.params["eps"]
         ex, ew, eb = self.next_edges
-        gw = sum_to_size(g * xhat, wshape) if ew is not None else None
-        gb = sum_to_size(g, self.shapes[2]) if eb is not None else None
-        return (gx if ex is not None else None), gw, gb
+        gx = gw = gb = None
+        if ex is not None:
+            mean, rstd = (_const(self, a) for a in self.extra)
+            gx = apply(LayerNormBackward, (g, x, w, mean, rstd),
+                       {"axes": axes, "wshape": self.shapes[0][axes[0]:], "eps": eps})
+        if ew is not None:
+            gw = sum_to_size(g * _xhat_t(x, axes, eps)[0], self.shapes[1])
+        if eb is not None:
+            gb = sum_to_size(g, self.shapes[2])
+        return gx, gw, gb
 
-    def backward_fast(self, be, g):
+    def backward_fast(self, be, g, _g_mean=None, _g_rstd=None):
         x, w = self.input(0)._data, self.input(1)
         w = None if w is None else w._data
         ex, ew, eb = self.next_edges
-        stats = getattr(self, "extra", None)
-        if stats is not None:
-            # fused backward (a kernel on CUDA): dx, dweight, dbias from the forward's statistics
-            gx, gw, gb = be.layer_norm_backward(g, x, stats[0], stats[1], w)
-            if w is None and eb is not None:  # bias without weight: dbias = sum of g over the rows
-                gb = be.sum_to_shape(_up(be, g), self.shapes[2]).astype(g.dtype)
-            return (gx if ex is not None else None), (gw if ew is not None else None), \
-                (gb if eb is not None else None)
+        mean, rstd = self.extra
         axes = self._axes()
-        gf, xf = _up(be, g), _up(be, x)
-        mu = be.mean(xf, axis=axes, keepdims=True)
-        xc = xf - mu
-        rstd = 1.0 / be.sqrt(be.mean(xc * xc, axis=axes, keepdims=True) + self.params["eps"])
-        xhat = xc * rstd
-        gx = _norm_backward_arr(be, gf, xhat, rstd, w, axes, self.shapes[1] if w is not None else None)
-        gw = be.sum_to_shape(gf * xhat, self.shapes[1]).astype(w.dtype) if ew is not None else None
-        gb = be.sum_to_shape(gf, self.shapes[2]).astype(g.dtype) if eb is not None else None
-        return (gx.astype(x.dtype, copy=False) if ex is not None else None), gw, gb
+        gx, gw, gb = _layer_norm_grads(be, g, x, w, mean, rstd, axes, self.shapes[0][axes[0]:], self.params["eps"],
+                                       need_w=ew is not None, need_b=eb is not None)
+        return (gx if ex is not None else None), gw, gb
+
+
+class LayerNormBackward(Op):
+    """``dx`` of a normalisation over ``axes`` (layer norm; batch norm in training): inputs ``(g, x, w, mean,
+    rstd)``, ``dx = rstd (a - mean(a) - xhat mean(a xhat))`` with ``xhat = (x - mean) rstd``, ``a = g w``.
+
+    ``w`` (or None) broadcasts as ``wshape``; ``mean``/``rstd`` are the forward's statistics (None: computed
+    from ``x``) and get no gradient. The forward is the fused kernel of ``_layer_norm_grads``; the backward,
+    for an upstream ``u``, recomputes the statistics from ``x`` with pylucid ops (so it differentiates again):
+    with ``P(v) = v - mean(v) - xhat mean(v xhat)`` and ``m2 = mean(a xhat)``,
+    ``dg = w rstd P(u)``, ``dw = sum(g rstd P(u))``, and
+    ``dx = rstd (h - mean(h) - xhat (mean(h xhat) + mean(u dx_fwd)))`` where
+    ``h = -rstd (m2 u + mean(u xhat) a)``.
+    """
+
+    schema = OpSchema("layer_norm_backward", amp_policy=KEEP_INPUT, saves_input=True, family="nn")
+    promote_args = (0, 1, 2)  # the statistics keep their (float32 for half input) dtype
+
+    @staticmethod
+    def forward(be, g, x, w, mean, rstd, axes, wshape, eps):
+        return _layer_norm_grads(be, g, x, w, mean, rstd, axes, wshape, eps)[0]
+
+    def backward(self, u):
+        from .elementwise import sum_to_size
+        from .reduction import mean as _mean_t
+
+        g, x, w = self.input(0), self.input(1), self.input(2)
+        p = self.params
+        axes = p["axes"]
+
+        def mean(t):
+            return _mean_t(t, axes, keepdim=True)
+
+        xhat, rstd = _xhat_t(x, axes, p["eps"])
+        wb = None if w is None else w.reshape(p["wshape"])
+        a = g * wb if wb is not None else g
+        m2 = mean(a * xhat)
+        pu = rstd * (u - mean(u) - xhat * mean(u * xhat))
+        eg, ex, ew = self.next_edges[:3]
+        gg = gx = gw = None
+        if eg is not None:
+            gg = pu * wb if wb is not None else pu
+        if ew is not None:
+            gw = sum_to_size(g * pu, p["wshape"]).reshape(w.shape)
+        if ex is not None:
+            dx = rstd * (a - mean(a) - xhat * m2)
+            h = -rstd * (m2 * u + mean(u * xhat) * a)
+            gx = rstd * (h - mean(h) - xhat * (mean(h * xhat) + mean(u * dx)))
+        return gg, gx, gw, None, None
 
 
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
@@ -400,7 +422,17 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
         if t is not None and tuple(t.shape) != normalized_shape:
             raise ShapeMismatch(f"layer_norm: {name} of shape {list(t.shape)} must have normalized_shape "
                                 f"{list(normalized_shape)}")
-    return apply(LayerNorm, (input, weight, bias), {"k": k, "eps": float(eps)})
+    return apply(LayerNorm, (input, weight, bias), {"k": k, "eps": float(eps)})[0]
+
+
+def layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape, weight: Tensor | None = None,
+                        eps: float = 1e-5) -> Tensor:
+    """``d layer_norm / d input`` applied to ``grad_output`` (the ``layer_norm_backward`` op; statistics from
+    ``input``), as ``torch.ops.aten.native_layer_norm_backward``'s first output."""
+    k = 1 if isinstance(normalized_shape, int) else len(tuple(normalized_shape))
+    axes = tuple(range(input.ndim - k, input.ndim))
+    return apply(LayerNormBackward, (grad_output, input, weight, None, None),
+                 {"axes": axes, "wshape": tuple(input.shape[input.ndim - k:]), "eps": float(eps)})
 
 
 class BatchNorm(Op):
@@ -447,38 +479,22 @@ class BatchNorm(Op):
         axes, shape = self._geometry()
         eps = self.params["eps"]
         ex, ew, eb = self.next_edges[:3]
+        gx = gw = gb = None
         if self.params["training"]:
-            gx, xhat = _norm_backward_t(g, x, w, axes, shape, eps)
+            if ex is not None:
+                gx = apply(LayerNormBackward, (g, x, w, None, None), {"axes": axes, "wshape": shape, "eps": eps})
+            if ew is not None:
+                gw = sum_to_size(g * _xhat_t(x, axes, eps)[0], shape).reshape(-1)
         else:
             rm, rv = self.input(3).detach().reshape(shape), self.input(4).detach().reshape(shape)
             rstd = (rv + eps) ** -0.5
-            xhat = (x - rm) * rstd
-            gx = g * rstd * (w.reshape(shape) if w is not None else 1.0)
-        gw = sum_to_size(g * xhat, shape).reshape(-1) if ew is not None else None
-        gb = sum_to_size(g, shape).reshape(-1) if eb is not None else None
-        return (gx if ex is not None else None), gw, gb, None, None
-
-    def backward_fast(self, be, g, _g_mean=None, _g_var=None):
-        x = self.input(0)._data
-        w = self.input(1)
-        w = None if w is None else w._data
-        axes, shape = self._geometry()
-        eps = self.params["eps"]
-        gf, xf = _up(be, g), _up(be, x)
-        if self.params["training"]:
-            mu = be.mean(xf, axis=axes, keepdims=True)
-            xc = xf - mu
-            rstd = 1.0 / be.sqrt(be.mean(xc * xc, axis=axes, keepdims=True) + eps)
-            xhat = xc * rstd
-            gx = _norm_backward_arr(be, gf, xhat, rstd, w, axes, shape)
-        else:
-            rstd = 1.0 / be.sqrt(_up(be, self.input(4)._data).reshape(shape) + eps)
-            xhat = (xf - _up(be, self.input(3)._data).reshape(shape)) * rstd
-            gx = gf * rstd * (w.reshape(shape) if w is not None else 1.0)
-        ex, ew, eb = self.next_edges[:3]
-        gw = be.sum(gf * xhat, axis=axes).astype(w.dtype) if ew is not None else None
-        gb = be.sum(gf, axis=axes).astype(g.dtype) if eb is not None else None
-        return (gx.astype(x.dtype, copy=False) if ex is not None else None), gw, gb, None, None
+            if ex is not None:
+                gx = g * rstd * (w.reshape(shape) if w is not None else 1.0)
+            if ew is not None:
+                gw = sum_to_size(g * ((x - rm) * rstd), shape).reshape(-1)
+        if eb is not None:
+            gb = sum_to_size(g, shape).reshape(-1)
+        return gx, gw, gb, None, None
 
 
 def batch_norm_stats(input, running_mean, running_var, weight, bias, training: bool, eps: float):
@@ -584,36 +600,41 @@ class CrossEntropyLoss(Op):
 
     ``dx = Qg_sum * softmax(x) - Q*g`` per element, where ``Qg_sum = sum_c Q*g``; for probability targets
     ``dt = -(1-eps) w_c s log_softmax(x) g``.
+
+    Outputs ``(loss, lse, count)``: besides the loss, the row log-sum-exp over dim 1 and the number of
+    targets not equal to ``ignore_index`` (0-d; the fused kernel's is a float), which carry no gradient and
+    are what the fast backward reuses (``save_extra``): ``softmax(x) = exp(x - lse)``, and ``count``
+    divides a ``'mean'``.
     """
 
     schema = OpSchema("cross_entropy_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn")
     promote_args = (0, 2)
+    n_outputs = 3
+    differentiable_outputs = (True, False, False)
 
     @staticmethod
     def forward(be, x, target, weight, ignore_index, reduction, label_smoothing, prob_target):
         if _ce_fused(be, x, weight, label_smoothing, prob_target):
-            # CUDA: one fused kernel (row max, log-sum-exp, picked logit); lse goes to the backward
+            # CUDA: one fused kernel (row max, log-sum-exp, picked logit)
             rows, lse = be.cross_entropy(x, target, ignore_index)
-            count = None
             if reduction == "none":
-                out = rows
+                out, count = rows, be.sum(target != ignore_index)
             else:  # sum, or mean over the rows not ignored (0/0 = NaN, as PyTorch): one more kernel
                 out, count = be.cross_entropy_reduce(rows, target, ignore_index, reduction == "mean")
-            out = out.astype(x.dtype, copy=False)
-            _stash_put(out, lse, count)
-            return out
+            return out.astype(x.dtype, copy=False), lse, count
         xf = _up(be, x)
         if prob_target:
             target = target.astype(xf.dtype, copy=False)
-        q, _ = _class_coefficients(be, x.shape, target, weight, ignore_index, label_smoothing, reduction,
-                                   prob_target)
-        logp = _np_log_softmax(be, xf, 1)
+        q, valid = _class_coefficients(be, x.shape, target, weight, ignore_index, label_smoothing, reduction,
+                                       prob_target)
+        logp, lse = _np_log_softmax(be, xf, 1, lse=True)
         with be.errstate():
             prod = be.where(q != 0, q * logp, 0)
         loss = -be.sum(prod, axis=1)
+        count = be.sum(valid) if valid is not None else be.asarray(loss.size)
         if reduction != "none":
             loss = be.sum(loss)
-        return loss.astype(x.dtype, copy=False)
+        return loss.astype(x.dtype, copy=False), lse[:, 0], count
 
     def _q(self, be, target, weight, dtype):
         p = self.params
@@ -627,7 +648,7 @@ class CrossEntropyLoss(Op):
 
         return unsqueeze(g, 1) if self.params["reduction"] == "none" else g
 
-    def backward(self, g):
+    def backward(self, g, _g_lse=None, _g_count=None):
         from .reduction import sum as _sum
 
         x, target, weight = self.input(0), self.input(1), self.input(2)
@@ -680,27 +701,26 @@ class CrossEntropyLoss(Op):
         return coef * g
 
     def save_extra(self, arrays, out):
-        self.extra = _stash_take(out)  # (lse,) of the fused CUDA forward, else None
+        self.extra = out[1:]  # (lse, count)
 
-    def backward_fast(self, be, g):
+    def backward_fast(self, be, g, _g_lse=None, _g_count=None):
         x, target, weight = self.input(0)._data, self.input(1)._data, self.input(2)
-        extra = getattr(self, "extra", None)
-        if extra is not None and self.next_edges[0] is not None:
-            red = self.params["reduction"]
-            ign = self.params["ignore_index"]
-            n = x.shape[0]
+        lse, count = self.extra
+        p = self.params
+        if self.next_edges[0] is not None and _ce_fused(be, x, weight, p["label_smoothing"], p["prob_target"]):
+            red = p["reduction"]
             if red == "none":
                 g_rows = g
             else:
-                gs = g / extra[1].astype(g.dtype, copy=False) if red == "mean" else g
-                g_rows = be.broadcast_to(gs, (n,))  # stride 0: the kernel reads the one value in place
-            return be.cross_entropy_backward(g_rows, x, extra[0], target, ign).astype(x.dtype, copy=False), \
+                gs = g / count.astype(g.dtype, copy=False) if red == "mean" else g
+                g_rows = be.broadcast_to(gs, (x.shape[0],))  # stride 0: the kernel reads the one value in place
+            return be.cross_entropy_backward(g_rows, x, lse, target, p["ignore_index"]).astype(x.dtype, copy=False), \
                 None, None
         xf = _up(be, x)
         q = self._q(be, target, None if weight is None else weight._data, xf.dtype)
         gf = _up(be, g)
         qg = q * (be.expand_dims(gf, 1) if self.params["reduction"] == "none" else gf)
-        logp = _np_log_softmax(be, xf, 1)
+        logp = xf - be.expand_dims(lse, 1)
         gx = be.sum(qg, axis=1, keepdims=True) * be.exp(logp) - qg if self.next_edges[0] is not None else None
         gt = None
         if self.params["prob_target"] and self.next_edges[1] is not None:
@@ -726,7 +746,7 @@ def cross_entropy_loss(input, target, weight=None, ignore_index: int = -100, red
     prob = target.is_floating_point()
     return apply(CrossEntropyLoss, (input, target, weight),
                  {"ignore_index": int(ignore_index), "reduction": reduction, "label_smoothing": float(label_smoothing),
-                  "prob_target": prob})
+                  "prob_target": prob})[0]
 
 
 class NLLLoss(Op):
@@ -758,10 +778,6 @@ class NLLLoss(Op):
         q = _const(self, self.extra)
         gg = unsqueeze(g, 1) if self.params["reduction"] == "none" else g
         return -(q * gg), None, None
-
-    def backward_fast(self, be, g):
-        gg = be.expand_dims(g, 1) if self.params["reduction"] == "none" else g
-        return -(self.extra * gg), None, None
 
 
 def nll_loss_op(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
@@ -940,10 +956,6 @@ class Embedding(Op):
         return apply(EmbeddingBackward, (g, self.input(1)),
                      {"num_weights": self.shapes[0][0], "padding_idx": self.params["padding_idx"]}), None
 
-    def backward_fast(self, be, g):
-        return EmbeddingBackward.forward(be, g, self.input(1)._data, self.shapes[0][0],
-                                         self.params["padding_idx"]), None
-
 
 class EmbeddingBackward(Op):
     """Adjoint of ``embedding``: rows of ``g`` summed into a ``(num_weights, D)`` table; its gradient is a lookup."""
@@ -1005,9 +1017,6 @@ class Dropout(Op):
     def backward(self, g):
         mask = self.input(1)
         return g * mask.to(g.dtype) * self.params["scale"], None
-
-    def backward_fast(self, be, g):
-        return self.forward(be, g, self.input(1)._data, self.params["scale"]), None
 
 
 def dropout_mask_op(input, mask, scale: float) -> Tensor:
@@ -1084,31 +1093,6 @@ class ScaledDotProductAttention(Op):
                 gq = sum_to_size(matmul(dsc, k), self.shapes[0])
             if ek is not None:
                 gk = sum_to_size(matmul(transpose(dsc, -1, -2), q), self.shapes[1])
-        return gq, gk, gv, None, None
-
-    def backward_fast(self, be, g):
-        q, k, v = (self.input(i)._data for i in range(3))
-        mask, drop = self.input(3), self.input(4)
-        scale, ds = self.params["scale"], self.params["drop_scale"]
-        s = be.matmul(q, be.swapaxes(k, -1, -2)) * scale
-        if mask is not None:
-            s = s + mask._data
-        with be.errstate():
-            p = be.exp(_np_log_softmax(be, s, -1))
-        dmask = drop._data.astype(p.dtype) * ds if drop is not None else None
-        pd = p * dmask if dmask is not None else p
-        eq, ek, ev = self.next_edges[:3]
-        gv = be.sum_to_shape(be.matmul(be.swapaxes(pd, -1, -2), g), self.shapes[2]) if ev is not None else None
-        gq = gk = None
-        if eq is not None or ek is not None:
-            dp = be.matmul(g, be.swapaxes(v, -1, -2))
-            if dmask is not None:
-                dp = dp * dmask
-            dsc = p * (dp - be.sum(dp * p, axis=-1, keepdims=True)) * scale
-            if eq is not None:
-                gq = be.sum_to_shape(be.matmul(dsc, k), self.shapes[0])
-            if ek is not None:
-                gk = be.sum_to_shape(be.matmul(be.swapaxes(dsc, -1, -2), q), self.shapes[1])
         return gq, gk, gv, None, None
 
 

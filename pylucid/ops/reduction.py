@@ -1,9 +1,13 @@
-"""Reductions: ``sum``, the documented ``mean``, ``min`` and ``max`` (and ``amin``/``amax``), and the
-catalogue: ``prod argmin argmax var std var_mean std_mean logsumexp norm all any count_nonzero median
-nanmedian mode nansum nanmean max_with_indices min_with_indices``.
+"""Reductions: ``sum``, the documented ``mean``, ``min`` and ``max`` (and ``amin``/``amax``), and
+``prod argmin argmax var std var_mean std_mean logsumexp norm all any count_nonzero median nanmedian mode
+nansum nanmean max_with_indices min_with_indices``.
 
 Each takes ``dim`` (``None`` for all dims, an int, or a tuple of ints) and
 ``keepdim``. Backward broadcasts the gradient back over the reduced dims.
+``max``/``min`` with one int ``dim`` return PyTorch's ``(values, indices)``
+(the values' gradient still shared among ties), with a Tensor the
+element-wise ``maximum``/``minimum``.
+
 Value-selecting reductions (``median(x, dim)``, ``mode``, ``max_with_indices``
 ...) return ``(values, indices)`` and scatter the gradient to the indices
 (``sorting.ValueSelectingOp``).
@@ -17,10 +21,10 @@ from .. import dtypes as _dt
 from .._tensor import Tensor
 from ..errors import DtypeMismatch
 from ._op import Op, apply
-from ._utils import keepdim_shape, norm_dims
-from .complex import conj as _cj
+from ._utils import check_tensor, conj_if_complex, keepdim_shape, norm_dims, reduced_shape
+from .registry import declare
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
-from .sorting import ValueSelectingOp, ValuesIndices
+from .sorting import ValueSelectingOp, ValuesIndices, scalar_selection, select_at
 
 
 def _expand_back(g, in_shape, axes, keepdim):
@@ -45,6 +49,29 @@ def _expand_back_fast(be, g, in_shape, axes, keepdim):
     return be.broadcast_to(g, in_shape)
 
 
+def _n_reduced(shape, axes):
+    """``N``, the number of elements each result of a reduction over ``axes`` combines."""
+    n = 1
+    for i, s in enumerate(shape):
+        if axes is None or i in axes:
+            n *= s
+    return n
+
+
+def _const(be_array, dev):
+    from .._tensor import _new_tensor
+
+    return _new_tensor(be_array, dev)
+
+
+def _accumulator(x, dtype):
+    """The accumulation dtype of ``sum``/``prod``: ``dtype`` if given, int64 for bool and integer inputs, else
+    None (the input's own)."""
+    if dtype is not None:
+        return dtype.numpy_dtype
+    return "int64" if x.dtype.kind in "biu" else None
+
+
 class Sum(Op):
     """``y = sum_{axes} x``; ``dx = broadcast(g)``. Integer and bool inputs sum in int64."""
 
@@ -52,11 +79,7 @@ class Sum(Op):
 
     @staticmethod
     def forward(be, x, axes, keepdim, dtype):
-        if dtype is not None:
-            return be.sum(x, axis=axes, keepdims=keepdim, dtype=dtype.numpy_dtype)
-        if x.dtype.kind in "biu":
-            return be.sum(x, axis=axes, keepdims=keepdim, dtype="int64")
-        return be.sum(x, axis=axes, keepdims=keepdim)
+        return be.sum(x, axis=axes, keepdims=keepdim, dtype=_accumulator(x, dtype))
 
     def backward(self, g):
         p = self.params
@@ -67,6 +90,7 @@ class Sum(Op):
         return _expand_back_fast(be, g, self.shapes[0], p["axes"], p["keepdim"])
 
 
+@declare(Sum)
 def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: A001
     """Sum over ``dim`` (all dims when ``None``); bool and integer inputs give int64.
 
@@ -76,16 +100,11 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor
     (tensor(10), tensor([4, 6]), tensor([[3],
             [7]]))
     """
-    _check_tensor(input, "sum")
+    check_tensor(input, "sum")
     axes = norm_dims(dim, input.ndim, "sum")
     if dtype is not None:
         dtype = _dt.as_dtype(dtype)
     return apply(Sum, (input,), {"axes": axes, "keepdim": bool(keepdim), "dtype": dtype})
-
-
-def _check_tensor(x, op):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
 
 
 class Mean(Op):
@@ -103,27 +122,19 @@ class Mean(Op):
         with be.errstate():
             return be.mean(x, axis=axes, keepdims=keepdim)
 
-    def _n(self):
-        shape = self.shapes[0]
-        axes = self.params["axes"]
-        n = 1
-        for i, s in enumerate(shape):
-            if axes is None or i in axes:
-                n *= s
-        return n
-
     def backward(self, g):
         p = self.params
-        return _expand_back(g / self._n() if self._n() else g * float("nan"), self.shapes[0], p["axes"],
-                            p["keepdim"])
+        n = _n_reduced(self.shapes[0], p["axes"])
+        return _expand_back(g / n if n else g * float("nan"), self.shapes[0], p["axes"], p["keepdim"])
 
     def backward_fast(self, be, g):
         p = self.params
-        n = self._n()
+        n = _n_reduced(self.shapes[0], p["axes"])
         with be.errstate():
             return _expand_back_fast(be, g / n if n else g * float("nan"), self.shapes[0], p["axes"], p["keepdim"])
 
 
+@declare(Mean)
 def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Arithmetic mean over ``dim`` (all dims when ``None``).
 
@@ -133,7 +144,7 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
     >>> pylucid.mean(pylucid.tensor([[1.0, 2.0], [3.0, 5.0]]), dim=1)
     tensor([1.5000, 4.0000])
     """
-    _check_tensor(input, "mean")
+    check_tensor(input, "mean")
     if dtype is not None:
         input = input.to(dtype)
     if input.dtype.category < _dt.FLOAT:
@@ -237,70 +248,96 @@ class Min(_MinMax):
 
 
 def _minmax(cls, name, input, dim, keepdim):
-    _check_tensor(input, name)
+    """The values-only reduction: ``dim`` None, an int or a tuple of ints; ties share the gradient."""
+    check_tensor(input, name)
     if isinstance(dim, Tensor):
-        raise TypeError(
-            f"{name}: dim must be an int or a tuple of ints; for the element-wise {name} of two tensors use "
-            f"pylucid.{'maximum' if name == 'max' else 'minimum'}(a, b)"
-        )
-    axes = norm_dims(dim, input.ndim, name)
+        kind = "max" if cls is Max else "min"
+        raise TypeError(f"{name}: dim must be an int or a tuple of ints, got a Tensor; for the element-wise "
+                        f"{kind} of two tensors use pylucid.{kind}imum(a, b)")
+    axes = _axes(dim, input, name)
     _minmax_check(input, axes, name)
     return apply(cls, (input,), {"axes": axes, "keepdim": bool(keepdim)})
 
 
-def max(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Maximum over ``dim`` (all dims when ``None``, an int, or a tuple); returns values only.
+def _max_or_min(cls, name, input, dim, keepdim, other):
+    """``max``/``min``'s three forms: element-wise with a Tensor, ``(values, indices)`` for one int dim, values
+    otherwise."""
+    from .elementwise import maximum, minimum
 
-    Unlike ``torch.max(x, dim)``, this never returns indices (use
-    :func:`pylucid.max_with_indices` or :func:`pylucid.argmax`). Ties share the
-    gradient equally (PyTorch's ``amax`` behaviour).
+    if isinstance(dim, Tensor) or other is not None:
+        if other is not None and dim is not None:
+            raise TypeError(f"{name}: pass either a dim or other=, not both")
+        if keepdim:
+            raise TypeError(f"{name}: keepdim applies to a reduction, not to the element-wise {name}(input, other)")
+        return (maximum if name == "max" else minimum)(input, dim if other is None else other)
+    if dim is None or isinstance(dim, (tuple, list)):
+        return _minmax(cls, name, input, dim, keepdim)
+    values = _minmax(cls, name, input, dim, keepdim)
+    return ValuesIndices(values, _arg(Argmax if name == "max" else Argmin, name, input, dim, keepdim))
+
+
+@declare(Max)
+def max(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None = None):  # noqa: A001
+    """Maximum of ``input``: a reduction, or the element-wise maximum of two tensors.
+
+    - ``max(x)``, ``max(x, (0, 2))``: the maximum over all dims, or over a
+      tuple of dims (values only, as :func:`amax`).
+    - ``max(x, dim)`` with one int: PyTorch's ``(values, indices)`` named
+      tuple; ``indices`` is the first position of the maximum (NaN counts
+      as the maximum).
+    - ``max(a, b)`` (or ``other=b``) with a Tensor: :func:`maximum`.
+
+    ``keepdim`` keeps the reduced dims with size 1. The values' gradient goes
+    to every position equal to the maximum, tied positions sharing it equally
+    (the seeds' rule, PyTorch's ``amax`` behaviour; PyTorch's ``max(x, dim)``
+    sends it to the one index instead). An empty reduced dim raises
+    ``IndexError``.
 
     >>> import pylucid
     >>> x = pylucid.tensor([[1.0, 5.0], [5.0, 2.0]], requires_grad=True)
     >>> pylucid.max(x).backward(); x.grad
     tensor([[0.0000, 0.5000],
             [0.5000, 0.0000]])
+    >>> v, i = pylucid.max(x.detach(), dim=1); v, i
+    (tensor([5., 5.]), tensor([1, 0]))
+    >>> pylucid.max(pylucid.tensor([1.0, 4.0]), pylucid.tensor([3.0, 2.0]))
+    tensor([3., 4.])
     """
-    return _minmax(Max, "max", input, dim, keepdim)
+    return _max_or_min(Max, "max", input, dim, keepdim, other)
 
 
-def min(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Minimum over ``dim`` (all dims when ``None``, an int, or a tuple); ties share the gradient.
+@declare(Min)
+def min(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None = None):  # noqa: A001
+    """Minimum of ``input``: the forms of :func:`max` (all dims or a tuple: values; one int dim:
+    ``(values, indices)``; a Tensor: :func:`minimum`). Ties share the values' gradient.
 
     >>> import pylucid
     >>> pylucid.min(pylucid.tensor([[3.0, 1.0], [0.5, 2.0]]), dim=1)
-    tensor([1.0000, 0.5000])
+    ValuesIndices(values=tensor([1.0000, 0.5000]), indices=tensor([1, 0]))
+    >>> pylucid.min(pylucid.tensor([[3.0, 1.0], [0.5, 2.0]]), (0, 1))
+    tensor(0.5000)
     """
-    return _minmax(Min, "min", input, dim, keepdim)
+    return _max_or_min(Min, "min", input, dim, keepdim, other)
 
 
+@declare(Max)
 def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    """Alias of :func:`max` (PyTorch's ``amax``; ``dim=()`` means all dims)."""
-    return max(input, dim if dim != () else None, keepdim)
+    """Maximum over ``dim`` (an int or a tuple; ``dim=()`` means all dims), values only; ties share the gradient.
+
+    >>> import pylucid
+    >>> pylucid.amax(pylucid.tensor([[1.0, 5.0], [7.0, 2.0]]), 1)
+    tensor([5., 7.])
+    """
+    return _minmax(Max, "amax", input, dim, keepdim)
 
 
+@declare(Min)
 def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
-    """Alias of :func:`min` (PyTorch's ``amin``; ``dim=()`` means all dims)."""
-    return min(input, dim if dim != () else None, keepdim)
+    """Minimum over ``dim`` (an int or a tuple; ``dim=()`` means all dims), values only; ties share the gradient."""
+    return _minmax(Min, "amin", input, dim, keepdim)
 
 
-# =====================================================================================================
-# the catalogue (issue 3)
-# =====================================================================================================
-def _n_reduced(shape, axes):
-    n = 1
-    for i, s in enumerate(shape):
-        if axes is None or i in axes:
-            n *= s
-    return n
-
-
-def _const(be_array, dev):
-    from .._tensor import _new_tensor
-
-    return _new_tensor(be_array, dev)
-
-
+# ------------------------------------------------------------------------------------------ dim arguments
 def _axes(dim, input, op):
     """``norm_dims`` that also accepts dim 0/-1 on a 0-d tensor (reducing it over nothing, as PyTorch)."""
     if input.ndim == 0:
@@ -323,82 +360,46 @@ class Prod(Op):
     """``y = prod_{axes} x``: Promote, saves input and output (reference table).
 
     Backward: ``dx_k = g * prod_{j != k} x_j``. Without zeros that is
-    ``g * y / x``. With zeros in the input division fails, so the graph-mode
-    formula builds the product of the others explicitly: an ``(n, n)`` copy of
-    the reduced axis with its diagonal set to 1, reduced by ``prod`` again
-    (exact for any number of zeros, and itself differentiable, so gradgrad is
-    exact too; it costs ``n^2`` memory per reduced row, only when the input
-    has a zero). The fast path uses exclusive cumulative products from both
-    ends (``O(n)``).
+    ``g * y / x``. With zeros in the input division fails, so the product of
+    the others is built from exclusive cumulative products taken from both
+    ends (``O(n)``; exact for any number of zeros, and differentiable again,
+    so gradgrad is exact too).
     """
 
     schema = OpSchema("prod", amp_policy=PROMOTE, saves_input=True, saves_output=True, family="reduction")
 
     @staticmethod
     def forward(be, x, axes, keepdim, dtype):
-        if dtype is not None:
-            return be.prod(x, axis=axes, keepdims=keepdim, dtype=dtype.numpy_dtype)
-        if x.dtype.kind in "biu":
-            return be.prod(x, axis=axes, keepdims=keepdim, dtype="int64")
+        acc = _accumulator(x, dtype)
+        if acc is not None:
+            return be.prod(x, axis=axes, keepdims=keepdim, dtype=acc)
         if x.dtype.itemsize == 2:  # half precision: accumulate in float32, round once
             return be.prod(x, axis=axes, keepdims=keepdim, dtype="float32").astype(x.dtype)
         return be.prod(x, axis=axes, keepdims=keepdim)
 
-    def _axis(self):
-        axes = self.params["axes"]
-        return None if axes is None else axes[0]
-
     def backward(self, g):
         from .elementwise import div, mul
-        from .indexing import where
-        from .shape import permute, reshape, unsqueeze
+        from .scan import cumprod
+        from .shape import cat, flip, reshape
 
         x = self.input(0)
         p = self.params
-        shape = self.shapes[0]
-        ge = _expand_back(g, shape, p["axes"], p["keepdim"])
+        shape, axes = self.shapes[0], p["axes"]
+        ge = _expand_back(g, shape, axes, p["keepdim"])
         be = self.device.backend
         if not bool(be.any(x._data == 0)):
-            d = div(_expand_back(self.output(), shape, p["axes"], p["keepdim"]), x)
-            return mul(ge, _cj(d) if d._data.dtype.kind == "c" else d)
-        axis = self._axis()
-        xm = reshape(x, (-1,)) if axis is None else x
-        ax = 0 if axis is None else axis
-        nd = xm.ndim
-        perm = [i for i in range(nd) if i != ax] + [ax]
-        xl = permute(xm, perm)  # reduced axis last
-        n = xl.shape[-1]
-        eye = _const(be.eye(n, dtype=bool), self.device)
-        rows = where(eye, 1.0, unsqueeze(xl, -2).expand(*xl.shape[:-1], n, n))
-        others = prod(rows, dim=-1)
-        inv = [0] * nd
-        for i, q in enumerate(perm):
-            inv[q] = i
-        others = permute(others, inv)
-        others = reshape(others, shape)
-        return mul(ge, _cj(others) if others._data.dtype.kind == "c" else others)
-
-    def backward_fast(self, be, g):
-        x = self.input(0)._data
-        p = self.params
-        shape = self.shapes[0]
-        ge = _expand_back_fast(be, g, shape, p["axes"], p["keepdim"])
-        with be.errstate():
-            if not be.any(x == 0):
-                # complex: g * conj(y / x); .conj() is a no-op for real dtypes
-                return ge * (_expand_back_fast(be, self.output_array(), shape, p["axes"], p["keepdim"]) / x).conj()
-            axis = self._axis()
-            xm = x.reshape(-1) if axis is None else x
-            ax = 0 if axis is None else axis
-            xl = be.moveaxis(xm, ax, -1)
-            ones = be.ones(xl.shape[:-1] + (1,), dtype=xl.dtype)
-            left = be.cumprod(be.concatenate([ones, xl[..., :-1]], axis=-1), axis=-1)
-            rflip = be.flip(xl, axis=-1)
-            right = be.flip(be.cumprod(be.concatenate([ones, rflip[..., :-1]], axis=-1), axis=-1), axis=-1)
-            others = be.moveaxis(left * right, -1, ax).reshape(shape)
-            return ge * others.conj()
+            return mul(ge, conj_if_complex(div(_expand_back(self.output(), shape, axes, p["keepdim"]), x)))
+        # prod_{j<k} x_j * prod_{j>k} x_j from exclusive cumulative products taken from both ends: O(n), and a
+        # polynomial in x, so its derivatives (cumprod's backward, exact with zeros) are exact too
+        xm, ax = (reshape(x, (-1,)), 0) if axes is None else (x, axes[0])
+        head = (slice(None),) * ax
+        ones = _const(be.ones(xm.shape[:ax] + (1,) + xm.shape[ax + 1:], dtype=x._data.dtype), self.device)
+        left = cumprod(cat([ones, xm[head + (slice(None, -1),)]], ax), ax)
+        right = flip(cumprod(flip(cat([xm[head + (slice(1, None),)], ones], ax), ax), ax), ax)
+        return mul(ge, conj_if_complex(reshape(mul(left, right), shape)))
 
 
+@declare(Prod)
 def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Product of the elements over ``dim`` (one int, or all dims when ``None``).
 
@@ -412,7 +413,7 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype=
     >>> pylucid.tensor([[1, 2], [3, 4]]).prod(1)
     tensor([ 2, 12])
     """
-    _check_tensor(input, "prod")
+    check_tensor(input, "prod")
     axes = _int_dim(dim, input.ndim, "prod")
     if input.ndim == 0:
         axes = None
@@ -425,11 +426,11 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype=
 
 # ------------------------------------------------------------------------------------- argmin / argmax
 class _ArgReduce(Op):
-    _be_fn = ""  # the backend function: argmax or argmin
+    """Base of ``argmax``/``argmin``: the backend function of the op's name, int64 indices."""
 
     @classmethod
     def forward(cls, be, x, dim, keepdim):
-        fn = getattr(be, cls._be_fn)
+        fn = getattr(be, cls.schema.name)
         if x.ndim == 0:
             return fn(x.reshape(1)).astype("int64").reshape(())
         return fn(x, axis=dim, keepdims=keepdim).astype("int64")
@@ -439,18 +440,16 @@ class Argmax(_ArgReduce):
     """Index of the (first) maximum; NaN counts as the maximum. Not differentiable."""
 
     schema = OpSchema("argmax", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
-    _be_fn = "argmax"
 
 
 class Argmin(_ArgReduce):
     """Index of the (first) minimum; NaN counts as the minimum. Not differentiable."""
 
     schema = OpSchema("argmin", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
-    _be_fn = "argmin"
 
 
 def _arg(cls, name, input, dim, keepdim):
-    _check_tensor(input, name)
+    check_tensor(input, name)
     if dim is not None and (isinstance(dim, (tuple, list))):
         raise TypeError(f"{name}: dim must be an int or None, got {dim!r}")
     d = None if dim is None else norm_dims(dim, input.ndim if input.ndim else 1, name)[0]
@@ -461,6 +460,7 @@ def _arg(cls, name, input, dim, keepdim):
     return apply(cls, (input,), {"dim": d, "keepdim": bool(keepdim)})
 
 
+@declare(Argmax)
 def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the maximum over ``dim`` (of the flattened input when ``None``); ties give the first index.
 
@@ -471,6 +471,7 @@ def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
     return _arg(Argmax, "argmax", input, dim, keepdim)
 
 
+@declare(Argmin)
 def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the minimum over ``dim`` (of the flattened input when ``None``); ties give the first index.
 
@@ -521,13 +522,6 @@ class Var(Op):
         centred = sub(x, mean(x, dim=p["axes"], keepdim=True))
         return mul(_expand_back(g, self.shapes[0], p["axes"], p["keepdim"]), mul(centred, self._scale()))
 
-    def backward_fast(self, be, g):
-        x = self.input(0)._data
-        p = self.params
-        with be.errstate():
-            centred = x - be.mean(x, axis=p["axes"], keepdims=True)
-            return _expand_back_fast(be, g, x.shape, p["axes"], p["keepdim"]) * centred * self._scale()
-
 
 class Std(Op):
     """``y = sqrt(var(x))``: a primitive for its gradient at constant inputs.
@@ -559,18 +553,9 @@ class Std(Op):
         centred = sub(x, mean(x, dim=p["axes"], keepdim=True))
         return mul(_expand_back(gv, self.shapes[0], p["axes"], p["keepdim"]), mul(centred, self._scale()))
 
-    def backward_fast(self, be, g):
-        x = self.input(0)._data
-        y = self.output_array()
-        p = self.params
-        with be.errstate():
-            gv = be.where(y == 0, 0, g / (2 * y)).astype(g.dtype)
-            centred = x - be.mean(x, axis=p["axes"], keepdims=True)
-            return _expand_back_fast(be, gv, x.shape, p["axes"], p["keepdim"]) * centred * self._scale()
-
 
 def _var_args(op, input, dim, correction, unbiased):
-    _check_tensor(input, op)
+    check_tensor(input, op)
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise DtypeMismatch(f"{op}: std and var only support floating point and complex dtypes, got {input.dtype}")
     if isinstance(dim, bool):  # torch.var(x, True) is the old "unbiased" positional form
@@ -578,6 +563,7 @@ def _var_args(op, input, dim, correction, unbiased):
     return norm_dims(dim, input.ndim, op), _correction(op, correction, unbiased)
 
 
+@declare(Var)
 def var(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None) -> Tensor:
     """Variance over ``dim``: ``sum (x - mean)^2 / max(N - correction, 0)`` (``correction=1`` by default).
 
@@ -592,6 +578,7 @@ def var(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = F
     return apply(Var, (input,), {"axes": axes, "keepdim": bool(keepdim), "correction": c})
 
 
+@declare(Std)
 def std(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None) -> Tensor:
     """Standard deviation over ``dim``: ``sqrt(var)``; a constant input has a zero gradient (as PyTorch).
 
@@ -604,6 +591,7 @@ def std(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = F
     return apply(Std, (input,), {"axes": axes, "keepdim": bool(keepdim), "correction": c})
 
 
+@declare(method=False)
 def var_mean(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None):
     """``(var(input, dim), mean(input, dim))`` (composite).
 
@@ -615,6 +603,7 @@ def var_mean(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: boo
     return v, mean(input, dim=dim if not isinstance(dim, bool) else None, keepdim=keepdim)
 
 
+@declare(method=False)
 def std_mean(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None):
     """``(std(input, dim), mean(input, dim))`` (composite).
 
@@ -642,14 +631,14 @@ class Logsumexp(Op):
     @staticmethod
     def forward(be, x, axes, keepdim):
         if x.size == 0:
-            return be.full(_reduced(x.shape, axes, keepdim), -float("inf"), dtype=x.dtype)
+            return be.full(reduced_shape(x.shape, axes, keepdim), -float("inf"), dtype=x.dtype)
         xf = x.astype("float32") if x.dtype.itemsize == 2 else x
         with be.errstate():
             m = be.max(xf, axis=axes, keepdims=True)
             m = be.where(be.isfinite(m), m, 0)
             out = be.log(be.sum(be.exp(xf - m), axis=axes, keepdims=True)) + m
         if not keepdim:
-            out = out.reshape(_reduced(x.shape, axes, False))
+            out = out.reshape(reduced_shape(x.shape, axes, False))
         return out.astype(x.dtype)
 
     def backward(self, g):
@@ -658,22 +647,11 @@ class Logsumexp(Op):
         p = self.params
         shape = self.shapes[0]
         y = _expand_back(self.output(), shape, p["axes"], p["keepdim"])
-        return mul(_expand_back(g, shape, p["axes"], p["keepdim"]), exp(sub(self.input(0), y)))
-
-    def backward_fast(self, be, g):
-        p = self.params
-        x = self.input(0)._data
-        y = _expand_back_fast(be, self.output_array(), x.shape, p["axes"], p["keepdim"])
-        with be.errstate():
-            return _expand_back_fast(be, g, x.shape, p["axes"], p["keepdim"]) * be.exp(x - y)
+        with self.device.backend.errstate():  # infinite slices: inf - inf is NaN, as PyTorch's gradient
+            return mul(_expand_back(g, shape, p["axes"], p["keepdim"]), exp(sub(self.input(0), y)))
 
 
-def _reduced(shape, axes, keepdim):
-    from ._utils import reduced_shape
-
-    return reduced_shape(shape, axes, keepdim)
-
-
+@declare(Logsumexp, namespaces=("pylucid", "pylucid.special"))
 def logsumexp(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(input), dim))``, stable for huge and ``-inf`` entries (integer inputs become float).
 
@@ -681,7 +659,7 @@ def logsumexp(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     >>> pylucid.logsumexp(pylucid.tensor([1e4, 1e4]), dim=0)
     tensor(10000.6934)
     """
-    _check_tensor(input, "logsumexp")
+    check_tensor(input, "logsumexp")
     return apply(Logsumexp, (input,), {"axes": _axes(dim, input, "logsumexp"), "keepdim": bool(keepdim)})
 
 
@@ -762,35 +740,6 @@ class Norm(Op):
         with be.errstate():
             return mask / be.sum(mask, axis=axes, keepdims=True)
 
-    def backward_fast(self, be, g):
-        x = self.input(0)._data
-        p = self.params
-        axes, keep, shape, order = p["axes"], p["keepdim"], self.shapes[0], p["p"]
-        ge = _expand_back_fast(be, g, shape, axes, keep)
-        if x.dtype.kind == "c":
-            a = be.abs(x)
-            with be.errstate():
-                sgn_x = be.where(a == 0, 0, x / be.where(a == 0, 1, a))
-        else:
-            sgn_x = be.sign(x)
-        if order == 0:
-            return ge * 0 if x.dtype.kind != "c" else ge * 0 * sgn_x
-        if order == 1:
-            return ge * sgn_x
-        ye = _expand_back_fast(be, self.output_array(), shape, axes, keep)
-        if order in (float("inf"), -float("inf")):
-            return ge * sgn_x * self._tie_share(be, x, ye)
-        with be.errstate():
-            ysafe = be.where(ye == 0, 1, ye)
-            if order == 2:
-                r = ge * x / ysafe
-            else:
-                num = sgn_x * be.abs(x) ** (order - 1)
-                if order < 1:
-                    num = be.where(x == 0, 0, num)
-                r = ge * num / ysafe ** (order - 1)
-            return be.where(ye == 0, 0, r).astype(r.dtype)
-
 
 def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     """Vector norm of ``input`` over ``dim`` (all elements when ``None``).
@@ -805,7 +754,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     >>> norm(pylucid.tensor([3.0, 4.0])), norm(pylucid.tensor([3.0, -4.0]), p=1)
     (tensor(5.), tensor(7.))
     """
-    _check_tensor(input, "norm")
+    check_tensor(input, "norm")
     if p is None or p == "fro":
         p = 2
     if isinstance(p, str):
@@ -820,11 +769,11 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
 
 # ------------------------------------------------------------------------------------------ all / any / count_nonzero
 class _Logical(Op):
-    _be_fn = ""  # the backend function: all or any
+    """Base of ``all``/``any``: the backend function of the op's name on ``x != 0``."""
 
     @classmethod
     def forward(cls, be, x, axes, keepdim):
-        out = getattr(be, cls._be_fn)(x != 0, axis=axes, keepdims=keepdim)
+        out = getattr(be, cls.schema.name)(x != 0, axis=axes, keepdims=keepdim)
         return out.astype("uint8") if x.dtype.name == "uint8" else out
 
 
@@ -832,14 +781,12 @@ class All(_Logical):
     """True where every element over ``dim`` is nonzero (uint8 inputs give uint8, as PyTorch)."""
 
     schema = OpSchema("all", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
-    _be_fn = "all"
 
 
 class Any(_Logical):
     """True where any element over ``dim`` is nonzero (uint8 inputs give uint8, as PyTorch)."""
 
     schema = OpSchema("any", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
-    _be_fn = "any"
 
 
 class CountNonzero(Op):
@@ -852,6 +799,7 @@ class CountNonzero(Op):
         return be.sum(x != 0, axis=axes, dtype="int64")
 
 
+@declare(All)
 def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
     """Whether all elements (over ``dim``) are nonzero.
 
@@ -859,10 +807,11 @@ def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
     >>> pylucid.all(pylucid.tensor([[1, 0], [2, 3]]), dim=1)
     tensor([False,  True])
     """
-    _check_tensor(input, "all")
+    check_tensor(input, "all")
     return apply(All, (input,), {"axes": _axes(dim, input, "all"), "keepdim": bool(keepdim)})
 
 
+@declare(Any)
 def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
     """Whether any element (over ``dim``) is nonzero.
 
@@ -870,10 +819,11 @@ def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
     >>> pylucid.any(pylucid.tensor([0.0, 0.5])), pylucid.tensor([[0, 0], [0, 1]]).any(0)
     (tensor(True), tensor([False,  True]))
     """
-    _check_tensor(input, "any")
+    check_tensor(input, "any")
     return apply(Any, (input,), {"axes": _axes(dim, input, "any"), "keepdim": bool(keepdim)})
 
 
+@declare(CountNonzero)
 def count_nonzero(input: Tensor, dim=None) -> Tensor:
     """Number of nonzero elements over ``dim`` (all when ``None``), as int64.
 
@@ -881,7 +831,7 @@ def count_nonzero(input: Tensor, dim=None) -> Tensor:
     >>> pylucid.count_nonzero(pylucid.tensor([[1, 0], [2, 3]]), dim=0)
     tensor([2, 1])
     """
-    _check_tensor(input, "count_nonzero")
+    check_tensor(input, "count_nonzero")
     return apply(CountNonzero, (input,), {"axes": _axes(dim, input, "count_nonzero")})
 
 
@@ -892,6 +842,7 @@ def _isnan(x):
     return ne(x, x)
 
 
+@declare()
 def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Sum treating NaN as zero (composite: ``sum(where(isnan(x), 0, x))``); NaN positions get a zero gradient.
 
@@ -901,12 +852,13 @@ def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Ten
     """
     from .indexing import where
 
-    _check_tensor(input, "nansum")
+    check_tensor(input, "nansum")
     if input.dtype.is_floating_point or input.dtype.is_complex:
         input = where(_isnan(input), 0.0, input)
     return sum(input, dim, keepdim, dtype=dtype)
 
 
+@declare()
 def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Mean of the non-NaN elements (composite: ``nansum / count``); all-NaN slices give NaN.
 
@@ -917,7 +869,7 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Te
     from .compare import logical_not
     from .elementwise import div
 
-    _check_tensor(input, "nanmean")
+    check_tensor(input, "nanmean")
     if dtype is not None:
         input = input.to(dtype)
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
@@ -941,12 +893,8 @@ class _ArgSelect(ValueSelectingOp):
     @staticmethod
     def _run(be, fn, x, dim, keepdim):
         if x.ndim == 0:
-            return x.copy(), be.zeros((), dtype="int64")
-        idx = be.expand_dims(fn(x, axis=dim), dim).astype("int64")
-        v = be.take_along_axis(x, idx, axis=dim)
-        if not keepdim:
-            v, idx = be.squeeze(v, axis=dim), be.squeeze(idx, axis=dim)
-        return v, idx
+            return scalar_selection(be, x)
+        return select_at(be, x, be.expand_dims(fn(x, axis=dim), dim).astype("int64"), dim, keepdim)
 
 
 class MaxWithIndices(_ArgSelect):
@@ -969,22 +917,25 @@ class MinWithIndices(_ArgSelect):
         return _ArgSelect._run(be, be.argmin, x, dim, keepdim)
 
 
+@declare(MaxWithIndices, method=False)
 def max_with_indices(input: Tensor, dim: int, keepdim: bool = False) -> ValuesIndices:
     """PyTorch's ``torch.max(input, dim)``: ``(values, indices)`` along one dim.
 
-    ``pylucid.max`` is the values-only reduction (documented op); this is the
-    form with indices. Ties: the first index wins and gets the whole gradient
-    (PyTorch's rule for the indexed form); NaN counts as the maximum.
+    ``pylucid.max(input, dim)`` returns the same pair but shares the values'
+    gradient among tied positions (the documented op); here the first index
+    of a tie gets the whole gradient (PyTorch's rule for the indexed form).
+    NaN counts as the maximum.
 
     >>> import pylucid
     >>> pylucid.max_with_indices(pylucid.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=1)
     ValuesIndices(values=tensor([5., 7.]), indices=tensor([1, 0]))
     """
-    _check_tensor(input, "max_with_indices")
+    check_tensor(input, "max_with_indices")
     d = _single_dim("max_with_indices", input, dim)
     return ValuesIndices(*apply(MaxWithIndices, (input,), {"dim": d, "keepdim": bool(keepdim)}))
 
 
+@declare(MinWithIndices, method=False)
 def min_with_indices(input: Tensor, dim: int, keepdim: bool = False) -> ValuesIndices:
     """PyTorch's ``torch.min(input, dim)``: ``(values, indices)`` along one dim (first minimum wins ties).
 
@@ -992,7 +943,7 @@ def min_with_indices(input: Tensor, dim: int, keepdim: bool = False) -> ValuesIn
     >>> pylucid.min_with_indices(pylucid.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=0).indices
     tensor([0, 1])
     """
-    _check_tensor(input, "min_with_indices")
+    check_tensor(input, "min_with_indices")
     d = _single_dim("min_with_indices", input, dim)
     return ValuesIndices(*apply(MinWithIndices, (input,), {"dim": d, "keepdim": bool(keepdim)}))
 
@@ -1012,6 +963,7 @@ class Median(_MinMax):
     """
 
     schema = OpSchema("median", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+    backward_fast = None  # not a hot op: the graph formula serves first order too
 
     def save_extra(self, arrays, out):
         super().save_extra(arrays, out)
@@ -1055,7 +1007,7 @@ class MedianDim(ValueSelectingOp):
     @staticmethod
     def forward(be, x, dim, keepdim, ignore_nan):
         if x.ndim == 0:
-            return x.copy(), be.zeros((), dtype="int64")
+            return scalar_selection(be, x)
         n = x.shape[dim]
         idx, nans = _sorted_with_nan_count(be, x, dim)
         if nans is None:
@@ -1065,11 +1017,7 @@ class MedianDim(ValueSelectingOp):
             pos = be.where(m > 0, (m - 1) // 2, 0).astype("int64")
         else:
             pos = be.where(nans > 0, n - nans, (n - 1) // 2).astype("int64")
-        i = be.take_along_axis(idx, pos, axis=dim).astype("int64")
-        v = be.take_along_axis(x, i, axis=dim)
-        if not keepdim:
-            v, i = be.squeeze(v, axis=dim), be.squeeze(i, axis=dim)
-        return v, i
+        return select_at(be, x, be.take_along_axis(idx, pos, axis=dim).astype("int64"), dim, keepdim)
 
 
 class NanMedianDim(MedianDim):
@@ -1079,13 +1027,14 @@ class NanMedianDim(MedianDim):
 
 
 def _median(name, cls_all, cls_dim, input, dim, keepdim, ignore_nan):
-    _check_tensor(input, name)
+    check_tensor(input, name)
     if dim is None:
         return apply(cls_all, (input,), {"axes": None, "keepdim": False, "ignore_nan": ignore_nan})
     d = _single_dim(name, input, dim)
     return ValuesIndices(*apply(cls_dim, (input,), {"dim": d, "keepdim": bool(keepdim), "ignore_nan": ignore_nan}))
 
 
+@declare(Median)
 def median(input: Tensor, dim: int | None = None, keepdim: bool = False):
     """Median: without ``dim``, the lower of the two middle values of all elements (a Tensor);
     with ``dim``, ``(values, indices)`` along it. NaN propagates (see :func:`nanmedian`).
@@ -1099,6 +1048,7 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False):
     return _median("median", Median, MedianDim, input, dim, keepdim, False)
 
 
+@declare(NanMedian)
 def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
     """:func:`median` ignoring NaN (a slice of NaN only gives NaN).
 
@@ -1117,7 +1067,7 @@ class Mode(ValueSelectingOp):
     @staticmethod
     def forward(be, x, dim, keepdim):
         if x.ndim == 0:
-            return x.copy(), be.zeros((), dtype="int64")
+            return scalar_selection(be, x)
         xl = be.moveaxis(x, dim, -1)
         lead = xl.shape[:-1]
         n = xl.shape[-1]
@@ -1140,6 +1090,7 @@ class Mode(ValueSelectingOp):
         return values, indices
 
 
+@declare(Mode)
 def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
     """``(values, indices)``: the most frequent value along ``dim`` (the smallest of equally frequent ones)
     and the index of its last occurrence (PyTorch's CPU rule).
@@ -1148,28 +1099,7 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
     >>> pylucid.mode(pylucid.tensor([3.0, 1.0, 3.0, 1.0, 2.0]))
     ValuesIndices(values=tensor(1.), indices=tensor(3))
     """
-    _check_tensor(input, "mode")
+    check_tensor(input, "mode")
     d = _single_dim("mode", input, dim)
     return ValuesIndices(*apply(Mode, (input,), {"dim": d, "keepdim": bool(keepdim)}))
 
-
-Tensor.sum = sum
-Tensor.mean = mean
-Tensor.max = max
-Tensor.min = min
-Tensor.amax = amax
-Tensor.amin = amin
-
-# Tensor.norm is the torch.norm front end of ops/linalg.py (matrix norms too), which runs the Norm op below
-for _name in ("prod", "argmax", "argmin", "var", "std", "logsumexp", "all", "any", "count_nonzero", "nansum",
-              "nanmean", "median", "nanmedian", "mode"):
-    setattr(Tensor, _name, globals()[_name])
-del _name
-
-#: the public names of the catalogue reductions. ``norm`` (the registered vector-norm op, behind every vector-norm
-#: front end) is reachable as ``pylucid.ops.reduction.norm``; the public ``pylucid.norm`` is ``ops/linalg.py``'s
-#: torch.norm front end, which also does matrix norms
-CATALOGUE = ["prod", "argmax", "argmin", "var", "std", "var_mean", "std_mean", "logsumexp", "all", "any",
-             "count_nonzero", "nansum", "nanmean", "median", "nanmedian", "mode", "max_with_indices",
-             "min_with_indices"]
-__all__ = ["sum", "mean", "max", "min", "amax", "amin"] + CATALOGUE

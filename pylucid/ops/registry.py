@@ -233,6 +233,13 @@ def op_function(op, *, name: str | None = None, doc: str | None = None, **declar
     elif n == 1:
         def fn(input):
             return apply(op, (input,))
+
+        params = [params[0].replace(name="input")]
+    elif n == 2:
+        def fn(input, other):
+            return apply(op, (input, other))
+
+        params = [params[0].replace(name="input"), params[1].replace(name="other")]
     else:
         def fn(*args):
             if len(args) != n:

@@ -10,29 +10,20 @@ and subtraction.
 from __future__ import annotations
 
 from .. import dtypes as _dt
+from .._state import state as _state
 from .._tensor import Tensor, _new_tensor
 from ._op import Op, apply
-from ._utils import norm_dim
+from ._utils import check_tensor, norm_dim
+from .registry import declare
 from .schema import FORCE_FP32, KEEP_INPUT, OpSchema
-from .sorting import ValueSelectingOp, ValuesIndices
-
-__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "diff"]
-
-
-def _check_tensor(x, op):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+from .sorting import ValueSelectingOp, ValuesIndices, scalar_selection
 
 
 def _scan_dim(input, dim, op):
-    _check_tensor(input, op)
+    check_tensor(input, op)
     if dim is None:
         raise TypeError(f"{op}: dim is required (an int), got None")
     return norm_dim(dim, input.ndim if input.ndim else 1, op)
-
-
-def _last(be, x, axis):
-    return be.moveaxis(x, axis, -1)
 
 
 # ------------------------------------------------------------------------------------------ cumsum
@@ -59,15 +50,12 @@ class Cumsum(Op):
         p = self.params
         return _cumsum(g, p["dim"], not p["reverse"])
 
-    def backward_fast(self, be, g):
-        p = self.params
-        return Cumsum.forward(be, g, p["dim"], not p["reverse"])
-
 
 def _cumsum(x, dim, reverse=False):
     return apply(Cumsum, (x,), {"dim": dim, "reverse": reverse})
 
 
+@declare(Cumsum, inplace=True)
 def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:
     """Cumulative sum along ``dim``; bool and integer inputs give int64 (no silent int32 overflow).
 
@@ -138,26 +126,9 @@ class Cumprod(Op):
         dx = _sum(mul(mul(c, unsqueeze(gl, -2)), mask), -1)
         return transpose(dx, dim, -1)
 
-    def backward_fast(self, be, g):
-        x = self.input(0)._data
-        dim = self.params["dim"]
-        if x.ndim == 0:
-            return g
-        y = self.output_array()
-        if x.dtype.kind == "c":  # conjugate derivative for complex inputs (PyTorch's convention)
-            x, y = x.conj(), y.conj()
-        with be.errstate():
-            if not be.any(x == 0):
-                return Cumsum.forward(be, g * y, dim, True) / x
-            xl, gl = _last(be, x, dim), _last(be, g, dim)
-            n = xl.shape[-1]
-            eye = be.eye(n, dtype=bool)
-            rows = be.where(eye, be.ones((), dtype=x.dtype), xl[..., None, :])
-            c = be.cumprod(rows, axis=-1)
-            dx = be.sum(c * gl[..., None, :] * _triu_mask(be, n, x.dtype), axis=-1)
-            return be.moveaxis(dx, -1, dim)
 
 
+@declare(Cumprod, inplace=True)
 def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:
     """Cumulative product along ``dim``; bool and integer inputs give int64. Gradients are exact with zeros.
 
@@ -177,7 +148,7 @@ def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:
 # ------------------------------------------------------------------------------------------ cummax / cummin
 def _cum_extreme(be, x, dim, ufunc):
     if x.ndim == 0:
-        return x.copy(), be.zeros((), dtype="int64")
+        return scalar_selection(be, x)
     values = ufunc.accumulate(x, axis=dim)
     n = x.shape[dim]
     shape = [1] * x.ndim
@@ -212,6 +183,7 @@ class Cummin(ValueSelectingOp):
         return _cum_extreme(be, x, dim, be.minimum)
 
 
+@declare(Cummax)
 def cummax(input: Tensor, dim: int) -> ValuesIndices:
     """Running maximum along ``dim`` and its indices; the gradient flows to the indexed elements.
 
@@ -223,6 +195,7 @@ def cummax(input: Tensor, dim: int) -> ValuesIndices:
     return ValuesIndices(*apply(Cummax, (input,), {"dim": d, "keepdim": True}))
 
 
+@declare(Cummin)
 def cummin(input: Tensor, dim: int) -> ValuesIndices:
     """Running minimum along ``dim`` and its indices.
 
@@ -235,18 +208,18 @@ def cummin(input: Tensor, dim: int) -> ValuesIndices:
 
 
 # ------------------------------------------------------------------------------------------ logcumsumexp
-def _rev_logcumsumexp(be, a, axis):
-    return be.flip(be.logaddexp.accumulate(be.flip(a, axis=axis), axis=axis), axis=axis)
-
-
 class Logcumsumexp(Op):
     """``y_i = log sum_{j<=i} exp(x_j)``, accumulated with ``logaddexp`` (stable for huge and ``-inf`` entries).
 
-    Backward ``dx_k = sum_{i>=k} g_i exp(x_k - y_i)``. The fast path works
-    in log space (positive and negative parts of ``g`` separately, ``O(n)``);
-    the graph-mode formula forms the ``(n, n)`` matrix ``exp(x_k - y_i)``
-    masked to ``i >= k`` (every entry is at most 1, so nothing overflows; it
-    is differentiable again, at ``n^2`` memory per slice).
+    Backward ``dx_k = sum_{i>=k} g_i exp(x_k - y_i)``. A first-order backward
+    works in log space, ``O(n)``: ``dx = exp(x + P) - exp(x + N)`` with ``P``
+    (``N``) the reverse logcumsumexp of ``log g - y`` over the positive
+    (negative) entries of ``g``. That form is not differentiable in ``g`` where
+    ``g == 0`` (a zero entry drops out of both sums), so under
+    ``create_graph`` the formula forms the ``(n, n)`` matrix ``exp(x_k - y_i)``
+    masked to ``i >= k`` instead: every entry is at most 1 (``y`` is
+    non-decreasing), so nothing overflows, and it is differentiable again in
+    ``g``, ``x`` and ``y``, at ``n^2`` memory per slice.
     """
 
     schema = OpSchema("logcumsumexp", amp_policy=FORCE_FP32, saves_input=True, saves_output=True, real_valued=True,
@@ -270,26 +243,32 @@ class Logcumsumexp(Op):
         if x.ndim == 0:
             return g
         dim = self.params["dim"]
+        y = self.output()
         be = self.device.backend
-        xl, yl, gl = transpose(x, dim, -1), transpose(self.output(), dim, -1), transpose(g, dim, -1)
+        if not _state.grad_enabled:
+            with be.errstate():  # -inf inputs: -inf - -inf is NaN where PyTorch's gradient is NaN too
+                return sub(exp(x + _signed_part_lse(g, y, dim, 1.0)), exp(x + _signed_part_lse(g, y, dim, -1.0)))
+        xl, yl, gl = transpose(x, dim, -1), transpose(y, dim, -1), transpose(g, dim, -1)
         n = xl.shape[-1]
         upper = _new_tensor(be.triu(be.ones((n, n), dtype=bool)), self.device)
         e = exp(where(upper, sub(unsqueeze(xl, -1), unsqueeze(yl, -2)), -float("inf")))  # [..., k, i]
         return transpose(_sum(mul(e, unsqueeze(gl, -2)), -1), dim, -1)
 
-    def backward_fast(self, be, g):
-        x = self.input(0)._data
-        if x.ndim == 0:
-            return g
-        dim = self.params["dim"]
-        y = self.output_array()
-        with be.errstate():
-            lg = be.log(be.abs(g))
-            pos = _rev_logcumsumexp(be, be.where(g > 0, lg, -be.inf) - y, dim)
-            neg = _rev_logcumsumexp(be, be.where(g < 0, lg, -be.inf) - y, dim)
-            return (be.exp(x + pos) - be.exp(x + neg)).astype(x.dtype, copy=False)
+
+def _signed_part_lse(g, y, dim, sign):
+    """``log sum_{i>=k, sign*g_i>0} |g_i| exp(-y_i)`` along ``dim``: a reverse logcumsumexp (``-inf`` if empty)."""
+    from .elementwise import log, mul
+    from .indexing import where
+    from .shape import flip
+
+    gs = mul(g, sign)
+    keep = gs > 0
+    # the inner where keeps log away from zero and negative entries, the outer drops them
+    lg = where(keep, log(where(keep, gs, 1.0)), -float("inf")) - y
+    return flip(logcumsumexp(flip(lg, dim), dim), dim)
 
 
+@declare(Logcumsumexp)
 def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     """``log(cumsum(exp(input), dim))`` computed stably (huge logits and ``-inf`` entries are fine).
 
@@ -302,6 +281,7 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
 
 
 # ------------------------------------------------------------------------------------------ diff
+@declare()
 def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
          append: Tensor | None = None) -> Tensor:
     """``n``-th forward difference along ``dim``: ``out[i] = x[i+1] - x[i]`` (composite of slicing and ``sub``).
@@ -318,7 +298,7 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
     from .elementwise import sub
     from .shape import cat
 
-    _check_tensor(input, "diff")
+    check_tensor(input, "diff")
     if input.ndim == 0:
         raise ValueError("diff: expected a tensor with at least one dimension, got a 0-d tensor")
     if not isinstance(n, int) or n < 0:
@@ -338,10 +318,3 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
         x = logical_xor(hi, lo) if x.dtype == _dt.bool_ else sub(hi, lo)
     return x
 
-
-def _install():
-    for name in ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "diff"):
-        setattr(Tensor, name, globals()[name])
-
-
-_install()

@@ -16,19 +16,26 @@ from collections import namedtuple
 
 from .._tensor import Tensor, _new_tensor
 from ._op import Op, apply
-from ._utils import norm_dim
+from ._utils import check_tensor, norm_dim
+from .registry import declare
 from .schema import KEEP_INPUT, OpSchema
-
-__all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "unique", "unique_consecutive", "searchsorted",
-           "bucketize"]
 
 #: the ``(values, indices)`` pair returned by every value-selecting op (PyTorch's ``torch.return_types``)
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
 
-def _check_tensor(x, op):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+def scalar_selection(be, x):
+    """``(values, indices)`` of a value-selecting op on a 0-d input: the value itself at index 0."""
+    return x.copy(), be.zeros((), dtype="int64")
+
+
+def select_at(be, x, idx, dim, keepdim):
+    """``(values, indices)``: ``x`` gathered at the int64 ``idx`` (one position along ``dim``), squeezed
+    unless ``keepdim``."""
+    v = be.take_along_axis(x, idx, axis=dim)
+    if not keepdim:
+        return be.squeeze(v, axis=dim), be.squeeze(idx, axis=dim)
+    return v, idx
 
 
 # ----------------------------------------------------------- gather / scatter along one dim
@@ -75,9 +82,6 @@ class SelectAlongDim(Op):
         idx = _new_tensor(self.extra, self.device)
         return select_along_dim_backward(g, idx, self.params["dim"], self.shapes[0]), None
 
-    def backward_fast(self, be, g):
-        return scatter_along_array(be, g, self.extra, self.params["dim"], self.shapes[0]), None
-
     def release(self) -> None:
         super().release()
         self.extra = None
@@ -99,11 +103,6 @@ class SelectAlongDimBackward(Op):
     def backward(self, gg):
         idx = _new_tensor(self.extra, self.device)
         return select_along_dim(gg, idx, self.params["dim"]), None
-
-    def backward_fast(self, be, gg):
-        if gg.ndim == 0:
-            return gg.copy(), None
-        return be.take_along_axis(gg, self.extra, axis=self.params["dim"]), None
 
     def release(self) -> None:
         super().release()
@@ -146,18 +145,10 @@ class ValueSelectingOp(Op):
         return (select_along_dim_backward(g, idx, self.params["dim"], self.shapes[0]),) + (None,) * (
             len(self.next_edges) - 1)
 
-    def backward_fast(self, be, g, _g_indices=None):
-        idx = self.output_array(1)
-        p = self.params
-        if not p["keepdim"] and len(self.shapes[0]):
-            g = be.expand_dims(g, p["dim"])
-            idx = be.expand_dims(idx, p["dim"])
-        return (scatter_along_array(be, g, idx, p["dim"], self.shapes[0]),) + (None,) * (len(self.next_edges) - 1)
-
 
 # ------------------------------------------------------------------------------- sort
 def _argsort_array(be, x, axis, descending):
-    """Stable argsort along ``axis``; NaN sorts as the largest value (PyTorch's order).
+    """Stable int64 argsort along ``axis``; NaN sorts as the largest value (PyTorch's order).
 
     Descending order stays stable (equal elements keep their original order)
     by sorting the reversed array ascending and reversing the result.
@@ -165,11 +156,21 @@ def _argsort_array(be, x, axis, descending):
     if x.dtype == bool:
         x = x.astype("int8")
     if not descending:
-        return be.argsort(x, axis=axis, kind="stable")
+        return be.argsort(x, axis=axis, kind="stable").astype("int64", copy=False)
     n = x.shape[axis]
     rev = be.flip(x, axis=axis)
     idx = be.flip(be.argsort(rev, axis=axis, kind="stable"), axis=axis)
-    return (n - 1) - idx
+    return ((n - 1) - idx).astype("int64", copy=False)
+
+
+def _sorted_selection(be, x, dim, descending, positions=None):
+    """``(values, indices)`` at ``positions`` (all when None) of the stable sort of ``x`` along ``dim``."""
+    if x.ndim == 0:
+        return scalar_selection(be, x)
+    idx = _argsort_array(be, x, dim, descending)
+    if positions is not None:
+        idx = be.take(idx, positions, axis=dim)
+    return be.take_along_axis(x, idx, axis=dim), idx
 
 
 class Sort(ValueSelectingOp):
@@ -179,16 +180,14 @@ class Sort(ValueSelectingOp):
 
     @staticmethod
     def forward(be, x, dim, keepdim, descending):
-        if x.ndim == 0:
-            return x.copy(), be.zeros((), dtype="int64")
-        idx = _argsort_array(be, x, dim, descending).astype("int64")
-        return be.take_along_axis(x, idx, axis=dim), idx
+        return _sorted_selection(be, x, dim, descending)
 
 
 def _dim_of(x, dim, op):
     return norm_dim(dim, x.ndim, op) if x.ndim else norm_dim(dim, 1, op)
 
 
+@declare(Sort)
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> ValuesIndices:
     """Sort along ``dim``: returns ``(values, indices)`` with ``values == take_along_dim(input, indices, dim)``.
 
@@ -204,7 +203,7 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
     >>> pylucid.tensor([[1, 3, 2]]).sort(descending=True).values
     tensor([[3, 2, 1]])
     """
-    _check_tensor(input, "sort")
+    check_tensor(input, "sort")
     d = _dim_of(input, dim, "sort")
     v, i = apply(Sort, (input,), {"dim": d, "keepdim": True, "descending": bool(descending)})
     return ValuesIndices(v, i)
@@ -219,9 +218,10 @@ class Argsort(Op):
     def forward(be, x, dim, descending):
         if x.ndim == 0:
             return be.zeros((), dtype="int64")
-        return _argsort_array(be, x, dim, descending).astype("int64")
+        return _argsort_array(be, x, dim, descending)
 
 
+@declare(Argsort)
 def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
     """Indices that sort ``input`` along ``dim`` (stable; NaN last ascending, first descending).
 
@@ -229,10 +229,11 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool
     >>> pylucid.argsort(pylucid.tensor([3.0, 1.0, 2.0]), descending=True)
     tensor([0, 2, 1])
     """
-    _check_tensor(input, "argsort")
+    check_tensor(input, "argsort")
     return apply(Argsort, (input,), {"dim": _dim_of(input, dim, "argsort"), "descending": bool(descending)})
 
 
+@declare()
 def msort(input: Tensor) -> Tensor:
     """Values of ``input`` sorted along dim 0 (composite: ``sort(input, 0).values``).
 
@@ -252,13 +253,10 @@ class Topk(ValueSelectingOp):
 
     @staticmethod
     def forward(be, x, k, dim, keepdim, largest):
-        if x.ndim == 0:
-            return x.copy(), be.zeros((), dtype="int64")
-        idx = _argsort_array(be, x, dim, largest).astype("int64")
-        idx = be.take(idx, be.arange(k), axis=dim)
-        return be.take_along_axis(x, idx, axis=dim), idx
+        return _sorted_selection(be, x, dim, largest, be.arange(k))
 
 
+@declare(Topk)
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:  # noqa: A002
     """The ``k`` largest (``largest=False``: smallest) entries along ``dim`` and their indices.
 
@@ -269,7 +267,7 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
     >>> pylucid.topk(pylucid.tensor([1.0, 5.0, 3.0, 4.0]), 2)
     ValuesIndices(values=tensor([5., 4.]), indices=tensor([1, 3]))
     """
-    _check_tensor(input, "topk")
+    check_tensor(input, "topk")
     d = _dim_of(input, dim, "topk")
     n = input.shape[d] if input.ndim else 1
     if not isinstance(k, int) or isinstance(k, bool):
@@ -288,15 +286,12 @@ class Kthvalue(ValueSelectingOp):
     @staticmethod
     def forward(be, x, k, dim, keepdim):
         if x.ndim == 0:
-            return x.copy(), be.zeros((), dtype="int64")
-        idx = _argsort_array(be, x, dim, False).astype("int64")
-        idx = be.take(idx, be.asarray([k - 1]), axis=dim)
-        v = be.take_along_axis(x, idx, axis=dim)
-        if not keepdim:
-            v, idx = be.squeeze(v, axis=dim), be.squeeze(idx, axis=dim)
-        return v, idx
+            return scalar_selection(be, x)
+        return select_at(be, x, be.take(_argsort_array(be, x, dim, False), be.asarray([k - 1]), axis=dim), dim,
+                         keepdim)
 
 
+@declare(Kthvalue)
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
     """The ``k``-th smallest value along ``dim`` (``k`` counts from 1) and its index.
 
@@ -307,7 +302,7 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Val
     >>> pylucid.kthvalue(pylucid.tensor([4.0, 1.0, 3.0]), 2)
     ValuesIndices(values=tensor(3.), indices=tensor(2))
     """
-    _check_tensor(input, "kthvalue")
+    check_tensor(input, "kthvalue")
     d = _dim_of(input, dim, "kthvalue")
     n = input.shape[d] if input.ndim else 1
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= n:
@@ -340,6 +335,7 @@ def _maybe_tuple(out, return_inverse, return_counts):
     return res if len(res) > 1 else u
 
 
+@declare(Unique)
 def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
            dim: int | None = None):
     """Unique elements of ``input`` (of the flattened tensor, or unique slices along ``dim``), sorted.
@@ -353,7 +349,7 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
     >>> pylucid.unique(pylucid.tensor([3, 1, 3, 2]), return_counts=True)
     (tensor([1, 2, 3]), tensor([1, 1, 2]))
     """
-    _check_tensor(input, "unique")
+    check_tensor(input, "unique")
     d = None if dim is None else norm_dim(dim, input.ndim, "unique")
     return _maybe_tuple(apply(Unique, (input,), {"dim": d}), return_inverse, return_counts)
 
@@ -384,6 +380,7 @@ class UniqueConsecutive(Op):
         return out, inv.reshape(shape) if dim is None else inv, counts
 
 
+@declare(UniqueConsecutive)
 def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False,
                        dim: int | None = None):
     """Eliminate all but the first element of every run of equal consecutive elements.
@@ -392,7 +389,7 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False, return_count
     >>> pylucid.unique_consecutive(pylucid.tensor([1, 1, 2, 2, 3, 1, 1]))
     tensor([1, 2, 3, 1])
     """
-    _check_tensor(input, "unique_consecutive")
+    check_tensor(input, "unique_consecutive")
     d = None if dim is None else norm_dim(dim, input.ndim, "unique_consecutive")
     return _maybe_tuple(apply(UniqueConsecutive, (input,), {"dim": d}), return_inverse, return_counts)
 
@@ -418,6 +415,7 @@ class Searchsorted(Op):
         return out.reshape(lead + values.shape[len(lead):]).astype(dt)
 
 
+@declare(Searchsorted, method=False)
 def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False, right: bool = False,
                  side: str | None = None, sorter: Tensor | None = None) -> Tensor:
     """Indices where the elements of ``input`` would be inserted into ``sorted_sequence`` to keep it sorted.
@@ -432,7 +430,7 @@ def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False, rig
     >>> pylucid.searchsorted(seq, pylucid.tensor([3, 6])), pylucid.searchsorted(seq, pylucid.tensor([3, 6]), right=True)
     (tensor([1, 3]), tensor([2, 3]))
     """
-    _check_tensor(sorted_sequence, "searchsorted")
+    check_tensor(sorted_sequence, "searchsorted", "sorted_sequence")
     if side is not None:
         if side not in ("left", "right"):
             raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
@@ -459,6 +457,7 @@ def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False, rig
     return apply(Searchsorted, args, params)
 
 
+@declare(method=False)
 def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
     """Bucket index of each element of ``input`` given the sorted 1-D ``boundaries``.
 
@@ -470,20 +469,8 @@ def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool
     >>> pylucid.bucketize(pylucid.tensor([1, 5, 9]), pylucid.tensor([1, 3, 5, 7]))
     tensor([0, 2, 4])
     """
-    _check_tensor(boundaries, "bucketize")
+    check_tensor(boundaries, "bucketize", "boundaries")
     if boundaries.ndim != 1:
         raise ValueError(f"bucketize: boundaries must be 1-D, got shape {tuple(boundaries.shape)}")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
-
-def _install():
-    Tensor.sort = sort
-    Tensor.argsort = argsort
-    Tensor.msort = msort
-    Tensor.topk = topk
-    Tensor.kthvalue = kthvalue
-    Tensor.unique = unique
-    Tensor.unique_consecutive = unique_consecutive
-
-
-_install()

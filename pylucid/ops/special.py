@@ -1,5 +1,5 @@
 """Special functions and the softmax family: ``softmax log_softmax erfc lgamma digamma polygamma i0 i1 i0e i1e
-xlogy xlog1py entr sinc ndtr log_ndtr`` (the ``pylucid.special`` namespace adds aliases and composites).
+xlogy xlog1py entr sinc ndtr log_ndtr``, and the ``pylucid.special`` composites ``gammaln psi multigammaln ndtri``.
 
 Forwards call ``be.special`` (``scipy.special`` on the CPU,
 ``cupyx.scipy.special`` on CUDA); half-precision inputs are computed in
@@ -17,18 +17,15 @@ import math
 from .. import dtypes as _dt
 from .._tensor import Tensor, _new_tensor
 from ._op import Op, apply, operand
-from ._utils import norm_dim
+from ._utils import check_tensor, norm_dim
+from .registry import declare, op_function
 from .schema import FORCE_FP32, OpSchema
-
-__all__ = ["softmax", "log_softmax", "erfc", "lgamma", "digamma", "polygamma", "i0", "xlogy", "sinc"]
 
 _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2 * math.pi)
-
-
-def _check_tensor(x, op):
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+# the namespaces of the functions both torch and torch.special have; the others are in torch.special only
+_BOTH = ("pylucid", "pylucid.special")
+_SPECIAL = ("pylucid.special",)
 
 
 def _sp(be, name, *args):
@@ -117,7 +114,7 @@ class LogSoftmax(Op):
 
 
 def _softmax_args(op, input, dim, dtype):
-    _check_tensor(input, op)
+    check_tensor(input, op)
     if dim is None:
         raise TypeError(f"{op}: dim is required (PyTorch's implicit dim choice is deprecated); pass dim=-1")
     if dtype is not None:
@@ -125,6 +122,7 @@ def _softmax_args(op, input, dim, dtype):
     return input, norm_dim(dim, input.ndim if input.ndim else 1, op) if input.ndim else None
 
 
+@declare(Softmax, namespaces=_BOTH)
 def softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     """``exp(x) / sum(exp(x), dim)``, computed stably (``dtype`` casts the input first).
 
@@ -136,6 +134,7 @@ def softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     return apply(Softmax, (x,), {"dim": d})
 
 
+@declare(LogSoftmax, namespaces=_BOTH)
 def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     """``x - logsumexp(x, dim)``, finite for huge logits.
 
@@ -148,11 +147,6 @@ def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
 
 
 # ------------------------------------------------------------------------------------------ unary special functions
-def _unary(op_cls, name, input):
-    _check_tensor(input, name)
-    return apply(op_cls, (input,))
-
-
 def _special_schema(name: str, saves_output: bool = False) -> OpSchema:
     """The schema the special functions share: ForceFP32 (numerically sensitive), real-valued, saves its input."""
     return OpSchema(name, amp_policy=FORCE_FP32, saves_input=True, saves_output=saves_output, real_valued=True,
@@ -170,7 +164,12 @@ class _ScipyUnary(Op):
 
 
 class Erfc(_ScipyUnary):
-    """``y = 1 - erf(x)`` (accurate for large ``x``); ``dx = -2/sqrt(pi) exp(-x^2) g``."""
+    """Complementary error function ``1 - erf(x)``, accurate for large ``x``; ``dx = -2/sqrt(pi) exp(-x^2) g``.
+
+    >>> import pylucid
+    >>> pylucid.erfc(pylucid.tensor([0.0, 1.0]))
+    tensor([1.0000, 0.1573])
+    """
 
     schema = _special_schema("erfc")
     scipy_name = "erfc"
@@ -181,18 +180,16 @@ class Erfc(_ScipyUnary):
         return mul(g, mul(exp(neg(square(self.input(0)))), -2.0 / _SQRT_PI))
 
 
-def erfc(input: Tensor) -> Tensor:
-    """Complementary error function ``1 - erf(x)``.
-
-    >>> import pylucid
-    >>> pylucid.erfc(pylucid.tensor([0.0, 1.0]))
-    tensor([1.0000, 0.1573])
-    """
-    return _unary(Erfc, "erfc", input)
+erfc = op_function(Erfc, namespaces=_BOTH)
 
 
 class Lgamma(_ScipyUnary):
-    """``y = log |Gamma(x)|``; ``dx = digamma(x) g``."""
+    """``log |Gamma(x)|`` (``pylucid.special.gammaln``); poles give ``inf``. ``dx = digamma(x) g``.
+
+    >>> import pylucid
+    >>> pylucid.lgamma(pylucid.tensor([1.0, 5.0]))
+    tensor([0.0000, 3.1781])
+    """
 
     schema = _special_schema("lgamma")
     scipy_name = "gammaln"
@@ -203,18 +200,22 @@ class Lgamma(_ScipyUnary):
         return mul(g, digamma(self.input(0)))
 
 
-def lgamma(input: Tensor) -> Tensor:
-    """``log |Gamma(x)|`` (``pylucid.special.gammaln``); poles give ``inf``.
+lgamma = op_function(Lgamma)
 
-    >>> import pylucid
-    >>> pylucid.lgamma(pylucid.tensor([1.0, 5.0]))
-    tensor([0.0000, 3.1781])
-    """
-    return _unary(Lgamma, "lgamma", input)
+
+@declare(namespaces=_SPECIAL, method=False)
+def gammaln(input: Tensor) -> Tensor:
+    """``torch.special.gammaln``: :func:`lgamma` under SciPy's name."""
+    return lgamma(input)
 
 
 class Digamma(Op):
-    """``y = psi(x) = d/dx log Gamma(x)``; ``dx = polygamma(1, x) g``."""
+    """The digamma function ``psi(x) = Gamma'(x) / Gamma(x)`` (``-inf`` at 0, as PyTorch); ``dx = polygamma(1, x) g``.
+
+    >>> import pylucid
+    >>> pylucid.digamma(pylucid.tensor([1.0, 2.0]))
+    tensor([-0.5772,  0.4228])
+    """
 
     schema = _special_schema("digamma")
 
@@ -230,14 +231,13 @@ class Digamma(Op):
         return mul(g, polygamma(1, self.input(0)))
 
 
-def digamma(input: Tensor) -> Tensor:
-    """The digamma function ``psi(x) = Gamma'(x) / Gamma(x)`` (``-inf`` at 0, as PyTorch).
+digamma = op_function(Digamma, namespaces=_BOTH)
 
-    >>> import pylucid
-    >>> pylucid.digamma(pylucid.tensor([1.0, 2.0]))
-    tensor([-0.5772,  0.4228])
-    """
-    return _unary(Digamma, "digamma", input)
+
+@declare(namespaces=_SPECIAL, method=False)
+def psi(input: Tensor) -> Tensor:
+    """``torch.special.psi``: :func:`digamma` under its other name."""
+    return digamma(input)
 
 
 class Polygamma(Op):
@@ -259,6 +259,7 @@ class Polygamma(Op):
         return mul(g, polygamma(self.params["n"] + 1, self.input(0)))
 
 
+@declare(Polygamma, namespaces=_BOTH, method=False)
 def polygamma(n: int, input: Tensor) -> Tensor:
     """``psi^(n)(x)``: the ``n``-th derivative of the digamma function (``n >= 0``).
 
@@ -266,10 +267,16 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     >>> pylucid.polygamma(1, pylucid.tensor([1.0]))
     tensor([1.6449])
     """
-    _check_tensor(input, "polygamma")
+    check_tensor(input, "polygamma")
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"polygamma: n must be a non-negative int, got {n!r}")
     return apply(Polygamma, (input,), {"n": n})
+
+
+@declare(Polygamma, name="polygamma", namespaces=(), method="polygamma")
+def _polygamma_method(self: Tensor, n: int) -> Tensor:
+    """``Tensor.polygamma(n)``: ``polygamma(n, self)`` (the tensor comes second in the function, as PyTorch)."""
+    return polygamma(n, self)
 
 
 def _bessel_pair_backward(self, g, partner, scaled):
@@ -288,7 +295,12 @@ def _bessel_pair_backward(self, g, partner, scaled):
 
 
 class I0(_ScipyUnary):
-    """Modified Bessel function of the first kind, order 0; ``dx = i1(x) g``."""
+    """Modified Bessel function of the first kind of order 0; ``dx = i1(x) g``.
+
+    >>> import pylucid
+    >>> pylucid.i0(pylucid.tensor([0.0, 1.0]))
+    tensor([1.0000, 1.2661])
+    """
 
     schema = _special_schema("i0")
     scipy_name = "i0"
@@ -299,14 +311,20 @@ class I0(_ScipyUnary):
         return mul(g, i1(self.input(0)))
 
 
+i0 = op_function(I0, namespaces=_BOTH)
+
+
 class I1(_ScipyUnary):
-    """Modified Bessel function of the first kind, order 1; ``dx = (i0(x) - i1(x)/x) g`` (1/2 at 0)."""
+    """Modified Bessel function of the first kind of order 1; ``dx = (i0(x) - i1(x)/x) g`` (1/2 at 0)."""
 
     schema = _special_schema("i1", saves_output=True)
     scipy_name = "i1"
 
     def backward(self, g):
         return _bessel_pair_backward(self, g, i0, scaled=False)
+
+
+i1 = op_function(I1, namespaces=_SPECIAL, method=False)
 
 
 class I0e(_ScipyUnary):
@@ -322,6 +340,9 @@ class I0e(_ScipyUnary):
         return mul(g, sub(i1e(x), mul(sign(x), self.output())))
 
 
+i0e = op_function(I0e, namespaces=_SPECIAL, method=False)
+
+
 class I1e(_ScipyUnary):
     """Exponentially scaled ``i1``: ``exp(-|x|) i1(x)``; ``dx = (i0e - i1e (sign(x) + 1/x)) g`` (1/2 at 0)."""
 
@@ -332,33 +353,12 @@ class I1e(_ScipyUnary):
         return _bessel_pair_backward(self, g, i0e, scaled=True)
 
 
-def i0(input: Tensor) -> Tensor:
-    """Modified Bessel function of the first kind of order 0.
-
-    >>> import pylucid
-    >>> pylucid.i0(pylucid.tensor([0.0, 1.0]))
-    tensor([1.0000, 1.2661])
-    """
-    return _unary(I0, "i0", input)
-
-
-def i1(input: Tensor) -> Tensor:
-    """Modified Bessel function of the first kind of order 1 (``pylucid.special.i1``)."""
-    return _unary(I1, "i1", input)
-
-
-def i0e(input: Tensor) -> Tensor:
-    """``exp(-|x|) * i0(x)`` (``pylucid.special.i0e``)."""
-    return _unary(I0e, "i0e", input)
-
-
-def i1e(input: Tensor) -> Tensor:
-    """``exp(-|x|) * i1(x)`` (``pylucid.special.i1e``)."""
-    return _unary(I1e, "i1e", input)
+i1e = op_function(I1e, namespaces=_SPECIAL, method=False)
 
 
 class Entr(_ScipyUnary):
-    """``y = -x ln x`` (0 at 0, ``-inf`` for ``x < 0``); ``dx = -(1 + ln x) g`` (as PyTorch: ``+inf`` at 0)."""
+    """Elementwise entropy ``y = -x ln x`` (0 at 0, ``-inf`` for ``x < 0``); ``dx = -(1 + ln x) g`` (as PyTorch:
+    ``+inf`` at 0)."""
 
     schema = _special_schema("entr")
     scipy_name = "entr"
@@ -369,13 +369,16 @@ class Entr(_ScipyUnary):
         return mul(g, neg(add(log(self.input(0)), 1.0)))
 
 
-def entr(input: Tensor) -> Tensor:
-    """Elementwise entropy ``-x ln x`` (``pylucid.special.entr``)."""
-    return _unary(Entr, "entr", input)
+entr = op_function(Entr, namespaces=_SPECIAL, method=False)
 
 
 class Sinc(Op):
-    """Normalised sinc ``sin(pi x) / (pi x)`` (1 at 0); ``dx = (cos(pi x) - sinc(x)) / x g`` (0 at 0)."""
+    """Normalised sinc ``sin(pi x) / (pi x)``, 1 at 0; ``dx = (cos(pi x) - sinc(x)) / x g`` (0 at 0).
+
+    >>> import pylucid
+    >>> pylucid.sinc(pylucid.tensor([0.0, 0.5]))
+    tensor([1.0000, 0.6366])
+    """
 
     schema = _special_schema("sinc", saves_output=True)
 
@@ -394,14 +397,7 @@ class Sinc(Op):
         return mul(g, where(zero, 0.0, div(sub(cos(mul(xs, math.pi)), self.output()), xs)))
 
 
-def sinc(input: Tensor) -> Tensor:
-    """Normalised sinc ``sin(pi x) / (pi x)``, 1 at 0.
-
-    >>> import pylucid
-    >>> pylucid.sinc(pylucid.tensor([0.0, 0.5]))
-    tensor([1.0000, 0.6366])
-    """
-    return _unary(Sinc, "sinc", input)
+sinc = op_function(Sinc, namespaces=_BOTH)
 
 
 class Ndtr(_ScipyUnary):
@@ -416,8 +412,11 @@ class Ndtr(_ScipyUnary):
         return mul(g, mul(exp(mul(square(self.input(0)), -0.5)), 1.0 / _SQRT_2PI))
 
 
+ndtr = op_function(Ndtr, namespaces=_SPECIAL, method=False)
+
+
 class LogNdtr(_ScipyUnary):
-    """``log Phi(x)``, accurate in the far left tail; ``dx = exp(-x^2/2 - log Phi(x)) / sqrt(2 pi) g``."""
+    """``log Phi(x)``, finite far into the left tail; ``dx = exp(-x^2/2 - log Phi(x)) / sqrt(2 pi) g``."""
 
     schema = _special_schema("log_ndtr", saves_output=True)
     scipy_name = "log_ndtr"
@@ -429,14 +428,39 @@ class LogNdtr(_ScipyUnary):
         return mul(g, mul(exp(sub(mul(square(x), -0.5), self.output())), 1.0 / _SQRT_2PI))
 
 
-def ndtr(input: Tensor) -> Tensor:
-    """Standard normal CDF (``pylucid.special.ndtr``)."""
-    return _unary(Ndtr, "ndtr", input)
+log_ndtr = op_function(LogNdtr, namespaces=_SPECIAL, method=False)
 
 
-def log_ndtr(input: Tensor) -> Tensor:
-    """Log of the standard normal CDF (``pylucid.special.log_ndtr``), finite far into the left tail."""
-    return _unary(LogNdtr, "log_ndtr", input)
+@declare(namespaces=_SPECIAL, method=False)
+def ndtri(input: Tensor) -> Tensor:
+    """Inverse of the standard normal CDF: ``sqrt(2) * erfinv(2p - 1)`` (a composite; ``+-inf`` at 0 and 1,
+    NaN outside ``[0, 1]``).
+
+    >>> import pylucid
+    >>> pylucid.special.ndtri(pylucid.tensor([0.5, 0.975]))
+    tensor([0.0000, 1.9600])
+    """
+    from .elementwise import erfinv
+
+    return erfinv(input * 2 - 1) * math.sqrt(2.0)
+
+
+@declare(namespaces=_SPECIAL, method=False)
+def multigammaln(input: Tensor, p: int) -> Tensor:
+    """Multivariate log-gamma ``sum_{i<p} lgamma(x - i/2) + p(p-1)/4 log(pi)`` (a composite of ``lgamma``).
+
+    >>> import pylucid
+    >>> pylucid.special.multigammaln(pylucid.tensor([2.5]), 2)
+    tensor([0.8570])
+    """
+    if not isinstance(p, int) or p < 1:
+        raise ValueError(f"multigammaln: p must be a positive int, got {p!r}")
+    from .elementwise import add
+
+    out = lgamma(input)
+    for i in range(1, p):
+        out = add(out, lgamma(input - i / 2))
+    return add(out, p * (p - 1) / 4 * math.log(math.pi))
 
 
 # ------------------------------------------------------------------------------------------ xlogy / xlog1py
@@ -543,6 +567,7 @@ def _xlog(cls, name, input, other):
     return apply(cls, (input, other))
 
 
+@declare(Xlogy, namespaces=_BOTH)
 def xlogy(input, other) -> Tensor:
     """``input * log(other)``, with 0 where ``input == 0`` (unless ``other`` is NaN).
 
@@ -553,15 +578,7 @@ def xlogy(input, other) -> Tensor:
     return _xlog(Xlogy, "xlogy", input, other)
 
 
+@declare(Xlog1py, namespaces=_SPECIAL, method=False)
 def xlog1py(input, other) -> Tensor:
     """``input * log1p(other)``, with 0 where ``input == 0`` (``pylucid.special.xlog1py``)."""
     return _xlog(Xlog1py, "xlog1py", input, other)
-
-
-def _install():
-    for name in ("softmax", "log_softmax", "erfc", "lgamma", "digamma", "polygamma", "i0", "xlogy", "sinc"):
-        setattr(Tensor, name, globals()[name])
-    Tensor.polygamma = lambda self, n: polygamma(n, self)
-
-
-_install()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .. import ops as _ops
+from ..dtypes import float32, float64
 from ..ops import add, div, mul, sqrt
 from .optimizer import (
     Optimizer,
@@ -16,6 +18,9 @@ from .optimizer import (
 )
 
 __all__ = ["Adam", "AdamW"]
+
+#: parameter dtypes of the fused step (half-precision parameters keep the generic path)
+_FUSED_DTYPES = (float32, float64)
 
 
 class Adam(Optimizer):
@@ -77,8 +82,7 @@ class Adam(Optimizer):
             decoupled = group["decoupled_weight_decay"]
             amsgrad = group["amsgrad"]
             maximize = group["maximize"]
-            if not amsgrad and self._fused_cuda_step(group, lr, beta1, beta2, eps, weight_decay, decoupled,
-                                                     maximize):
+            if not amsgrad and self._fused_step(group, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
                 continue
             buffers = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if amsgrad else ("exp_avg", "exp_avg_sq")
             for p, g, state in self._params_with_grad(group, maximize, weight_decay, lr if decoupled else None):
@@ -101,50 +105,46 @@ class Adam(Optimizer):
                 p[...] = _addcdiv(p, exp_avg, denom, -step_size)
         return loss
 
+    def _fused_step(self, group, lr, beta1, beta2, eps, weight_decay, decoupled, maximize) -> bool:
+        """The group's step through ``pylucid._fused_adam_``: on CUDA one multi-tensor kernel launch per dtype.
 
-    def _fused_cuda_step(self, group, lr, beta1, beta2, eps, weight_decay, decoupled, maximize) -> bool:
-        """The multi-tensor kernel (``be.adam_step``, one launch per dtype) for a group that lives on one GPU.
-
-        Taken when every parameter with a gradient is a contiguous float32/float64 CUDA array on one device
-        with a gradient of the same dtype and layout (AMSGrad and other layouts keep the generic path, and so
-        does the CPU, whose results stay exactly as before). Returns False, having changed nothing, otherwise.
+        Taken when that op exists and every parameter with a gradient is a contiguous float32/float64
+        tensor on one CUDA device, with a contiguous gradient of its dtype (AMSGrad, other dtypes and
+        layouts keep the generic path, and so does the CPU, whose results stay PyTorch's arithmetic
+        bit for bit). Returns False, having changed nothing, otherwise.
         """
+        fused_adam_ = getattr(_ops, "_fused_adam_", None)
+        if fused_adam_ is None:
+            return False
         live = [p for p in group["params"] if p.grad is not None]
         if not live:
             return False
-        dev = live[0]._device
+        dev = live[0].device
         if dev.type != "cuda":
             return False
         for p in live:
-            d, gd = p._data, p.grad._data
-            if (p._device is not dev or p.grad._device is not dev or d.dtype.kind != "f" or d.dtype.itemsize < 4
-                    or gd.dtype != d.dtype or gd.shape != d.shape or not d.flags.c_contiguous
-                    or not gd.flags.c_contiguous):
+            g = p.grad
+            if (p.device is not dev or p.dtype not in _FUSED_DTYPES or g.dtype is not p.dtype or not p.is_contiguous()
+                    or not g.is_contiguous()):
                 return False
+        state = self.state
         by_step: dict = {}
         for p in live:
-            state = self.state[p]
-            if len(state) == 0:
-                _init_state(state, p, ("exp_avg", "exp_avg_sq"))
+            st = state[p]
+            if len(st) == 0:
+                _init_state(st, p, ("exp_avg", "exp_avg_sq"))
             for key in ("exp_avg", "exp_avg_sq"):
-                buf = state[key]
-                if buf._device is not dev or buf.dtype is not p.dtype or not buf._data.flags.c_contiguous:
+                buf = st[key]
+                if buf.device is not dev or buf.dtype is not p.dtype or not buf.is_contiguous():
                     # state made before Module.to(...) or loaded in another layout: move it next to p
-                    state[key] = buf.to(device=dev, dtype=p.dtype).contiguous()
-            by_step.setdefault(_to_scalar(state["step"]) + 1, []).append(p)
+                    st[key] = buf.to(device=dev, dtype=p.dtype).contiguous()
+            step = st["step"] = _to_scalar(st["step"]) + 1
+            by_step.setdefault(step, []).append(p)
         for step, ps in by_step.items():
-            for p in ps:
-                self.state[p]["step"] = step
-        be = dev.backend
-        for step, ps in by_step.items():
-            be.adam_step([p._data for p in ps], [p.grad._data for p in ps],
-                         [self.state[p]["exp_avg"]._data for p in ps], [self.state[p]["exp_avg_sq"]._data for p in ps],
-                         step=step, lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
-                         weight_decay=float(weight_decay), decoupled=bool(decoupled), maximize=bool(maximize))
-            for p in ps:  # written in place: bump the version counters, as an in-place op would
-                p._version[0] += 1
-                self.state[p]["exp_avg"]._version[0] += 1
-                self.state[p]["exp_avg_sq"]._version[0] += 1
+            fused_adam_(ps, [p.grad for p in ps], [state[p]["exp_avg"] for p in ps],
+                        [state[p]["exp_avg_sq"] for p in ps], step=step, lr=float(lr), beta1=float(beta1),
+                        beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay),
+                        decoupled=bool(decoupled), maximize=bool(maximize))
         return True
 
 

@@ -440,9 +440,9 @@ class Optimizer:
         them; their state follows here, lazily, on the next ``step``.
         """
         for p, st in self.state.items():
-            dev = p._device
+            dev = p.device
             for k, v in st.items():
-                if isinstance(v, Tensor) and v._device is not dev:
+                if isinstance(v, Tensor) and v.device is not dev:
                     st[k] = v.to(dev)
 
     # -- helpers for subclasses ----------------------------------------------------------

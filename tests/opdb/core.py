@@ -49,6 +49,15 @@ def binary_samples(lo=-2.0, hi=2.0, blo=None, bhi=None):
     return f
 
 
+def _minmax_ref(reduce, arg):
+    """torch's amax/amin (ties share the gradient) and, for one int dim, argmax/argmin's first index."""
+    def ref(x, dim=None, keepdim=False):
+        if isinstance(dim, int):
+            return reduce(x, dim, keepdim), arg(x, dim, keepdim)
+        return reduce(x, dim=() if dim is None else dim, keepdim=keepdim)
+    return ref
+
+
 def _bcast_errors(fn_name):
     def f():
         return [ErrorInput((U(2, 3), U(4)), exc=ShapeMismatch, match=rf"{fn_name}: shapes \(2, 3\) and \(4,\)")]
@@ -70,8 +79,7 @@ ENTRIES = [
             error_inputs=lambda: [ErrorInput((U(2, 3),), {"dim": 2}, IndexError, "mean: dimension out of range"),
                                   ErrorInput((U(2, 3),), {"dim": (0, 0)}, ValueError, "more than once"),
                                   ErrorInput((np.arange(3),), {}, TypeError, "mean: could not infer")]),
-    OpEntry("max", lambda x, **k: pl.max(x, **k), lambda x, dim=None, keepdim=False: torch.amax(
-                x, dim=() if dim is None else dim, keepdim=keepdim),
+    OpEntry("max", lambda x, **k: pl.max(x, **k), _minmax_ref(torch.amax, torch.argmax),
             lambda: [Sample((U(3, 4),), gradcheck=True), Sample((U(3, 4),), {"dim": 1}, "dim1"),
                      Sample((U(2, 3, 4),), {"dim": (0, 2), "keepdim": True}, "dims-keep"),
                      Sample((np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]]),), {"dim": 1}, "ties", gradcheck=False),
@@ -80,8 +88,7 @@ ENTRIES = [
                      Sample((np.array(-1.0),), name="0d"), Sample((noncontig(3, 4),), {"dim": 0}, "noncontig")],
             error_inputs=lambda: [ErrorInput((U(0, 3),), {"dim": 0}, IndexError, "max: expected reduction dim 0"),
                                   ErrorInput((U(2, 3),), {"dim": 5}, IndexError, "max: dimension out of range")]),
-    OpEntry("min", lambda x, **k: pl.min(x, **k), lambda x, dim=None, keepdim=False: torch.amin(
-                x, dim=() if dim is None else dim, keepdim=keepdim),
+    OpEntry("min", lambda x, **k: pl.min(x, **k), _minmax_ref(torch.amin, torch.argmin),
             lambda: [Sample((U(3, 4),)), Sample((U(3, 4),), {"dim": 0, "keepdim": True}, "dim0"),
                      Sample((U(2, 3, 4),), {"dim": (1, 2)}, "dims"),
                      Sample((np.array([[1.0, -3.0, -3.0], [2.0, 2.0, 5.0]]),), {"dim": 1}, "ties", gradcheck=False),

@@ -229,6 +229,20 @@ def sdpa_samples():
     ]
 
 
+def layer_norm_backward_samples():
+    return [Sample((U(3, 4, seed=3), U(3, 4), (4,), U(4, seed=1)), name="last"),
+            Sample((U(2, 3, 4, seed=3), U(2, 3, 4), (3, 4), U(3, 4, seed=1)), name="two-dims"),
+            Sample((U(2, 5, seed=3), U(2, 5), (5,), None), name="no-weight"),
+            Sample((_nc(3, 4, seed=3), _nc(3, 4), (4,), U(4, seed=1)), name="noncontig"),
+            Sample((U(0, 4, seed=3), U(0, 4), (4,), U(4, seed=1)), name="empty", gradcheck=False)]
+
+
+def layer_norm_backward_ref(grad_output, input, normalized_shape, weight=None, eps=1e-5):
+    _, mean, rstd = torch.ops.aten.native_layer_norm(input, list(normalized_shape), weight, None, eps)
+    return torch.ops.aten.native_layer_norm_backward(grad_output, input, list(normalized_shape), mean, rstd,
+                                                     weight, None, [True, False, False])[0]
+
+
 ENTRIES = [
     OpEntry("linear", F.linear, TF.linear, linear_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3), U(4, 5)), exc=ShapeMismatch, match="linear: input of shape")]),
@@ -237,6 +251,7 @@ ENTRIES = [
             grad=False, gradgrad=False, amp=False, atol=3e-2, rtol=2e-2),
     OpEntry("layer_norm", F.layer_norm, TF.layer_norm, layer_norm_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3), (4,)), exc=ShapeMismatch, match="layer_norm: normalized")]),
+    OpEntry("layer_norm_backward", N.layer_norm_backward, layer_norm_backward_ref, layer_norm_backward_samples),
     OpEntry("batch_norm", batch_norm_train, batch_norm_train_ref, batch_norm_samples),
     OpEntry("rms_norm", F.rms_norm, TF.rms_norm, rms_samples),
     OpEntry("cross_entropy_loss", F.cross_entropy, TF.cross_entropy, ce_samples, error_inputs=ce_errors,

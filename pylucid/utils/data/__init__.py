@@ -21,6 +21,7 @@ from pylucid.utils.data.dataset import (
     TensorDataset,
     random_split,
 )
+from pylucid.utils.data.distributed import DistributedSampler
 from pylucid.utils.data.sampler import (
     BatchSampler,
     RandomSampler,
@@ -43,6 +44,7 @@ __all__ = [
     "RandomSampler",
     "SubsetRandomSampler",
     "WeightedRandomSampler",
+    "DistributedSampler",
     "BatchSampler",
     "DataLoader",
     "default_collate",

@@ -42,11 +42,10 @@ import traceback
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Iterator, Sequence
 
-import numpy as np
-
 import pylucid
+from pylucid._interop import BOOL_TYPES, INTEGER_TYPES, numpy_rng, seed_numpy_global
 from pylucid.utils.data._collate import default_collate, default_convert
-from pylucid.utils.data.dataset import IterableDataset, _numpy_rng
+from pylucid.utils.data.dataset import IterableDataset
 from pylucid.utils.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
@@ -96,7 +95,7 @@ def get_worker_info() -> WorkerInfo | None:
     return _worker_info
 
 
-def _rebuild_tensor(array: np.ndarray, requires_grad: bool) -> Any:
+def _rebuild_tensor(array: Any, requires_grad: bool) -> Any:
     tensor = pylucid.from_numpy(array)
     if requires_grad:
         setter = getattr(tensor, "requires_grad_", None)
@@ -215,7 +214,7 @@ def _make_fetcher(is_iterable: bool, *args: Any) -> _MapFetcher | _IterableFetch
 
 def _seed_worker(seed: int) -> None:
     random.seed(seed)
-    np.random.seed(seed % 2**32)
+    seed_numpy_global(seed)
     # The default (CPU) generator only: touching an accelerator's RNG in a
     # forked child would initialise the GPU runtime there, which is unsafe.
     pylucid.default_generator.manual_seed(seed)
@@ -589,14 +588,14 @@ class DataLoader:
             return TypeError(f"DataLoader: {name} must be {accepted}, got {type(value).__name__} ({value!r})")
 
         if batch_size is not None:
-            if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+            if isinstance(batch_size, bool) or not isinstance(batch_size, INTEGER_TYPES):
                 raise bad_type("batch_size", batch_size, "a positive int or None")
             if batch_size <= 0:
                 raise ValueError(
                     f"DataLoader: batch_size should be a positive integer value, got batch_size={batch_size}"
                 )
             batch_size = int(batch_size)
-        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
+        if isinstance(num_workers, bool) or not isinstance(num_workers, INTEGER_TYPES):
             raise bad_type("num_workers", num_workers, "a non-negative int")
         if num_workers < 0:
             raise ValueError(
@@ -613,13 +612,16 @@ class DataLoader:
             ("pin_memory", pin_memory),
             ("persistent_workers", persistent_workers),
         ):
-            if value is not None and not isinstance(value, (bool, np.bool_)):
+            if value is not None and not isinstance(value, BOOL_TYPES):
                 raise bad_type(name, value, "a bool")
         for name, value in (("collate_fn", collate_fn), ("worker_init_fn", worker_init_fn)):
             if value is not None and not callable(value):
                 raise bad_type(name, value, "callable or None")
-        if generator is not None and not isinstance(getattr(generator, "_np", None), np.random.Generator):
-            raise bad_type("generator", generator, "a pylucid.Generator or None")
+        if generator is not None:
+            try:
+                numpy_rng(generator, "DataLoader")
+            except TypeError:
+                raise bad_type("generator", generator, "a pylucid.Generator or None") from None
         if num_workers == 0 and prefetch_factor is not None:
             raise ValueError(
                 "DataLoader: prefetch_factor only applies with num_workers > 0; "
@@ -627,7 +629,7 @@ class DataLoader:
             )
         if prefetch_factor is not None and (
             isinstance(prefetch_factor, bool)
-            or not isinstance(prefetch_factor, (int, np.integer))
+            or not isinstance(prefetch_factor, INTEGER_TYPES)
             or prefetch_factor <= 0
         ):
             raise ValueError(f"DataLoader: prefetch_factor should be a positive int, got {prefetch_factor!r}")
@@ -723,7 +725,7 @@ class DataLoader:
         return multiprocessing.get_context(ctx) if isinstance(ctx, str) else ctx
 
     def _draw_base_seed(self) -> int:
-        return int(_numpy_rng(self.generator, "DataLoader").integers(0, _SEED_BOUND))
+        return int(numpy_rng(self.generator, "DataLoader").integers(0, _SEED_BOUND))
 
     def _length_or_none(self) -> int | None:
         try:

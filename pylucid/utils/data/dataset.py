@@ -12,9 +12,8 @@ import bisect
 import math
 from typing import Any, Generic, Iterable, Iterator, Sequence, TypeVar
 
-import numpy as np
-
 import pylucid
+from pylucid._interop import INTEGER_TYPES, numpy_rng
 
 __all__ = [
     "Dataset",
@@ -29,24 +28,9 @@ __all__ = [
 T_co = TypeVar("T_co", covariant=True)
 
 
-def _numpy_rng(generator: Any, where: str) -> np.random.Generator:
-    """The ``numpy.random.Generator`` behind a ``pylucid.Generator``.
-
-    ``None`` means the global ``pylucid.default_generator``, so
-    ``pylucid.manual_seed`` makes shuffling reproducible, as in PyTorch.
-    """
-    if generator is None:
-        generator = pylucid.default_generator
-    rng = getattr(generator, "_np", None)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"{where}: generator must be a pylucid.Generator or None, got {type(generator).__name__}")
-    return rng
-
-
 def _permutation(n: int, generator: Any, where: str) -> list[int]:
-    # Our own randperm from the generator's NumPy stream: utils.data must not
-    # depend on a core op that may not exist, and Python ints index anything.
-    return _numpy_rng(generator, where).permutation(n).tolist()
+    # the generator's NumPy stream, as Python ints (they index any dataset)
+    return numpy_rng(generator, where).permutation(n).tolist()
 
 
 class Dataset(Generic[T_co]):
@@ -221,7 +205,7 @@ def _resolve_lengths(n: int, lengths: Sequence[int | float]) -> list[int]:
     lengths = list(lengths)
     if not lengths:
         raise ValueError("random_split: lengths must be a non-empty sequence")
-    all_int = all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in lengths)
+    all_int = all(isinstance(x, INTEGER_TYPES) and not isinstance(x, bool) for x in lengths)
     if not all_int and math.isclose(sum(lengths), 1.0) and sum(lengths) <= 1.0 + 1e-9:
         for i, frac in enumerate(lengths):
             if not 0 <= frac <= 1:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Generic, Iterable, Iterator, Sequence, Sized, TypeVar
 
-import numpy as np
-
 import pylucid
-from pylucid.utils.data.dataset import _numpy_rng
+from pylucid._interop import BOOL_TYPES, INTEGER_TYPES, numpy_rng
 
 __all__ = [
     "Sampler",
@@ -29,13 +27,13 @@ T_co = TypeVar("T_co", covariant=True)
 
 
 def _check_positive_int(value: Any, name: str, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, INTEGER_TYPES) or value <= 0:
         raise ValueError(f"{where}: {name} should be a positive integer value, but got {name}={value!r}")
     return int(value)
 
 
 def _check_bool(value: Any, name: str, where: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
+    if not isinstance(value, BOOL_TYPES):
         raise ValueError(f"{where}: {name} should be a boolean value, but got {name}={value!r}")
     return bool(value)
 
@@ -119,7 +117,7 @@ class RandomSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         n = len(self.data_source)
-        rng = _numpy_rng(self.generator, "RandomSampler")
+        rng = numpy_rng(self.generator, "RandomSampler")
         if n == 0:
             return
         if self.replacement:
@@ -152,7 +150,7 @@ class SubsetRandomSampler(Sampler[int]):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        rng = _numpy_rng(self.generator, "SubsetRandomSampler")
+        rng = numpy_rng(self.generator, "SubsetRandomSampler")
         for i in rng.permutation(len(self.indices)).tolist():
             yield self.indices[i]
 
@@ -186,24 +184,27 @@ class WeightedRandomSampler(Sampler[int]):
     ) -> None:
         self.num_samples = _check_positive_int(num_samples, "num_samples", "WeightedRandomSampler")
         self.replacement = _check_bool(replacement, "replacement", "WeightedRandomSampler")
+        # a float64 CPU tensor, as PyTorch's torch.as_tensor(weights, dtype=torch.double)
         if isinstance(weights, pylucid.Tensor):
-            weights = weights.detach().to("cpu").numpy()
-        w = np.asarray(weights, dtype=np.float64)
+            w = weights.detach().to(device="cpu", dtype=pylucid.float64)
+        else:
+            w = pylucid.tensor(weights, dtype=pylucid.float64)
         if w.ndim != 1:
-            raise ValueError(f"WeightedRandomSampler: weights should be a 1-D sequence, got shape {w.shape}")
-        if w.size == 0 or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise ValueError(f"WeightedRandomSampler: weights should be a 1-D sequence, got shape {tuple(w.shape)}")
+        if w.numel() == 0 or not bool(pylucid.isfinite(w).all()) or bool((w < 0).any()) or w.sum().item() <= 0:
             raise ValueError("WeightedRandomSampler: weights must be finite, non-negative and not all zero")
-        if not self.replacement and self.num_samples > int(np.count_nonzero(w)):
+        nonzero = int(pylucid.count_nonzero(w))
+        if not self.replacement and self.num_samples > nonzero:
             raise ValueError(
                 f"WeightedRandomSampler: cannot draw num_samples={self.num_samples} without "
-                f"replacement from {int(np.count_nonzero(w))} non-zero weights"
+                f"replacement from {nonzero} non-zero weights"
             )
         self.weights = w
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        rng = _numpy_rng(self.generator, "WeightedRandomSampler")
-        p = self.weights / self.weights.sum()
+        rng = numpy_rng(self.generator, "WeightedRandomSampler")
+        p = (self.weights / self.weights.sum()).numpy()
         yield from rng.choice(len(p), size=self.num_samples, replace=self.replacement, p=p).tolist()
 
     def __len__(self) -> int:

@@ -1,271 +1,61 @@
-"""Fused kernels for the CUDA backend, and the portable array-module versions they must match.
+"""CUDA C sources of the CUDA backend's kernels (strings only: nothing here compiles or imports CuPy).
 
-Two halves, kept side by side so the semantics live in one place:
+Two families:
 
-* **Reference implementations** (``*_ref`` functions) written against an array
-  module ``xp`` (NumPy or CuPy). They are the portable fallback the base
-  backend uses on the CPU, and the oracle the GPU tests compare each kernel to.
-* **CUDA kernels** (CuPy ``RawKernel``/``ElementwiseKernel``), compiled lazily on
-  first use and cached per dtype and device. This module never imports CuPy at
-  import time.
+* **Fused kernels** (:data:`KERNELS`): row-wise softmax, layer norm and cross-entropy, column
+  sums, the relu and embedding backwards, multi-tensor Adam, bias + activation and the 16-byte
+  vectorised binary op. Each is written once over ``scalar_t``; :func:`kernel_source` puts the
+  shared block reductions in front and makes it float or double. Their semantics are the
+  functions of :mod:`pylucid.backend.reference`.
+* **Generated one-line kernels** for the low-overhead paths: element-wise arithmetic
+  (:func:`fast_source`), Linear's bias (:func:`bias_add_source`), strided-to-contiguous copies
+  (:func:`strided_copy_source`) and dtype casts (:func:`cast_source`), each built per dtype.
 
-Kernels compute in the array's own precision for float32/float64. float16 and
-bfloat16 inputs are converted to float32 by the backend methods, computed, and
-rounded back once (PyTorch's CUDA kernels also accumulate half types in
-float32); a native half path is a later optimisation, not a semantic change.
+:mod:`pylucid.backend.cuda_launch` compiles them and launches them.
 
-Every row-wise kernel (softmax, layer norm, cross-entropy) runs one thread
-block per row over a C-contiguous ``(rows, cols)`` view, with warp-shuffle
-block reductions; the reduction order is fixed, so they are deterministic.
-The atomic embedding backward is not (see ``embedding_backward``).
+Every row-wise kernel runs one thread block per row over a C-contiguous ``(rows, cols)`` view,
+with warp-shuffle block reductions; the reduction order is fixed, so they are deterministic. The
+atomic embedding backward is not (``embedding_bwd_sorted`` is its deterministic form).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 # ---------------------------------------------------------------------------
-# reference implementations (xp = numpy or cupy)
+# fused kernels (``scalar_t`` is replaced by float or double at compile time)
 # ---------------------------------------------------------------------------
 
-
-def softmax_ref(xp, x, log: bool = False):
-    """Softmax (or log-softmax) over the last axis, max-subtracted for stability."""
-    m = xp.max(x, axis=-1, keepdims=True)
-    z = x - m
-    s = xp.sum(xp.exp(z), axis=-1, keepdims=True)
-    return z - xp.log(s) if log else xp.exp(z) / s
-
-
-def softmax_backward_ref(xp, y, g, log: bool = False):
-    """Gradient of softmax/log-softmax given the saved output ``y`` and the incoming ``g``.
-
-    softmax: ``dx = y * (g - sum(g * y))``; log-softmax: ``dx = g - exp(y) * sum(g)``.
-    """
-    if log:
-        return g - xp.exp(y) * xp.sum(g, axis=-1, keepdims=True)
-    return y * (g - xp.sum(g * y, axis=-1, keepdims=True))
-
-
-def layer_norm_ref(xp, x, weight, bias, eps: float):
-    """Layer norm over the last axis: ``(y, mean, rstd)`` with biased variance (as PyTorch).
-
-    ``mean``/``rstd`` have shape ``x.shape[:-1]``; ``weight``/``bias`` may be None.
-    """
-    mean = xp.mean(x, axis=-1)
-    xc = x - mean[..., None]
-    var = xp.mean(xc * xc, axis=-1)
-    rstd = 1.0 / xp.sqrt(var + eps)
-    y = xc * rstd[..., None]
-    if weight is not None:
-        y = y * weight
-    if bias is not None:
-        y = y + bias
-    return y, mean, rstd
-
-
-def layer_norm_backward_ref(xp, g, x, mean, rstd, weight):
-    """``(dx, dweight, dbias)`` of layer norm; ``dweight``/``dbias`` are None when ``weight`` is None.
-
-    With ``xhat = (x - mean) * rstd`` and ``dxhat = g * weight``:
-    ``dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))``,
-    ``dweight = sum_rows(g * xhat)``, ``dbias = sum_rows(g)``.
-    """
-    xhat = (x - mean[..., None]) * rstd[..., None]
-    dxhat = g * weight if weight is not None else g
-    n = x.shape[-1]
-    a = xp.sum(dxhat, axis=-1, keepdims=True) / n
-    b = xp.sum(dxhat * xhat, axis=-1, keepdims=True) / n
-    dx = rstd[..., None] * (dxhat - a - xhat * b)
-    if weight is None:
-        return dx, None, None
-    lead = tuple(range(x.ndim - 1))
-    return dx, xp.sum(g * xhat, axis=lead), xp.sum(g, axis=lead)
-
-
-def cross_entropy_ref(xp, logits, target, ignore_index: int = -100):
-    """Per-row cross-entropy of ``(rows, classes)`` logits against integer targets.
-
-    Returns ``(loss, lse)``: ``loss[r] = logsumexp(logits[r]) - logits[r, target[r]]``, 0 where
-    ``target[r] == ignore_index``; ``lse`` (the row log-sum-exp) is what the backward needs.
-    """
-    m = xp.max(logits, axis=-1, keepdims=True)
-    lse = (m + xp.log(xp.sum(xp.exp(logits - m), axis=-1, keepdims=True)))[:, 0]
-    valid = target != ignore_index
-    safe = xp.where(valid, target, 0).astype(np.int64)
-    picked = xp.take_along_axis(logits, safe[:, None], axis=1)[:, 0]
-    loss = xp.where(valid, lse - picked, xp.zeros((), dtype=logits.dtype))
-    return loss.astype(logits.dtype), lse.astype(logits.dtype)
-
-
-def cross_entropy_backward_ref(xp, g, logits, lse, target, ignore_index: int = -100):
-    """``dlogits = g[r] * (softmax(logits[r]) - onehot(target[r]))``, zero rows where ignored."""
-    p = xp.exp(logits - lse[:, None])
-    valid = target != ignore_index
-    safe = xp.where(valid, target, 0).astype(np.int64)
-    onehot = (xp.arange(logits.shape[1])[None, :] == safe[:, None]).astype(logits.dtype)
-    gr = xp.where(valid, g, xp.zeros((), dtype=g.dtype))
-    return (gr[:, None] * (p - onehot)).astype(logits.dtype)
-
-
-def cross_entropy_reduce_ref(xp, loss, target, ignore_index: int = -100, mean: bool = True):
-    """``(sum or mean of the per-row losses, number of rows not ignored)``, both 0-d of ``loss``'s dtype.
-
-    The mean divides by the count of rows whose target is not ``ignore_index`` (0/0 = NaN, as PyTorch).
-    """
-    count = xp.sum(target != ignore_index).astype(loss.dtype)
-    total = xp.sum(loss)
-    return (total / count if mean else total).astype(loss.dtype), count
-
-
-def relu_backward_ref(xp, y, g):
-    """PyTorch's ``threshold_backward``: ``g`` where ``y > 0`` or ``y`` is NaN, else 0."""
-    return xp.where(y <= 0, xp.zeros((), dtype=g.dtype), g)
-
-
-def embedding_backward_ref(xp, g, indices, num_weights: int, padding_idx: int | None = None):
-    """``dweight[k] = sum of g rows whose index is k`` (``padding_idx`` rows get no gradient).
-
-    ``g`` has shape ``indices.shape + (dim,)``. Deterministic (``add.at`` on NumPy is sequential).
-    """
-    dim = g.shape[-1]
-    flat_idx = indices.reshape(-1).astype(np.int64)
-    flat_g = g.reshape(-1, dim)
-    out = xp.zeros((num_weights, dim), dtype=g.dtype)
-    if padding_idx is not None:
-        keep = flat_idx != padding_idx
-        flat_idx, flat_g = flat_idx[keep], flat_g[keep]
-    xp.add.at(out, flat_idx, flat_g)
-    return out
-
-
-def adam_step_ref(xp, params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float, beta2: float,
-                  eps: float, weight_decay: float = 0.0, decoupled: bool = False, maximize: bool = False) -> None:
-    """One Adam (``decoupled=False``) or AdamW (``decoupled=True``) step, in place, for every tensor.
-
-    Same arithmetic as PyTorch's single-tensor implementation (``step`` already incremented)::
-
-        g = -g if maximize
-        Adam:  g = g + wd * p            AdamW: p = p * (1 - lr * wd)
-        m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g * g
-        p = p - lr / (1 - b1**step) * m / (sqrt(v) / sqrt(1 - b2**step) + eps)
-    """
-    bc1 = 1.0 - beta1 ** step
-    bc2_sqrt = math.sqrt(1.0 - beta2 ** step)
-    for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
-        if maximize:
-            g = -g
-        if weight_decay != 0:
-            if decoupled:
-                p *= 1.0 - lr * weight_decay
-            else:
-                g = g + weight_decay * p
-        m *= beta1
-        m += (1.0 - beta1) * g
-        v *= beta2
-        v += (1.0 - beta2) * g * g
-        p -= (lr / bc1) * m / (xp.sqrt(v) / bc2_sqrt + eps)
-
-
-_SQRT1_2 = 0.7071067811865476
-_SQRT_2_OVER_PI = 0.7978845608028654
-_ACTS = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
-
-
-def _erf(xp, z):
-    if xp is np:
-        import scipy.special
-
-        return scipy.special.erf(z)
-    import cupyx.scipy.special
-
-    return cupyx.scipy.special.erf(z)
-
-
-def bias_act_ref(xp, x, bias, act: str = "relu"):
-    """``act(x + bias)``; ``bias`` broadcasts over the last axis (or is None).
-
-    ``act``: ``"none"``, ``"relu"``, ``"gelu"`` (exact, erf) or ``"gelu_tanh"`` (PyTorch's
-    ``approximate="tanh"``).
-    """
-    z = x + bias if bias is not None else x
-    if act == "none":
-        return z
-    if act == "relu":
-        return xp.maximum(z, 0)  # NaN propagates, as torch.relu
-    if act == "gelu":
-        return 0.5 * z * (1.0 + _erf(xp, z * _SQRT1_2))
-    if act == "gelu_tanh":
-        return 0.5 * z * (1.0 + xp.tanh(_SQRT_2_OVER_PI * (z + 0.044715 * z * z * z)))
-    raise ValueError(f"bias_act: unknown activation {act!r}; accepted: {sorted(_ACTS)}")
-
-
-def bias_act_backward_ref(xp, g, x, bias, act: str = "relu"):
-    """``dz = g * act'(x + bias)``: the gradient for ``x``; ``dbias`` is ``dz`` summed over leading axes."""
-    z = x + bias if bias is not None else x
-    if act == "none":
-        return g
-    if act == "relu":
-        return g * (z > 0)
-    if act == "gelu":
-        cdf = 0.5 * (1.0 + _erf(xp, z * _SQRT1_2))
-        pdf = xp.exp(-0.5 * z * z) * 0.3989422804014327
-        return g * (cdf + z * pdf)
-    if act == "gelu_tanh":
-        u = _SQRT_2_OVER_PI * (z + 0.044715 * z * z * z)
-        t = xp.tanh(u)
-        return g * (0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * z * z))
-    raise ValueError(f"bias_act_backward: unknown activation {act!r}; accepted: {sorted(_ACTS)}")
-
-
-# ---------------------------------------------------------------------------
-# CUDA sources (``scalar_t`` is replaced by float or double at compile time)
-# ---------------------------------------------------------------------------
-
-_COMMON = r"""
+#: warp and block reductions every fused kernel may use (``blockDim.x`` a multiple of 32)
+REDUCTIONS = r"""
 #define NEG_INF ((scalar_t)__int_as_float(0xff800000))
-__device__ __forceinline__ scalar_t warp_sum(scalar_t v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+struct SumOp { __device__ __forceinline__ scalar_t operator()(scalar_t a, scalar_t b) const { return a + b; } };
+struct MaxOp { __device__ __forceinline__ scalar_t operator()(scalar_t a, scalar_t b) const { return fmax(a, b); } };
+template <class Op> __device__ __forceinline__ scalar_t warp_reduce(scalar_t v, Op op) {
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffff, v, o));
     return v;
 }
-__device__ __forceinline__ scalar_t warp_max(scalar_t v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffff, v, o));
-    return v;
-}
-// block-wide reductions; blockDim.x is a multiple of 32, result broadcast to all threads
-__device__ scalar_t block_sum(scalar_t v, scalar_t* sh) {
+// block-wide reduction in a fixed order; blockDim.x is a multiple of 32, result broadcast to all threads
+template <class Op> __device__ scalar_t block_reduce(scalar_t v, scalar_t* sh, scalar_t identity, Op op) {
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_sum(v);
+    v = warp_reduce(v, op);
     __syncthreads();
     if (lane == 0) sh[wid] = v;
     __syncthreads();
     if (wid == 0) {
-        v = (lane < nw) ? sh[lane] : (scalar_t)0;
-        v = warp_sum(v);
+        v = (lane < nw) ? sh[lane] : identity;
+        v = warp_reduce(v, op);
         if (lane == 0) sh[0] = v;
     }
     __syncthreads();
     return sh[0];
 }
-__device__ scalar_t block_max(scalar_t v, scalar_t* sh) {
-    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) sh[wid] = v;
-    __syncthreads();
-    if (wid == 0) {
-        v = (lane < nw) ? sh[lane] : NEG_INF;
-        v = warp_max(v);
-        if (lane == 0) sh[0] = v;
-    }
-    __syncthreads();
-    return sh[0];
-}
+__device__ scalar_t block_sum(scalar_t v, scalar_t* sh) { return block_reduce(v, sh, (scalar_t)0, SumOp()); }
+__device__ scalar_t block_max(scalar_t v, scalar_t* sh) { return block_reduce(v, sh, NEG_INF, MaxOp()); }
 """
 
-_SOURCES = {
+#: fused kernels by name, written over ``scalar_t`` (see :func:`kernel_source`)
+KERNELS = {
     "softmax_fwd": r"""
 extern "C" __global__ void softmax_fwd(const scalar_t* __restrict__ x, scalar_t* __restrict__ y,
                                        long long cols, int log_mode) {
@@ -548,7 +338,7 @@ extern "C" __global__ void bias_act_bwd(const scalar_t* __restrict__ g, const sc
 }
 """,
     # element-wise binary op on 16-byte vectors: float4 loads/stores, one vector per thread.
-    # CuPy's generic ufunc loop moves 4 bytes per load; this is the bandwidth fix (see docs).
+    # CuPy's generic ufunc loop moves 4 bytes per load and reaches ~60% of the bandwidth.
     "vec_binary_f32": r"""
 extern "C" __global__ void vec_binary_f32(const float4* __restrict__ a, const float4* __restrict__ b,
                                           float4* __restrict__ c, long long n4, int op) {
@@ -564,126 +354,25 @@ extern "C" __global__ void vec_binary_f32(const float4* __restrict__ a, const fl
 """,
 }
 
+#: the C type of ``scalar_t`` per kernel dtype
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-_cache: dict = {}
-
-
-def get_kernel(name: str, dtype=np.float32):
-    """The compiled ``RawKernel`` ``name`` for ``dtype`` (float32/float64) on the current device."""
-    import cupy
-
-    dev = cupy.cuda.runtime.getDevice()
-    key = (name, dtype, dev)
-    k = _cache.get(key)
-    if k is None:
-        dt = np.dtype(dtype)
-        if name == "vec_binary_f32":
-            src = _SOURCES[name]
-        else:
-            src = (_COMMON + _SOURCES[name]).replace("scalar_t", _CTYPE[dt])
-        raw = cupy.RawKernel(src, name)
-        k = raw
-        if _RAW_GET_KERNEL:
-            layout = signature_layout(src, name)
-            fn = getattr(raw, "kernel", None)  # compiled for the current device
-            if layout is not None and fn is not None:
-                k = generic_launcher(fn, layout)
-        _cache[key] = k
-    return k
-
-
-#: get_kernel returns :func:`generic_launcher` launchers (False: CuPy's RawKernel call), read when built
-_RAW_GET_KERNEL = True
-
-
-def signature_layout(src: str, name: str):
-    """The argument layout of kernel ``name`` in ``src``, one letter per parameter (p: pointer, q: 64-bit
-    integer, i: int, u: unsigned int, d: double, f: float), or None for any other parameter type."""
-    head = src.split(f"void {name}(", 1)
-    if len(head) != 2:
-        return None
-    out = []
-    for param in head[1].split(")", 1)[0].split(","):
-        words = param.replace("const ", " ").split()
-        if "*" in param:
-            out.append("p")
-            continue
-        typ = " ".join(words[:-1])
-        kind = {"long long": "q", "unsigned long long": "q", "int": "i", "unsigned int": "u", "unsigned": "u",
-                "double": "d", "float": "f"}.get(typ)
-        if kind is None:
-            return None
-        out.append(kind)
-    return "".join(out)
-
-
-def generic_launcher(fn, layout: str):
-    """``k(grid, block, args)`` calling ``cuLaunchKernel`` directly for a kernel of any :func:`signature_layout`.
-
-    Each argument goes into an 8-byte slot of a preallocated parameter block in the kernel's own
-    type (an array's data pointer, or an integer for a null pointer; integers and floats converted
-    to the declared width), which the driver copies during the call. CuPy's ``RawKernel`` call
-    resolves the device and module and converts every argument to a parameter object first (about
-    0.8 us per argument on the H200 hosts). Calls from another thread than the builder's, or with
-    another number of arguments, take CuPy's call.
-    """
-    import threading
-
-    import cupy
-    from cupy.cuda import driver
-
-    nslots = len(layout)
-    q = np.zeros(max(nslots, 1), np.uint64)
-    s64, d, f32 = q.view(np.int64), q.view(np.float64), q.view(np.float32)
-    i32, u32 = q.view(np.int32), q.view(np.uint32)
-    base = q.ctypes.data
-    slots = np.array([base + 8 * j for j in range(max(nslots, 1))], np.uint64)
-    params = slots.ctypes.data
-    fptr = fn.ptr
-    launch = driver.launchKernel
-    current = cupy.cuda.get_current_stream
-    nd = cupy.ndarray
-    owner = threading.get_ident()
-    ident = threading.get_ident
-    plan = tuple(enumerate(layout))
-
-    def k(grid, block, args):
-        if ident() != owner or len(args) != nslots:
-            return fn(grid, block, args)
-        for j, ch in plan:
-            v = args[j]
-            if ch == "p":
-                if v.__class__ is nd:
-                    q[j] = v.data.ptr
-                elif isinstance(v, (int, np.integer)):  # a null (or raw) pointer
-                    q[j] = int(v)
-                else:
-                    return fn(grid, block, args)
-            elif ch == "q":
-                s64[j] = int(v)
-            elif ch == "i":
-                i32[2 * j] = int(v)
-            elif ch == "d":
-                d[j] = float(v)
-            elif ch == "f":
-                f32[2 * j] = float(v)
-            else:
-                u32[2 * j] = int(v)
-        ng, nb = len(grid), len(block)
-        launch(fptr, grid[0], grid[1] if ng > 1 else 1, grid[2] if ng > 2 else 1,
-               block[0], block[1] if nb > 1 else 1, block[2] if nb > 2 else 1, 0, current().ptr, params, 0)
-
-    k.buffers = (q, slots)
-    k.function = fn
-    k.layout = layout
-    return k
-
-
+#: kernels written for one type only (no ``scalar_t``)
+_FIXED_TYPE = frozenset({"vec_binary_f32"})
+#: the operation codes of ``vec_binary_f32``
 OPS_VEC = {"multiply": 0, "add": 1, "subtract": 2, "true_divide": 3}
+#: the activation codes of ``bias_act_fwd``/``bias_act_bwd`` (names as in ``reference.ACTIVATIONS``)
+BIAS_ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
+
+
+def kernel_source(name: str, dtype) -> str:
+    """The full CUDA source of fused kernel ``name`` for ``dtype`` (float32 or float64)."""
+    if name in _FIXED_TYPE:
+        return KERNELS[name]
+    return (REDUCTIONS + KERNELS[name]).replace("scalar_t", _CTYPE[np.dtype(dtype)])
 
 
 # ---------------------------------------------------------------------------
-# low-overhead element-wise launches (``CUDABackend.fast_launch``)
+# generated one-line kernels (``CUDABackend.fast_launch``)
 # ---------------------------------------------------------------------------
 # One tiny RawKernel per (op, operand kind, dtype): the launch takes only pointers, the scalar
 # and ``n``, so the per-call host cost is CuPy's argument packing, not a ufunc's dispatch
@@ -781,14 +470,6 @@ def bias_add_source(dtype_name: str, bias_name: str | None = None):
     return src, name
 
 
-def bias_add_kernel(dtype, bias_dtype=None):
-    """The launchable ``k(grid, block, (y, b, ncol, n))`` of :func:`bias_add_source`, or None."""
-    name = np.dtype(dtype).name
-    bname = np.dtype(bias_dtype).name if bias_dtype is not None else name
-    got = bias_add_source(name, bname)
-    return None if got is None else _compile(got, ("bias_add", name, bname))
-
-
 #: the most axes :func:`strided_copy_source` takes
 COPY_MAX_NDIM = 6
 
@@ -833,18 +514,6 @@ def strided_copy_source(itemsize: int):
     return src, name
 
 
-def strided_copy_kernel(itemsize: int):
-    """The launchable ``k(grid, block, args)`` of :func:`strided_copy_source` (a direct launch), or None."""
-    got = strided_copy_source(itemsize)
-    if got is None:
-        return None
-    fn = _compile(got, ("strided_copy", itemsize))
-    if fn is None or not hasattr(fn, "ptr"):
-        return fn
-    layout = signature_layout(got[0], got[1])
-    return generic_launcher(fn, layout) if _RAW_GET_KERNEL and layout else fn
-
-
 #: dtype conversions the fast cast covers (source, target). Each is one correctly rounded step:
 #: half <-> float32 and half -> float64 are exact or one rounding through float; float64 -> half
 #: would round twice through float, so it keeps CuPy's conversion.
@@ -868,127 +537,3 @@ def cast_source(src: str, dst: str):
                 + f"    if (i < n) {{ {ct} x = ({ct}){load.format('a[i]')}; "
                 + f"c[i] = {store.format(f'({d_ct})x')}; }}\n}}\n")
     return src_code, name
-
-
-def cast_kernel(src, dst):
-    """The launchable ``k(grid, block, (a, c, n))`` of :func:`cast_source` on the current device, or None."""
-    s, d = np.dtype(src).name, np.dtype(dst).name
-    got = cast_source(s, d)
-    if got is None:
-        return None
-    return _compile(got, ("cast", s, d))
-
-
-def _compile(got, key):
-    src, name = got
-    try:
-        import cupy
-
-        raw = cupy.RawKernel(src, name)
-        fn = getattr(raw, "kernel", None)  # compiles now; errors surface here, not mid-op
-        return raw if fn is None else fn
-    except Exception as exc:  # pragma: no cover - depends on the NVRTC build
-        fast_kernel_errors[key] = f"{type(exc).__name__}: {exc}"
-        return None
-
-
-#: argument layouts of the kernels :func:`raw_launcher` can launch (p: array pointer, d: double, q: int64)
-RAW_LAYOUTS = {"aa": "pppq", "as": "pdpq", "sa": "dppq", "u": "ppq", "cast": "ppq"}
-
-
-def raw_launcher(fn, kind: str):
-    """A ``k(grid, block, args)`` for the compiled ``fn`` that calls ``cuLaunchKernel`` directly.
-
-    ``cupy.cuda.Function.__call__`` builds a parameter object per argument and resolves the
-    stream on every call (~1.5 us of host time against ~4 us for the launch itself on the H200
-    hosts). Here the arguments of one fixed layout (:data:`RAW_LAYOUTS`: the fast element-wise
-    and cast kernels, whose array operands are C-contiguous) are written into a preallocated
-    parameter block that the driver copies during the call. The block belongs to the thread that
-    built the launcher; a call from any other thread takes CuPy's call, so two threads never
-    share it. The stream is CuPy's current stream, as in CuPy's call. ``fn`` without a ``ptr``
-    (an uncompiled RawKernel) is returned as it is.
-    """
-    fptr = getattr(fn, "ptr", None)
-    layout = RAW_LAYOUTS.get(kind)
-    if fptr is None or layout is None:
-        return fn
-    import threading
-
-    import cupy
-    from cupy.cuda import driver
-
-    # the argument values, 8 bytes each; the parameter array points at each slot. One closure per
-    # layout with its writes spelled out: generic_launcher's loop over the layout costs ~1 us more
-    # per call, and these kernels run once per element-wise op
-    q = np.zeros(4, np.uint64)
-    d = q.view(np.float64)
-    base = q.ctypes.data
-    slots = np.array([base + 8 * i for i in range(4)], np.uint64)
-    params = slots.ctypes.data
-    launch = driver.launchKernel
-    current = cupy.cuda.get_current_stream
-    owner = threading.get_ident()
-    ident = threading.get_ident
-
-    if layout == "pdpq":
-        def k(grid, block, args):
-            if ident() != owner:
-                return fn(grid, block, args)
-            a, s, c, n = args
-            q[0] = a.data.ptr
-            d[1] = s
-            q[2] = c.data.ptr
-            q[3] = n
-            launch(fptr, grid[0], 1, 1, block[0], 1, 1, 0, current().ptr, params, 0)
-    elif layout == "dppq":
-        def k(grid, block, args):
-            if ident() != owner:
-                return fn(grid, block, args)
-            s, b, c, n = args
-            d[0] = s
-            q[1] = b.data.ptr
-            q[2] = c.data.ptr
-            q[3] = n
-            launch(fptr, grid[0], 1, 1, block[0], 1, 1, 0, current().ptr, params, 0)
-    elif layout == "pppq":
-        def k(grid, block, args):
-            if ident() != owner:
-                return fn(grid, block, args)
-            a, b, c, n = args
-            q[0] = a.data.ptr
-            q[1] = b.data.ptr
-            q[2] = c.data.ptr
-            q[3] = n
-            launch(fptr, grid[0], 1, 1, block[0], 1, 1, 0, current().ptr, params, 0)
-    else:  # "ppq": (a, c, n)
-        def k(grid, block, args):
-            if ident() != owner:
-                return fn(grid, block, args)
-            a, c, n = args
-            q[0] = a.data.ptr
-            q[1] = c.data.ptr
-            q[2] = n
-            launch(fptr, grid[0], 1, 1, block[0], 1, 1, 0, current().ptr, params, 0)
-    # the buffers live as long as the launcher
-    k.buffers = (q, slots)
-    k.function = fn
-    return k
-
-
-def fast_kernel(op: str, kind: str, dtype):
-    """The launchable function of a fast element-wise kernel on the current device, or None.
-
-    None when the op/dtype is not covered, or when compiling failed (the caller then keeps
-    CuPy's ufunc for that op and dtype; the reason is kept in ``fast_kernel_errors``).
-    Returns the compiled ``cupy.cuda.Function`` (``RawKernel.kernel``), whose call skips the
-    RawKernel's per-call device lookup; the RawKernel itself if that attribute is missing.
-    """
-    dt = np.dtype(dtype)
-    got = fast_source(op, kind, dt.name)
-    if got is None:
-        return None
-    return _compile(got, (op, kind, dt.name))
-
-
-#: (op, kind, dtype name) -> why the fast kernel could not be built (empty when all compiled)
-fast_kernel_errors: dict = {}

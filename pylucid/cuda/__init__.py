@@ -16,12 +16,13 @@ peak counts allocations made by the thread that turned tracking on.
 
 from __future__ import annotations
 
-from .backend import cuda as _be
+from ..backend import cuda as _be
 
 __all__ = [
     "is_available", "device_count", "current_device", "set_device", "get_device_name", "synchronize",
     "manual_seed", "manual_seed_all", "seed", "memory_allocated", "max_memory_allocated", "memory_reserved",
-    "reset_peak_memory_stats", "empty_cache",
+    "reset_peak_memory_stats", "empty_cache", "is_initialized", "is_bf16_supported", "get_device_capability",
+    "get_device_properties", "device", "amp",
 ]
 
 
@@ -39,7 +40,7 @@ def device_count() -> int:
 
 def _require(fn: str):
     if not is_available():
-        from .errors import DeviceUnavailable
+        from ..errors import DeviceUnavailable
 
         raise DeviceUnavailable(f"pylucid.cuda.{fn}: CUDA is not available ({_be.unavailable_reason()})")
     return _be._cupy
@@ -53,7 +54,7 @@ def _index(device, fn: str) -> int:
     if isinstance(device, int):
         idx = device
     else:
-        from .device import device as _device
+        from ..device import device as _device
 
         d = _device(device)
         if d.type != "cuda":
@@ -82,6 +83,77 @@ def get_device_name(device=None) -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
+def is_initialized() -> bool:
+    """True once CuPy has been loaded and sees a GPU (pylucid initialises CUDA lazily, on first use)."""
+    return _be._cupy is not None and is_available()
+
+
+def get_device_capability(device=None) -> tuple[int, int]:
+    """The compute capability ``(major, minor)`` of ``device`` (default: the current one), e.g. ``(9, 0)``."""
+    cp = _require("get_device_capability")
+    props = cp.cuda.runtime.getDeviceProperties(_index(device, "get_device_capability"))
+    return int(props["major"]), int(props["minor"])
+
+
+class _DeviceProperties:
+    """What ``get_device_properties`` reports: ``name``, ``major``, ``minor``, ``total_memory`` (bytes),
+    ``multi_processor_count``."""
+
+    __slots__ = ("name", "major", "minor", "total_memory", "multi_processor_count")
+
+    def __init__(self, props: dict) -> None:
+        name = props["name"]
+        self.name = name.decode() if isinstance(name, bytes) else str(name)
+        self.major = int(props["major"])
+        self.minor = int(props["minor"])
+        self.total_memory = int(props["totalGlobalMem"])
+        self.multi_processor_count = int(props["multiProcessorCount"])
+
+    def __repr__(self) -> str:
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+                f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+                f"multi_processor_count={self.multi_processor_count})")
+
+
+def get_device_properties(device=None) -> _DeviceProperties:
+    """Name, compute capability, memory and SM count of ``device`` (default: the current one)."""
+    cp = _require("get_device_properties")
+    return _DeviceProperties(cp.cuda.runtime.getDeviceProperties(_index(device, "get_device_properties")))
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """True when the current GPU computes in bfloat16 natively (compute capability 8.0 or newer).
+
+    ``False`` without CUDA, as in PyTorch. Older GPUs have no bfloat16 arithmetic that pylucid's kernels
+    can use, so ``including_emulation`` does not change the answer.
+    """
+    if not is_available():
+        return False
+    return get_device_capability()[0] >= 8
+
+
+class device:  # noqa: N801 - mirrors torch.cuda.device
+    """Context manager that makes ``device`` current inside the block and restores the previous one after.
+
+    ``None`` or a negative index leaves the current device alone, as in PyTorch.
+    """
+
+    def __init__(self, device) -> None:
+        self.idx = -1 if device is None or (isinstance(device, int) and device < 0) else _index(device, "device")
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            self.prev_idx = current_device()
+            if self.prev_idx != self.idx:
+                set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.idx >= 0 and self.prev_idx != self.idx:
+            set_device(self.prev_idx)
+
+
 def synchronize(device=None) -> None:
     """Wait until every kernel queued on ``device`` (default: the current one) has finished."""
     cp = _require("synchronize")
@@ -91,8 +163,8 @@ def synchronize(device=None) -> None:
 
 def manual_seed(seed: int) -> None:
     """Seed the default generator of every CUDA device (CPU generator untouched, as in PyTorch)."""
-    from . import random
-    from .device import device as _device
+    from .. import random
+    from ..device import device as _device
 
     for i in range(device_count()):
         random._gen_for(_device("cuda", i), None).manual_seed(seed)
@@ -189,3 +261,6 @@ def empty_cache() -> None:
     cp = _require("empty_cache")
     cp.get_default_memory_pool().free_all_blocks()
     cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+from . import amp  # noqa: E402 - the submodule reads pylucid.amp, imported after this package's functions

@@ -1,0 +1,253 @@
+"""Compiling and launching the CUDA backend's kernels (CuPy is imported only when a kernel is built).
+
+* :func:`get_kernel`: a fused kernel of :mod:`pylucid.backend.cuda_sources`, compiled once per
+  (name, dtype, device) and wrapped in a :func:`generic_launcher`.
+* :func:`fast_kernel`, :func:`cast_kernel`, :func:`bias_add_kernel`, :func:`strided_copy_kernel`:
+  the generated one-line kernels, compiled on first use; a kernel that fails to compile is
+  recorded in :data:`fast_kernel_errors` and its caller keeps CuPy's generic call.
+* Two launchers that call ``cuLaunchKernel`` with a preallocated parameter block instead of
+  CuPy's per-call argument packing: :func:`generic_launcher` for any parsed signature
+  (:func:`signature_layout`), :func:`raw_launcher` for the fixed layouts of the one-line kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .cuda_sources import bias_add_source, cast_source, fast_source, kernel_source, strided_copy_source
+
+_cache: dict = {}
+#: get_kernel returns :func:`generic_launcher` launchers (False: CuPy's RawKernel call), read when built
+_RAW_GET_KERNEL = True
+#: (op, kind, dtype name) -> why the fast kernel could not be built (empty when all compiled)
+fast_kernel_errors: dict = {}
+
+
+def get_kernel(name: str, dtype=np.float32):
+    """The compiled kernel ``name`` of :data:`cuda_sources.KERNELS` for ``dtype`` (float32/float64) on the
+    current device: a :func:`generic_launcher`, or the ``RawKernel`` itself when its signature is not parsed."""
+    import cupy
+
+    dev = cupy.cuda.runtime.getDevice()
+    key = (name, dtype, dev)
+    k = _cache.get(key)
+    if k is None:
+        src = kernel_source(name, dtype)
+        raw = cupy.RawKernel(src, name)
+        k = raw
+        if _RAW_GET_KERNEL:
+            layout = signature_layout(src, name)
+            fn = getattr(raw, "kernel", None)  # compiled for the current device
+            if layout is not None and fn is not None:
+                k = generic_launcher(fn, layout)
+        _cache[key] = k
+    return k
+
+
+def signature_layout(src: str, name: str):
+    """The argument layout of kernel ``name`` in ``src``, one letter per parameter (p: pointer, q: 64-bit
+    integer, i: int, u: unsigned int, d: double, f: float), or None for any other parameter type."""
+    head = src.split(f"void {name}(", 1)
+    if len(head) != 2:
+        return None
+    out = []
+    for param in head[1].split(")", 1)[0].split(","):
+        words = param.replace("const ", " ").split()
+        if "*" in param:
+            out.append("p")
+            continue
+        typ = " ".join(words[:-1])
+        kind = {"long long": "q", "unsigned long long": "q", "int": "i", "unsigned int": "u", "unsigned": "u",
+                "double": "d", "float": "f"}.get(typ)
+        if kind is None:
+            return None
+        out.append(kind)
+    return "".join(out)
+
+
+def generic_launcher(fn, layout: str):
+    """``k(grid, block, args)`` calling ``cuLaunchKernel`` directly for a kernel of any :func:`signature_layout`.
+
+    Each argument goes into an 8-byte slot of a preallocated parameter block in the kernel's own
+    type (an array's data pointer, or an integer for a null pointer; integers and floats converted
+    to the declared width), which the driver copies during the call. CuPy's ``RawKernel`` call
+    resolves the device and module and converts every argument to a parameter object first (about
+    0.8 us per argument on the H200 hosts). Calls from another thread than the builder's, or with
+    another number of arguments, take CuPy's call.
+    """
+    import threading
+
+    import cupy
+    from cupy.cuda import driver
+
+    nslots = len(layout)
+    q = np.zeros(max(nslots, 1), np.uint64)
+    s64, d, f32 = q.view(np.int64), q.view(np.float64), q.view(np.float32)
+    i32, u32 = q.view(np.int32), q.view(np.uint32)
+    base = q.ctypes.data
+    slots = np.array([base + 8 * j for j in range(max(nslots, 1))], np.uint64)
+    params = slots.ctypes.data
+    fptr = fn.ptr
+    launch = driver.launchKernel
+    current = cupy.cuda.get_current_stream
+    nd = cupy.ndarray
+    owner = threading.get_ident()
+    ident = threading.get_ident
+    plan = tuple(enumerate(layout))
+
+    def k(grid, block, args):
+        if ident() != owner or len(args) != nslots:
+            return fn(grid, block, args)
+        for j, ch in plan:
+            v = args[j]
+            if ch == "p":
+                if v.__class__ is nd:
+                    q[j] = v.data.ptr
+                elif isinstance(v, (int, np.integer)):  # a null (or raw) pointer
+                    q[j] = int(v)
+                else:
+                    return fn(grid, block, args)
+            elif ch == "q":
+                s64[j] = int(v)
+            elif ch == "i":
+                i32[2 * j] = int(v)
+            elif ch == "d":
+                d[j] = float(v)
+            elif ch == "f":
+                f32[2 * j] = float(v)
+            else:
+                u32[2 * j] = int(v)
+        ng, nb = len(grid), len(block)
+        launch(fptr, grid[0], grid[1] if ng > 1 else 1, grid[2] if ng > 2 else 1,
+               block[0], block[1] if nb > 1 else 1, block[2] if nb > 2 else 1, 0, current().ptr, params, 0)
+
+    k.buffers = (q, slots)
+    k.function = fn
+    k.layout = layout
+    return k
+
+
+def _compile(got, key):
+    """The compiled function of ``got = (source, name)`` on the current device; None (the reason kept in
+    :data:`fast_kernel_errors` under ``key``) if NVRTC refused it."""
+    src, name = got
+    try:
+        import cupy
+
+        raw = cupy.RawKernel(src, name)
+        fn = getattr(raw, "kernel", None)  # compiles now; errors surface here, not mid-op
+        return raw if fn is None else fn
+    except Exception as exc:  # pragma: no cover - depends on the NVRTC build
+        fast_kernel_errors[key] = f"{type(exc).__name__}: {exc}"
+        return None
+
+
+def fast_kernel(op: str, kind: str, dtype):
+    """The launchable function of a fast element-wise kernel on the current device, or None.
+
+    None when the op/dtype is not covered, or when compiling failed (the caller then keeps
+    CuPy's ufunc for that op and dtype; the reason is kept in ``fast_kernel_errors``).
+    Returns the compiled ``cupy.cuda.Function`` (``RawKernel.kernel``), whose call skips the
+    RawKernel's per-call device lookup; the RawKernel itself if that attribute is missing.
+    """
+    dt = np.dtype(dtype)
+    got = fast_source(op, kind, dt.name)
+    if got is None:
+        return None
+    return _compile(got, (op, kind, dt.name))
+
+
+def bias_add_kernel(dtype, bias_dtype=None):
+    """The launchable ``k(grid, block, (y, b, ncol, n))`` of :func:`bias_add_source`, or None."""
+    name = np.dtype(dtype).name
+    bname = np.dtype(bias_dtype).name if bias_dtype is not None else name
+    got = bias_add_source(name, bname)
+    return None if got is None else _compile(got, ("bias_add", name, bname))
+
+
+def cast_kernel(src, dst):
+    """The launchable ``k(grid, block, (a, c, n))`` of :func:`cast_source` on the current device, or None."""
+    s, d = np.dtype(src).name, np.dtype(dst).name
+    got = cast_source(s, d)
+    if got is None:
+        return None
+    return _compile(got, ("cast", s, d))
+
+
+def strided_copy_kernel(itemsize: int):
+    """The launchable ``k(grid, block, args)`` of :func:`strided_copy_source` (a direct launch), or None."""
+    got = strided_copy_source(itemsize)
+    if got is None:
+        return None
+    fn = _compile(got, ("strided_copy", itemsize))
+    if fn is None or not hasattr(fn, "ptr"):
+        return fn
+    layout = signature_layout(got[0], got[1])
+    return generic_launcher(fn, layout) if _RAW_GET_KERNEL and layout else fn
+
+
+#: argument layouts of the kernels :func:`raw_launcher` can launch (p: array pointer, d: double, q: int64)
+RAW_LAYOUTS = {"aa": "pppq", "as": "pdpq", "sa": "dppq", "u": "ppq", "cast": "ppq"}
+
+
+def raw_launcher(fn, kind: str):
+    """A ``k(grid, block, args)`` for the compiled ``fn`` that calls ``cuLaunchKernel`` directly.
+
+    ``cupy.cuda.Function.__call__`` builds a parameter object per argument and resolves the
+    stream on every call (~1.5 us of host time against ~4 us for the launch itself on the H200
+    hosts). Here the arguments of one fixed layout (:data:`RAW_LAYOUTS`: the fast element-wise
+    and cast kernels, whose array operands are C-contiguous) are written into a preallocated
+    parameter block that the driver copies during the call. The block belongs to the thread that
+    built the launcher; a call from any other thread takes CuPy's call, so two threads never
+    share it. The stream is CuPy's current stream, as in CuPy's call. ``fn`` without a ``ptr``
+    (an uncompiled RawKernel) is returned as it is.
+    """
+    fptr = getattr(fn, "ptr", None)
+    layout = RAW_LAYOUTS.get(kind)
+    if fptr is None or layout is None:
+        return fn
+    import threading
+
+    import cupy
+    from cupy.cuda import driver
+
+    # the argument values, 8 bytes each; the parameter array points at each slot
+    n = len(layout)
+    q = np.zeros(n, np.uint64)
+    slots = np.array([q.ctypes.data + 8 * i for i in range(n)], np.uint64)
+    k = _raw_closure_factory(layout)(fn, fptr, q, q.view(np.float64), slots.ctypes.data, driver.launchKernel,
+                                     cupy.cuda.get_current_stream, threading.get_ident(), threading.get_ident)
+    # the buffers live as long as the launcher
+    k.buffers = (q, slots)
+    k.function = fn
+    return k
+
+
+#: the write of argument ``j`` into its slot, per layout letter (``q``/``d``: the block as uint64/float64)
+_SLOT_WRITE = {"p": "q[{j}] = a{j}.data.ptr", "d": "d[{j}] = a{j}", "q": "q[{j}] = a{j}"}
+
+
+@functools.lru_cache(maxsize=None)
+def _raw_closure_factory(layout: str):
+    """``make(fn, fptr, q, d, params, launch, current, owner, ident) -> k``: the launch closure of ``layout``.
+
+    ``k`` unpacks its arguments and writes each one into its slot with a statement of its own: a
+    loop over the layout (as in :func:`generic_launcher`) costs ~1 us more per call, and these
+    kernels run once per element-wise op. The closure's source is generated from the layout, so
+    every layout shares this one definition and runs straight-line code.
+    """
+    names = ", ".join(f"a{j}" for j in range(len(layout)))
+    writes = "".join(f"        {_SLOT_WRITE[ch].format(j=j)}\n" for j, ch in enumerate(layout))
+    src = ("def make(fn, fptr, q, d, params, launch, current, owner, ident):\n"
+           "    def k(grid, block, args):\n"
+           "        if ident() != owner:\n"
+           "            return fn(grid, block, args)\n"
+           f"        {names} = args\n"
+           f"{writes}"
+           "        launch(fptr, grid[0], 1, 1, block[0], 1, 1, 0, current().ptr, params, 0)\n"
+           "    return k\n")
+    scope: dict = {}
+    exec(compile(src, f"<raw launcher {layout}>", "exec"), scope)
+    return scope["make"]

@@ -1,0 +1,113 @@
+"""Fused multi-tensor updates: one backend call updates a list of tensors in place (the optimizers' fused steps).
+
+These are not differentiable ops and do not go through ``apply``: like the direct in-place paths of
+``elementwise.py`` they write into the tensors' storage, bump the version counter of every tensor
+they write (as an in-place op does) and record no graph. Optimizers call them under ``no_grad``.
+"""
+
+from __future__ import annotations
+
+from .. import dtypes as _dt
+from .._state import state
+from .._tensor import _TENSOR_TYPES
+from ..errors import DeviceMismatch, DtypeMismatch, ShapeMismatch
+from ._op import check_inplace_leaf
+from .registry import declare
+
+#: the NumPy/CuPy dtypes of pylucid's floating dtypes
+_FLOAT_ARRAY_DTYPES = frozenset(d.numpy_dtype for d in _dt.ALL_DTYPES if d.is_floating_point)
+
+
+def _arrays_of(op: str, names: tuple, lists: tuple):
+    """``(device, arrays)`` of the tensor lists ``lists``: equal lengths, one device, and at every index
+    one shape and one floating dtype (checked in whole-list passes; the loop below only words the error)."""
+    n = len(lists[0])
+    if not n and not any(lists):
+        return None, [[] for _ in lists]
+    try:
+        arrays = [[t._data for t in seq] for seq in lists]
+        dev = lists[0][0]._device
+        one_device = all(t._device is dev for seq in lists for t in seq)  # devices are canonical objects
+    except (AttributeError, IndexError):
+        one_device = False
+    if one_device and all(len(seq) == n for seq in lists):
+        shapes = [a.shape for a in arrays[0]]
+        dtypes = [a.dtype for a in arrays[0]]
+        if (all([a.shape for a in arr] == shapes and [a.dtype for a in arr] == dtypes for arr in arrays[1:])
+                and _FLOAT_ARRAY_DTYPES.issuperset(dtypes)):
+            return dev, arrays
+    for name, seq in zip(names, lists):
+        if len(seq) != n:
+            raise ValueError(f"{op}: {names[0]} has {n} tensors but {name} has {len(seq)}; pass one of each per "
+                             "parameter")
+    dev = None
+    for i, row in enumerate(zip(*lists)):
+        first = row[0]
+        for name, t in zip(names, row):
+            if t.__class__ not in _TENSOR_TYPES:
+                raise TypeError(f"{op}: {name}[{i}] must be a Tensor, got {type(t).__name__}")
+            if dev is None:
+                dev = t._device
+            elif t._device is not dev:
+                raise DeviceMismatch(f"{op}: expected all tensors on one device, got {dev} and {t._device} "
+                                     f"({name}[{i}])")
+            if t._data.shape != first._data.shape:
+                raise ShapeMismatch(f"{op}: {name}[{i}] has shape {tuple(t.shape)}, {names[0]}[{i}] has "
+                                    f"{tuple(first.shape)}; they must be equal")
+            if t._data.dtype != first._data.dtype:
+                raise DtypeMismatch(f"{op}: {name}[{i}] is {t.dtype}, {names[0]}[{i}] is {first.dtype}; they must "
+                                    "have one dtype")
+        if not first.dtype.is_floating_point:
+            raise DtypeMismatch(f"{op}: {names[0]}[{i}] is {first.dtype}; a floating dtype is expected")
+    raise AssertionError(f"{op}: inconsistent tensor lists")  # pragma: no cover - the checks above cover the passes
+
+
+@declare(method=False)
+def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float, beta2: float,
+                 eps: float, weight_decay: float = 0.0, decoupled: bool = False, maximize: bool = False) -> None:
+    r"""One Adam step (AdamW with ``decoupled=True``) for lists of tensors, in place, in one backend call.
+
+    For every ``p, g, m, v`` of ``params, grads, exp_avgs, exp_avg_sqs``, with ``step`` the step
+    number already counted (PyTorch's single-tensor arithmetic)::
+
+        g = -g if maximize
+        Adam:  g = g + weight_decay * p            AdamW:  p = p * (1 - lr * weight_decay)
+        m = beta1 * m + (1 - beta1) * g;   v = beta2 * v + (1 - beta2) * g * g
+        p = p - lr / (1 - beta1**step) * m / (sqrt(v) / sqrt(1 - beta2**step) + eps)
+
+    ``params``, ``exp_avgs`` and ``exp_avg_sqs`` are written and their versions bumped; ``grads``
+    are only read. All tensors are on one device, and the four tensors of one index share a shape
+    and a floating dtype. On CUDA the contiguous float32/float64 tensors are updated by one
+    multi-tensor kernel launch per dtype; half-precision (and strided) tensors, and every tensor on
+    the CPU, are updated one by one, half precision computed in float32 and rounded once. Unlike
+    ``torch._fused_adam_`` one ``step`` serves the whole list, and there is no AMSGrad,
+    ``grad_scale`` or ``found_inf``.
+
+    Raises ValueError for lists of different lengths, TypeError for a non-Tensor,
+    DeviceMismatch, ShapeMismatch or DtypeMismatch naming the index, and RuntimeError for a
+    parameter that requires grad while grad mode is on (call it under ``pylucid.no_grad()``).
+
+    >>> import pylucid
+    >>> p, g = pylucid.tensor([1.0, -2.0]), pylucid.tensor([2.0, -4.0])
+    >>> m, v = pylucid.zeros(2), pylucid.zeros(2)
+    >>> pylucid._fused_adam_([p], [g], [m], [v], step=1, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
+    >>> p, p._version[0]
+    (tensor([ 0.9000, -1.9000]), 1)
+    """
+    op = "_fused_adam_"
+    dev, (p_arrays, g_arrays, m_arrays, v_arrays) = _arrays_of(op, ("params", "grads", "exp_avgs", "exp_avg_sqs"),
+                                                               (params, grads, exp_avgs, exp_avg_sqs))
+    if dev is None:
+        return None
+    if state.grad_enabled:
+        for p in params:
+            check_inplace_leaf(p, op)
+    be = dev.backend
+    with be.device_ctx():
+        be.adam_step(p_arrays, g_arrays, m_arrays, v_arrays, step=int(step), lr=float(lr), beta1=float(beta1),
+                     beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay), decoupled=bool(decoupled),
+                     maximize=bool(maximize))
+    for written in (params, exp_avgs, exp_avg_sqs):
+        for t in written:
+            t._version[0] += 1
+    return None
