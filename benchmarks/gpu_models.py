@@ -369,6 +369,10 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False  # both frameworks: full float32 GEMMs and convolutions
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = False
+    import pylucid.backends
+
+    pylucid.backends.cudnn.allow_tf32 = False
+    pylucid.backends.cuda.matmul.allow_tf32 = False
     t0 = time.perf_counter()
     for name in argv or list(SECTIONS):
         try:

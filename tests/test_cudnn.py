@@ -16,7 +16,9 @@ import pytest
 import torch
 
 import pylucid
+import pylucid.backends  # the switches: pylucid.backends.cudnn, pylucid.backends.cuda
 from pylucid.backend import cudnn as C
+from pylucid.ops import nn as nn_ops
 
 GPU = C.is_available() and torch.cuda.is_available()
 gpu_only = pytest.mark.skipif(not GPU, reason=f"no cuDNN GPU here ({C.unavailable_reason() or 'PyTorch has no CUDA'})")
@@ -466,3 +468,160 @@ def test_sdpa_unsupported_gives_none():
     assert C.sdpa_forward(z, y, y) is None  # 2 query heads over 3 key heads
     odd = cp.zeros((1, 2, 16, 3), cp.float16)
     assert C.sdpa_forward(odd, odd, odd) is None  # a head dim cuDNN refuses
+
+
+# ------------------------------------------------------------------------------------- through the pylucid ops
+
+def test_backend_switches_defaults_and_flags():
+    cd = pylucid.backends.cudnn
+    assert (cd.enabled, cd.benchmark, cd.deterministic, cd.allow_tf32) == (True, False, False, True)
+    assert pylucid.backends.cuda.matmul.allow_tf32 is False
+    with cd.flags(enabled=False, deterministic=True):
+        assert cd.enabled is False and cd.deterministic is True and cd.benchmark is False
+    assert cd.enabled is True and cd.deterministic is False
+    assert cd.is_available() == C.is_available()
+
+
+def _op_run(fn, inputs, gy):
+    """fn(*inputs) and the gradients of every input, as float64 torch tensors."""
+    ts = [_pl(t, True) for t in inputs]
+    y = fn(*ts)
+    y.backward(_pl(gy))
+    return [c2t(y._data).double()] + [c2t(t.grad._data).double() for t in ts]
+
+
+def _both_paths(fn, inputs, gy, op):
+    """Run through cuDNN and through pylucid's own kernels; assert cuDNN ran (an ``op``... engine) the first
+    time and never the second."""
+    C._tls.info = None
+    with pylucid.backends.cudnn.flags(allow_tf32=False):
+        on = _op_run(fn, inputs, gy)
+    assert C.last_plan() is not None and C.last_plan().op.startswith(op)
+    C._tls.info = None
+    with pylucid.backends.cudnn.flags(enabled=False):
+        off = _op_run(fn, inputs, gy)
+    assert C.last_plan() is None
+    return on, off
+
+
+CONV_OPS = [  # functional, x shape, w shape, kwargs
+    ("conv1d", (3, 6, 37), (4, 3, 5), dict(stride=2, padding=2, groups=2)),
+    ("conv2d", (2, 8, 11, 9), (6, 4, 3, 3), dict(stride=1, padding="same", dilation=2, groups=2)),
+    ("conv3d", (2, 4, 5, 6, 7), (6, 4, 3, 3, 2), dict(stride=(1, 2, 1), padding=1)),
+    ("conv_transpose2d", (2, 8, 5, 6), (8, 3, 3, 3), dict(stride=2, padding=1, output_padding=1, groups=2)),
+    ("conv_transpose1d", (2, 6, 9), (6, 4, 4), dict(stride=3, padding=1)),
+]
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name,xs,ws,kw", CONV_OPS, ids=[c[0] for c in CONV_OPS])
+def test_conv_ops_with_cudnn_on_and_off(name, xs, ws, kw, dtype):
+    fn = getattr(pylucid.nn.functional, name)
+    x, w = _rand(xs, dtype, 70), _rand(ws, dtype, 71, scale=0.3)
+    cout = ws[0] if not name.startswith("conv_transpose") else ws[1] * kw.get("groups", 1)
+    b = _rand((cout,), dtype, 72)
+    ref_y = getattr(F, name)(x.double(), w.double(), b.double(), **kw)
+    gy = _rand(tuple(ref_y.shape), dtype, 73)
+    on, off = _both_paths(lambda a, c, d: fn(a, c, d, **kw), (x, w, b), gy, "conv")
+    xd, wd, bd = (t.double().requires_grad_() for t in (x, w, b))
+    yd = getattr(F, name)(xd, wd, bd, **kw)
+    refs = [yd.detach()] + list(torch.autograd.grad(yd, (xd, wd, bd), gy.double()))
+    for what, a, r, o in zip(("output", "dx", "dw", "db"), on, refs, off):
+        _close(a, r, dtype, f"{name} cuDNN {what} vs torch")
+        _close(o, r, dtype, f"{name} pylucid kernels {what} vs torch")
+
+
+@gpu_only
+def test_conv_channels_last_input_keeps_its_layout():
+    x = _rand((4, 8, 12, 12), torch.bfloat16, 80, "nhwc")
+    w = _rand((16, 8, 3, 3), torch.bfloat16, 81, scale=0.3)
+    y = pylucid.nn.functional.conv2d(_pl(x), _pl(w), None, 1, 1)
+    assert C.channels_last_layout(y._data.shape, y._data.strides, 2) == "nhwc"
+    _close(c2t(y._data), F.conv2d(x.double(), w.double(), padding=1), torch.bfloat16, "channels-last conv2d")
+
+
+@gpu_only
+def test_conv_double_backward_runs_the_graph_formula():
+    """create_graph=True: cuDNN's forward, then the graph formula, so the second derivative is exact."""
+    x, w = _rand((2, 3, 9, 9), torch.float32, 90), _rand((4, 3, 3, 3), torch.float32, 91, scale=0.3)
+    px, pw = _pl(x, True), _pl(w, True)
+    with pylucid.backends.cudnn.flags(allow_tf32=False):
+        y = pylucid.nn.functional.conv2d(px, pw, None, 1, 1)
+        assert C.last_plan().op == "conv_fprop"
+        (gx,) = pylucid.autograd.grad((y * y).sum(), px, create_graph=True)
+        (gx * gx).sum().backward()
+    xd, wd = x.double().requires_grad_(), w.double().requires_grad_()
+    yd = F.conv2d(xd, wd, padding=1)
+    (gxd,) = torch.autograd.grad((yd * yd).sum(), xd, create_graph=True)
+    (gxd * gxd).sum().backward()
+    _close(c2t(gx._data), gxd.detach(), torch.float32, "first derivative")
+    _close(c2t(pw.grad._data), wd.grad, torch.float32, "second derivative (weight)")
+    _close(c2t(px.grad._data), xd.grad, torch.float32, "second derivative (input)")
+
+
+@gpu_only
+def test_deterministic_algorithms_choose_deterministic_engines():
+    x, w, gy = _conv_case(CONVS[0], torch.bfloat16, "nhwc")
+    px, pw = _pl(x, True), _pl(w, True)
+    pylucid.use_deterministic_algorithms(True)
+    try:
+        y = pylucid.nn.functional.conv2d(px, pw, None, 1, 1)
+        y.backward(_pl(gy))
+        assert C.last_plan().deterministic is True
+        q, k, v = (_pl(t, True) for t in _qkv(2, 4, 4, 128, 128, 64, torch.bfloat16, 95))
+        nn_ops.sdpa_op(q, k, v, causal=True).backward(_pl(_rand((2, 4, 128, 64), torch.bfloat16, 96)))
+        assert C.last_plan().op == "sdpa_bwd" and C.last_plan().deterministic is True
+    finally:
+        pylucid.use_deterministic_algorithms(False)
+
+
+def _sdpa_paths(q, k, v, do, **kw):
+    """pylucid's scaled_dot_product_attention with cuDNN on and off: [o, dq, dk, dv] of each."""
+    fn = pylucid.nn.functional.scaled_dot_product_attention
+    return _both_paths(lambda a, b, c: fn(a, b, c, **kw), (q, k, v), do, "sdpa")
+
+
+@gpu_only
+@pytest.mark.parametrize("kw", [dict(is_causal=True), dict(), dict(scale=0.3)], ids=["causal", "plain", "scale"])
+def test_sdpa_op_with_cudnn_on_and_off(kw):
+    q, k, v = _qkv(2, 4, 4, 100, 100, 64, torch.bfloat16, 100, packed=True)
+    do = _rand((2, 4, 100, 64), torch.bfloat16, 101)
+    on, off = _sdpa_paths(q, k, v, do, **kw)
+    leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    o_ref, _ = _ref_attn(*leaves, kw.get("scale", 1 / 8), kw.get("is_causal", False))
+    refs = [o_ref.detach()] + list(torch.autograd.grad(o_ref, leaves, do.float()))
+    for what, a, r, o in zip(("o", "dq", "dk", "dv"), on, refs, off):
+        _attn_close(a, r, torch.bfloat16, f"cuDNN {what}")
+        _attn_close(o, r, torch.bfloat16, f"pylucid kernels {what}")
+
+
+@gpu_only
+def test_sdpa_op_native_causal_flag():
+    """The op's own ``causal`` (no materialised mask) gives what the functional's masked path gives."""
+    q, k, v = _qkv(1, 2, 2, 96, 96, 64, torch.bfloat16, 110)
+    do = _rand((1, 2, 96, 64), torch.bfloat16, 111)
+    on, off = _both_paths(lambda a, b, c: nn_ops.sdpa_op(a, b, c, scale=0.125, causal=True), (q, k, v), do, "sdpa")
+    leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    o_ref, _ = _ref_attn(*leaves, 0.125, True)
+    refs = [o_ref.detach()] + list(torch.autograd.grad(o_ref, leaves, do.float()))
+    for what, a, r, o in zip(("o", "dq", "dk", "dv"), on, refs, off):
+        _attn_close(a, r, torch.bfloat16, f"cuDNN {what}")
+        _attn_close(o, r, torch.bfloat16, f"pylucid kernels {what}")
+
+
+@gpu_only
+def test_matmul_allow_tf32_is_honoured():
+    a, b = _rand((256, 512), torch.float32, 120), _rand((512, 256), torch.float32, 121)
+    ref = a.double() @ b.double()
+    pa, pb = _pl(a), _pl(b)
+    exact = c2t((pa @ pb)._data).double()
+    pylucid.backends.cuda.matmul.allow_tf32 = True
+    try:
+        fast = c2t((pa @ pb)._data).double()
+    finally:
+        pylucid.backends.cuda.matmul.allow_tf32 = False
+    scale = float(ref.abs().max())
+    assert float((exact - ref).abs().max()) < 1e-5 * scale
+    assert float((fast - ref).abs().max()) > 3e-5 * scale  # inputs rounded to TF32's 10-bit mantissa
+    assert float((fast - ref).abs().max()) < 1e-2 * scale
