@@ -306,10 +306,12 @@ def _finish(op, g, tensors, deterministic, benchmark, allow_tf32, fp32, timer_pt
     g.build_operation_graph()
     g.create_execution_plans([mod.heur_mode.A, mod.heur_mode.FALLBACK])
     note = mod.numerical_note
+    # engines that convert the inputs to a narrower type are never taken (as PyTorch filters them)
+    g.deselect_numeric_notes([note.DOWN_CONVERT_INPUTS])
     if deterministic:
         g.deselect_numeric_notes([note.NONDETERMINISTIC])
     if fp32 and not allow_tf32:
-        g.deselect_numeric_notes([note.TENSOR_CORE, note.DOWN_CONVERT_INPUTS])
+        g.deselect_numeric_notes([note.TENSOR_CORE])
     if MAX_WORKSPACE is not None:
         g.deselect_workspace_greater_than(int(MAX_WORKSPACE))
     built = []
