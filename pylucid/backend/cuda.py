@@ -16,7 +16,10 @@ What differs from the shared :class:`ArrayBackend` (see docs/semantics/cuda.md):
 * fused kernels (softmax, layer norm, cross-entropy, embedding backward,
   multi-tensor Adam, bias+activation, 16-byte vectorised binary ops): their CUDA sources are in
   :mod:`pylucid.backend.cuda_sources`, compiled and launched by :mod:`pylucid.backend.cuda_launch`,
-  and each computes what its function in :mod:`pylucid.backend.reference` computes.
+  and each computes what its function in :mod:`pylucid.backend.reference` computes;
+* convolutions and attention go through cuDNN (:mod:`pylucid.backend.cudnn`) where it takes the
+  configuration (``conv_nd``, ``conv_transpose_nd``, ``sdpa`` and their backwards return None
+  otherwise, and the ops run their own kernels); ``pylucid.backends.cudnn`` holds the switches.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ from threading import get_ident as _get_ident
 import ml_dtypes
 import numpy as np
 
+from .._state import flags as _global_flags
+from ..backends import cuda as _cuda_flags
+from ..backends import cudnn as _cudnn_flags
 from .base import _HALF, _NULL_CTX, ArrayBackend
 from .cuda_launch import bias_add_kernel, cast_kernel, fast_kernel, get_kernel, raw_launcher, strided_copy_kernel
 from .cuda_sources import BIAS_ACT_CODES, COPY_MAX_NDIM, FAST_UNARY, OPS_VEC
@@ -475,6 +481,7 @@ class CUDABackend(ArrayBackend):
         self._handle = None  # (thread id, cuBLAS handle of this device for that thread)
         self._casts: dict = {}  # (source dtype, target dtype) -> fast cast kernel or None
         self._ones: dict = {}  # dtype -> a ones vector for column sums (grown on demand)
+        self._cudnn_mod = None  # pylucid.backend.cudnn once looked up; False when it is unavailable
         fast_ok = hasattr(cp.ndarray, "_c_contiguous")  # CuPy's C-level flag; without it: generic calls only
         nd = cp.ndarray  # the array class, and its constructor as the allocator (what cupy.empty calls)
         for op in OPS_VEC:
@@ -686,7 +693,8 @@ class CUDABackend(ArrayBackend):
         is copied to a contiguous operand first. A 2-D right operand folds a row-major
         left operand's batch into the rows: one GEMM (the Linear-layer case).
         Row-major ``C = A @ B`` is column-major ``C^T = B^T A^T``, so B is passed first.
-        Float32 uses ``CUBLAS_COMPUTE_32F`` (no TF32, as PyTorch's default); half types
+        Float32 uses ``CUBLAS_COMPUTE_32F`` (no TF32, as PyTorch's default; TF32 when
+        ``pylucid.backends.cuda.matmul.allow_tf32``); half types
         accumulate in float32 and round once.
         """
         cp = self.xp
@@ -746,6 +754,8 @@ class CUDABackend(ArrayBackend):
 
             self._cublas_mod = cublas
         cuda_dt, compute, one, zero = _GEMM[a.dtype]
+        if a.dtype == _F32 and _cuda_flags.matmul.allow_tf32:
+            compute = 77  # CUBLAS_COMPUTE_32F_FAST_TF32: float32 data, TF32 tensor-core products
         c_dt = cuda_dt if c.dtype == a.dtype else _GEMM[c.dtype][0]  # float32 C from half A, B (matmul_to)
         try:
             # CuPy's handle is per thread and device (looked up through a runtime call): cached per thread.
@@ -1255,3 +1265,95 @@ class CUDABackend(ArrayBackend):
                                               np.int32(BIAS_ACT_CODES[act])))
         return self.astype(out, dt, copy=False)
 
+    # -- cuDNN: each method returns None wherever cuDNN is switched off, absent or declines the case, and
+    # -- the op then runs its own kernels (pylucid.backends.cudnn holds the switches, read per call) -------
+    def _cudnn(self):
+        """(pylucid.backend.cudnn, deterministic, benchmark, allow_tf32), or None when cuDNN is off/absent."""
+        if not _cudnn_flags.enabled:
+            return None
+        mod = self._cudnn_mod
+        if mod is None:
+            from . import cudnn as mod
+
+            if not mod.is_available():
+                mod = False
+            self._cudnn_mod = mod
+        if mod is False:
+            return None
+        return mod, _cudnn_flags.deterministic or _global_flags.deterministic, _cudnn_flags.benchmark, \
+            _cudnn_flags.allow_tf32
+
+    def conv_nd(self, x, w, b, stride, pads, dilation, groups):
+        """A convolution's forward through cuDNN (output in the layout of ``x``), or None."""
+        c = self._cudnn()
+        if c is None:
+            return None
+        mod, det, bench, tf32 = c
+        return mod.conv_forward(x, w, stride, pads, dilation, groups, bias=b, deterministic=det, benchmark=bench,
+                                allow_tf32=tf32)
+
+    def conv_nd_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
+        """``(dx, dw)`` of a convolution through cuDNN (each None when not needed), or None if cuDNN
+        declines a needed one."""
+        c = self._cudnn()
+        if c is None:
+            return None
+        mod, det, bench, tf32 = c
+        kw = dict(deterministic=det, benchmark=bench, allow_tf32=tf32)
+        gx = gw = None
+        if need_x:
+            gx = mod.conv_data_grad(g, w, x.shape, stride, pads, dilation, groups, **kw)
+            if gx is None:
+                return None
+        if need_w:
+            gw = mod.conv_weight_grad(x, g, w.shape, stride, pads, dilation, groups, **kw)
+            if gw is None:
+                return None
+        return gx, gw
+
+    def conv_transpose_nd(self, x, w, b, stride, pads, dilation, groups, size):
+        """A transposed convolution's forward (the data gradient of a convolution), or None."""
+        c = self._cudnn()
+        if c is None:
+            return None
+        mod, det, bench, tf32 = c
+        shape = (x.shape[0], w.shape[1] * groups) + tuple(size)
+        y = mod.conv_data_grad(x, w, shape, stride, pads, dilation, groups, deterministic=det, benchmark=bench,
+                               allow_tf32=tf32)
+        if y is not None and b is not None:
+            y += b.reshape((1, -1) + (1,) * len(size))
+        return y
+
+    def conv_transpose_nd_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
+        """``(dx, dw)`` of a transposed convolution: a convolution of ``g`` and a weight gradient with the
+        activations' roles swapped; None if cuDNN declines a needed one."""
+        c = self._cudnn()
+        if c is None:
+            return None
+        mod, det, bench, tf32 = c
+        kw = dict(deterministic=det, benchmark=bench, allow_tf32=tf32)
+        gx = gw = None
+        if need_x:
+            gx = mod.conv_forward(g, w, stride, pads, dilation, groups, **kw)
+            if gx is None or gx.shape != x.shape:  # an output_padding >= stride gives the conv another size
+                return None
+        if need_w:
+            gw = mod.conv_weight_grad(g, x, w.shape, stride, pads, dilation, groups, **kw)
+            if gw is None:
+                return None
+        return gx, gw
+
+    def sdpa(self, q, k, v, bias, scale, causal=False):
+        """Flash attention forward ``(o, lse)`` through cuDNN for (B, H, L, E) half inputs, or None."""
+        c = self._cudnn()
+        if c is None:
+            return None
+        return c[0].sdpa_forward(q, k, v, scale=scale, causal=causal, bias=bias)
+
+    def sdpa_backward(self, q, k, v, o, g, lse, bias, scale, causal=False):
+        """``(dq, dk, dv)`` of :meth:`sdpa` through cuDNN, or None (deterministic kernel when asked for)."""
+        c = self._cudnn()
+        if c is None:
+            return None
+        r = c[0].sdpa_backward(q, k, v, o, g, lse, scale=scale, causal=causal, bias=bias, deterministic=c[1])
+        return None if r is None else r[:3]

@@ -17,6 +17,12 @@ itself differentiable (gradient penalties, double backward). ``conv2d`` and
 ``backward_fast`` on raw arrays; the other ops run their graph formula for
 first order too.
 
+On CUDA, convolutions and transposed convolutions go through cuDNN wherever it
+takes the configuration (``be.conv_nd`` / ``be.conv_transpose_nd`` and their
+backwards; None means "not here" and the im2col path runs): the forward, and
+the first-order backward (``backward_fast``). Under ``create_graph=True`` the
+graph formula above runs, so higher derivatives stay exact.
+
 Internally every op works on N-d spatial data with per-dim ``(lo, hi)``
 padding pairs (``ceil_mode`` pooling and ``padding='same'`` need asymmetric
 padding); the public functions validate and normalise their arguments. They
@@ -297,17 +303,45 @@ def _bias_shape(nd):
     return (1, -1) + (1,) * nd
 
 
+def _first_order_graph(node, g):
+    """The node's graph formula on a raw gradient, for first order (what the engine runs without a fast path)."""
+    res = node.backward(_new_tensor(g, node.device))
+    return tuple(None if r is None else r._data for r in res)
+
+
+def _bias_grad(be, node, g):
+    """``sum(g)`` over the batch and spatial dims when the bias needs a gradient, else None."""
+    if len(node.next_edges) > 2 and node.next_edges[2] is not None:
+        return be.sum(g, axis=(0,) + tuple(range(2, g.ndim)))
+    return None
+
+
+def _cudnn_grads(be, node, g, method):
+    """``(dx, dw, db)`` from the CUDA backend's cuDNN ``method`` (None: cuDNN is off or declines)."""
+    if be.name != "cuda":
+        return None
+    p = node.params
+    e = node.next_edges
+    r = getattr(be, method)(g, node.input(0)._data, node.input(1)._data, p["stride"], p["pads"], p["dilation"],
+                            p["groups"], e[0] is not None, e[1] is not None)
+    return None if r is None else r + (_bias_grad(be, node, g),)
+
+
 class _ConvNd(Op):
     """``y = w * x + b`` (cross-correlation) with stride, per-side padding, dilation and groups.
 
-    Forward: im2col view, one contiguous copy, one batched GEMM
-    ``(G, O/G, C/G*K) @ (N, G, C/G*K, L)``. Backward (graph mode, so it is
-    differentiable again): ``dx = fold(w^T @ g)``, ``dw = sum_n g @ unfold(x)^T``,
-    ``db = sum(g)``.
+    Forward: cuDNN on CUDA where it takes the case, else im2col view, one contiguous copy, one batched
+    GEMM ``(G, O/G, C/G*K) @ (N, G, C/G*K, L)``. Backward (graph mode, so it is differentiable again):
+    ``dx = fold(w^T @ g)``, ``dw = sum_n g @ unfold(x)^T``, ``db = sum(g)``; first order: cuDNN's data
+    and weight gradients, else the im2col path (2-d) or the graph formula.
     """
 
     @staticmethod
     def forward(be, x, w, b, stride, pads, dilation, groups):
+        if be.name == "cuda":
+            y = be.conv_nd(x, w, b, stride, pads, dilation, groups)
+            if y is not None:
+                return y
         nd = x.ndim - 2
         n = x.shape[0]
         o = w.shape[0]
@@ -344,6 +378,14 @@ class _ConvNd(Op):
             gb = _sum(g, (0,) + tuple(range(2, 2 + nd)))
         return gx, gw, gb
 
+    def backward_fast(self, be, g):
+        r = _cudnn_grads(be, self, g, "conv_nd_backward")
+        if r is not None:
+            return r
+        if len(self.params["stride"]) == 2:
+            return self._backward_fast(be, g)
+        return _first_order_graph(self, g)
+
     def _backward_fast(self, be, g):
         p = self.params
         x, w = self.input(0)._data, self.input(1)._data
@@ -369,7 +411,7 @@ class _ConvNd(Op):
         return gx, gw, gb
 
 
-_CONV = _nd_ops(_ConvNd, "conv{}d", fast_dims=(2,), amp_policy=PROMOTE, saves_input=True)
+_CONV = _nd_ops(_ConvNd, "conv{}d", amp_policy=PROMOTE, saves_input=True)
 Conv1d, Conv2d, Conv3d = _CONV.values()
 
 
@@ -487,12 +529,18 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
 class _ConvTransposeNd(Op):
     """The adjoint of a convolution in its input: ``y = fold(w^T @ x) + b``.
 
-    ``x`` (N, Cin, *S), ``w`` (Cin, Cout/G, *k). Backward (graph mode):
-    ``dx = w @ unfold(g)`` (a convolution of ``g``), ``dw = sum_n x @ unfold(g)^T``.
+    ``x`` (N, Cin, *S), ``w`` (Cin, Cout/G, *k). Forward: cuDNN's data gradient of a convolution on
+    CUDA where it takes the case, else one GEMM + col2im. Backward (graph mode):
+    ``dx = w @ unfold(g)`` (a convolution of ``g``), ``dw = sum_n x @ unfold(g)^T``; first order: cuDNN's
+    convolution and weight gradient, else the graph formula.
     """
 
     @staticmethod
     def forward(be, x, w, b, stride, pads, dilation, groups, size):
+        if be.name == "cuda":
+            y = be.conv_transpose_nd(x, w, b, stride, pads, dilation, groups, size)
+            if y is not None:
+                return y
         n, cin = x.shape[:2]
         kernel = w.shape[2:]
         cout = w.shape[1] * groups
@@ -528,6 +576,10 @@ class _ConvTransposeNd(Op):
         if len(self.next_edges) > 2 and self.next_edges[2] is not None:
             gb = _sum(g, (0,) + tuple(range(2, 2 + nd)))
         return gx, gw, gb
+
+    def backward_fast(self, be, g):
+        r = _cudnn_grads(be, self, g, "conv_transpose_nd_backward")
+        return r if r is not None else _first_order_graph(self, g)
 
 
 _CONV_T = _nd_ops(_ConvTransposeNd, "conv_transpose{}d", amp_policy=PROMOTE, saves_input=True)

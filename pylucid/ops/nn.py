@@ -1045,30 +1045,57 @@ def alpha_dropout_mask_op(input, mask, a: float, b: float, alpha_p: float) -> Te
 # ---------------------------------------------------------------------------------------------------------------------
 # attention
 # ---------------------------------------------------------------------------------------------------------------------
+def _causal_arr(be, lq, s, dtype):
+    """The additive causal mask (L, S): ``-inf`` above the diagonal (keys after the query position)."""
+    return be.triu(be.full((lq, s), float("-inf"), dtype=dtype), 1)
+
+
+def _graph_first_order(node, g):
+    """The node's graph formula on a raw gradient, for first order (what the engine runs without a fast path)."""
+    res = node.backward(_new_tensor(g, node.device))
+    return tuple(None if r is None else r._data for r in res)
+
+
 class ScaledDotProductAttention(Op):
     """``softmax(q k^T * scale + mask) [* dropout mask] @ v``.
 
-    ``mask`` is additive (float, ``-inf`` where masked; boolean and causal
-    masks are converted by the caller). Gradients: ``dv = P^T g``,
-    ``dS = P (dP - rowsum(dP P))``, ``dq = dS k scale``, ``dk = dS^T q scale``;
-    the additive mask gets no gradient.
+    ``mask`` is additive (float, ``-inf`` where masked; boolean masks are converted by the caller);
+    ``causal`` adds the causal mask (top-left aligned). Outputs ``(o, lse)``: ``lse`` is the row-wise
+    log-sum-exp of the masked, scaled scores, carries no gradient, and is all a flash backward needs
+    besides ``o`` (kept by ``save_extra``). On CUDA, half-precision (B, H, L, E) inputs without a dropout
+    mask go through cuDNN's flash kernels (forward and first-order backward; the T x T matrix never
+    exists); elsewhere the scores are materialised. Gradients (graph mode, differentiable again):
+    ``dv = P^T g``, ``dS = P (dP - rowsum(dP P))``, ``dq = dS k scale``, ``dk = dS^T q scale``; the
+    additive mask gets no gradient.
     """
 
     schema = OpSchema("scaled_dot_product_attention", amp_policy=FORCE_FP32, saves_input=True, family="nn")
     promote_args = (0, 1, 2, 3)
+    n_outputs = 2
+    differentiable_outputs = (True, False)
 
     @staticmethod
-    def forward(be, q, k, v, mask, drop, scale, drop_scale):
+    def forward(be, q, k, v, mask, drop, scale, drop_scale, causal=False):
+        if drop is None and be.name == "cuda":
+            r = be.sdpa(q, k, v, mask, scale, causal)
+            if r is not None:
+                return r
         s = be.matmul(q, be.swapaxes(k, -1, -2)) * scale
         if mask is not None:
             s = s + mask
+        if causal:
+            s = s + _causal_arr(be, s.shape[-2], s.shape[-1], s.dtype)
         with be.errstate():
-            p = be.exp(_np_log_softmax(be, s, -1))
+            logp, lse = _np_log_softmax(be, s, -1, lse=True)
+            p = be.exp(logp)
         if drop is not None:
             p = p * drop.astype(p.dtype) * drop_scale
-        return be.matmul(p.astype(q.dtype, copy=False), v)
+        return be.matmul(p.astype(q.dtype, copy=False), v), lse
 
-    def backward(self, g):
+    def save_extra(self, arrays, out):
+        self.extra = out  # (o, lse)
+
+    def backward(self, g, _g_lse=None):
         from .elementwise import sum_to_size
         from .linalg import matmul
         from .reduction import sum as _sum
@@ -1079,6 +1106,8 @@ class ScaledDotProductAttention(Op):
         s = matmul(q, transpose(k, -1, -2)) * scale
         if mask is not None:
             s = s + mask.detach()
+        if self.params["causal"]:
+            s = s + _const(self, _causal_arr(self.device.backend, s.shape[-2], s.shape[-1], s.dtype.numpy_dtype))
         p = _softmax_t(s, -1)
         pd = p * drop.to(p.dtype) * ds if drop is not None else p
         eq, ek, ev = self.next_edges[:3]
@@ -1095,8 +1124,23 @@ class ScaledDotProductAttention(Op):
                 gk = sum_to_size(matmul(transpose(dsc, -1, -2), q), self.shapes[1])
         return gq, gk, gv, None, None
 
+    def backward_fast(self, be, g, _g_lse=None):
+        """First order: cuDNN's flash backward when the forward ran on it (a float32 ``lse`` of half
+        inputs), else the graph formula on raw arrays."""
+        if be.name == "cuda" and self.input(4) is None:
+            o, lse = self.extra
+            if lse.dtype.itemsize == 4 and o.dtype.itemsize == 2:
+                mask = self.input(3)
+                p = self.params
+                r = be.sdpa_backward(self.input(0)._data, self.input(1)._data, self.input(2)._data, o, g, lse,
+                                     None if mask is None else mask._data, p["scale"], p["causal"])
+                if r is not None:
+                    return r + (None, None)
+        return _graph_first_order(self, g)
+
 
 def sdpa_op(query, key, value, additive_mask=None, dropout_mask=None, scale: float = 1.0,
-            dropout_scale: float = 1.0) -> Tensor:
+            dropout_scale: float = 1.0, causal: bool = False) -> Tensor:
+    """The attention output (the op's ``lse`` output stays with its node for the backward)."""
     return apply(ScaledDotProductAttention, (query, key, value, additive_mask, dropout_mask),
-                 {"scale": float(scale), "drop_scale": float(dropout_scale)})
+                 {"scale": float(scale), "drop_scale": float(dropout_scale), "causal": bool(causal)})[0]
