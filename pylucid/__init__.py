@@ -45,7 +45,7 @@ from .random import (  # noqa: E402
 )
 from . import amp  # noqa: E402
 from . import cuda  # noqa: E402
-from . import accelerator, hub  # noqa: E402
+from . import accelerator, backends, hub  # noqa: E402
 from ._compile import compile  # noqa: E402,A001
 from . import fft, linalg, nn, optim, special  # noqa: E402,F401
 from . import datasets, profiler, utils  # noqa: E402,F401

@@ -631,14 +631,17 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         key = _repeat_heads(key, rep)
         value = _repeat_heads(value, rep)
     sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    mask = _additive_mask(attn_mask, is_causal, L, S, query)
+    # a plain causal call passes the flag, not a (L, S) mask: the op (and cuDNN's flash kernel) applies it
+    # without materialising the mask
+    causal = is_causal and attn_mask is None
+    mask = None if causal else _additive_mask(attn_mask, is_causal, L, S, query)
     drop = None
     ds = 1.0
     if dropout_p > 0.0:
         shape = tuple(query.shape[:-1]) + (S,)
         drop = _keep_mask(query, shape, dropout_p)
         ds = 0.0 if dropout_p >= 1.0 else 1.0 / (1.0 - dropout_p)
-    return _nn_ops.sdpa_op(query, key, value, mask, drop, sc, ds)
+    return _nn_ops.sdpa_op(query, key, value, mask, drop, sc, ds, causal=causal)
 
 
 def _repeat_heads(x, rep):
