@@ -1,13 +1,26 @@
-"""The backward engine: iterative, dependency-counted, no recursion.
+"""The backward engine: one iterative, dependency-counted loop, no recursion.
 
-1. Walk the graph from the roots (an explicit stack) and count, for every
-   node, how many edges of the reachable graph point at it.
-2. Run nodes whose count reached zero; each one receives the sum of the
-   gradients sent to each of its outputs, so every node runs exactly once.
-3. First-order passes keep raw backend arrays in the buffers and use an op's
-   fast path when it has one; ``create_graph=True`` passes keep Tensors and
-   run the graph-mode formulas with recording on, so the gradient is itself
-   differentiable.
+A pass has four steps, each a function below:
+
+1. Roots (:func:`_seed_roots`): the outputs' gradients (given, or ones for a
+   one-element output) go into the gradient buffers of the outputs' nodes.
+2. Dependency counting (:func:`_count_dependencies`): an explicit stack walks
+   the graph reachable from the roots and counts, per node, the edges that
+   point at it.
+3. Pruning (:func:`_nodes_leading_to`), only when ``inputs`` are given
+   (``autograd.grad``, ``backward(inputs=...)``): only the nodes from which an
+   input can be reached run their backward; the others only count their
+   children down.
+4. Execution (:func:`_execute`): a node runs once its count reaches zero, on
+   the sum of the gradients sent to each of its outputs, so it runs exactly
+   once; what it returns is pushed along its edges (``push``, the one place
+   where gradients are summed), and leaves take theirs into ``.grad``
+   (``leaf``: hooks, then :func:`_accumulate`, in the leaf's dtype).
+
+First-order passes keep raw backend arrays in the buffers and use an op's fast
+path (``backward_fast``) when it has one; ``create_graph=True`` passes keep
+Tensors and run the graph-mode formulas with recording on, so the gradient is
+itself differentiable.
 """
 
 from __future__ import annotations
@@ -19,6 +32,39 @@ from ..errors import LucidError
 from .graph import AccumulateGrad, grad_accumulator
 
 
+def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None, accumulate=True,
+                 allow_unused=False):
+    """Shared core of ``Tensor.backward`` and ``autograd.grad``.
+
+    With ``accumulate=False`` the gradients w.r.t. ``inputs`` are returned and
+    no ``.grad`` is touched (``autograd.grad``); with ``accumulate=True`` and
+    ``inputs`` given, only those tensors accumulate into their ``.grad``
+    (``backward(inputs=...)``).
+    """
+    if retain_graph is None:
+        retain_graph = create_graph
+    buffers, roots = _seed_roots(tensors, grad_tensors, create_graph)
+    captures = None if inputs is None else _capture_targets(inputs)
+    deps = _count_dependencies(roots)
+    needed = None if captures is None else _nodes_leading_to(captures, roots, accumulate)
+    results = [None] * len(inputs) if inputs is not None and not accumulate else None
+    ready = [n for n in roots if n not in deps]
+    prev_grad = state.grad_enabled
+    state.grad_enabled = bool(create_graph)
+    # with several GPUs, raw array work (fast paths, sums) must run with the graph's device current
+    ctx = tensors[0]._device.backend.device_ctx()
+    ctx.__enter__()
+    try:
+        _execute(ready, buffers, deps, retain_graph, create_graph, accumulate, captures, needed, inputs, results)
+    finally:
+        state.grad_enabled = prev_grad
+        ctx.__exit__(None, None, None)
+    if results is None:
+        return None
+    return _input_grads(results, inputs, create_graph, allow_unused)
+
+
+# -- 1. roots ---------------------------------------------------------------------------------------------------------
 def _root_edge(t: Tensor):
     if t.grad_fn is not None:
         return t.grad_fn, t._output_nr
@@ -53,27 +99,11 @@ def _make_root_grads(tensors, grad_tensors, create_graph):
     return grads
 
 
-def _add(a, b, create_graph):
-    if create_graph:
-        from ..ops.elementwise import add
-
-        return add(a, b)
-    return a + b
-
-
-def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None, accumulate=True,
-                 allow_unused=False):
-    """Shared core of ``Tensor.backward`` and ``autograd.grad``.
-
-    With ``accumulate=False`` the gradients w.r.t. ``inputs`` are returned and
-    no ``.grad`` is touched (``autograd.grad``); with ``accumulate=True`` and
-    ``inputs`` given, only those leaves accumulate.
-    """
-    if retain_graph is None:
-        retain_graph = create_graph
+def _seed_roots(tensors, grad_tensors, create_graph):
+    """``(buffers, roots)``: each output's gradient in its node's buffer; the root nodes, once each, in order."""
     root_grads = _make_root_grads(tensors, grad_tensors, create_graph)
     buffers: dict = {}
-    roots = []
+    roots: dict = {}
     for i, t in enumerate(tensors):
         edge = _root_edge(t)
         if edge is None:
@@ -85,160 +115,249 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
         buf = buffers.get(node)
         if buf is None:
             buf = buffers[node] = [None] * node.n_outputs
-        buf[nr] = root_grads[i] if buf[nr] is None else _add(buf[nr], root_grads[i], create_graph)
-        roots.append(node)
+        # the same output twice: its gradients add (Tensors under create_graph, arrays otherwise)
+        buf[nr] = root_grads[i] if buf[nr] is None else buf[nr] + root_grads[i]
+        roots[node] = None
+    return buffers, roots
 
-    # capture targets (autograd.grad, or backward(inputs=...))
-    captures = None
-    if inputs is not None:
-        captures = {}
-        for k, t in enumerate(inputs):
-            if not isinstance(t, Tensor):
-                raise TypeError(f"grad: inputs must be Tensors, got {type(t).__name__} at position {k}")
-            if not t._requires_grad:
-                raise RuntimeError(f"grad: input {k} does not require grad")
-            key = (t.grad_fn, t._output_nr) if t.grad_fn is not None else (grad_accumulator(t), 0)
-            captures.setdefault(key[0], []).append((key[1], k))
 
-    # 1. dependency counts over the reachable graph (explicit stack)
+# -- 2. dependency counting -------------------------------------------------------------------------------------------
+def _count_dependencies(roots) -> dict:
+    """Per node reachable from ``roots``, the number of edges of the reachable graph that point at it.
+
+    A node enters the dict at its first incoming edge, which is when it is first seen: so it goes on the
+    stack exactly then (roots are on it from the start). Roots nobody points at are absent.
+    """
     deps: dict = {}
-    order = []
+    stack = list(roots)
+    pop, push = stack.pop, stack.append
+    while stack:
+        for e in pop().next_edges:
+            if e is not None:
+                child = e[0]
+                n = deps.get(child)
+                if n is None:
+                    deps[child] = 1
+                    if child not in roots:
+                        push(child)
+                else:
+                    deps[child] = n + 1
+    return deps
+
+
+# -- 3. pruning for inputs= -------------------------------------------------------------------------------------------
+def _capture_targets(inputs) -> dict:
+    """``{node: [(output_nr, k), ...]}``: where the gradient of ``inputs[k]`` arrives."""
+    captures: dict = {}
+    for k, t in enumerate(inputs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad: inputs must be Tensors, got {type(t).__name__} at position {k}")
+        if not t._requires_grad:
+            raise RuntimeError(f"grad: input {k} does not require grad")
+        node, nr = (t.grad_fn, t._output_nr) if t.grad_fn is not None else (grad_accumulator(t), 0)
+        captures.setdefault(node, []).append((nr, k))
+    return captures
+
+
+def _nodes_leading_to(captures, roots, targets_run) -> set:
+    """The nodes with a path to a capture target: the only ones whose backward has to run.
+
+    A target's gradient is taken as it arrives, so for ``autograd.grad`` a target itself runs only
+    when another target lies below it (``grad(loss, hidden)`` stops at ``hidden``); with
+    ``targets_run`` (``backward(inputs=...)``) the targets run too, as in PyTorch, where a non-leaf
+    input's node and its hooks run.
+    """
+    parents: dict = {}
     seen = set(roots)
-    stack = list(dict.fromkeys(roots))
+    stack = list(roots)
     while stack:
         node = stack.pop()
-        order.append(node)
         for e in node.next_edges:
             if e is not None:
                 child = e[0]
-                deps[child] = deps.get(child, 0) + 1
+                ps = parents.get(child)
+                if ps is None:
+                    parents[child] = [node]
+                else:
+                    ps.append(node)
                 if child not in seen:
                     seen.add(child)
                     stack.append(child)
+    needed: set = set(captures) if targets_run else set()
+    stack = list(captures)
+    while stack:
+        for p in parents.get(stack.pop(), ()):
+            if p not in needed:
+                needed.add(p)
+                stack.append(p)
+    return needed
 
-    # with capture targets, run only the nodes that lead to one of them
-    needed = None
-    if captures is not None:
-        needed = set(captures)
-        changed = True
-        # reverse reachability: iterate in reverse discovery order until stable
-        while changed:
-            changed = False
-            for node in reversed(order):
-                if node not in needed:
-                    for e in node.next_edges:
-                        if e is not None and e[0] in needed:
-                            needed.add(node)
-                            changed = True
-                            break
 
-    results = [None] * len(inputs) if inputs is not None else None
-    ready = [n for n in dict.fromkeys(roots) if deps.get(n, 0) == 0]
-    force_graph = state.force_graph_backward
+# -- 4. execution -----------------------------------------------------------------------------------------------------
+def _execute(ready, buffers, deps, retain_graph, create_graph, accumulate, captures, needed, inputs, results):
+    """Run the nodes in dependency order, starting from ``ready`` (the roots nobody points at).
+
+    The loop is paid once per recorded op, so its common case stays lean: a first-order pass with no
+    ``inputs=`` and no anomaly mode sends a one-output node without hooks straight to its fast path;
+    every other node goes through ``run_node``, which makes the general decisions (hooks, capture,
+    pruning, missing gradients, the graph-mode formula, the anomaly check).
+    """
     anomaly = state.anomaly
-    prev_grad = state.grad_enabled
-    state.grad_enabled = bool(create_graph)
+    fast_ok = not create_graph and not state.force_graph_backward
+    lean = fast_ok and not anomaly and captures is None
     acc_type = AccumulateGrad
-    owned = None  # ids of leaf-bound gradient arrays that no one else references (see _accumulate)
-    last_dev = last_be = last_nd = None  # the backend of the last node's device (graphs are mostly one device)
-    # with several GPUs, raw array work (fast paths, accumulation) must run with the graph's device current
-    ctx = tensors[0]._device.backend.device_ctx()
-    ctx.__enter__()
-    try:
-        if captures is None and not create_graph and not force_graph and not anomaly:
-            _run_first_order(ready, buffers, deps, retain_graph, accumulate)
-            ready = ()
-        while ready:
-            node = ready.pop()
-            grads = buffers.pop(node, None)
-            if node.__class__ is acc_type:
-                if grads is not None:
-                    if captures is not None and node in captures:
-                        for nr, k in captures[node]:
-                            results[k] = _leaf_hooks(node.variable, grads[0], create_graph)
-                    if accumulate and (needed is None or node in needed):
-                        g0 = grads[0]
-                        mine = owned is not None and id(g0) in owned and (captures is None or node not in captures)
-                        _accumulate(node.variable, g0, create_graph, mine)
-                continue
-            in_grads = None
-            if grads is not None:
-                if node._pre_hooks:
-                    grads = _run_pre_hooks(node, node._pre_hooks, grads, create_graph)
-                if captures is not None and node in captures:
-                    for nr, k in captures[node]:
-                        results[k] = grads[nr]
-                if needed is None or node in needed:
-                    if len(grads) > 1 and any(g is None for g in grads):
-                        grads = _fill_missing(node, grads, create_graph)
-                    fast = node.backward_fast
-                    if not create_graph and fast is not None and not force_graph:
-                        if node._freed:
-                            node._check_freed()
-                        if node.device is not last_dev:
-                            last_dev = node.device
-                            last_be = last_dev.backend
-                            last_nd = last_be.ndarray
-                        in_grads = fast(last_be, *grads)
-                        if in_grads.__class__ is not tuple:
-                            in_grads = (in_grads,)
-                    else:
-                        in_grads = _call_backward(node, grads, create_graph)
-                    if node._hooks:
-                        in_grads = _run_post_hooks(node, in_grads, grads, create_graph)
-                    if anomaly:
-                        _check_anomaly(node, in_grads, create_graph)
-                    if not retain_graph:
-                        node.release()
-            edges = node.next_edges
-            if in_grads is not None and len(in_grads) != len(edges):
-                raise LucidError(f"{node.name()}: backward returned {len(in_grads)} gradients for {len(edges)} inputs")
-            if create_graph or in_grads is None:
-                nd = None
-            else:
-                if node.device is not last_dev:
-                    last_dev = node.device
-                    last_be = last_dev.backend
-                    last_nd = last_be.ndarray
-                nd = last_nd
-            # (_run_first_order inlines the same push for the common pass: keep the two in step)
-            for i, e in enumerate(edges):
-                if e is None:
-                    continue
-                child, nr = e
-                if in_grads is not None:
-                    g = in_grads[i]
-                    if g is not None:
-                        if nd is not None and g.__class__ is not nd and isinstance(g, _SCALAR_TYPES):
-                            # NumPy returns scalars, not 0-d arrays, from 0-d arithmetic (a
-                            # device copy's gradient is an array of another device: left alone)
-                            g = last_be.asarray(g)
-                        buf = buffers.get(child)
-                        if buf is None:
-                            buf = buffers[child] = [None] * child.n_outputs
-                            buf[nr] = g
-                            old = None
-                        else:
-                            old = buf[nr]
-                            buf[nr] = g if old is None else _add(old, g, create_graph)
-                        if child.__class__ is acc_type and nd is not None:
-                            # a leaf may keep this array as its .grad without a copy when nothing else
-                            # can hold it: a sum made here, or a fresh array (not a view, not one of
-                            # the incoming gradients passed through, not handed to two inputs)
-                            if old is not None or _fresh(g, grads, in_grads):
-                                if owned is None:
-                                    owned = set()
-                                owned.add(id(buf[nr]))
-                left = deps[child] - 1
-                deps[child] = left
-                if left == 0:
-                    ready.append(child)
-    finally:
-        state.grad_enabled = prev_grad
-        ctx.__exit__(None, None, None)
+    take = buffers.pop
+    get = buffers.get
+    schedule = ready.append
+    # leaves whose buffered gradient is an array no one else references: a sum made here, or a fresh array
+    # (not a view, not an incoming gradient passed through, not handed to two inputs); _accumulate adopts it
+    owned: set = set()
+    last_dev = be = None
+    if create_graph:
+        from ..ops.elementwise import add as plus
 
-    if inputs is None:
-        return None
+        nd = Tensor  # gradients are Tensors: no scalar to wrap, sums are recorded ops
+    else:
+        nd = plus = None  # the node's backend array class and add, set per device below
+
+    def push(node, in_grads, grads):
+        """Send ``in_grads[i]`` along the node's edge ``i`` into the child's buffer and count the child
+        down; ``in_grads`` None (the node did not run) only counts down. ``grads``: the gradients the
+        node ran on, or None when its results may be referenced elsewhere (see :func:`_fresh`)."""
+        if in_grads is None:
+            for e in node.next_edges:
+                if e is not None:
+                    child = e[0]
+                    left = deps[child] - 1
+                    deps[child] = left
+                    if left == 0:
+                        schedule(child)
+            return
+        edges = node.next_edges
+        if len(in_grads) != len(edges):
+            raise LucidError(f"{node.name()}: backward returned {len(in_grads)} gradients for {len(edges)} inputs")
+        for e, g in zip(edges, in_grads):
+            if e is None:
+                continue
+            child, nr = e
+            if g is not None:
+                if g.__class__ is not nd and isinstance(g, _SCALAR_TYPES):
+                    g = be.asarray(g)  # NumPy returns scalars, not 0-d arrays, from 0-d arithmetic
+                buf = get(child)
+                if buf is None:
+                    buf = buffers[child] = [None] * child.n_outputs
+                    buf[nr] = g
+                    if child.__class__ is acc_type and _fresh(g, grads, in_grads):
+                        owned.add(child)
+                else:
+                    old = buf[nr]
+                    if old is None:
+                        buf[nr] = g
+                    else:
+                        # the backend's add (CUDA: the vector kernel) for its own arrays; a device copy's
+                        # gradient is an array of the other device, summed there with +
+                        buf[nr] = plus(old, g) if g.__class__ is nd and old.__class__ is nd else old + g
+                        if child.__class__ is acc_type:
+                            owned.add(child)
+            left = deps[child] - 1
+            deps[child] = left
+            if left == 0:
+                schedule(child)
+
+    def leaf(node, g):
+        """A leaf's gradient: its hooks, then into ``.grad`` (or, for ``autograd.grad``, into the results)."""
+        targets = None
+        if captures is not None:
+            targets = captures.get(node)
+            if targets is None:
+                return  # only the inputs receive gradients
+        var = node.variable
+        mine = node in owned
+        if var._hooks:
+            g0 = g
+            g = _leaf_hooks(var, g, create_graph)
+            mine = mine and g is g0  # a hook's result may be referenced elsewhere
+        if results is not None:
+            for _, k in targets:
+                results[k] = g
+        elif accumulate:
+            _accumulate(var, g, create_graph, mine)
+
+    def run_node(node, grads):
+        """The general case of one node: ``(in_grads, grads)`` for ``push``; ``in_grads`` is None when the
+        node need not run (pruned, or a target that leads nowhere), ``grads`` is None unless its fast path
+        made the results (a hook's or a formula's result may be a tensor someone else holds)."""
+        if node._pre_hooks:
+            grads = _run_pre_hooks(node, node._pre_hooks, grads, create_graph)
+        if captures is not None:
+            for nr, k in captures.get(node, ()):
+                if results is not None:
+                    results[k] = grads[nr]
+                elif accumulate and grads[nr] is not None:
+                    _accumulate(inputs[k], grads[nr], create_graph)
+            if node not in needed:
+                return None, None
+        if len(grads) > 1 and any(g is None for g in grads):
+            grads = _fill_missing(node, grads, create_graph)
+        fast = node.backward_fast
+        if fast is not None and fast_ok:
+            node._check_freed()
+            in_grads = fast(node.device.backend, *grads)
+            if in_grads.__class__ is not tuple:
+                in_grads = (in_grads,)
+        else:
+            in_grads = _call_backward(node, grads, create_graph)
+        hooked = node._pre_hooks or node._hooks
+        if node._hooks:
+            in_grads = _run_post_hooks(node, in_grads, grads, create_graph)
+        if anomaly:
+            _check_anomaly(node, in_grads, create_graph)
+        return in_grads, (grads if fast is not None and fast_ok and not hooked else None)
+
+    while ready:
+        node = ready.pop()
+        grads = take(node, None)
+        if node.__class__ is acc_type:
+            if grads is not None:
+                leaf(node, grads[0])
+            continue
+        if grads is None:
+            push(node, None, None)  # nothing reached this node
+            continue
+        dev = node.device
+        if dev is not last_dev:
+            last_dev = dev
+            be = dev.backend
+            if not create_graph:
+                nd = be.ndarray
+                plus = be.add
+        fast = node.backward_fast
+        if lean and fast is not None and len(grads) == 1 and not node._pre_hooks and not node._hooks:
+            if node._freed:
+                node._check_freed()
+            in_grads = fast(be, grads[0])  # a plain call: cheaper than fast(be, *grads)
+            if in_grads.__class__ is not tuple:
+                in_grads = (in_grads,)
+            if not retain_graph:
+                node.release()
+        else:
+            in_grads, grads = run_node(node, grads)
+            if in_grads is not None and not retain_graph:
+                node.release()
+        push(node, in_grads, grads)
+
+
+def _fresh(g, grads, in_grads):
+    """Whether a leaf may keep ``g`` as its ``.grad`` without a copy: an array a fast path made (not a
+    view, not one of the incoming gradients ``grads`` passed through, not handed to two inputs).
+    ``grads`` None: the node's results may be held elsewhere (a hook's return value, a custom
+    Function's or a formula's result), so they are copied."""
+    return (grads is not None and g.base is None and g.flags.c_contiguous
+            and not any(g is x for x in grads) and sum(x is g for x in in_grads) == 1)
+
+
+def _input_grads(results, inputs, create_graph, allow_unused):
+    """``autograd.grad``'s answer: one Tensor (or None, with ``allow_unused``) per input, in its dtype."""
     out = []
     for k, g in enumerate(results):
         t = inputs[k]
@@ -256,107 +375,6 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
             g = g.to(t.dtype)
         out.append(g)
     return tuple(out)
-
-
-def _run_first_order(ready, buffers, deps, retain_graph, accumulate):
-    """The loop of :func:`run_backward` for the common pass: first order, no capture targets, no
-    anomaly mode, fast paths allowed. It makes the general loop's decisions with fewer tests per
-    node (this loop runs once per recorded op, so its cost is part of every op's overhead).
-    Nodes with hooks, without a fast path, or with some outputs missing a gradient go through
-    :func:`_node_general`."""
-    acc_type = AccumulateGrad
-    owned = None  # ids of leaf-bound gradient arrays that no one else references (see _accumulate)
-    last_dev = last_be = nd = None
-    while ready:
-        node = ready.pop()
-        grads = buffers.pop(node, None)
-        if node.__class__ is acc_type:
-            if grads is not None and accumulate:
-                g0 = grads[0]
-                _accumulate(node.variable, g0, False, owned is not None and id(g0) in owned)
-            continue
-        edges = node.next_edges
-        if grads is None:
-            # nothing reached this node: release its children's dependency counts only
-            for e in edges:
-                if e is not None:
-                    child = e[0]
-                    left = deps[child] - 1
-                    deps[child] = left
-                    if left == 0:
-                        ready.append(child)
-            continue
-        dev = node.device
-        if dev is not last_dev:
-            last_dev = dev
-            last_be = dev.backend
-            nd = last_be.ndarray
-        fast = node.backward_fast
-        if fast is None or node._pre_hooks or node._hooks or (len(grads) > 1 and any(g is None for g in grads)):
-            in_grads = _node_general(node, grads)
-        else:
-            if node._freed:
-                node._check_freed()
-            in_grads = fast(last_be, *grads)
-            if in_grads.__class__ is not tuple:
-                in_grads = (in_grads,)
-        if not retain_graph:
-            node.release()
-        if len(in_grads) != len(edges):
-            raise LucidError(f"{node.name()}: backward returned {len(in_grads)} gradients for {len(edges)} inputs")
-        for e, g in zip(edges, in_grads):
-            if e is None:
-                continue
-            child, nr = e
-            if g is not None:
-                if g.__class__ is not nd and isinstance(g, _SCALAR_TYPES):
-                    g = last_be.asarray(g)  # NumPy returns scalars from 0-d arithmetic
-                buf = buffers.get(child)
-                if buf is None:
-                    buf = buffers[child] = [None] * child.n_outputs
-                    buf[nr] = g
-                    old = None
-                else:
-                    old = buf[nr]
-                    # the backend's add (CUDA: the vector kernel) for its own arrays; a device copy's
-                    # gradient belongs to the other device, so plain + there
-                    buf[nr] = g if old is None else last_be.add(old, g) if (
-                        g.__class__ is nd and old.__class__ is nd) else old + g
-                if child.__class__ is acc_type and (old is not None or _fresh(g, grads, in_grads)):
-                    if owned is None:
-                        owned = set()
-                    owned.add(id(buf[nr]))
-            left = deps[child] - 1
-            deps[child] = left
-            if left == 0:
-                ready.append(child)
-
-
-def _fresh(g, grads, in_grads):
-    """Whether a leaf may keep ``g`` as its ``.grad`` without a copy: a fresh array (not a view, not
-    one of the incoming gradients passed through, not handed to two inputs)."""
-    return (g.base is None and g.flags.c_contiguous and not any(g is x for x in grads)
-            and sum(x is g for x in in_grads) == 1)
-
-
-def _node_general(node, grads):
-    """One node of the first-order loop with its hooks, missing gradients and graph-mode formula."""
-    if node._pre_hooks:
-        grads = _run_pre_hooks(node, node._pre_hooks, grads, False)
-    if len(grads) > 1 and any(g is None for g in grads):
-        grads = _fill_missing(node, grads, False)
-    fast = node.backward_fast
-    if fast is not None:
-        if node._freed:
-            node._check_freed()
-        in_grads = fast(node.device.backend, *grads)
-        if in_grads.__class__ is not tuple:
-            in_grads = (in_grads,)
-    else:
-        in_grads = _call_backward(node, grads, False)
-    if node._hooks:
-        in_grads = _run_post_hooks(node, in_grads, grads, False)
-    return in_grads
 
 
 def _call_backward(node, grads, create_graph):
@@ -426,14 +444,17 @@ def _leaf_hooks(var, g, create_graph):
 
 
 def _accumulate(var, g, create_graph, owned=False):
-    if var._hooks:
-        g0 = g
-        g = _leaf_hooks(var, g, create_graph)
-        owned = owned and g is g0  # a hook's result may be referenced elsewhere
+    """Add ``g`` into ``var.grad``, in ``var``'s dtype. ``owned``: the engine made this array for this
+    leaf alone, so it may become ``.grad`` without a copy."""
     if create_graph:
         if g.dtype is not var.dtype:
             g = g.to(var.dtype)
-        var.grad = g if var.grad is None else _add(var.grad, g, True)
+        if var.grad is None:
+            var.grad = g
+        else:
+            from ..ops.elementwise import add
+
+            var.grad = add(var.grad, g)
         return
     if g.shape != var._data.shape:
         raise LucidError(f"gradient of shape {g.shape} reached a leaf of shape {var._data.shape}")
@@ -472,21 +493,15 @@ def _check_anomaly(node, in_grads, create_graph):
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
-    """``pylucid.autograd.backward``: accumulate gradients of ``tensors`` into the leaves' ``.grad``."""
+    """``pylucid.autograd.backward``: accumulate gradients of ``tensors`` into the leaves' ``.grad``
+    (with ``inputs``, into those tensors' ``.grad`` only)."""
     if isinstance(tensors, Tensor):
         tensors = (tensors,)
     if isinstance(grad_tensors, Tensor):
         grad_tensors = (grad_tensors,)
-    if inputs is not None and isinstance(inputs, Tensor):
-        inputs = (inputs,)
     if inputs is not None:
-        grads = run_backward(tuple(tensors), grad_tensors, retain_graph, create_graph, inputs=tuple(inputs),
-                             accumulate=False, allow_unused=True)
-        for t, g in zip(inputs, grads):
-            if g is not None:
-                _accumulate(t, g if create_graph else g._data, create_graph)
-        return
-    run_backward(tuple(tensors), grad_tensors, retain_graph, create_graph)
+        inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    run_backward(tuple(tensors), grad_tensors, retain_graph, create_graph, inputs=inputs)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False,

@@ -278,8 +278,12 @@ def _plain_args(args, same_dtype=False):
     return arrays, dev, req, dt
 
 
-def _finish(op, args, arrays, params, dev, req, st):
-    """Steps 3-5 for the short path: determinism gate, backend call, wrapping, graph."""
+def _finish(op, args, arrays, params, dev, req, st, prof=None):
+    """Steps 3-5, shared by both paths: determinism gate, backend call, wrapping, graph.
+
+    ``req``: an argument requires grad; ``prof``: the profiler (the general path's; the short
+    path runs without one).
+    """
     if not op._deterministic and flags.deterministic:
         raise NonDeterministicError(
             f"{op.schema.name} is not deterministic ({op.schema.deterministic_note}) and "
@@ -288,11 +292,19 @@ def _finish(op, args, arrays, params, dev, req, st):
     be = dev.backend
     if be._multi:
         with be.cuda_device:
-            out = op.forward(be, *arrays, **params)
-    else:
+            out = op.forward(be, *arrays, **params) if prof is None else prof.run(op, be, arrays, params, dev)
+    elif prof is None:
         out = op.forward(be, *arrays, **params)
+    else:
+        out = prof.run(op, be, arrays, params, dev)
     if op.n_outputs != 1:
-        return _wrap_outputs(op, args, arrays, params, out, dev, be, req and st.grad_enabled and op._differentiable, st)
+        outs = tuple(_new_tensor(o if o.__class__ is be.ndarray else be.asarray(o), dev) for o in out)
+        if req and st.grad_enabled and op._differentiable:
+            _record(op, args, arrays, params, dev, out, None, outs)
+        if op.is_view:
+            for o in outs:
+                _mark_view(o, args[0])
+        return outs
     if out.__class__ is not be.ndarray:
         out = be.asarray(out)
     # _new_tensor() inlined: this is the hottest allocation in the framework
@@ -308,13 +320,7 @@ def _finish(op, args, arrays, params, dev, req, st):
     t._retains_grad = False
     t._grad_acc = None
     if req and st.grad_enabled and op._differentiable and out.dtype in _GRAD_NP_DTYPES:
-        node = _make_node(op, args, params, st, dev)
-        t.grad_fn = node
-        t._requires_grad = True
-        if op._saves_output:
-            node._out = ((out, t._version, 0),)
-        if op.save_extra is not None:
-            node.save_extra(arrays, out)
+        _record(op, args, arrays, params, dev, out, t, None)
     else:
         t.grad_fn = None
         t._requires_grad = False
@@ -412,58 +418,11 @@ def _apply_general(op, args, params, st):
             f"{op.schema.name}: expected at least one Tensor argument, got "
             f"({', '.join(type(a).__name__ for a in args)}); convert with pylucid.tensor(...)"
         )
-    # 3. determinism gate
-    if not op._deterministic and flags.deterministic:
-        raise NonDeterministicError(
-            f"{op.schema.name} is not deterministic ({op.schema.deterministic_note}) and "
-            "pylucid.use_deterministic_algorithms(True) is set"
-        )
-    # 4. the backend does the work
-    be = dev.backend
-    prof = st.profiler
-    if be._multi:
-        with be.cuda_device:
-            out = op.forward(be, *arrays, **params) if prof is None else prof.run(op, be, arrays, params, dev)
-    elif prof is None:
-        out = op.forward(be, *arrays, **params)
-    else:
-        out = prof.run(op, be, arrays, params, dev)
-    # 5. wrap outputs and record the graph
-    if op.n_outputs == 1:
-        t = _new_tensor(out if out.__class__ is be.ndarray else be.asarray(out), dev)
-        if grad_on and t._data.dtype in _GRAD_NP_DTYPES:
-            node = _make_node(op, args, params, st, dev)
-            t.grad_fn = node
-            t._requires_grad = True
-            if op._saves_output:
-                node._out = ((t._data, t._version, 0),)
-            if op.save_extra is not None:
-                node.save_extra(arrays, t._data)
-        if op.is_view:
-            _mark_view(t, args[0])
-        return t
-    return _wrap_outputs(op, args, arrays, params, out, dev, be, grad_on, st)
-
-
-def _wrap_outputs(op, args, arrays, params, out, dev, be, grad_on, st):
-    outs = tuple(_new_tensor(o if o.__class__ is be.ndarray else be.asarray(o), dev) for o in out)
-    if grad_on:
-        diff = op.differentiable_outputs
-        node = _make_node(op, args, params, st, dev)
-        node.out_meta = tuple((o._data.shape, o._data.dtype) for o in outs)
-        for k, o in enumerate(outs):
-            if (diff is None or diff[k]) and o._data.dtype in _GRAD_NP_DTYPES:
-                o.grad_fn = node
-                o._output_nr = k
-                o._requires_grad = True
-        if op._saves_output:
-            node._out = tuple((o._data, o._version, 0) for o in outs)
-        if op.save_extra is not None:
-            node.save_extra(arrays, out)
-    if op.is_view:
-        for o in outs:
-            _mark_view(o, args[0])
-    return outs
+    # 3-5. determinism gate, the backend call, outputs and graph
+    result = _finish(op, args, arrays, params, dev, req, st, st.profiler)
+    if st.anomaly:
+        _trace_nodes(result)
+    return result
 
 
 def _mark_view(t, base):
@@ -472,7 +431,16 @@ def _mark_view(t, base):
         t._version = base._version
 
 
-def _make_node(op, args, params, st, dev):
+def _record(op, args, arrays, params, dev, out, t, outs):
+    """Step 5's graph, the one place it is recorded: a node of ``op`` with its edges, input shapes and
+    what the schema saves (inputs with their versions, outputs, ``save_extra``), linked to its outputs.
+
+    ``out`` is what ``forward`` returned; ``t`` the output Tensor of a one-output op, or ``outs`` the
+    output Tensors of a multi-output op (those of a floating dtype among ``differentiable_outputs``
+    get the node); neither for an output the caller links itself (``to_device``). Returns the node.
+    The anomaly-mode trace is left to the callers: the short path never runs under anomaly mode, so
+    the switch is not read here.
+    """
     node = _new(op)
     node.device = dev
     edges = []
@@ -500,12 +468,45 @@ def _make_node(op, args, params, st, dev):
     node._pre_hooks = None
     node._hooks = None
     node._freed = False
-    node._out = None
-    node.out_meta = None
     node.extra = None
     node.saved = args if saves else None
     node.saved_versions = versions
-    node._trace = traceback.format_stack()[:-3] if st.anomaly else None
+    node._trace = None
+    if t is not None:
+        t.grad_fn = node
+        t._requires_grad = True
+        node._out = ((out, t._version, 0),) if op._saves_output else None
+        node.out_meta = None
+    elif outs is not None:
+        diff = op.differentiable_outputs
+        node.out_meta = tuple((o._data.shape, o._data.dtype) for o in outs)
+        for k, o in enumerate(outs):
+            if (diff is None or diff[k]) and o._data.dtype in _GRAD_NP_DTYPES:
+                o.grad_fn = node
+                o._output_nr = k
+                o._requires_grad = True
+        node._out = tuple((o._data, o._version, 0) for o in outs) if op._saves_output else None
+    else:
+        node._out = None
+        node.out_meta = None
+    if op.save_extra is not None:
+        node.save_extra(arrays, out)
+    return node
+
+
+def _trace_nodes(result) -> None:
+    """Anomaly mode: the forward stack of the call that made ``result``, on its node(s)."""
+    stack = traceback.format_stack()[:-3]  # without this function, _apply_general and apply
+    for o in result if result.__class__ is tuple else (result,):
+        if o.grad_fn is not None:
+            o.grad_fn._trace = stack
+
+
+def _make_node(op, args, params, st, dev):
+    """A node for an output the caller links itself (``to_device``)."""
+    node = _record(op, args, None, params, dev, None, None, None)
+    if st.anomaly:
+        node._trace = traceback.format_stack()[:-3]  # without this function, to_device and its caller
     return node
 
 
