@@ -391,11 +391,14 @@ def _call_backward(node, grads, create_graph):
 
 
 def _fill_missing(node, grads, create_graph):
+    """Zeros for the missing gradients of a multi-output node's differentiable outputs; the outputs its op
+    marks non-differentiable (saved statistics, indices) never receive one and stay None."""
     meta = node.out_meta
     be = node.device.backend
+    diff = getattr(node, "differentiable_outputs", None)
     out = list(grads)
     for k, g in enumerate(out):
-        if g is None:
+        if g is None and (diff is None or diff[k]):
             shape, dt = meta[k] if meta is not None else (None, None)
             z = be.zeros(shape, dtype=dt)
             out[k] = _new_tensor(z, node.device) if create_graph else z
