@@ -104,20 +104,8 @@ class Tensor:
         return self._device.type == "cpu"
 
     # pylucid tensors are dense, strided, unquantized arrays on the CPU or a CUDA GPU, so every other
-    # device or layout flag PyTorch has is False.
-    is_xpu = property(lambda self: False, doc="False: pylucid has no XPU device.")
-    is_mps = property(lambda self: False, doc="False: pylucid has no MPS (Apple GPU) device.")
-    is_meta = property(lambda self: False, doc="False: pylucid has no meta (data-less) tensors.")
-    is_ipu = property(lambda self: False, doc="False: pylucid has no IPU device.")
-    is_mtia = property(lambda self: False, doc="False: pylucid has no MTIA device.")
-    is_maia = property(lambda self: False, doc="False: pylucid has no MAIA device.")
-    is_xla = property(lambda self: False, doc="False: pylucid has no XLA device.")
-    is_vulkan = property(lambda self: False, doc="False: pylucid has no Vulkan device.")
-    is_sparse = property(lambda self: False, doc="False: pylucid tensors are dense.")
-    is_sparse_csr = property(lambda self: False, doc="False: pylucid tensors are dense.")
-    is_quantized = property(lambda self: False, doc="False: pylucid has no quantized tensors.")
-    is_mkldnn = property(lambda self: False, doc="False: pylucid has no MKL-DNN layout.")
-    is_nested = property(lambda self: False, doc="False: pylucid has no nested tensors.")
+    # device or layout flag PyTorch has (is_xpu, is_mps, is_meta, is_sparse, is_quantized, ...) is False;
+    # they are set on the class after its body, from _FLAGS_NEVER_TRUE
 
     def get_device(self) -> int:
         """The CUDA device index, or -1 for a CPU tensor."""
@@ -634,3 +622,12 @@ def _norm_dim(dim, ndim: int, op: str) -> int:
 
 
 _TENSOR_TYPES.add(Tensor)
+
+
+#: device and layout flags of PyTorch's Tensor that no pylucid tensor has
+_FLAGS_NEVER_TRUE = ("is_xpu is_mps is_meta is_ipu is_mtia is_maia is_xla is_vulkan is_sparse is_sparse_csr "
+                     "is_quantized is_mkldnn is_nested").split()
+for _flag in _FLAGS_NEVER_TRUE:
+    setattr(Tensor, _flag, property(lambda self: False,
+                                    doc=f"False: pylucid tensors are dense CPU or CUDA arrays ({_flag} never holds)."))
+del _flag

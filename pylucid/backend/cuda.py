@@ -1268,7 +1268,7 @@ class CUDABackend(ArrayBackend):
     # -- cuDNN: each method returns None wherever cuDNN is switched off, absent or declines the case, and
     # -- the op then runs its own kernels (pylucid.backends.cudnn holds the switches, read per call) -------
     def _cudnn(self):
-        """(pylucid.backend.cudnn, deterministic, benchmark, allow_tf32), or None when cuDNN is off/absent."""
+        """``(pylucid.backend.cudnn, its algorithm keywords)``, or None when cuDNN is off or absent."""
         if not _cudnn_flags.enabled:
             return None
         mod = self._cudnn_mod
@@ -1280,17 +1280,31 @@ class CUDABackend(ArrayBackend):
             self._cudnn_mod = mod
         if mod is False:
             return None
-        return mod, _cudnn_flags.deterministic or _global_flags.deterministic, _cudnn_flags.benchmark, \
-            _cudnn_flags.allow_tf32
+        return mod, {"deterministic": _cudnn_flags.deterministic or _global_flags.deterministic,
+                     "benchmark": _cudnn_flags.benchmark, "allow_tf32": _cudnn_flags.allow_tf32}
+
+    @staticmethod
+    def _both_grads(need_x, need_w, grad_x, grad_w):
+        """``(dx, dw)`` from the two gradient calls (each skipped when not needed), or None when a needed
+        one is declined (the caller then runs the existing kernels for both)."""
+        gx = gw = None
+        if need_x:
+            gx = grad_x()
+            if gx is None:
+                return None
+        if need_w:
+            gw = grad_w()
+            if gw is None:
+                return None
+        return gx, gw
 
     def conv_nd(self, x, w, b, stride, pads, dilation, groups):
         """A convolution's forward through cuDNN (output in the layout of ``x``), or None."""
         c = self._cudnn()
         if c is None:
             return None
-        mod, det, bench, tf32 = c
-        return mod.conv_forward(x, w, stride, pads, dilation, groups, bias=b, deterministic=det, benchmark=bench,
-                                allow_tf32=tf32)
+        mod, kw = c
+        return mod.conv_forward(x, w, stride, pads, dilation, groups, bias=b, **kw)
 
     def conv_nd_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
         """``(dx, dw)`` of a convolution through cuDNN (each None when not needed), or None if cuDNN
@@ -1298,28 +1312,20 @@ class CUDABackend(ArrayBackend):
         c = self._cudnn()
         if c is None:
             return None
-        mod, det, bench, tf32 = c
-        kw = dict(deterministic=det, benchmark=bench, allow_tf32=tf32)
-        gx = gw = None
-        if need_x:
-            gx = mod.conv_data_grad(g, w, x.shape, stride, pads, dilation, groups, **kw)
-            if gx is None:
-                return None
-        if need_w:
-            gw = mod.conv_weight_grad(x, g, w.shape, stride, pads, dilation, groups, **kw)
-            if gw is None:
-                return None
-        return gx, gw
+        mod, kw = c
+        return self._both_grads(
+            need_x, need_w,
+            lambda: mod.conv_data_grad(g, w, x.shape, stride, pads, dilation, groups, **kw),
+            lambda: mod.conv_weight_grad(x, g, w.shape, stride, pads, dilation, groups, **kw))
 
     def conv_transpose_nd(self, x, w, b, stride, pads, dilation, groups, size):
         """A transposed convolution's forward (the data gradient of a convolution), or None."""
         c = self._cudnn()
         if c is None:
             return None
-        mod, det, bench, tf32 = c
+        mod, kw = c
         shape = (x.shape[0], w.shape[1] * groups) + tuple(size)
-        y = mod.conv_data_grad(x, w, shape, stride, pads, dilation, groups, deterministic=det, benchmark=bench,
-                               allow_tf32=tf32)
+        y = mod.conv_data_grad(x, w, shape, stride, pads, dilation, groups, **kw)
         if y is not None and b is not None:
             y += b.reshape((1, -1) + (1,) * len(size))
         return y
@@ -1330,18 +1336,15 @@ class CUDABackend(ArrayBackend):
         c = self._cudnn()
         if c is None:
             return None
-        mod, det, bench, tf32 = c
-        kw = dict(deterministic=det, benchmark=bench, allow_tf32=tf32)
-        gx = gw = None
-        if need_x:
+        mod, kw = c
+
+        def grad_x():
             gx = mod.conv_forward(g, w, stride, pads, dilation, groups, **kw)
-            if gx is None or gx.shape != x.shape:  # an output_padding >= stride gives the conv another size
-                return None
-        if need_w:
-            gw = mod.conv_weight_grad(g, x, w.shape, stride, pads, dilation, groups, **kw)
-            if gw is None:
-                return None
-        return gx, gw
+            # an output_padding >= stride gives the convolution another output size: decline
+            return None if gx is None or gx.shape != x.shape else gx
+
+        return self._both_grads(need_x, need_w, grad_x,
+                                lambda: mod.conv_weight_grad(g, x, w.shape, stride, pads, dilation, groups, **kw))
 
     def sdpa(self, q, k, v, bias, scale, causal=False):
         """Flash attention forward ``(o, lse)`` through cuDNN for (B, H, L, E) half inputs, or None."""
@@ -1355,5 +1358,6 @@ class CUDABackend(ArrayBackend):
         c = self._cudnn()
         if c is None:
             return None
-        r = c[0].sdpa_backward(q, k, v, o, g, lse, scale=scale, causal=causal, bias=bias, deterministic=c[1])
+        r = c[0].sdpa_backward(q, k, v, o, g, lse, scale=scale, causal=causal, bias=bias,
+                               deterministic=c[1]["deterministic"])
         return None if r is None else r[:3]

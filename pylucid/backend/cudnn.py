@@ -542,8 +542,7 @@ def conv_forward(x, w, stride=1, padding=0, dilation=1, groups: int = 1, bias=No
     if nd is None:
         return None
     stride, pads, dilation = _geometry(nd, stride, padding, dilation)
-    out_sp = tuple(_conv_out(x.shape[2 + i], w.shape[2 + i], stride[i], pads[i][0], pads[i][1], dilation[i])
-                   for i in range(nd))
+    out_sp = _out_spatial(x.shape, w.shape, nd, stride, pads, dilation)
     if any(o < 1 for o in out_sp) or 0 in x.shape:
         return None
     with _cp.cuda.Device(x.device.id):
@@ -565,6 +564,55 @@ def conv_forward(x, w, stride=1, padding=0, dilation=1, groups: int = 1, bias=No
     return y
 
 
+def _attention_graph(io, device_id):
+    """``(cudnn module, handle, FLOAT, a new graph)`` for an attention graph with ``io`` tensors
+    (float32 intermediates and compute, as the flash kernels require)."""
+    mod = _mod
+    hd = _handle(device_id)
+    F = mod.data_type.FLOAT
+    return mod, hd, F, mod.pygraph(io_data_type=io, intermediate_data_type=F, compute_data_type=F, handle=hd.handle)
+
+
+def _graph_tensor(g, name, a, data_type):
+    """The cuDNN graph tensor describing the CuPy array ``a`` (its shape and element strides)."""
+    return g.tensor(name=name, dim=list(a.shape), stride=list(_elem_strides(a)), data_type=data_type)
+
+
+def _dropout_tensors(g, mod, dropout_p, kw, tensors):
+    """Declare the dropout seed/offset scalars of an attention graph, in ``kw`` and ``tensors``."""
+    ts, to = (g.tensor(name=n, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=mod.data_type.INT64)
+              for n in ("seed", "offset"))
+    kw["dropout"] = (dropout_p, ts, to)
+    tensors += [ts, to]
+
+
+def _out_spatial(x_shape, w_shape, nd, stride, pads, dilation) -> tuple:
+    return tuple(_conv_out(x_shape[2 + i], w_shape[2 + i], stride[i], pads[i][0], pads[i][1], dilation[i])
+                 for i in range(nd))
+
+
+def _grad_run(kind, lead, other, out_shape, x_shape, w_shape, dy_shape, nd, stride, padding, dilation, flags,
+              contiguous_out=False):
+    """The two gradients' common part: check that ``dy_shape`` is the forward's output for ``x_shape`` and
+    ``w_shape``, then run ``kind`` into a new ``out_shape`` array, ``lead`` setting the memory layout
+    (``other`` is brought to it). The result (C-contiguous with ``contiguous_out``), or None."""
+    stride, pads, dilation = _geometry(nd, stride, padding, dilation)
+    if _out_spatial(x_shape, w_shape, nd, stride, pads, dilation) != tuple(dy_shape[2:]) or 0 in lead.shape:
+        return None
+    with _cp.cuda.Device(lead.device.id):
+        lead, lay = _activation(lead)
+        other = _as_layout(other, lay)
+        out = _empty(out_shape, lead.dtype, lay)
+        dims = tuple((s2, _strides_for(s2, lay)) for s2 in (_as2d(lead.shape, nd), _as2d(other.shape, nd),
+                                                             _as2d(out_shape, nd)))
+        st, pd, dl = _geom2d(nd, stride, pads, dilation)
+        if not _conv_run(kind, (), lead, other, out, dims, st, pd, dl, *flags):
+            return None
+        if contiguous_out and lay != "nchw":
+            out = _cp.ascontiguousarray(out)
+    return out
+
+
 def conv_data_grad(dy, w, x_shape, stride=1, padding=0, dilation=1, groups: int = 1, *,
                    deterministic: bool = False, benchmark: bool = False, allow_tf32: bool = True):
     """``dx`` of :func:`conv_forward` for the output gradient ``dy`` (N, K, *out), shape ``x_shape``;
@@ -575,21 +623,8 @@ def conv_data_grad(dy, w, x_shape, stride=1, padding=0, dilation=1, groups: int 
     nd = _check_conv(x_shape, w.shape, groups)
     if nd is None or dy.ndim != nd + 2 or dy.shape[:2] != (x_shape[0], w.shape[0]):
         return None
-    stride, pads, dilation = _geometry(nd, stride, padding, dilation)
-    out_sp = tuple(_conv_out(x_shape[2 + i], w.shape[2 + i], stride[i], pads[i][0], pads[i][1], dilation[i])
-                   for i in range(nd))
-    if out_sp != tuple(dy.shape[2:]) or 0 in dy.shape:
-        return None
-    with _cp.cuda.Device(dy.device.id):
-        dy, lay = _activation(dy)
-        w = _as_layout(w, lay)
-        dx = _empty(x_shape, dy.dtype, lay)
-        dims = tuple((s2, _strides_for(s2, lay)) for s2 in (_as2d(dy.shape, nd), _as2d(w.shape, nd),
-                                                             _as2d(x_shape, nd)))
-        st, pd, dl = _geom2d(nd, stride, pads, dilation)
-        if not _conv_run("conv_dgrad", (), dy, w, dx, dims, st, pd, dl, deterministic, benchmark, allow_tf32):
-            return None
-    return dx
+    return _grad_run("conv_dgrad", dy, w, x_shape, x_shape, w.shape, dy.shape, nd, stride, padding, dilation,
+                     (deterministic, benchmark, allow_tf32))
 
 
 def conv_weight_grad(x, dy, w_shape, stride=1, padding=0, dilation=1, groups: int = 1, *,
@@ -606,23 +641,8 @@ def conv_weight_grad(x, dy, w_shape, stride=1, padding=0, dilation=1, groups: in
     nd = _check_conv(x.shape, w_shape, groups)
     if nd is None or dy.ndim != nd + 2 or dy.shape[:2] != (x.shape[0], w_shape[0]):
         return None
-    stride, pads, dilation = _geometry(nd, stride, padding, dilation)
-    out_sp = tuple(_conv_out(x.shape[2 + i], w_shape[2 + i], stride[i], pads[i][0], pads[i][1], dilation[i])
-                   for i in range(nd))
-    if out_sp != tuple(dy.shape[2:]) or 0 in x.shape:
-        return None
-    with _cp.cuda.Device(x.device.id):
-        x, lay = _activation(x)
-        dy = _as_layout(dy, lay)
-        dw = _empty(w_shape, x.dtype, lay)
-        dims = tuple((s2, _strides_for(s2, lay)) for s2 in (_as2d(x.shape, nd), _as2d(dy.shape, nd),
-                                                             _as2d(w_shape, nd)))
-        st, pd, dl = _geom2d(nd, stride, pads, dilation)
-        if not _conv_run("conv_wgrad", (), x, dy, dw, dims, st, pd, dl, deterministic, benchmark, allow_tf32):
-            return None
-        if contiguous and lay != "nchw":
-            dw = _cp.ascontiguousarray(dw)
-    return dw
+    return _grad_run("conv_wgrad", x, dy, w_shape, x.shape, w_shape, dy.shape, nd, stride, padding, dilation,
+                     (deterministic, benchmark, allow_tf32), contiguous_out=contiguous)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -744,26 +764,17 @@ def sdpa_forward(q, k, v, *, scale: float | None = None, causal: bool = False, b
         io = _types(q.dtype)[0]
 
         def build():
-            mod = _mod
-            hd = _handle(q.device.id)
-            F = mod.data_type.FLOAT
-            g = mod.pygraph(io_data_type=io, intermediate_data_type=F, compute_data_type=F, handle=hd.handle)
-            tq, tk, tv = (g.tensor(name=n, dim=list(a.shape), stride=list(_elem_strides(a)), data_type=io)
-                          for n, a in (("Q", q), ("K", k), ("V", v)))
+            mod, hd, F, g = _attention_graph(io, q.device.id)
+            tq, tk, tv = (_graph_tensor(g, n, a, io) for n, a in (("Q", q), ("K", k), ("V", v)))
             tensors = [tq, tk, tv]
             kw = _mask_kwargs(causal)
             if bias is not None:
-                kw["bias"] = g.tensor(name="bias", dim=list(bias.shape), stride=list(_elem_strides(bias)),
-                                      data_type=io)
+                kw["bias"] = _graph_tensor(g, "bias", bias, io)
                 tensors.append(kw["bias"])
             if seeds is not None:
-                ts, to = (g.tensor(name=n, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=mod.data_type.INT64)
-                          for n in ("seed", "offset"))
-                kw["dropout"] = (dropout_p, ts, to)
-                tensors += [ts, to]
+                _dropout_tensors(g, mod, dropout_p, kw, tensors)
             if dump is not None:
-                kw["rng_dump"] = g.tensor(name="rng_dump", dim=list(dump.shape), stride=list(_elem_strides(dump)),
-                                          data_type=F)
+                kw["rng_dump"] = _graph_tensor(g, "rng_dump", dump, F)
                 tensors.append(kw["rng_dump"])
             to_, tstats = g.sdpa(name="sdpa", q=tq, k=tk, v=tv, generate_stats=True, attn_scale=scale, **kw)
             to_.set_output(True).set_dim(list(o.shape)).set_stride(list(_elem_strides(o))).set_data_type(io)
@@ -831,28 +842,20 @@ def sdpa_backward(q, k, v, o, do, stats, *, scale: float | None = None, causal: 
         io = _types(q.dtype)[0]
 
         def build():
-            mod = _mod
-            hd = _handle(q.device.id)
-            F = mod.data_type.FLOAT
-            g = mod.pygraph(io_data_type=io, intermediate_data_type=F, compute_data_type=F, handle=hd.handle)
-            tq, tk, tv, to_, tdo = (g.tensor(name=n, dim=list(a.shape), stride=list(_elem_strides(a)), data_type=io)
+            mod, hd, F, g = _attention_graph(io, q.device.id)
+            tq, tk, tv, to_, tdo = (_graph_tensor(g, n, a, io)
                                     for n, a in (("Q", q), ("K", k), ("V", v), ("O", o), ("dO", do)))
-            tst = g.tensor(name="stats", dim=list(stats.shape), stride=list(_elem_strides(stats)), data_type=F)
+            tst = _graph_tensor(g, "stats", stats, F)
             tensors = [tq, tk, tv, to_, tdo, tst]
             kw = _mask_kwargs(causal)
             if bias is not None:
-                kw["bias"] = g.tensor(name="bias", dim=list(bias.shape), stride=list(_elem_strides(bias)),
-                                      data_type=io)
+                kw["bias"] = _graph_tensor(g, "bias", bias, io)
                 tensors.append(kw["bias"])
             if dbias is not None:
-                kw["dBias"] = g.tensor(name="dBias", dim=list(dbias.shape), stride=list(_elem_strides(dbias)),
-                                       data_type=io)
+                kw["dBias"] = _graph_tensor(g, "dBias", dbias, io)
                 tensors.append(kw["dBias"])
             if seeds is not None:
-                ts, tof = (g.tensor(name=n, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=mod.data_type.INT64)
-                           for n in ("seed", "offset"))
-                kw["dropout"] = (dropout_p, ts, tof)
-                tensors += [ts, tof]
+                _dropout_tensors(g, mod, dropout_p, kw, tensors)
             tdq, tdk, tdv = g.sdpa_backward(name="sdpa_backward", q=tq, k=tk, v=tv, o=to_, dO=tdo, stats=tst,
                                             attn_scale=scale, use_deterministic_algorithm=bool(deterministic), **kw)
             for t, a in ((tdq, dq), (tdk, dk), (tdv, dv)):
