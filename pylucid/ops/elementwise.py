@@ -1172,7 +1172,9 @@ class Reciprocal(Op):
 
     def backward(self, g):
         y = _cj(self.output())
-        return neg(mul(g, mul(y, y)))
+        # 1/0 = inf: a zero incoming gradient there gives 0 * inf = NaN, the answer (as PyTorch), not a warning
+        with self.device.backend.errstate():
+            return neg(mul(g, mul(y, y)))
 
 
 reciprocal = op_function(Reciprocal, inplace=True)
