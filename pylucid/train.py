@@ -49,6 +49,11 @@ import pylucid
 from pylucid import nn
 from pylucid.utils.data import DataLoader, Sampler, TensorDataset, random_split
 
+__all__ = [
+    "build_parser", "parse_args", "resolve", "check_device", "check_data", "build_model", "wrap_model", "load_data",
+    "EpochOrder", "evaluate", "draw_curves", "save_plot", "MetricsLog", "Run", "train", "cli", "UsageError",
+]
+
 DATASETS = ("digits", "mnist", "fashion-mnist", "cifar10")
 MODELS = ("cnn", "mlp")
 CHECKPOINT = "checkpoint.pyl"
