@@ -234,8 +234,10 @@ def check_data(dataset: str, data_dir: str | None) -> None:
         try:
             _find_file(cls.__name__, data_dir, subdirs, names, source=f"(the {dataset} files)")
         except FileNotFoundError:
-            raise UsageError(f"--data-dir {data_dir}: no {names[-1]} (or {names[0]}) for --dataset {dataset}; "
-                             f"{cls.__name__} looks in {', '.join(repr(s) or '.' for s in subdirs)}") from None
+            name = names[-1] if len(names) == 1 else f"{names[-1]} (or {names[0]})"
+            where = ", ".join(f"{sub}/" if sub else "the folder itself" for sub in subdirs)
+            raise UsageError(f"--data-dir {data_dir}: no {name} for --dataset {dataset}; "
+                             f"{cls.__name__} looks in {where}") from None
 
 
 def _optional(module: str) -> bool:

@@ -178,6 +178,7 @@ BAD = {
     "mnist-no-dir": (["--dataset", "mnist"], "needs --data-dir"),
     "wrong-dir": (["--dataset", "mnist", "--data-dir", "WRONG"], "--data-dir WRONG: no such folder"),
     "dir-for-digits": (["--data-dir", "."], "the digits ship with pylucid"),
+    "cifar-empty-dir": (["--dataset", "cifar10", "--data-dir", "."], "no data_batch_1 for --dataset cifar10"),
     "epochs": (["--epochs", "0"], "argument --epochs"),
     "lr": (["--lr", "-1"], "argument --lr"),
     "lr-nan": (["--lr", "nan"], "argument --lr"),
