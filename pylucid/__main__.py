@@ -1,4 +1,4 @@
-"""``python -m pylucid train ...`` and the ``pylucid`` console script."""
+"""``python -m pylucid train ...``, ``python -m pylucid launch -n N script.py ...``: the ``pylucid`` script."""
 
 from __future__ import annotations
 
@@ -12,8 +12,13 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:  # Ctrl-C while the framework is still importing
         print("pylucid: interrupted", file=sys.stderr)
         return 130
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["launch"]:
+        from .distributed.run import main as launch
+
+        return launch(argv[1:], prog="pylucid launch")
     try:
-        return cli(sys.argv[1:] if argv is None else argv)
+        return cli(argv)
     except KeyboardInterrupt:
         print("pylucid: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
