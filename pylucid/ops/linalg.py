@@ -897,7 +897,7 @@ def _info_zeros(A):
     """The ``info`` output of the ``*_ex`` functions: int32 zeros over the batch (failures raise instead)."""
     from ..creation import zeros
 
-    return zeros(*A.shape[:-2], dtype="int32")
+    return zeros(*A.shape[:-2], dtype="int32", device=A.device)
 
 
 @declare(namespaces="pylucid.linalg", method=False)
