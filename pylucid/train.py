@@ -23,10 +23,19 @@ contradict each other) are reported in one line on stderr with exit status 2,
 before any data is loaded. Ctrl-C finishes the current step, writes history,
 plot and checkpoint, prints one line and exits with status 130.
 
-Extension points: ``wrap_model`` is where a compiled or data-parallel model
-would be built, and ``EpochOrder`` is where a data-parallel run would give
-each process its share of the epoch's order; the command line has neither
-flag yet.
+``--nproc N`` trains data-parallel on N processes: the command starts itself
+again through ``pylucid launch`` (MPI); every rank joins the process group,
+reads its share of each epoch's order (``DistributedSampler``, the same seed on
+every rank), and steps a ``DistributedDataParallel`` model whose gradients are
+averaged over the ranks. ``--batch-size`` stays the global batch (each rank
+takes batch/N images a step). Only rank 0 prints, shows progress and writes
+files; the train loss it logs is summed over all ranks, and validation and
+test accuracy are computed on whole splits by replicas that stay equal. A
+data-parallel run cannot be resumed (``--resume`` and ``--stop-after`` are
+refused with ``--nproc`` > 1, and its checkpoint is refused by ``--resume``).
+
+``wrap_model`` builds the module the step calls (the model, or its
+data-parallel wrapper).
 
 Built only from pylucid's public API: ``nn``, ``optim``, ``utils.data``.
 """
@@ -34,6 +43,7 @@ Built only from pylucid's public API: ``nn``, ``optim``, ``utils.data``.
 from __future__ import annotations
 
 import argparse
+import builtins
 import csv
 import importlib.util
 import json
@@ -80,6 +90,7 @@ examples:
   pylucid train --epochs 5 --device cuda
   pylucid train --dataset mnist --data-dir ~/data/mnist
   pylucid train --resume runs/latest/checkpoint.pyl
+  pylucid train --nproc 4                        data-parallel on 4 processes (MPI)
   pylucid train | cat                            one line per epoch, no progress bar"""
 
 
@@ -155,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="PATH", help="continue the run saved in this checkpoint (or its folder)")
     t.add_argument("--stop-after", type=_bounded(int, 1, what="an integer >= 1"), metavar="EPOCH",
                    help="stop after this epoch with a resumable checkpoint (for jobs with a time limit)")
+    t.add_argument("--nproc", type=_bounded(int, 1, what="an integer >= 1"), default=1, metavar="N",
+                   help="train data-parallel on N processes (MPI); --batch-size stays the global batch")
     t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: only when the output is a terminal)")
     t.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=None,
@@ -272,11 +285,22 @@ def resolve(args: argparse.Namespace) -> tuple[argparse.Namespace, dict | None]:
                 raise UsageError(f"{flag} {getattr(args, name)} differs from the checkpoint's {plan[name]}; "
                                  f"--resume continues the run as it was planned")
             setattr(args, name, plan[name])
+        if state.get("nproc", 1) > 1:
+            raise UsageError(f"--resume {args.resume}: that run trained on {state['nproc']} processes; "
+                             "a data-parallel run cannot be resumed")
         if state["epoch"] >= args.epochs:
             raise UsageError(f"--resume {args.resume}: that run is finished ({state['epoch']} of {args.epochs} "
                              "epochs)")
         args.resume = path
         args.out = os.path.dirname(path)
+    if args.nproc > 1:
+        for flag in ("resume", "stop_after"):
+            if getattr(args, flag) is not None:
+                raise UsageError(f"--{flag.replace('_', '-')} cannot be used with --nproc {args.nproc}: "
+                                 "a data-parallel run cannot be resumed")
+        if args.batch_size % args.nproc:
+            raise UsageError(f"--batch-size {args.batch_size} is the global batch: it must be a multiple of "
+                             f"--nproc {args.nproc}")
     if args.stop_after is not None:
         done = state["epoch"] if state is not None else 0
         if not done < args.stop_after < args.epochs:
@@ -328,9 +352,15 @@ def build_model(name: str, in_channels: int, size: int, classes: int) -> nn.Modu
 
 
 def wrap_model(model: nn.Module, args: argparse.Namespace) -> nn.Module:
-    """The module the training step calls. Today the model itself; a compiled model or a data-parallel wrapper
-    (one process per device, gradients averaged after backward) would be built here."""
-    return model
+    """The module the training step calls: the model itself, or with ``--nproc`` > 1 its
+    ``DistributedDataParallel`` wrapper (rank 0's weights broadcast at construction, gradients averaged over the
+    ranks during backward). Needs the default process group."""
+    if args.nproc == 1:
+        return model
+    from pylucid.nn.parallel import DistributedDataParallel
+
+    device = next(model.parameters()).device
+    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
 def load_data(dataset: str, data_dir: str | None):
@@ -353,7 +383,7 @@ class EpochOrder(Sampler[int]):
     """The order of the training examples in one epoch: a permutation drawn from ``generator`` at the start
     of the epoch, read from position ``start`` on (a resumed epoch skips the examples already seen).
 
-    A data-parallel run would read every ``nproc``-th index from ``rank`` on here.
+    A data-parallel run (``--nproc``) reads its share from a ``DistributedSampler`` instead.
 
     >>> order = EpochOrder(5, pylucid.Generator().manual_seed(0))
     >>> order.new_epoch(); first = list(order)
@@ -498,8 +528,18 @@ class Run:
 
     def __init__(self, args: argparse.Namespace, state: dict | None) -> None:
         self.args = args
+        self.rank = 0
+        if args.nproc > 1:
+            import pylucid.distributed as dist
+
+            self.rank = dist.get_rank()
+        self.main = self.rank == 0
         self.device = pylucid.device(args.device)
-        pylucid.manual_seed(args.seed)
+        if args.nproc > 1 and self.device.type == "cuda" and args.device == "cuda":
+            self.device = pylucid.device("cuda", dist.get_node_local_rank() % pylucid.cuda.device_count())
+        # rank 0 draws what a one-process run draws; the others' weights are replaced by rank 0's (DDP), and
+        # their dropout masks differ from rank 0's
+        pylucid.manual_seed(args.seed + self.rank)
         try:
             tx, ty, self.test_x, self.test_y = load_data(args.dataset, args.data_dir)
         except (OSError, pylucid.datasets.DatasetFormatError) as exc:  # a file that breaks on reading
@@ -515,9 +555,16 @@ class Run:
         # dropout stream or the order, whatever the number of loaders or epochs
         loader_gen = pylucid.Generator().manual_seed(args.seed)
         self.order = EpochOrder(len(self.train_set), self.data_gen)
-        self.train_loader = DataLoader(self.train_set, batch_size=args.batch_size, sampler=self.order,
+        self.sampler = None  # the data-parallel share of each epoch, reshuffled from (seed + epoch)
+        if args.nproc > 1:
+            from pylucid.utils.data import DistributedSampler
+
+            self.sampler = DistributedSampler(self.train_set, seed=args.seed)
+        local_batch = args.batch_size // args.nproc
+        self.train_loader = DataLoader(self.train_set, batch_size=local_batch,
+                                       sampler=self.order if self.sampler is None else self.sampler,
                                        generator=loader_gen)
-        self.steps_per_epoch = math.ceil(len(self.train_set) / args.batch_size)
+        self.steps_per_epoch = math.ceil(len(self.train_loader.sampler) / local_batch)
         self.val_loader = None if val_set is None else DataLoader(val_set, batch_size=256, generator=loader_gen)
         self.n_val = 0 if val_set is None else len(val_set)
         self.test_loader = DataLoader(TensorDataset(self.test_x, self.test_y), batch_size=256, generator=loader_gen)
@@ -550,12 +597,13 @@ class Run:
             "scheduler": self.sched.state_dict(), "epoch": self.epoch, "step": self.step,
             "epoch_loss_sum": self.loss_sum, "epoch_seen": self.seen, "epoch_seconds": self.epoch_seconds,
             "seconds": self.seconds, "history": self.history, "best_acc": self.best_acc,
-            "best_epoch": self.best_epoch, "rng": self._random_states(),
+            "best_epoch": self.best_epoch, "rng": self._random_states(), "nproc": self.args.nproc,
         }
 
     def save_checkpoint(self) -> str:
         path = os.path.join(self.args.out, CHECKPOINT)
-        pylucid.save(self.checkpoint(), path)
+        if self.main:
+            pylucid.save(self.checkpoint(), path)
         return path
 
     def _restore(self, state: dict) -> None:
@@ -592,7 +640,10 @@ class Run:
         t0 = time.perf_counter() - self.epoch_seconds
         if self.step == 0:
             self.epoch_start_state = self.data_gen.get_state()
-            self.order.new_epoch()
+            if self.sampler is None:
+                self.order.new_epoch()
+            else:
+                self.sampler.set_epoch(self.epoch)
             self._cuda_epoch_seed()
         batches = bar_factory(self.train_loader, self.epoch + 1, self.step)
         try:
@@ -622,6 +673,13 @@ class Run:
     def end_epoch(self) -> dict:
         """Validate, log, keep the best weights, and start the next epoch's counters."""
         self.epoch += 1
+        if self.args.nproc > 1:  # the log's train loss and throughput are over every rank's images
+            import pylucid.distributed as dist
+
+            totals = pylucid.tensor([self.loss_sum, float(self.seen)], dtype=pylucid.float64)
+            dist.all_reduce(totals)
+            self.loss_sum, self.seen = totals[0].item(), int(totals[1].item())
+        # every rank validates on the whole split: the replicas are equal, so each takes the same decision
         val_loss = val_acc = None
         if self.val_loader is not None:
             val_loss, val_acc = evaluate(self.model, self.val_loader, self.device)
@@ -634,6 +692,7 @@ class Run:
         if kept:
             self.best_acc = -1.0 if val_acc is None else val_acc
             self.best_epoch = self.epoch
+        if kept and self.main:
             pylucid.save_safetensors(self.model.state_dict(), self.best_path,
                                      metadata={"epoch": str(self.epoch), "model": self.args.model,
                                                "dataset": self.args.dataset})
@@ -650,6 +709,8 @@ class Run:
         return head if test_acc is None else f"{head}, test accuracy {test_acc * 100:.2f}%"
 
     def write_results(self, test_loss=None, test_acc=None, status="finished") -> str | None:
+        if not self.main:
+            return None
         with open(os.path.join(self.args.out, "history.json"), "w") as f:
             json.dump({"args": {k: v for k, v in vars(self.args).items()}, "status": status,
                        "history": self.history, "best_epoch": self.best_epoch, "test_loss": test_loss,
@@ -658,6 +719,19 @@ class Run:
             return None
         return save_plot(self.history, os.path.join(self.args.out, "curves.png"), title=self.title(test_acc),
                          best_epoch=self.best_epoch, test_acc=test_acc)
+
+
+class _NoLog:
+    """What ranks other than 0 log: nothing."""
+
+    def append(self, row: dict) -> None:
+        pass
+
+    def final(self, epoch: int, test_loss: float, test_acc: float) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def _progress_bars(enabled: bool, epochs: int, steps: int):
@@ -673,17 +747,41 @@ def _progress_bars(enabled: bool, epochs: int, steps: int):
     return bar
 
 
+def _quiet(*args, **kwargs) -> None:
+    """``print`` on the ranks other than 0 of a data-parallel run."""
+
+
 def train(args: argparse.Namespace, state: dict | None = None) -> int:
-    """Train as ``args`` says (continuing ``state``, a checkpoint, if given); the process's exit status."""
+    """Train as ``args`` says (continuing ``state``, a checkpoint, if given); the process's exit status.
+
+    With ``args.nproc`` > 1 this is one rank of the job: it joins the default process group and leaves it.
+    """
+    if args.nproc == 1:
+        return _train(args, state)
+    import pylucid.distributed as dist
+
+    dist.init_process_group("mpi")
+    try:
+        if dist.get_world_size() != args.nproc:
+            raise UsageError(f"--nproc {args.nproc}, but the launcher started {dist.get_world_size()} processes")
+        return _train(args, state)
+    finally:
+        dist.destroy_process_group()
+
+
+def _train(args: argparse.Namespace, state: dict | None) -> int:
     run = Run(args, state)
+    print = builtins.print if run.main else _quiet  # noqa: A001 - only rank 0 speaks
     n_params = sum(p.numel() for p in run.model.parameters())
     verb = f"resuming at epoch {run.epoch + 1} step {run.step}" if state is not None else "training"
     print(f"pylucid {pylucid.__version__}: {verb} {args.model} ({n_params:,} parameters) on {args.dataset} "
           f"({len(run.train_set)} train / {run.n_val} validation / {len(run.test_x)} test) on {run.device}",
           flush=True)
-    log = MetricsLog(args.out, run.history, args.tensorboard)
-    bars = _progress_bars(args.progress, args.epochs, run.steps_per_epoch)
-    main_thread = threading.current_thread() is threading.main_thread()  # only there can a handler be set
+    log = MetricsLog(args.out, run.history, args.tensorboard) if run.main else _NoLog()
+    bars = _progress_bars(args.progress and run.main, args.epochs, run.steps_per_epoch)
+    # only the main thread can set a handler; a data-parallel run stops at once on Ctrl-C (KeyboardInterrupt
+    # on every rank), since ranks that finish different steps would wait for each other forever
+    main_thread = threading.current_thread() is threading.main_thread() and args.nproc == 1
     previous = signal.signal(signal.SIGINT, run._on_sigint) if main_thread else None
     try:
         while run.epoch < args.epochs:
@@ -707,6 +805,8 @@ def train(args: argparse.Namespace, state: dict | None = None) -> int:
                 print(f"stopped after epoch {run.epoch} of {args.epochs} (--stop-after); "
                       f"continue with: pylucid train --resume {path}", flush=True)
                 return 0
+        if not run.main:
+            return 0
         if run.best_epoch != run.epoch:
             run.model.load_state_dict(pylucid.load_safetensors(run.best_path, device=str(run.device)))
         test_loss, test_acc = evaluate(run.model, run.test_loader, run.device)
@@ -729,6 +829,12 @@ def cli(argv: Sequence[str]) -> int:
     try:
         args = parse_args(argv)
         args, state = resolve(args)
+        if args.nproc > 1 and "WORLD_SIZE" not in os.environ:
+            from pylucid.distributed.run import main as launch
+
+            # the ranks check the flags again; they show a bar only where this process would
+            bar = "--progress" if args.progress else "--no-progress"
+            return launch(["-n", str(args.nproc), "-m", "pylucid", *argv, bar], prog=prog)
         return train(args, state)
     except UsageError as exc:
         print(f"{prog}: {exc} (see {prog} --help)", file=sys.stderr)

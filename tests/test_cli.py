@@ -110,6 +110,39 @@ def test_piped_output_has_no_progress_bar(tmp_path):
     assert sum(ln.startswith("epoch ") for ln in r.stdout.splitlines()) == 2
 
 
+@pytest.mark.skipif(not _has("mpi4py"), reason="needs mpi4py and an MPI (pip install 'pylucid[distributed]')")
+def test_data_parallel_run(tmp_path):
+    # two MPI ranks through the real entry point: one log, one set of files, the accuracy of a one-process run
+    out = tmp_path / "o"
+    r = run_cli("train", "--nproc", "2", "--epochs", "2", "--out", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert sum(ln.startswith("pylucid 0") for ln in lines) == 1, r.stdout
+    assert [ln.split()[1] for ln in lines if ln.startswith("epoch ")] == ["1", "2"], r.stdout
+    assert sum(ln.startswith("final test accuracy") for ln in lines) == 1, r.stdout
+    with open(out / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [row["epoch"] for row in rows] == ["1", "2"]
+    with open(out / "history.json") as f:
+        hist = json.load(f)
+    assert hist["status"] == "finished" and hist["args"]["nproc"] == 2
+    # the logged loss is the mean over both ranks' images: near what the first epoch of one process gives
+    assert 0.5 < hist["history"][0]["train_loss"] < 2.5 and hist["history"][1]["train_loss"] < 0.8
+    assert hist["test_acc"] >= 0.90, hist["test_acc"]
+    assert f"final test accuracy: {hist['test_acc'] * 100:.2f}%" in r.stdout
+    assert set(os.listdir(out)) >= {"best.safetensors", "checkpoint.pyl", "metrics.csv", "history.json"}
+    state = pl.load(str(out / "checkpoint.pyl"))
+    assert state["nproc"] == 2 and state["epoch"] == 2
+    # the saved weights give the reported accuracy on the test split (they are rank 0's replica)
+    model = build_model("cnn", 1, 8, 10)
+    model.load_state_dict(pl.load_safetensors(str(out / "best.safetensors")))
+    model.eval()
+    x, y = pl.datasets.load_digits("test")
+    with pl.no_grad():
+        acc = (pl.argmax(model(x), dim=1) == y).float().mean().item()
+    assert abs(acc - hist["test_acc"]) < 1e-6
+
+
 def test_progress_bar_on_a_terminal(tmp_path):
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))  # a 100-column terminal
@@ -187,6 +220,10 @@ BAD = {
     "unknown-flag": (["--epoch", "3"], "unrecognized arguments: --epoch 3"),
     "stop-after-last": (["--epochs", "3", "--stop-after", "3"], "--stop-after 3"),
     "resume-missing": (["--resume", "nothere/checkpoint.pyl"], "no such checkpoint"),
+    "nproc": (["--nproc", "0"], "argument --nproc: expected an integer >= 1, got '0'"),
+    "nproc-stop-after": (["--nproc", "2", "--epochs", "3", "--stop-after", "1"],
+                         "--stop-after cannot be used with --nproc 2"),
+    "nproc-batch": (["--nproc", "3", "--batch-size", "32"], "must be a multiple of --nproc 3"),
 }
 
 
@@ -311,6 +348,12 @@ def test_resume_refuses_a_different_plan(reference, tmp_path, capsys, monkeypatc
         assert expected in stderr, (flags, stderr)
     code, _, stderr = run_here(capsys, "train", "--resume", str(reference))
     assert code == 2 and "finished (4 of 4 epochs)" in stderr
+    code, _, stderr = run_here(capsys, "train", "--resume", str(run), "--nproc", "2")
+    assert code == 2 and "--resume cannot be used with --nproc 2" in stderr
+    ckpt["nproc"] = 2  # as if written by a data-parallel run
+    pl.save(ckpt, str(run / "checkpoint.pyl"))
+    code, _, stderr = run_here(capsys, "train", "--resume", str(run))
+    assert code == 2 and len(stderr.splitlines()) == 1 and "trained on 2 processes" in stderr, stderr
     (tmp_path / "junk.pyl").write_bytes(b"not a checkpoint")
     code, _, stderr = run_here(capsys, "train", "--resume", str(tmp_path / "junk.pyl"))
     assert code == 2 and len(stderr.splitlines()) == 1
