@@ -82,6 +82,17 @@ def _post(entry, out):
     return entry.postprocess(out) if entry.postprocess else out
 
 
+@pytest.fixture(autouse=True)
+def _full_float32_convolutions():
+    """The op suite compares float32 results with PyTorch's CPU kernels: cuDNN's TF32 engines (on by default,
+    as in PyTorch) round the inputs to 10 mantissa bits, so they are switched off here."""
+    import pylucid.backends.cudnn as cudnn_flags
+
+    before, cudnn_flags.allow_tf32 = cudnn_flags.allow_tf32, False
+    yield
+    cudnn_flags.allow_tf32 = before
+
+
 def _skip_cuda(entry, device):
     if device == "cuda" and entry.cuda_skip:
         pytest.skip(entry.cuda_skip)
@@ -461,7 +472,8 @@ def check_variants(entry, device):
     def call(fn, *args, **kwargs):
         if entry.random:  # the same draws for the function and its variant
             if _takes_generator(fn):
-                on = device if any(isinstance(a, pylucid.Tensor) for a in args) else "cpu"
+                tensors = [*args, getattr(fn, "__self__", None)]  # a bound method's tensor counts too
+                on = device if any(isinstance(a, pylucid.Tensor) for a in tensors) else "cpu"
                 kwargs["generator"] = pylucid.Generator(device=on).manual_seed(5)
             else:
                 pylucid.manual_seed(5)

@@ -193,7 +193,9 @@ ENTRIES = [
       for n, shape in (("hsplit", (3, 4)), ("vsplit", (4, 3)), ("dsplit", (2, 3, 4)))],
     OpEntry("narrow", pl.narrow, torch.narrow,
             lambda: [Sample((U(3, 4), 1, 1, 2)), Sample((U(3, 4), 0, -2, 2), name="negative-start")]),
-    OpEntry("narrow_copy", pl.narrow_copy, torch.narrow_copy, lambda: [Sample((U(3, 4), 1, 1, 2))]),
+    # reference: narrow + clone (torch.narrow_copy has no derivative before torch 2.13)
+    OpEntry("narrow_copy", pl.narrow_copy, lambda x, d, s, n: torch.narrow(x, d, s, n).clone(),
+            lambda: [Sample((U(3, 4), 1, 1, 2))]),
     # -- composites: flips, rotations, repeats, diagonals ---------------------------------------
     OpEntry("fliplr", pl.fliplr, torch.fliplr, lambda: [Sample((U(3, 4),))]),
     OpEntry("flipud", pl.flipud, torch.flipud, lambda: [Sample((U(3, 4),)), Sample((U(3),), name="1d")]),
