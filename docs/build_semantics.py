@@ -3,7 +3,8 @@
 from pathlib import Path
 
 HERE = Path(__file__).parent
-ORDER = ["documented_ops", "core", "compat", "elementwise", "reductions", "shape_indexing", "linalg_fft", "nn", "nn_conv",
+ORDER = ["documented_ops", "core", "compat",
+         "elementwise", "reductions", "shape_indexing", "linalg_fft", "nn", "nn_conv",
          "optim", "cuda"]
 HEADER = """# Semantics: where pylucid differs from PyTorch
 

@@ -1,4 +1,4 @@
-"""Tensor API, creation, dtypes and promotion, devices, AMP and determinism (issue 2)."""
+"""Tensor API, creation, dtypes and promotion, devices, AMP and determinism."""
 
 from __future__ import annotations
 
