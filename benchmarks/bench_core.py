@@ -1,4 +1,4 @@
-"""Issue-2 benchmarks (CPU): per-op overhead and the four documented ops.
+"""Core benchmarks (CPU): per-op overhead and the four documented ops.
 
     python benchmarks/bench_core.py
 

@@ -1,4 +1,4 @@
-"""Issue-4 benchmarks (CPU): training steps side by side with PyTorch, ratios pylucid/PyTorch.
+"""Training-step benchmarks (CPU): training steps side by side with PyTorch, ratios pylucid/PyTorch.
 
     python benchmarks/bench_train.py
 
