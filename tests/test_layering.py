@@ -20,7 +20,6 @@ ALLOWED = {
     "serialization.py": "checkpoint files: tensors are written and read as NumPy arrays",
     "utils/data/_collate.py": "DataLoader collation: a batch is stacked with NumPy, then wrapped",
     "datasets/": "dataset file formats (IDX, CIFAR batches), decoded into arrays",
-    "distributed/_nccl.py": "the NCCL engine: CUDA buffers go to cupy.cuda.nccl on its streams (transport, no compute)",
 }
 
 # a real import statement (not a doctest line or prose): ``import numpy``, ``from cupy import ...``, ``import cupyx``

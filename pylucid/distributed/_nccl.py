@@ -28,6 +28,7 @@ import threading
 import time
 import weakref
 
+from ..backend import nccl as _nccl_library
 from . import _arrays as A
 from ._work import Work, spin_until
 
@@ -52,11 +53,7 @@ def _ptr(a) -> int:
 
 
 def available() -> bool:
-    try:
-        from cupy.cuda import nccl
-    except Exception:
-        return False
-    return bool(getattr(nccl, "available", False))
+    return _nccl_library.available()
 
 
 class NCCLWork(Work):
@@ -84,7 +81,7 @@ class NCCLWork(Work):
             raise self._exc
         if self._done:
             return True
-        import cupy as cp
+        cp, _ = _nccl_library.modules()
 
         with cp.cuda.Device(self._device_index):
             if timeout is not None:
@@ -148,9 +145,7 @@ class NCCLEngine:
     name = "nccl"
 
     def __init__(self, host, group=None) -> None:
-        import cupy as cp
-        from cupy.cuda import nccl
-
+        cp, nccl = _nccl_library.modules()
         if not getattr(nccl, "available", False):
             raise RuntimeError("pylucid.distributed: CuPy was built without NCCL (cupy.cuda.nccl.available is False)")
         self.cp = cp
