@@ -57,7 +57,7 @@ def _zeros_like(t):
     return _new_tensor(t._device.backend.zeros(t._data.shape, dtype=t._data.dtype), t._device)
 
 
-@declare(Real, method=False)  # Tensor.real is a property (below)
+@declare(Real, as_property=True)  # x.real is an attribute, not a method (as in PyTorch)
 def real(input: Tensor) -> Tensor:
     """Real part: a view of a complex tensor; a real tensor is returned unchanged (as PyTorch).
 
@@ -71,7 +71,7 @@ def real(input: Tensor) -> Tensor:
     return apply(Real, (input,))
 
 
-@declare(Imag, method=False)  # Tensor.imag is a property (below)
+@declare(Imag, as_property=True)  # x.imag is an attribute, not a method (as in PyTorch)
 def imag(input: Tensor) -> Tensor:
     """Imaginary part of a complex tensor (a view). Real tensors raise, as in PyTorch.
 
@@ -346,7 +346,3 @@ def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002
                             f"{angle.dtype}")
     return complex(mul(abs, cos(angle)), mul(abs, sin(angle)))
 
-
-# the real and imaginary parts are attributes of a tensor, not methods (as in PyTorch)
-Tensor.real = property(real)
-Tensor.imag = property(imag)
