@@ -19,17 +19,11 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_core import chain_case  # noqa: E402
+
 import pylucid as pl  # noqa: E402
 from pylucid.ops import elementwise as E  # noqa: E402
-
-
-def chain(x):
-    y = x
-    for _ in range(50):
-        y = y * 1.0001
-        y = y + 0.0001
-    y.sum().backward()
-    x.grad = None
 
 saved = {c: c.__dict__["backward_fast"] for c in (E.Mul, E.Add)}
 
@@ -38,10 +32,11 @@ def run(n, fast, reps=30):
     for c, f in saved.items():
         c.backward_fast = f if fast else None
     x = pl.tensor(np.random.default_rng(0).standard_normal(n).astype(np.float32), requires_grad=True)
-    chain(x)
+    chain = chain_case(pl, x)
+    chain()
     t0 = time.perf_counter()
     for _ in range(reps):
-        chain(x)
+        chain()
     return (time.perf_counter() - t0) / reps / 100
 
 

@@ -350,20 +350,29 @@ SECTIONS = {"probe": section_probe, "overhead": section_overhead, "mul": section
             "mlp": section_mlp, "mlp_big": section_mlp_big, "transformer": section_transformer}
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def cuda_frameworks():
+    """``(pylucid, torch)`` when both see a GPU; otherwise print why and return None."""
     import pylucid
 
     if not pylucid.cuda.is_available():
         print(f"CUDA is unavailable ({pylucid.backend.cuda.unavailable_reason()}): nothing to benchmark.")
-        return 0
-    import cupy
-    import numpy
+        return None
     import torch
 
     if not torch.cuda.is_available():
         print("this PyTorch build has no CUDA: the side-by-side benchmarks need it; nothing to do.")
+        return None
+    return pylucid, torch
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    frameworks = cuda_frameworks()
+    if frameworks is None:
         return 0
+    pylucid, torch = frameworks
+    import cupy
+    import numpy
     print(f"GPU {pylucid.cuda.get_device_name()}; CuPy {cupy.__version__} (CUDA runtime "
           f"{cupy.cuda.runtime.runtimeGetVersion()}, driver {cupy.cuda.runtime.driverGetVersion()}); "
           f"torch {torch.__version__}; numpy {numpy.__version__}; pylucid {pylucid.__version__}", flush=True)

@@ -28,7 +28,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gpu_bench import _sync_all, bench_pair  # noqa: E402
+from gpu_bench import _sync_all, bench_pair, cuda_frameworks  # noqa: E402
 
 ROWS: list = []
 GIB = float(1 << 30)
@@ -355,16 +355,10 @@ def _versions(pl, torch):
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    import pylucid
-
-    if not pylucid.cuda.is_available():
-        print(f"CUDA is unavailable ({pylucid.backend.cuda.unavailable_reason()}): nothing to benchmark.")
+    frameworks = cuda_frameworks()
+    if frameworks is None:
         return 0
-    import torch
-
-    if not torch.cuda.is_available():
-        print("this PyTorch build has no CUDA: the side-by-side benchmarks need it; nothing to do.")
-        return 0
+    pylucid, torch = frameworks
     print(_versions(pylucid, torch), flush=True)
     torch.backends.cuda.matmul.allow_tf32 = False  # both frameworks: full float32 GEMMs and convolutions
     torch.backends.cudnn.allow_tf32 = False

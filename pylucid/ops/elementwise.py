@@ -669,8 +669,7 @@ def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
     >>> pylucid.addcmul(pylucid.ones(2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([3.0, 4.0]), value=0.5)
     tensor([2.5000, 5.0000])
     """
-    prod = mul(tensor1, tensor2)
-    return add(input, mul(prod, value) if value != 1 else prod)
+    return _add_scaled(input, mul(tensor1, tensor2), value)
 
 
 @declare(inplace=_addc_inplace("true_divide"))
@@ -681,8 +680,12 @@ def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
     >>> pylucid.addcdiv(pylucid.zeros(2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([4.0, 4.0]), value=2)
     tensor([0.5000, 1.0000])
     """
-    quot = div(tensor1, tensor2)
-    return add(input, mul(quot, value) if value != 1 else quot)
+    return _add_scaled(input, div(tensor1, tensor2), value)
+
+
+def _add_scaled(input, term, value):
+    """``input + value * term``, with no multiply when ``value`` is 1."""
+    return add(input, mul(term, value) if value != 1 else term)
 
 
 @declare(dunders=("__pos__",))
