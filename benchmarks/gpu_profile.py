@@ -1,8 +1,9 @@
 """Where a training step spends its time on the GPU (for tuning; not a comparison).
 
-    python benchmarks/gpu_profile.py [mlp] [block] [block_bf16]
+    python benchmarks/gpu_profile.py [mlp] [block] [block_bf16] [resnet] [resnet_bf16] [gpt2_256] [gpt2_1024]
 
-For the MLP 784-512-512-10 and transformer-block steps of ``gpu_bench.py``:
+For the MLP 784-512-512-10 and transformer-block steps of ``gpu_bench.py`` and the ResNet-18 and GPT-2
+steps of ``gpu_models.py`` (the default is the first three):
 
 * the step time of pylucid and of PyTorch;
 * every GPU kernel both frameworks launch in one step, with its device time, captured by
@@ -167,14 +168,22 @@ def main(argv=None) -> int:
         return 0
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False  # both frameworks: full float32 GEMMs and convolutions
+    torch.backends.cudnn.allow_tf32 = False
+    pl.backends.cudnn.allow_tf32 = False
+    pl.backends.cuda.matmul.allow_tf32 = False
     from gpu_bench import _block_step, _mlp_step
+    from gpu_models import _gpt_step, _resnet_step
 
     cases = {"mlp": ("MLP 784-512-512-10 Adam, batch 128", lambda lib: _mlp_step(lib, (784, 512, 512, 10), 128)),
              "block": ("transformer block fp32", lambda lib: _block_step(lib)),
              "block_bf16": ("transformer block bf16 autocast",
-                            lambda lib: _block_step(lib, lib.bfloat16))}
-    for key in argv or list(cases):
+                            lambda lib: _block_step(lib, lib.bfloat16)),
+             "resnet": ("ResNet-18 fp32, batch 128", lambda lib: _resnet_step(lib)),
+             "resnet_bf16": ("ResNet-18 bf16 autocast, batch 128", lambda lib: _resnet_step(lib, lib.bfloat16)),
+             "gpt2_256": ("GPT-2 124M, 256 tokens, bf16 autocast", lambda lib: _gpt_step(lib, 256)),
+             "gpt2_1024": ("GPT-2 124M, 1024 tokens, bf16 autocast", lambda lib: _gpt_step(lib, 1024))}
+    for key in argv or ["mlp", "block", "block_bf16"]:
         name, make = cases[key]
         sp, st = make(pl), make(torch)
         _fallbacks(sp)
