@@ -701,6 +701,60 @@ def test_layer_norm_module_gpu_matches_cpu():
 
 
 @cuda_only
+@pytest.mark.parametrize("shape", [(7, 5), (6, 3, 11), (4, 64, 9, 13), (3, 2, 3, 4, 5), (1, 3, 1, 1)])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_kernels_match_torch(shape, training, affine):
+    """The fused per-channel kernels (forward, and dx/dweight/dbias in one backward call) against PyTorch."""
+    r = _rng(31)
+    c = shape[1]
+    x = r.standard_normal(shape) * 3 + 1.5
+    g = r.standard_normal(shape)
+    w, b = r.standard_normal(c), r.standard_normal(c)
+    rm, rv = r.standard_normal(c), r.random(c) + 0.5
+    tx = torch.tensor(x, requires_grad=True)
+    tw, tb = (torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)) if affine else (None, None)
+    ty = torch.nn.functional.batch_norm(tx, torch.tensor(rm), torch.tensor(rv), tw, tb, training, 0.1, 1e-5)
+    ty.backward(torch.tensor(g))
+    dev = dict(device="cuda", dtype=pylucid.float64)
+    px = pylucid.tensor(x, requires_grad=True, **dev)
+    pw, pb = (pylucid.tensor(w, requires_grad=True, **dev), pylucid.tensor(b, requires_grad=True, **dev)) \
+        if affine else (None, None)
+    prm, prv = pylucid.tensor(rm, **dev), pylucid.tensor(rv, **dev)
+    py = pylucid.nn.functional.batch_norm(px, prm, prv, pw, pb, training, 0.1, 1e-5)
+    py.backward(pylucid.tensor(g, **dev))
+    np.testing.assert_allclose(_np(py), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(_np(px.grad), tx.grad.numpy(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(_np(prm), torch.tensor(rm).numpy() if not training else
+                               (0.9 * rm + 0.1 * x.mean(axis=tuple(i for i in range(len(shape)) if i != 1))),
+                               rtol=1e-10, atol=1e-10)
+    if affine:
+        np.testing.assert_allclose(_np(pw.grad), tw.grad.numpy(), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(_np(pb.grad), tb.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_batch_norm_module_gpu_matches_cpu(dtype):
+    """BatchNorm2d training steps on the GPU (fused kernels) and the CPU (array path), float32 and bfloat16."""
+    pylucid.manual_seed(0)
+    dt = getattr(pylucid, dtype)
+    cpu, gpu = pylucid.nn.BatchNorm2d(16), pylucid.nn.BatchNorm2d(16).to("cuda")
+    gpu.load_state_dict({k: v.cuda() for k, v in cpu.state_dict().items()})
+    x = _rng(32).standard_normal((8, 16, 7, 9)).astype(np.float32)
+    g = _rng(33).standard_normal((8, 16, 7, 9)).astype(np.float32)
+    c, d = pylucid.tensor(x).to(dt).requires_grad_(), pylucid.tensor(x, device="cuda").to(dt).requires_grad_()
+    yc, yd = cpu(c), gpu(d)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == "float32" else dict(rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(_np(yd.float()), _np(yc.float()), **tol)
+    (yc.float() * pylucid.tensor(g)).sum().backward()
+    (yd.float() * pylucid.tensor(g, device="cuda")).sum().backward()
+    np.testing.assert_allclose(_np(d.grad.float()), _np(c.grad.float()), **tol)
+    np.testing.assert_allclose(_np(gpu.weight.grad), _np(cpu.weight.grad), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(_np(gpu.running_var), _np(cpu.running_var), rtol=1e-4, atol=1e-4)
+
+
+@cuda_only
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_cross_entropy_gpu_matches_cpu(reduction):
     x = _rng(26).standard_normal((8, 11)).astype(np.float32) * 3

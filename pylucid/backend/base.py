@@ -190,6 +190,59 @@ class ArrayBackend:
             return dx.astype(dt, copy=False), None, None
         return dx.astype(dt, copy=False), dw.astype(weight.dtype, copy=False), db.astype(weight.dtype, copy=False)
 
+    def batch_norm(self, x, weight, bias, running_mean, running_var, training: bool, eps: float):
+        """Batch norm over every axis but 1: ``(y, mean, var)`` with ``mean``/``var`` of shape ``(C,)``.
+
+        Training: the batch mean and biased variance (returned); else the running statistics. ``y = (x - mean)
+        / sqrt(var + eps) * weight + bias`` in ``x``'s dtype; the statistics in the compute dtype (float32 for
+        half ``x``).
+        """
+        xf = x.astype(np.float32) if x.dtype in _HALF else x
+        axes = (0,) + tuple(range(2, x.ndim))
+        shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+        with self.errstate():
+            if training:
+                mu = self.mean(xf, axis=axes, keepdims=True)
+                xc = xf - mu
+                var = self.mean(xc * xc, axis=axes, keepdims=True)
+            else:
+                mu = running_mean.astype(xf.dtype, copy=False).reshape(shape)
+                var = running_var.astype(xf.dtype, copy=False).reshape(shape)
+                xc = xf - mu
+            y = xc / self.xp.sqrt(var + eps)
+            if weight is not None:
+                y = y * weight.reshape(shape)
+            if bias is not None:
+                y = y + bias.reshape(shape)
+        return y.astype(x.dtype, copy=False), mu.reshape(-1), var.reshape(-1)
+
+    def batch_norm_backward(self, g, x, weight, mean, var, training: bool, eps: float, need_dx: bool = True):
+        """``(dx, dweight, dbias)`` of :meth:`batch_norm` from its statistics ``mean``/``var`` (shape ``(C,)``).
+
+        With ``xhat = (x - mean) rstd``: ``dbias = sum(g)``, ``dweight = sum(g xhat)`` over every axis but 1;
+        training ``dx = w rstd (g - mean(g) - xhat mean(g xhat))``, eval ``dx = w rstd g`` (``dx`` None
+        without ``need_dx``). ``dweight``/``dbias`` are in the compute dtype.
+        """
+        up = (lambda a: a.astype(np.float32)) if x.dtype in _HALF else (lambda a: a)
+        gf, xf = up(g), up(x)
+        axes = (0,) + tuple(range(2, x.ndim))
+        shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+        with self.errstate():
+            rstd = (1.0 / self.xp.sqrt(var.astype(xf.dtype, copy=False) + eps)).reshape(shape)
+            xhat = (xf - mean.astype(xf.dtype, copy=False).reshape(shape)) * rstd
+            db = self.xp.sum(gf, axis=axes)
+            dw = self.xp.sum(gf * xhat, axis=axes)
+            dx = None
+            if need_dx:
+                k = rstd if weight is None else rstd * up(weight).reshape(shape)
+                if training:
+                    m = gf.size // max(x.shape[1], 1)
+                    dx = k * (gf - (db / m).reshape(shape) - xhat * (dw / m).reshape(shape))
+                else:
+                    dx = k * gf
+                dx = dx.astype(x.dtype, copy=False)
+        return dx, dw, db
+
     def cross_entropy(self, logits, target, ignore_index: int = -100):
         """Per-row cross-entropy of 2-D ``logits`` against int targets: ``(loss, lse)``; ignored rows 0."""
         with self.errstate():

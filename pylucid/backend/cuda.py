@@ -1040,6 +1040,54 @@ class CUDABackend(ArrayBackend):
         wdt = weight.dtype
         return self.astype(dx, dt, copy=False), dw.astype(wdt, copy=False), db.astype(wdt, copy=False)
 
+    def _bn_geometry(self, x):
+        """``(n, c, s)`` of the contiguous ``(n, c, s)`` view the batch-norm kernels run over, or None when a
+        kernel's 32-bit per-channel count would overflow or a dim is empty (the array path then runs)."""
+        n, c = x.shape[0], x.shape[1]
+        s = math.prod(x.shape[2:])
+        if n * c * s == 0 or n * s >= 2 ** 31 or s >= 2 ** 31:
+            return None
+        return n, c, s
+
+    def batch_norm(self, x, weight, bias, running_mean, running_var, training: bool, eps: float):
+        """Batch norm over every axis but 1 (see the base class): one kernel, one block per channel."""
+        geo = self._bn_geometry(x)
+        if geo is None:
+            return super().batch_norm(x, weight, bias, running_mean, running_var, training, eps)
+        n, c, s = geo
+        (xc, wc, bc), dt, cdt = self._compute(x, weight, bias)
+        with self.device_ctx():
+            if training:
+                mean, var = self.ndarray((c,), cdt), self.ndarray((c,), cdt)
+            else:
+                mean = _contig(self.xp.ascontiguousarray, running_mean.astype(cdt, copy=False))
+                var = _contig(self.xp.ascontiguousarray, running_var.astype(cdt, copy=False))
+            y = self.ndarray(xc.shape, cdt)
+            get_kernel("batch_norm_fwd", cdt)(
+                (c,), (self._row_threads(n * s),),
+                (xc, xc if wc is None else wc, xc if bc is None else bc, mean, var, y, np.int32(n), np.int32(c),
+                 np.int32(s), cdt.type(eps), np.int32(bool(training)), np.int32(wc is not None),
+                 np.int32(bc is not None)))
+        return self.astype(y, dt, copy=False), mean, var
+
+    def batch_norm_backward(self, g, x, weight, mean, var, training: bool, eps: float, need_dx: bool = True):
+        """``(dx, dweight, dbias)`` of :meth:`batch_norm` (see the base class): one kernel per call."""
+        geo = self._bn_geometry(x)
+        if geo is None:
+            return super().batch_norm_backward(g, x, weight, mean, var, training, eps, need_dx)
+        n, c, s = geo
+        (gc, xc, wc), dt, cdt = self._compute(g, x, weight)
+        mc = _contig(self.xp.ascontiguousarray, mean.astype(cdt, copy=False))
+        vc = _contig(self.xp.ascontiguousarray, var.astype(cdt, copy=False))
+        with self.device_ctx():
+            dx = self.ndarray(xc.shape, cdt) if need_dx else None
+            dw, db = self.ndarray((c,), cdt), self.ndarray((c,), cdt)
+            get_kernel("batch_norm_bwd", cdt)(
+                (c,), (self._row_threads(n * s),),
+                (gc, xc, xc if wc is None else wc, mc, vc, np.uint64(0) if dx is None else dx, dw, db, np.int32(n),
+                 np.int32(c), np.int32(s), cdt.type(eps), np.int32(bool(training)), np.int32(wc is not None)))
+        return (None if dx is None else self.astype(dx, dt, copy=False)), dw, db
+
     def cross_entropy(self, logits, target, ignore_index: int = -100):
         """Per-row cross-entropy of 2-D ``logits`` against int targets: ``(loss, lse)`` (see the reference)."""
         (xc,), dt, cdt = self._compute(logits)

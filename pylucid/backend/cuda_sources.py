@@ -2,7 +2,8 @@
 
 Two families:
 
-* **Fused kernels** (:data:`KERNELS`): row-wise softmax, layer norm and cross-entropy, column
+* **Fused kernels** (:data:`KERNELS`): row-wise softmax, layer norm and cross-entropy, per-channel
+  batch norm (forward and backward), column
   sums, the relu and embedding backwards, multi-tensor Adam, bias + activation and the 16-byte
   vectorised binary op. Each is written once over ``scalar_t``; :func:`kernel_source` puts the
   shared block reductions in front and makes it float or double. Their semantics are the
@@ -145,6 +146,82 @@ extern "C" __global__ void layer_norm_bwd(const scalar_t* __restrict__ g, const 
         scalar_t xh = (xr[j] - mu) * rs;
         dr[j] = rs * (dxh - a - xh * b);
         if (gh) gh[j] = gr[j] * xh;
+    }
+}
+""",
+    "batch_norm_fwd": r"""
+extern "C" __global__ void batch_norm_fwd(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
+                                          const scalar_t* __restrict__ b, scalar_t* __restrict__ mean_io,
+                                          scalar_t* __restrict__ var_io, scalar_t* __restrict__ y,
+                                          int n, int c, int s, scalar_t eps, int training, int has_w, int has_b) {
+    // one block per channel of a contiguous (n, c, s) view. training: two passes (mean, then the centred
+    // second moment: no cancellation) write the batch mean and biased variance to mean_io / var_io; else
+    // those hold the running statistics. Then (when y is not null) y = (x - mean) * rstd * w + b.
+    __shared__ scalar_t sh[32];
+    const int ch = blockIdx.x;
+    const unsigned int total = (unsigned int)n * (unsigned int)s;
+    scalar_t mean, var;
+    if (training) {
+        scalar_t acc = 0;
+        for (unsigned int i = threadIdx.x; i < total; i += blockDim.x) {
+            unsigned int k = i / s;
+            acc += x[((long long)k * c + ch) * s + (i - k * s)];
+        }
+        mean = block_sum(acc, sh) / (scalar_t)total;
+        acc = 0;
+        for (unsigned int i = threadIdx.x; i < total; i += blockDim.x) {
+            unsigned int k = i / s;
+            scalar_t d = x[((long long)k * c + ch) * s + (i - k * s)] - mean;
+            acc += d * d;
+        }
+        var = block_sum(acc, sh) / (scalar_t)total;
+        if (threadIdx.x == 0) { mean_io[ch] = mean; var_io[ch] = var; }
+    } else {
+        mean = mean_io[ch];
+        var = var_io[ch];
+    }
+    if (!y) return;
+    scalar_t scale = (scalar_t)1 / sqrt(var + eps);
+    if (has_w) scale *= w[ch];
+    scalar_t shift = has_b ? b[ch] : (scalar_t)0;
+    for (unsigned int i = threadIdx.x; i < total; i += blockDim.x) {
+        unsigned int k = i / s;
+        long long at = ((long long)k * c + ch) * s + (i - k * s);
+        y[at] = (x[at] - mean) * scale + shift;
+    }
+}
+""",
+    "batch_norm_bwd": r"""
+extern "C" __global__ void batch_norm_bwd(const scalar_t* __restrict__ g, const scalar_t* __restrict__ x,
+                                          const scalar_t* __restrict__ w, const scalar_t* __restrict__ mean,
+                                          const scalar_t* __restrict__ var, scalar_t* __restrict__ dx,
+                                          scalar_t* __restrict__ dw, scalar_t* __restrict__ db,
+                                          int n, int c, int s, scalar_t eps, int training, int has_w) {
+    // one block per channel: db = sum(g), dw = sum(g xhat) with xhat = (x - mean) rstd; then (dx not null)
+    // training: dx = w rstd (g - db / m - xhat dw / m) over the m = n s values of the channel; eval: w rstd g
+    __shared__ scalar_t sh[32];
+    const int ch = blockIdx.x;
+    const unsigned int total = (unsigned int)n * (unsigned int)s;
+    const scalar_t mu = mean[ch], rs = (scalar_t)1 / sqrt(var[ch] + eps);
+    scalar_t sg = 0, sgx = 0;
+    for (unsigned int i = threadIdx.x; i < total; i += blockDim.x) {
+        unsigned int k = i / s;
+        long long at = ((long long)k * c + ch) * s + (i - k * s);
+        scalar_t gi = g[at];
+        sg += gi;
+        sgx += gi * (x[at] - mu);
+    }
+    sg = block_sum(sg, sh);
+    sgx = block_sum(sgx, sh) * rs;
+    if (threadIdx.x == 0) { db[ch] = sg; dw[ch] = sgx; }
+    if (!dx) return;
+    const scalar_t k1 = (has_w ? w[ch] : (scalar_t)1) * rs;
+    const scalar_t m1 = training ? sg / (scalar_t)total : (scalar_t)0;
+    const scalar_t m2 = training ? sgx / (scalar_t)total : (scalar_t)0;
+    for (unsigned int i = threadIdx.x; i < total; i += blockDim.x) {
+        unsigned int k = i / s;
+        long long at = ((long long)k * c + ch) * s + (i - k * s);
+        dx[at] = k1 * (g[at] - m1 - (x[at] - mu) * rs * m2);
     }
 }
 """,

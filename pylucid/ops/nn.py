@@ -450,23 +450,13 @@ class BatchNorm(Op):
 
     @staticmethod
     def forward(be, x, w, b, running_mean, running_var, training, eps):
-        xf = _up(be, x)
-        axes = (0,) + tuple(range(2, x.ndim))
-        shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
-        if training:
-            mu = be.mean(xf, axis=axes, keepdims=True)
-            xc = xf - mu
-            var = be.mean(xc * xc, axis=axes, keepdims=True)
-        else:
-            mu = _up(be, running_mean).reshape(shape)
-            var = _up(be, running_var).reshape(shape)
-            xc = xf - mu
-        y = xc / be.sqrt(var + eps)
-        if w is not None:
-            y = y * w.reshape(shape)
-        if b is not None:
-            y = y + b.reshape(shape)
-        return y.astype(x.dtype, copy=False), mu.reshape(-1).astype(x.dtype), var.reshape(-1).astype(x.dtype)
+        # the backend's fused batch norm (one kernel per call on CUDA; the same arithmetic on the CPU)
+        y, mu, var = be.batch_norm(x, w, b, running_mean, running_var, training, eps)
+        return y, mu.astype(x.dtype), var.astype(x.dtype)
+
+    def save_extra(self, arrays, out):
+        # the statistics the first-order backward reuses, at the compute precision (float32 for half input)
+        self.extra = out[1:] if out[0].dtype == out[1].dtype else None
 
     def _geometry(self):
         n = len(self.shapes[0])
@@ -494,6 +484,24 @@ class BatchNorm(Op):
                 gw = sum_to_size(g * ((x - rm) * rstd), shape).reshape(-1)
         if eb is not None:
             gb = sum_to_size(g, shape).reshape(-1)
+        return gx, gw, gb, None, None
+
+    def backward_fast(self, be, g, _g_mean=None, _g_var=None):
+        # first order: dx, dweight and dbias from one backend call (one kernel on CUDA) on the saved statistics
+        x, w = self.input(0)._data, self.input(1)
+        w = None if w is None else w._data
+        p = self.params
+        if p["training"]:
+            if self.extra is None:  # half input: statistics recomputed in float32 (a stats-only pass)
+                _, mean, var = be.batch_norm(x, None, None, None, None, True, p["eps"])
+            else:
+                mean, var = self.extra
+        else:
+            mean, var = self.input(3)._data, self.input(4)._data
+        ex, ew, eb = self.next_edges[:3]
+        gx, gw, gb = be.batch_norm_backward(g, x, w, mean, var, p["training"], p["eps"], need_dx=ex is not None)
+        gw = gw.astype(w.dtype, copy=False) if ew is not None else None
+        gb = gb.astype(self.input(2)._data.dtype, copy=False) if eb is not None else None
         return gx, gw, gb, None, None
 
 
@@ -1069,7 +1077,10 @@ class ScaledDotProductAttention(Op):
     additive mask gets no gradient.
     """
 
-    schema = OpSchema("scaled_dot_product_attention", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+    # Promote (PyTorch's autocast list), not the reference table's ForceFP32: the softmax and its statistics are
+    # computed in float32 for half inputs on every path (cuDNN's flash kernels; the scores upcast below), so
+    # autocast keeps the GEMMs in the half dtype without a float32 softmax being lost
+    schema = OpSchema("scaled_dot_product_attention", amp_policy=PROMOTE, saves_input=True, family="nn")
     promote_args = (0, 1, 2, 3)
     n_outputs = 2
     differentiable_outputs = (True, False)
@@ -1080,7 +1091,7 @@ class ScaledDotProductAttention(Op):
             r = be.sdpa(q, k, v, mask, scale, causal)
             if r is not None:
                 return r
-        s = be.matmul(q, be.swapaxes(k, -1, -2)) * scale
+        s = _up(be, be.matmul(q, be.swapaxes(k, -1, -2))) * scale  # half scores: softmax in float32
         if mask is not None:
             s = s + mask
         if causal:
