@@ -837,6 +837,8 @@ _CSV = _reference_table()
 # ops whose AMP policy deliberately differs from the reference table, with the reason
 AMP_DEVIATIONS = {
     "abs": "listed twice in the reference (Promote and KeepInput); KeepInput matches PyTorch's dtype behaviour",
+    "batch_norm": "KeepInput, as PyTorch (batch_norm is on no autocast list): half activations stay half, the "
+                  "statistics and arithmetic are float32 inside the backend call",
     "scaled_dot_product_attention": "Promote, as PyTorch's autocast: the softmax and its statistics stay float32 "
                                     "inside the op for half inputs (flash kernels, upcast scores), so the GEMMs "
                                     "run in the half dtype",

@@ -190,11 +190,14 @@ class ArrayBackend:
             return dx.astype(dt, copy=False), None, None
         return dx.astype(dt, copy=False), dw.astype(weight.dtype, copy=False), db.astype(weight.dtype, copy=False)
 
-    def batch_norm(self, x, weight, bias, running_mean, running_var, training: bool, eps: float):
+    def batch_norm(self, x, weight, bias, running_mean, running_var, training: bool, eps: float,
+                   momentum: float | None = None):
         """Batch norm over every axis but 1: ``(y, mean, var)`` with ``mean``/``var`` of shape ``(C,)``.
 
-        Training: the batch mean and biased variance (returned); else the running statistics. ``y = (x - mean)
-        / sqrt(var + eps) * weight + bias`` in ``x``'s dtype; the statistics in the compute dtype (float32 for
+        Training: the batch mean and biased variance (returned); with ``momentum`` the running buffers given
+        are updated in place (``(1 - momentum) running + momentum batch``, the variance unbiased by
+        ``m / (m - 1)`` over the ``m`` values per channel). Eval: the running statistics. ``y = (x - mean) /
+        sqrt(var + eps) * weight + bias`` in ``x``'s dtype; the statistics in the compute dtype (float32 for
         half ``x``).
         """
         xf = x.astype(np.float32) if x.dtype in _HALF else x
@@ -214,7 +217,18 @@ class ArrayBackend:
                 y = y * weight.reshape(shape)
             if bias is not None:
                 y = y + bias.reshape(shape)
-        return y.astype(x.dtype, copy=False), mu.reshape(-1), var.reshape(-1)
+        mu, var = mu.reshape(-1), var.reshape(-1)
+        if training and momentum is not None:
+            self.batch_norm_update_(running_mean, running_var, mu, var, x.size // max(x.shape[1], 1), momentum)
+        return y.astype(x.dtype, copy=False), mu, var
+
+    def batch_norm_update_(self, running_mean, running_var, mean, var, m: int, momentum: float):
+        """The running-statistics update of :meth:`batch_norm`, in place (either buffer may be None)."""
+        if running_mean is not None:
+            running_mean[...] = running_mean * (1 - momentum) + mean.astype(running_mean.dtype) * momentum
+        if running_var is not None:
+            unbiased = var.astype(running_var.dtype) * (m / (m - 1))
+            running_var[...] = running_var * (1 - momentum) + unbiased * momentum
 
     def batch_norm_backward(self, g, x, weight, mean, var, training: bool, eps: float, need_dx: bool = True):
         """``(dx, dweight, dbias)`` of :meth:`batch_norm` from its statistics ``mean``/``var`` (shape ``(C,)``).

@@ -1049,26 +1049,35 @@ class CUDABackend(ArrayBackend):
             return None
         return n, c, s
 
-    def batch_norm(self, x, weight, bias, running_mean, running_var, training: bool, eps: float):
-        """Batch norm over every axis but 1 (see the base class): one kernel, one block per channel."""
+    def batch_norm(self, x, weight, bias, running_mean, running_var, training: bool, eps: float,
+                   momentum: float | None = None):
+        """Batch norm over every axis but 1 (see the base class): one kernel, one block per channel; the
+        running buffers are updated by the same kernel when they are contiguous in the compute dtype."""
         geo = self._bn_geometry(x)
         if geo is None:
-            return super().batch_norm(x, weight, bias, running_mean, running_var, training, eps)
+            return super().batch_norm(x, weight, bias, running_mean, running_var, training, eps, momentum)
         n, c, s = geo
-        (xc, wc, bc), dt, cdt = self._compute(x, weight, bias)
+        (xc,), io, cdt = self._bn_io(x)
+        wc, bc = self._bn_param(weight, cdt), self._bn_param(bias, cdt)
         with self.device_ctx():
             if training:
                 mean, var = self.ndarray((c,), cdt), self.ndarray((c,), cdt)
             else:
-                mean = _contig(self.xp.ascontiguousarray, running_mean.astype(cdt, copy=False))
-                var = _contig(self.xp.ascontiguousarray, running_var.astype(cdt, copy=False))
-            y = self.ndarray(xc.shape, cdt)
-            get_kernel("batch_norm_fwd", cdt)(
+                mean, var = self._bn_param(running_mean, cdt), self._bn_param(running_var, cdt)
+            y = self.ndarray(xc.shape, xc.dtype)
+            upd = training and momentum is not None
+            direct = [upd and r is not None and r.dtype == cdt and r.flags.c_contiguous and r.size == c
+                      for r in (running_mean, running_var)]
+            get_kernel("batch_norm_fwd", cdt, io)(
                 (c,), (self._row_threads(n * s),),
-                (xc, xc if wc is None else wc, xc if bc is None else bc, mean, var, y, np.int32(n), np.int32(c),
-                 np.int32(s), cdt.type(eps), np.int32(bool(training)), np.int32(wc is not None),
-                 np.int32(bc is not None)))
-        return self.astype(y, dt, copy=False), mean, var
+                (xc, xc if wc is None else wc, xc if bc is None else bc, mean, var, y,
+                 running_mean if direct[0] else np.uint64(0), running_var if direct[1] else np.uint64(0),
+                 np.int32(n), np.int32(c), np.int32(s), cdt.type(eps), cdt.type(momentum or 0.0),
+                 np.int32(bool(training)), np.int32(wc is not None), np.int32(bc is not None)))
+            if upd and not all(direct):  # buffers of another dtype or layout: the array update
+                self.batch_norm_update_(None if direct[0] else running_mean, None if direct[1] else running_var,
+                                        mean, var, n * s, momentum)
+        return y, mean, var
 
     def batch_norm_backward(self, g, x, weight, mean, var, training: bool, eps: float, need_dx: bool = True):
         """``(dx, dweight, dbias)`` of :meth:`batch_norm` (see the base class): one kernel per call."""
@@ -1076,17 +1085,32 @@ class CUDABackend(ArrayBackend):
         if geo is None:
             return super().batch_norm_backward(g, x, weight, mean, var, training, eps, need_dx)
         n, c, s = geo
-        (gc, xc, wc), dt, cdt = self._compute(g, x, weight)
-        mc = _contig(self.xp.ascontiguousarray, mean.astype(cdt, copy=False))
-        vc = _contig(self.xp.ascontiguousarray, var.astype(cdt, copy=False))
+        (gc, xc), io, cdt = self._bn_io(g, x)
+        wc, mc, vc = self._bn_param(weight, cdt), self._bn_param(mean, cdt), self._bn_param(var, cdt)
         with self.device_ctx():
-            dx = self.ndarray(xc.shape, cdt) if need_dx else None
+            dx = self.ndarray(xc.shape, xc.dtype) if need_dx else None
             dw, db = self.ndarray((c,), cdt), self.ndarray((c,), cdt)
-            get_kernel("batch_norm_bwd", cdt)(
+            get_kernel("batch_norm_bwd", cdt, io)(
                 (c,), (self._row_threads(n * s),),
                 (gc, xc, xc if wc is None else wc, mc, vc, np.uint64(0) if dx is None else dx, dw, db, np.int32(n),
                  np.int32(c), np.int32(s), cdt.type(eps), np.int32(bool(training)), np.int32(wc is not None)))
-        return (None if dx is None else self.astype(dx, dt, copy=False)), dw, db
+        if dx is not None and dx.dtype != x.dtype:
+            dx = self.astype(dx, x.dtype, copy=False)
+        return dx, dw, db
+
+    def _bn_param(self, a, cdt):
+        """A per-channel operand (weight, bias, statistics) as a contiguous ``cdt`` array, or None."""
+        return None if a is None else _contig(self.xp.ascontiguousarray, self.astype(a, cdt, copy=False))
+
+    def _bn_io(self, *arrays):
+        """Contiguous operands of the batch-norm kernels in one storage dtype (half inputs stay half: the
+        kernels load and store them directly), that dtype's name for ``io`` and the compute dtype."""
+        dt = arrays[0].dtype
+        if dt in _HALF and all(a.dtype == dt for a in arrays):
+            contig = self.ascontiguousarray
+            return [_contig(contig, a) for a in arrays], dt.name, _F32
+        out, _, cdt = self._compute(*arrays)
+        return out, None, cdt
 
     def cross_entropy(self, logits, target, ignore_index: int = -100):
         """Per-row cross-entropy of 2-D ``logits`` against int targets: ``(loss, lse)`` (see the reference)."""

@@ -25,16 +25,17 @@ _RAW_GET_KERNEL = True
 fast_kernel_errors: dict = {}
 
 
-def get_kernel(name: str, dtype=np.float32):
+def get_kernel(name: str, dtype=np.float32, io=None):
     """The compiled kernel ``name`` of :data:`cuda_sources.KERNELS` for ``dtype`` (float32/float64) on the
-    current device: a :func:`generic_launcher`, or the ``RawKernel`` itself when its signature is not parsed."""
+    current device (``io``: the storage dtype name of an :data:`~cuda_sources.IO_KERNELS` kernel's large
+    operands): a :func:`generic_launcher`, or the ``RawKernel`` itself when its signature is not parsed."""
     import cupy
 
     dev = cupy.cuda.runtime.getDevice()
-    key = (name, dtype, dev)
+    key = (name, dtype, dev, io)
     k = _cache.get(key)
     if k is None:
-        src = kernel_source(name, dtype)
+        src = kernel_source(name, dtype, io)
         raw = cupy.RawKernel(src, name)
         k = raw
         if _RAW_GET_KERNEL:

@@ -150,13 +150,17 @@ extern "C" __global__ void layer_norm_bwd(const scalar_t* __restrict__ g, const 
 }
 """,
     "batch_norm_fwd": r"""
-extern "C" __global__ void batch_norm_fwd(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
+extern "C" __global__ void batch_norm_fwd(const io_t* __restrict__ x, const scalar_t* __restrict__ w,
                                           const scalar_t* __restrict__ b, scalar_t* __restrict__ mean_io,
-                                          scalar_t* __restrict__ var_io, scalar_t* __restrict__ y,
-                                          int n, int c, int s, scalar_t eps, int training, int has_w, int has_b) {
-    // one block per channel of a contiguous (n, c, s) view. training: two passes (mean, then the centred
-    // second moment: no cancellation) write the batch mean and biased variance to mean_io / var_io; else
-    // those hold the running statistics. Then (when y is not null) y = (x - mean) * rstd * w + b.
+                                          scalar_t* __restrict__ var_io, io_t* __restrict__ y,
+                                          scalar_t* __restrict__ run_mean, scalar_t* __restrict__ run_var,
+                                          int n, int c, int s, scalar_t eps, scalar_t momentum, int training,
+                                          int has_w, int has_b) {
+    // one block per channel of a contiguous (n, c, s) view; x and y in the storage type io_t (LD/ST convert
+    // to and from scalar_t: half inputs are read and written directly, computed in float). training: two
+    // passes (mean, then the centred second moment: no cancellation) write the batch mean and biased
+    // variance to mean_io / var_io; else those hold the running statistics. Then (when y is not null)
+    // y = (x - mean) * rstd * w + b.
     __shared__ scalar_t sh[32];
     const int ch = blockIdx.x;
     const unsigned int total = (unsigned int)n * (unsigned int)s;
@@ -165,17 +169,24 @@ extern "C" __global__ void batch_norm_fwd(const scalar_t* __restrict__ x, const 
         scalar_t acc = 0;
         for (unsigned int i = threadIdx.x; i < total; i += blockDim.x) {
             unsigned int k = i / s;
-            acc += x[((long long)k * c + ch) * s + (i - k * s)];
+            acc += LD(x[((long long)k * c + ch) * s + (i - k * s)]);
         }
         mean = block_sum(acc, sh) / (scalar_t)total;
         acc = 0;
         for (unsigned int i = threadIdx.x; i < total; i += blockDim.x) {
             unsigned int k = i / s;
-            scalar_t d = x[((long long)k * c + ch) * s + (i - k * s)] - mean;
+            scalar_t d = LD(x[((long long)k * c + ch) * s + (i - k * s)]) - mean;
             acc += d * d;
         }
         var = block_sum(acc, sh) / (scalar_t)total;
-        if (threadIdx.x == 0) { mean_io[ch] = mean; var_io[ch] = var; }
+        if (threadIdx.x == 0) {
+            mean_io[ch] = mean;
+            var_io[ch] = var;
+            // the running statistics (when given): the unbiased variance, as the array update
+            if (run_mean) run_mean[ch] = run_mean[ch] * ((scalar_t)1 - momentum) + mean * momentum;
+            if (run_var) run_var[ch] = run_var[ch] * ((scalar_t)1 - momentum)
+                                       + var * ((scalar_t)total / (scalar_t)(total - 1)) * momentum;
+        }
     } else {
         mean = mean_io[ch];
         var = var_io[ch];
@@ -187,14 +198,14 @@ extern "C" __global__ void batch_norm_fwd(const scalar_t* __restrict__ x, const 
     for (unsigned int i = threadIdx.x; i < total; i += blockDim.x) {
         unsigned int k = i / s;
         long long at = ((long long)k * c + ch) * s + (i - k * s);
-        y[at] = (x[at] - mean) * scale + shift;
+        y[at] = ST((LD(x[at]) - mean) * scale + shift);
     }
 }
 """,
     "batch_norm_bwd": r"""
-extern "C" __global__ void batch_norm_bwd(const scalar_t* __restrict__ g, const scalar_t* __restrict__ x,
+extern "C" __global__ void batch_norm_bwd(const io_t* __restrict__ g, const io_t* __restrict__ x,
                                           const scalar_t* __restrict__ w, const scalar_t* __restrict__ mean,
-                                          const scalar_t* __restrict__ var, scalar_t* __restrict__ dx,
+                                          const scalar_t* __restrict__ var, io_t* __restrict__ dx,
                                           scalar_t* __restrict__ dw, scalar_t* __restrict__ db,
                                           int n, int c, int s, scalar_t eps, int training, int has_w) {
     // one block per channel: db = sum(g), dw = sum(g xhat) with xhat = (x - mean) rstd; then (dx not null)
@@ -207,9 +218,9 @@ extern "C" __global__ void batch_norm_bwd(const scalar_t* __restrict__ g, const 
     for (unsigned int i = threadIdx.x; i < total; i += blockDim.x) {
         unsigned int k = i / s;
         long long at = ((long long)k * c + ch) * s + (i - k * s);
-        scalar_t gi = g[at];
+        scalar_t gi = LD(g[at]);
         sg += gi;
-        sgx += gi * (x[at] - mu);
+        sgx += gi * (LD(x[at]) - mu);
     }
     sg = block_sum(sg, sh);
     sgx = block_sum(sgx, sh) * rs;
@@ -221,7 +232,7 @@ extern "C" __global__ void batch_norm_bwd(const scalar_t* __restrict__ g, const 
     for (unsigned int i = threadIdx.x; i < total; i += blockDim.x) {
         unsigned int k = i / s;
         long long at = ((long long)k * c + ch) * s + (i - k * s);
-        dx[at] = k1 * (g[at] - m1 - (x[at] - mu) * rs * m2);
+        dx[at] = ST(k1 * (LD(g[at]) - m1 - (LD(x[at]) - mu) * rs * m2));
     }
 }
 """,
@@ -441,11 +452,25 @@ OPS_VEC = {"multiply": 0, "add": 1, "subtract": 2, "true_divide": 3}
 BIAS_ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
 
 
-def kernel_source(name: str, dtype) -> str:
-    """The full CUDA source of fused kernel ``name`` for ``dtype`` (float32 or float64)."""
+#: kernels whose large operands have a storage type ``io_t`` of their own (read by ``LD``, written by ``ST``)
+IO_KERNELS = frozenset({"batch_norm_fwd", "batch_norm_bwd"})
+
+
+def kernel_source(name: str, dtype, io=None) -> str:
+    """The full CUDA source of fused kernel ``name`` for ``dtype`` (float32 or float64).
+
+    For :data:`IO_KERNELS`, ``io`` (a dtype name: float16, bfloat16, or None for ``dtype`` itself) is the
+    storage type of their large operands, converted to ``dtype`` on load and rounded once on store.
+    """
     if name in _FIXED_TYPE:
         return KERNELS[name]
-    return (REDUCTIONS + KERNELS[name]).replace("scalar_t", _CTYPE[np.dtype(dtype)])
+    ctype = _CTYPE[np.dtype(dtype)]
+    head = REDUCTIONS
+    if name in IO_KERNELS:
+        st, _, load, store, _ = _FAST_TYPES[io or np.dtype(dtype).name]
+        head = (_FAST_PRELUDE + f"#define io_t {st}\n#define LD(v) ((scalar_t){load.format('(v)')})\n"
+                f"#define ST(v) ({store.format('(v)')})\n" + head)
+    return (head + KERNELS[name]).replace("scalar_t", ctype)
 
 
 # ---------------------------------------------------------------------------

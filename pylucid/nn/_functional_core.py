@@ -320,15 +320,10 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if training and n <= 1:
         raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
                          f"{list(input.shape)}")
-    y, mean, var = _nn_ops.batch_norm_stats(input, None if training else running_mean,
-                                            None if training else running_var, weight, bias, training, eps)
-    if training and running_mean is not None:
-        with _pl.no_grad():
-            m = momentum
-            running_mean.copy_(running_mean * (1 - m) + mean.detach().to(running_mean.dtype) * m)
-            if running_var is not None:
-                unbiased = var.detach().to(running_var.dtype) * (n / (n - 1))
-                running_var.copy_(running_var * (1 - m) + unbiased * m)
+    # the op updates the running buffers in place in training (one backend call with the statistics)
+    update = training and (running_mean is not None or running_var is not None)
+    y, _, _ = _nn_ops.batch_norm_stats(input, running_mean, running_var, weight, bias, training, eps,
+                                       momentum if update else None)
     return y
 
 

@@ -440,23 +440,28 @@ class BatchNorm(Op):
 
     Training: normalise with the batch mean and biased variance; outputs
     ``(y, batch_mean, batch_var_biased)`` (the two statistics carry no
-    gradient; ``functional.batch_norm`` updates the running buffers from them).
-    Eval: normalise with the running statistics (inputs 3 and 4).
+    gradient and are float32 for half input). With ``momentum`` (not None) the
+    running buffers (inputs 3 and 4) are updated in place by the same backend
+    call: ``running = (1 - momentum) running + momentum batch`` with the
+    unbiased batch variance. Eval: normalise with the running statistics.
+
+    KeepInput under autocast (as PyTorch: half activations stay half; the
+    statistics and the arithmetic are float32 inside the backend); the weight,
+    bias and buffers keep their dtypes (only the input takes part in promotion).
     """
 
-    schema = OpSchema("batch_norm", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+    schema = OpSchema("batch_norm", amp_policy=KEEP_INPUT, saves_input=True, family="nn")
+    promote_args = (0,)
     n_outputs = 3
     differentiable_outputs = (True, False, False)
 
     @staticmethod
-    def forward(be, x, w, b, running_mean, running_var, training, eps):
+    def forward(be, x, w, b, running_mean, running_var, training, eps, momentum=None):
         # the backend's fused batch norm (one kernel per call on CUDA; the same arithmetic on the CPU)
-        y, mu, var = be.batch_norm(x, w, b, running_mean, running_var, training, eps)
-        return y, mu.astype(x.dtype), var.astype(x.dtype)
+        return be.batch_norm(x, w, b, running_mean, running_var, training, eps, momentum)
 
     def save_extra(self, arrays, out):
-        # the statistics the first-order backward reuses, at the compute precision (float32 for half input)
-        self.extra = out[1:] if out[0].dtype == out[1].dtype else None
+        self.extra = out[1:]  # the statistics the first-order backward reuses, at the compute precision
 
     def _geometry(self):
         n = len(self.shapes[0])
@@ -465,7 +470,7 @@ class BatchNorm(Op):
     def backward(self, g, _g_mean=None, _g_var=None):
         from .elementwise import sum_to_size
 
-        x, w = self.input(0), self.input(1)
+        x, w, b = self.input(0), self.input(1), self.input(2)
         axes, shape = self._geometry()
         eps = self.params["eps"]
         ex, ew, eb = self.next_edges[:3]
@@ -484,6 +489,8 @@ class BatchNorm(Op):
                 gw = sum_to_size(g * ((x - rm) * rstd), shape).reshape(-1)
         if eb is not None:
             gb = sum_to_size(g, shape).reshape(-1)
+        # half activations with float32 parameters: each gradient in its input's dtype
+        gx, gw, gb = (d if d is None or d.dtype == t.dtype else d.to(t.dtype) for d, t in ((gx, x), (gw, w), (gb, b)))
         return gx, gw, gb, None, None
 
     def backward_fast(self, be, g, _g_mean=None, _g_var=None):
@@ -491,13 +498,7 @@ class BatchNorm(Op):
         x, w = self.input(0)._data, self.input(1)
         w = None if w is None else w._data
         p = self.params
-        if p["training"]:
-            if self.extra is None:  # half input: statistics recomputed in float32 (a stats-only pass)
-                _, mean, var = be.batch_norm(x, None, None, None, None, True, p["eps"])
-            else:
-                mean, var = self.extra
-        else:
-            mean, var = self.input(3)._data, self.input(4)._data
+        mean, var = self.extra if p["training"] else (self.input(3)._data, self.input(4)._data)
         ex, ew, eb = self.next_edges[:3]
         gx, gw, gb = be.batch_norm_backward(g, x, w, mean, var, p["training"], p["eps"], need_dx=ex is not None)
         gw = gw.astype(w.dtype, copy=False) if ew is not None else None
@@ -505,10 +506,19 @@ class BatchNorm(Op):
         return gx, gw, gb, None, None
 
 
-def batch_norm_stats(input, running_mean, running_var, weight, bias, training: bool, eps: float):
-    """``(y, batch_mean, batch_var_biased)``; the registered ``batch_norm`` op (see ``functional.batch_norm``)."""
-    return apply(BatchNorm, (input, weight, bias, running_mean, running_var),
-                 {"training": bool(training), "eps": float(eps)})
+def batch_norm_stats(input, running_mean, running_var, weight, bias, training: bool, eps: float,
+                     momentum: float | None = None):
+    """``(y, batch_mean, batch_var_biased)``; the registered ``batch_norm`` op (see ``functional.batch_norm``).
+
+    With ``training`` and ``momentum`` the running buffers are updated in place (their versions bumped)."""
+    out = apply(BatchNorm, (input, weight, bias, running_mean, running_var),
+                {"training": bool(training), "eps": float(eps),
+                 "momentum": None if momentum is None or not training else float(momentum)})
+    if training and momentum is not None:
+        for t in (running_mean, running_var):
+            if t is not None:
+                t._version[0] += 1
+    return out
 
 
 class RMSNorm(Op):
