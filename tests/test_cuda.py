@@ -738,6 +738,23 @@ def test_batch_norm_kernels_match_torch(shape, training, affine):
 
 
 @cuda_only
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_relu_kernels_match_cpu(dtype):
+    """relu's forward and backward kernels (half storage read directly) against the CPU, NaN and 0 included."""
+    x = np.array([[-2.0, -0.0, 0.0, 0.5, np.nan, 3.0, -np.inf, np.inf]] * 3, np.float32)
+    g = _rng(34).standard_normal(x.shape).astype(np.float32)
+    out = []
+    for dev in ("cpu", "cuda"):
+        t = pylucid.tensor(x, device=dev).to(getattr(pylucid, dtype)).requires_grad_()
+        y = pylucid.relu(t)
+        y.backward(pylucid.tensor(g, device=dev).to(y.dtype))
+        assert y.dtype == t.dtype and t.grad.dtype == t.dtype
+        out.append((_np(y.float()), _np(t.grad.float())))
+    np.testing.assert_array_equal(out[1][0], out[0][0])
+    np.testing.assert_array_equal(out[1][1], out[0][1])
+
+
+@cuda_only
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_batch_norm_module_gpu_matches_cpu(dtype):
     """BatchNorm2d training steps on the GPU (fused kernels) and the CPU (array path), float32 and bfloat16."""

@@ -267,6 +267,11 @@ class ArrayBackend:
         with self.errstate():
             return reference.cross_entropy_reduce_ref(self.xp, loss, target, ignore_index, mean)
 
+    def relu(self, x):
+        """``max(x, 0)`` with NaN kept; integer arrays stay integer."""
+        with self.errstate():  # ml_dtypes' bfloat16 maximum warns on NaN where float32 does not
+            return self.maximum(x, x.dtype.type(0))
+
     def relu_backward(self, y, g):
         """PyTorch's ``threshold_backward`` from relu's output: ``g`` where ``y > 0`` or NaN, else 0."""
         return self.where(y <= 0, g.dtype.type(0), g)  # ``self.where``: CUDA's bfloat16 route keeps the dtype

@@ -1160,16 +1160,38 @@ class CUDABackend(ArrayBackend):
                                                                     np.int64(ignore_index), np.int32(bool(mean))))
         return self.astype(out, dt, copy=False), count
 
+    def _relu_kernel_dtype(self, *arrays):
+        """``(compute dtype, io)`` of the relu kernels for these contiguous same-dtype float arrays, else None."""
+        a = arrays[0]
+        dt = a.dtype
+        if not (self.fast_launch and a.size and (dt in _KERNEL_DTYPES or dt in _HALF)):
+            return None
+        for b in arrays:
+            if b.dtype != dt or b.shape != a.shape or not b._c_contiguous:
+                return None
+        return (_F32, dt.name) if dt in _HALF else (dt, None)
+
+    def relu(self, x):
+        """``max(x, 0)``, NaN kept: one kernel for float16/bfloat16/float32/float64, else the array path."""
+        kd = self._relu_kernel_dtype(x)
+        if kd is None:
+            return super().relu(x)
+        n = x.size
+        with self.device_ctx():
+            y = self.ndarray(x.shape, x.dtype)
+            get_kernel("relu_fwd", kd[0], kd[1])(((n + 255) // 256,), (256,), (x, y, np.int64(n)))
+        return y
+
     def relu_backward(self, y, g):
-        """``threshold_backward``: ``g`` where ``y > 0`` (or NaN), else 0; one kernel for float32/float64."""
-        if (self.fast_launch and y.dtype in _KERNEL_DTYPES and g.dtype == y.dtype and g.shape == y.shape
-                and y._c_contiguous and g._c_contiguous and y.size):
-            n = y.size
-            with self.device_ctx():
-                dx = self.ndarray(y.shape, y.dtype)
-                get_kernel("relu_bwd", y.dtype)(((n + 255) // 256,), (256,), (y, g, dx, np.int64(n)))
-            return dx
-        return super().relu_backward(y, g)
+        """``threshold_backward``: ``g`` where ``y > 0`` (or NaN), else 0; one kernel for the float dtypes."""
+        kd = self._relu_kernel_dtype(y, g)
+        if kd is None:
+            return super().relu_backward(y, g)
+        n = y.size
+        with self.device_ctx():
+            dx = self.ndarray(y.shape, y.dtype)
+            get_kernel("relu_bwd", kd[0], kd[1])(((n + 255) // 256,), (256,), (y, g, dx, np.int64(n)))
+        return dx
 
     def embedding_backward(self, g, indices, num_weights: int, padding_idx: int | None = None,
                            deterministic: bool = False):

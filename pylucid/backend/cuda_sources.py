@@ -312,11 +312,18 @@ extern "C" __global__ void col_sum(const scalar_t* __restrict__ a, scalar_t* __r
     }
 }
 """,
-    "relu_bwd": r"""
-extern "C" __global__ void relu_bwd(const scalar_t* __restrict__ y, const scalar_t* __restrict__ g,
-                                    scalar_t* __restrict__ dx, long long n) {
+    "relu_fwd": r"""
+extern "C" __global__ void relu_fwd(const io_t* __restrict__ x, io_t* __restrict__ y, long long n) {
+    // max(x, 0) with NaN kept (as NumPy's maximum); the stored bits are copied, never converted back
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dx[i] = (y[i] <= (scalar_t)0) ? (scalar_t)0 : g[i];
+    if (i < n) { scalar_t v = LD(x[i]); y[i] = (v > (scalar_t)0 || v != v) ? x[i] : (io_t)0; }
+}
+""",
+    "relu_bwd": r"""
+extern "C" __global__ void relu_bwd(const io_t* __restrict__ y, const io_t* __restrict__ g,
+                                    io_t* __restrict__ dx, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dx[i] = (LD(y[i]) <= (scalar_t)0) ? (io_t)0 : g[i];
 }
 """,
     "embedding_bwd_atomic": r"""
@@ -453,7 +460,7 @@ BIAS_ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
 
 
 #: kernels whose large operands have a storage type ``io_t`` of their own (read by ``LD``, written by ``ST``)
-IO_KERNELS = frozenset({"batch_norm_fwd", "batch_norm_bwd"})
+IO_KERNELS = frozenset({"batch_norm_fwd", "batch_norm_bwd", "relu_fwd", "relu_bwd"})
 
 
 def kernel_source(name: str, dtype, io=None) -> str:

@@ -15,7 +15,7 @@ from .._tensor import Tensor
 from ._op import Op, check_inplace_leaf, commit_inplace
 from ._utils import conj_if_complex
 from .compare import gt, le, logical_and, lt
-from .elementwise import _nan_quiet, _unary, _via_float32, abs, add, div, erf, exp, mul, neg, sub
+from .elementwise import _unary, _via_float32, abs, add, div, erf, exp, mul, neg, sub
 from .indexing import where
 from .registry import declare
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
@@ -150,7 +150,7 @@ class Relu(Op):
 
     @staticmethod
     def forward(be, x):
-        return _nan_quiet(be, be.maximum, x, x.dtype.type(0))
+        return be.relu(x)  # one kernel on CUDA (half storage included); NumPy's maximum on the CPU
 
     def backward(self, g):
         # PyTorch's threshold_backward: zero where y <= 0, so a NaN input passes g through
