@@ -310,9 +310,9 @@ def _gpt2(lib, vocab=50304, ctx=1024, d=768, heads=12, layers=12):
     return GPT()
 
 
-def _gpt_step(lib, tokens, batch=8, vocab=50304):
+def _gpt_step(lib, tokens, batch=8, vocab=50304, capturable=False):
     model = _gpt2(lib, vocab).to("cuda")
-    opt = lib.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    opt = lib.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, capturable=capturable)
     idx = lib.randint(0, vocab, (batch, tokens), device="cuda")
     tgt = lib.randint(0, vocab, (batch, tokens), device="cuda")
     dt = lib.bfloat16

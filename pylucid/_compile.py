@@ -1,16 +1,25 @@
-"""``pylucid.compile``: PyTorch's ``torch.compile`` entry point; for now it runs the model eagerly.
+"""``pylucid.compile``: PyTorch's ``torch.compile`` entry point.
 
-pylucid has no graph compiler yet. ``compile`` accepts every documented way of calling
-``torch.compile`` (on a function or a ``Module``, directly or as a decorator with or without
-arguments), validates its arguments as PyTorch does, and returns the callable **unchanged**: a
-function is the same function, a ``Module`` is the same module and its ``forward`` runs eagerly.
-So that nobody mistakes this for compilation, the first call in a process that asks for
-compilation emits a ``UserWarning`` saying it was not performed; later calls stay silent.
-``disable=True`` asks for no compilation and never warns.
+``mode="reduce-overhead"`` is implemented as CUDA-graph replay (what it means in PyTorch too, without
+the code generation): on CUDA, the first call with a new input signature runs eagerly (a warm-up that
+counts as a real call), the second captures the function into a CUDA graph on static copies of its tensor
+arguments and replays it, and later calls copy their tensors into those buffers and replay, so one call
+costs one graph launch however many ops it runs. The signature (tensor shapes, dtypes, devices and
+``requires_grad``, the other arguments, grad mode and autocast state) keys a cache of graphs; a new one
+is captured for a new signature. Returned tensors are the graph's own buffers, rewritten by the next
+call (clone what must outlive it). A function that cannot be captured (a host read such as ``.item()``
+inside it, random numbers, outputs that still need a backward, an op CUDA graphs refuse) runs eagerly
+from then on, after a one-line warning. Without CUDA tensors among its arguments the function simply runs
+eagerly (the CPU), with the same results and errors.
+
+Every other mode has no compiler behind it yet: ``compile`` validates its arguments as PyTorch does and
+returns the callable **unchanged**; the first such call in a process emits a ``UserWarning`` saying
+compilation was not performed. ``disable=True`` asks for nothing and never warns.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 from typing import Any, Callable
@@ -38,12 +47,119 @@ def _warn_once(stacklevel: int) -> None:
     )
 
 
-def _finish(fn: Callable, disable: bool, stacklevel: int) -> Callable:
+def _finish(fn: Callable, disable: bool, stacklevel: int, mode: str | None = None) -> Callable:
     if not callable(fn):
         raise RuntimeError(f"pylucid.compile: expected a function or a Module to compile, got {type(fn).__name__}")
-    if not disable:
-        _warn_once(stacklevel + 1)
+    if disable:
+        return fn
+    if mode == "reduce-overhead":
+        from .nn import Module
+
+        if isinstance(fn, Module):
+            fn.forward = _Replayed(fn.forward)
+            return fn
+        return functools.wraps(fn)(_Replayed(fn))
+    _warn_once(stacklevel + 1)
     return fn
+
+
+_EAGER = object()  # the cache entry of a signature that could not be captured
+
+
+class _Replayed:
+    """``fn`` replayed as CUDA graphs, one per input signature (see the module docstring)."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+        self._graphs: dict = {}
+        self._seen: set = set()
+
+    @staticmethod
+    def _leaves(obj, out: list):
+        from ._tensor import Tensor
+
+        if isinstance(obj, Tensor):
+            out.append(obj)
+            return ("T", tuple(obj.shape), obj.dtype.name, str(obj.device), obj.requires_grad)
+        if isinstance(obj, (list, tuple)):
+            return (type(obj).__name__,) + tuple(_Replayed._leaves(o, out) for o in obj)
+        if isinstance(obj, dict):
+            return ("dict",) + tuple((k, _Replayed._leaves(v, out)) for k, v in sorted(obj.items()))
+        try:
+            hash(obj)
+            return ("v", obj)
+        except TypeError:
+            return ("id", id(obj))
+
+    def __call__(self, *args, **kwargs):
+        from ._state import state
+
+        leaves: list = []
+        sig = self._leaves((args, kwargs), leaves)
+        if not any(t.device.type == "cuda" for t in leaves):
+            return self.fn(*args, **kwargs)  # nothing to capture: the CPU runs the function as it is
+        key = (sig, state.grad_enabled, tuple(sorted((state.autocast or {}).items())))
+        entry = self._graphs.get(key)
+        if entry is _EAGER:
+            return self.fn(*args, **kwargs)
+        if entry is None:
+            if key not in self._seen:  # first call: eager, the warm-up (and a real call)
+                self._seen.add(key)
+                return self.fn(*args, **kwargs)
+            entry = self._capture(key, args, kwargs, leaves)
+            if entry is _EAGER:
+                return self.fn(*args, **kwargs)
+        graph, static, out = entry
+        from .autograd import no_grad
+
+        with no_grad():
+            for s, t in zip(static, leaves):
+                if s.data_ptr() != t.data_ptr():
+                    s.copy_(t)
+        graph.replay()
+        return out
+
+    def _capture(self, key, args, kwargs, leaves):
+        from . import cuda
+        from ._tensor import Tensor
+        from .autograd import no_grad
+
+        with no_grad():
+            static = [t.detach().clone() for t in leaves]
+        for s, t in zip(static, leaves):
+            if t.requires_grad:
+                s.requires_grad_()
+        it = iter(static)
+
+        def rebuild(obj):
+            if isinstance(obj, Tensor):
+                return next(it)
+            if isinstance(obj, (list, tuple)):
+                return type(obj)(rebuild(o) for o in obj)
+            if isinstance(obj, dict):
+                return {k: rebuild(v) for k, v in sorted(obj.items())}
+            return obj
+
+        s_args, s_kwargs = rebuild((args, kwargs))
+        g = cuda.CUDAGraph()
+        try:
+            with cuda.graph(g):
+                out = self.fn(*s_args, **s_kwargs)
+            outs: list = []
+            self._leaves(out, outs)
+            if any(o.grad_fn is not None for o in outs):
+                raise RuntimeError("its outputs still need a backward (graph the whole step, backward included, "
+                                   "or use pylucid.cuda.make_graphed_callables)")
+        except Exception as exc:  # capture failed: this signature runs eagerly from now on
+            name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
+            warnings.warn(f"pylucid.compile(mode='reduce-overhead'): {name} could not be captured as a CUDA graph "
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); it runs eagerly",
+                          UserWarning, stacklevel=3)
+            self._graphs[key] = _EAGER
+            return _EAGER
+        entry = (g, static, out)
+        self._graphs[key] = entry
+        return entry
 
 
 def compile(  # noqa: A001 - mirrors torch.compile
@@ -56,7 +172,8 @@ def compile(  # noqa: A001 - mirrors torch.compile
     options: dict[str, Any] | None = None,
     disable: bool = False,
 ) -> Callable:
-    """Optimise ``fn`` (a function or ``pylucid.nn.Module``) for repeated calls — today: return it as is.
+    """Optimise ``fn`` (a function or ``pylucid.nn.Module``) for repeated calls: CUDA-graph replay for
+    ``mode="reduce-overhead"`` (see the module docstring), else return it as is.
 
     Args:
         fn: the function or module. Omitted, ``compile(...)`` returns a decorator.
@@ -68,14 +185,16 @@ def compile(  # noqa: A001 - mirrors torch.compile
         disable: ``True`` turns ``compile`` into a plain identity that does not warn.
 
     Returns:
-        ``fn`` itself, or a decorator when ``fn`` is omitted.
+        ``fn`` itself (``mode="reduce-overhead"``: a function replaying CUDA graphs, or the module with its
+        ``forward`` replaced by one), or a decorator when ``fn`` is omitted.
 
     Raises:
         RuntimeError: both ``mode`` and ``options`` given (PyTorch's rule), or ``fn`` not callable.
         ValueError: an unknown ``mode``.
         TypeError: ``options`` not a dict, ``backend`` neither a string nor callable.
 
-    Warns once per process (``UserWarning``) that compilation is not performed yet.
+    Warns once per process (``UserWarning``) that compilation is not performed, for every mode but
+    ``"reduce-overhead"``.
 
     Example:
         >>> import warnings, pylucid
@@ -98,7 +217,7 @@ def compile(  # noqa: A001 - mirrors torch.compile
         raise TypeError(f"pylucid.compile: backend must be a name or a callable, got {type(backend).__name__}")
     if fn is None:
         def decorator(target: Callable) -> Callable:
-            return _finish(target, disable, 3)  # the warning points at the decorated definition
+            return _finish(target, disable, 3, mode)  # the warning points at the decorated definition
 
         return decorator
-    return _finish(fn, disable, 3)
+    return _finish(fn, disable, 3, mode)

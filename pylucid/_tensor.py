@@ -304,7 +304,7 @@ class Tensor:
                     f"Tensor.numpy: can't convert a {self._device} tensor to NumPy; copy it to host memory first "
                     "with .cpu() (or pass force=True)"
                 )
-            return self._device.backend.to_numpy(self._data)
+            return self._device.backend.to_numpy(self._data, "Tensor.numpy")
         if self._requires_grad and state.grad_enabled:
             raise RuntimeError(
                 "Tensor.numpy: can't call numpy() on a tensor that requires grad; use tensor.detach().numpy()"
@@ -322,13 +322,13 @@ class Tensor:
             raise RuntimeError(
                 f"Tensor.item: a tensor with {self._data.size} elements cannot be converted to a Python scalar"
             )
-        v = self._device.backend.to_numpy(self._data).reshape(()).item()
+        v = self._device.backend.to_numpy(self._data, "Tensor.item").reshape(()).item()
         if type(v) not in (bool, int, float, complex):  # bfloat16 scalars
             v = float(v)
         return v
 
     def tolist(self):
-        arr = self._device.backend.to_numpy(self._data)
+        arr = self._device.backend.to_numpy(self._data, "Tensor.tolist")
         if arr.dtype == _dt.bfloat16.numpy_dtype or arr.dtype == np.float16:
             arr = arr.astype(np.float32)
         return arr.tolist()
@@ -555,7 +555,7 @@ class Tensor:
 
     # -- printing ----------------------------------------------------------------
     def __repr__(self) -> str:
-        arr = self._device.backend.to_numpy(self._data)
+        arr = self._device.backend.to_numpy(self._data, "Tensor.__repr__ (printing)")
         dt = _FROM_NP[arr.dtype]
         if dt in (_dt.bfloat16, _dt.float16):
             arr = arr.astype(np.float32)

@@ -69,7 +69,7 @@ class ArrayBackend:
     def asarray(self, data, dtype=None):
         return self.xp.asarray(data, dtype=dtype)
 
-    def to_numpy(self, a):
+    def to_numpy(self, a, what: str = "a copy to the host"):
         return np.asarray(a)
 
     def astype(self, a, np_dtype, copy=True):

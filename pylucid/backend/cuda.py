@@ -444,6 +444,14 @@ class _FastLaunch:
         return getattr(self._generic, name)
 
 
+
+class CaptureSyncError(RuntimeError):
+    """A host read of device memory (``.item()``, ``.tolist()``, ...) inside a CUDA graph capture."""
+
+
+#: the number of CUDA graph captures in progress in this process (host reads refuse while it is not 0)
+CAPTURING = [0]
+
 class CUDABackend(ArrayBackend):
     """CuPy on one GPU (``cuda:N``)."""
 
@@ -476,6 +484,8 @@ class CUDABackend(ArrayBackend):
         self._bias_add: dict = {}
         self._copy: dict = {}
         self._pinned_inflight: list = []  # (event, pinned buffer) of asynchronous uploads not yet known done
+        #: while a CUDA graph captures: the list that keeps host buffers its copy nodes read alive with the graph
+        self.graph_keep: list | None = None
         self.gemm_error = None  # set (with the reason) if the direct cuBLAS path ever failed
         self._cublas_mod = None
         self._handle = None  # (thread id, cuBLAS handle of this device for that thread)
@@ -561,7 +571,12 @@ class CUDABackend(ArrayBackend):
         return _HalfViaF32(self.xp.fft)
 
     # -- conversion ------------------------------------------------------------------
-    def to_numpy(self, a):
+    def to_numpy(self, a, what: str = "a copy to the host"):
+        if CAPTURING[0] and isinstance(a, self.xp.ndarray):
+            raise CaptureSyncError(
+                f"{what}: reads device memory on the host, which a CUDA graph capture cannot contain (the values "
+                "do not exist until the graph is replayed); keep host reads (.item(), .tolist(), .numpy(), "
+                "printing, data-dependent shapes) outside the captured region")
         if isinstance(a, self.xp.ndarray):
             if a.dtype == _BF16:
                 # move the raw 16-bit words: independent of CuPy's bfloat16 export support
@@ -1242,9 +1257,14 @@ class CUDABackend(ArrayBackend):
             groups.setdefault(p.dtype if fused else None, []).append(quad)
         hp = dict(step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
                   decoupled=decoupled, maximize=maximize)
+        if isinstance(step, self.xp.ndarray) and len(groups) > 1:
+            raise ValueError("adam_step: a capturable (device) step needs the parameters of one float dtype")
         for dt, quads in groups.items():
             if dt is None:
                 rest = [q for q in quads if q[0].size]
+                if rest and isinstance(step, self.xp.ndarray):
+                    raise ValueError("adam_step: a capturable (device) step needs C-contiguous float32/float64 "
+                                     "parameters, gradients and state of one dtype")
                 if rest:
                     super().adam_step(*map(list, zip(*rest)), **hp)
                 continue
@@ -1268,6 +1288,9 @@ class CUDABackend(ArrayBackend):
         dev = self.ndarray((n,), np.uint64)
         stream = cp.cuda.get_current_stream()
         dev.set(host, stream=stream)
+        if self.graph_keep is not None:  # capturing: the copy node reads this buffer at every replay
+            self.graph_keep.append(mem)
+            return dev
         inflight = self._pinned_inflight
         inflight.append((stream.record(), mem))
         while len(inflight) > 1 and inflight[0][0].done:
@@ -1303,15 +1326,25 @@ class CUDABackend(ArrayBackend):
                 gp = self._upload_async(grad_ptrs)
             self._adam_tables[key] = ((pp, gp, mp, vp), sizes, ct, cs, nchunks, grad_ptrs)
         step = hp["step"]
-        bc1 = 1.0 - hp["beta1"] ** step
-        bc2_sqrt = math.sqrt(1.0 - hp["beta2"] ** step)
         s = dt.type
+        dev_hp = None
+        if isinstance(step, cp.ndarray):
+            # capturable: the step counter and lr live in device memory, so a replayed graph advances them
+            with self.device_ctx():
+                dev_hp = self.ndarray((3,), dt)
+                get_kernel("adam_count", dt)((1,), (1,), (step, hp["lr"], dev_hp, s(hp["beta1"]), s(hp["beta2"])))
+            lr = bc1 = bc2_sqrt = 1.0
+        else:
+            lr = hp["lr"]
+            bc1 = 1.0 - hp["beta1"] ** step
+            bc2_sqrt = math.sqrt(1.0 - hp["beta2"] ** step)
         with self.device_ctx():
             get_kernel("adam_multi", dt)(
                 (nchunks,), (512,),
-                (pp, gp, mp, vp, sizes, ct, cs, np.int64(self._ADAM_CHUNK), s(hp["lr"]), s(hp["beta1"]),
+                (pp, gp, mp, vp, sizes, ct, cs, np.int64(self._ADAM_CHUNK), s(lr), s(hp["beta1"]),
                  s(hp["beta2"]), s(hp["eps"]), s(hp["weight_decay"]), s(bc1), s(bc2_sqrt),
-                 np.int32(bool(hp["decoupled"])), np.int32(bool(hp["maximize"]))))
+                 np.int32(bool(hp["decoupled"])), np.int32(bool(hp["maximize"])),
+                 np.uint64(0) if dev_hp is None else dev_hp))
 
     def add_bias_(self, y, b):
         """``y += b`` over the last axis in one kernel (CuPy's broadcasting add indexes both operands

@@ -368,7 +368,10 @@ extern "C" __global__ void adam_multi(const unsigned long long* __restrict__ p_p
                                       const long long* __restrict__ sizes, const int* __restrict__ chunk_tensor,
                                       const long long* __restrict__ chunk_start, long long chunk,
                                       scalar_t lr, scalar_t b1, scalar_t b2, scalar_t eps, scalar_t wd,
-                                      scalar_t bc1, scalar_t bc2_sqrt, int decoupled, int maximize) {
+                                      scalar_t bc1, scalar_t bc2_sqrt, int decoupled, int maximize,
+                                      const scalar_t* __restrict__ dev_hp) {
+    // dev_hp (capturable steps): lr, bc1, bc2_sqrt read from device memory (written by adam_count)
+    if (dev_hp) { lr = dev_hp[0]; bc1 = dev_hp[1]; bc2_sqrt = dev_hp[2]; }
     int t = chunk_tensor[blockIdx.x];
     long long start = chunk_start[blockIdx.x];
     long long end = start + chunk;
@@ -391,6 +394,17 @@ extern "C" __global__ void adam_multi(const unsigned long long* __restrict__ p_p
         v[i] = vi;
         p[i] = pi - step_size * mi / (sqrt(vi) / bc2_sqrt + eps);
     }
+}
+""",
+    "adam_count": r"""
+// a capturable Adam step's scalars on the device: step += 1, then lr, 1 - b1^step, sqrt(1 - b2^step)
+extern "C" __global__ void adam_count(scalar_t* __restrict__ step, const scalar_t* __restrict__ lr,
+                                      scalar_t* __restrict__ hp, scalar_t b1, scalar_t b2) {
+    scalar_t k = step[0] + (scalar_t)1;
+    step[0] = k;
+    hp[0] = lr[0];
+    hp[1] = (scalar_t)1 - pow(b1, k);
+    hp[2] = sqrt((scalar_t)1 - pow(b2, k));
 }
 """,
     "bias_act_fwd": r"""

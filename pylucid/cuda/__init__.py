@@ -22,7 +22,9 @@ __all__ = [
     "is_available", "device_count", "current_device", "set_device", "get_device_name", "synchronize",
     "manual_seed", "manual_seed_all", "seed", "memory_allocated", "max_memory_allocated", "memory_reserved",
     "reset_peak_memory_stats", "empty_cache", "is_initialized", "is_bf16_supported", "get_device_capability",
-    "get_device_properties", "device", "amp",
+    "get_device_properties", "device", "amp", "Stream", "Event", "current_stream", "default_stream", "stream",
+    "set_stream", "CUDAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "CaptureSyncError",
+    "make_graphed_callables",
 ]
 
 
@@ -264,3 +266,7 @@ def empty_cache() -> None:
 
 
 from . import amp  # noqa: E402 - the submodule reads pylucid.amp, imported after this package's functions
+from .graphs import (  # noqa: E402
+    CaptureSyncError, CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables,
+)
+from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: E402

@@ -81,7 +81,9 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
     multi-tensor kernel launch per dtype; half-precision (and strided) tensors, and every tensor on
     the CPU, are updated one by one, half precision computed in float32 and rounded once. Unlike
     ``torch._fused_adam_`` one ``step`` serves the whole list, and there is no AMSGrad,
-    ``grad_scale`` or ``found_inf``.
+    ``grad_scale`` or ``found_inf``. ``step`` may be a one-element CUDA tensor (capturable: the kernel counts it
+    up and computes the bias corrections on the device, so a replayed CUDA graph advances them), and ``lr``
+    with it a one-element tensor (a scheduler's ``fill_`` reaches a replayed graph).
 
     Raises ValueError for lists of different lengths, TypeError for a non-Tensor,
     DeviceMismatch, ShapeMismatch or DtypeMismatch naming the index, and RuntimeError for a
@@ -103,10 +105,27 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
         for p in params:
             check_inplace_leaf(p, op)
     be = dev.backend
+    capturable = step.__class__ in _TENSOR_TYPES
+    if capturable:
+        # capturable (CUDA graphs): ``step`` is a 0-d tensor of the parameters' dtype on their device, counted up
+        # on the device by this call, and ``lr`` a Python number or such a tensor; the scalars never visit the host
+        for name, t in (("step", step), ("lr", lr)):
+            if t.__class__ in _TENSOR_TYPES and (t._device is not dev or t.numel() != 1
+                                                 or t._data.dtype != p_arrays[0].dtype):
+                raise ValueError(f"{op}: a capturable {name} must be a one-element tensor of the parameters' dtype "
+                                 f"on {dev}, got {t.dtype} on {t.device} with {t.numel()} elements")
+        if dev.type != "cuda":
+            raise ValueError(f"{op}: a tensor step (capturable) needs CUDA parameters, got {dev}")
+        step_arg = step._data.reshape(1)
+        lr_arg = lr._data.reshape(1) if lr.__class__ in _TENSOR_TYPES else be.full((1,), float(lr), p_arrays[0].dtype)
+    else:
+        step_arg, lr_arg = int(step), float(lr)
     with be.device_ctx():
-        be.adam_step(p_arrays, g_arrays, m_arrays, v_arrays, step=int(step), lr=float(lr), beta1=float(beta1),
+        be.adam_step(p_arrays, g_arrays, m_arrays, v_arrays, step=step_arg, lr=lr_arg, beta1=float(beta1),
                      beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay), decoupled=bool(decoupled),
                      maximize=bool(maximize))
+    if capturable:
+        step._version[0] += 1
     for written in (params, exp_avgs, exp_avg_sqs):
         for t in written:
             t._version[0] += 1

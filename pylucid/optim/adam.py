@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .. import ops as _ops
-from ..creation import zeros_like
+from .._tensor import Tensor as _Tensor
+from ..creation import full, zeros_like
 from ..dtypes import float32, float64
 from ..ops import add, div, sqrt
 from .optimizer import Optimizer, _addcdiv, _check_hyperparams, _maximum, _to_scalar, _update_moments
@@ -36,7 +37,11 @@ class Adam(Optimizer):
         amsgrad: use the AMSGrad variant.
         maximize: ascend the objective instead.
         decoupled_weight_decay: AdamW's weight decay.
-        foreach, capturable, differentiable, fused: accepted for compatibility, ignored.
+        capturable: on CUDA (contiguous float32/float64 parameters), the step count and the learning rate
+            are one-element device tensors read by the fused kernel, so the step can be captured into a CUDA
+            graph (``pylucid.cuda.graph``, ``pylucid.compile(mode="reduce-overhead")``) and replayed with its
+            bias corrections and a scheduler's learning rate advancing; elsewhere it changes nothing.
+        foreach, differentiable, fused: accepted for compatibility, ignored.
 
     State per parameter: ``step`` (a Python int), ``exp_avg``, ``exp_avg_sq``
     and, with AMSGrad, ``max_exp_avg_sq``.
@@ -120,16 +125,40 @@ class Adam(Optimizer):
                 if buf.device is not dev or buf.dtype is not p.dtype or not buf.is_contiguous():
                     # state made before Module.to(...) or loaded in another layout: move it next to p
                     st[key] = buf.to(device=dev, dtype=p.dtype).contiguous()
-            step = st["step"] = _to_scalar(st["step"]) + 1
-            by_step.setdefault(step, []).append(p)
-        lr = float(_to_scalar(group["lr"]))
+            if not group["capturable"]:
+                step = st["step"] = _to_scalar(st["step"]) + 1
+                by_step.setdefault(step, []).append(p)
         beta1, beta2 = (float(_to_scalar(b)) for b in group["betas"])
+        if group["capturable"]:
+            self._capturable_step(group, live, dev, beta1, beta2)
+            return True
+        lr = float(_to_scalar(group["lr"]))
         for step, ps in by_step.items():
             fused_adam_(ps, [p.grad for p in ps], [state[p]["exp_avg"] for p in ps],
                         [state[p]["exp_avg_sq"] for p in ps], step=step, lr=lr, beta1=beta1, beta2=beta2,
                         eps=float(group["eps"]), weight_decay=float(group["weight_decay"]),
                         decoupled=bool(group["decoupled_weight_decay"]), maximize=bool(group["maximize"]))
         return True
+
+    def _capturable_step(self, group, live, dev, beta1, beta2) -> None:
+        """``capturable=True`` on CUDA: the group's step count and learning rate are one-element device tensors
+        (made from the Python values on the first step; a scheduler writes the tensor lr in place), counted and
+        read by the kernel, so the step can be recorded into a CUDA graph and replayed. The parameters of a
+        group share one step tensor (they step together)."""
+        state = self.state
+        dt = live[0].dtype
+        step = state[live[0]]["step"]
+        if not (isinstance(step, _Tensor) and step.device == dev and step.dtype is dt):
+            step = full((), float(_to_scalar(step)), dtype=dt, device=dev)
+        for p in live:
+            state[p]["step"] = step
+        lr = group["lr"]
+        if not (isinstance(lr, _Tensor) and lr.device == dev and lr.dtype is dt):
+            lr = group["lr"] = full((), float(_to_scalar(lr)), dtype=dt, device=dev)
+        _ops._fused_adam_(live, [p.grad for p in live], [state[p]["exp_avg"] for p in live],
+                          [state[p]["exp_avg_sq"] for p in live], step=step, lr=lr, beta1=beta1, beta2=beta2,
+                          eps=float(group["eps"]), weight_decay=float(group["weight_decay"]),
+                          decoupled=bool(group["decoupled_weight_decay"]), maximize=bool(group["maximize"]))
 
 
 class AdamW(Adam):
