@@ -10,7 +10,8 @@ is captured for a new signature. Returned tensors are the graph's own buffers, r
 call (clone what must outlive it). A function that cannot be captured (a host read such as ``.item()``
 inside it, random numbers, outputs that still need a backward, an op CUDA graphs refuse) runs eagerly
 from then on, after a one-line warning. Without CUDA tensors among its arguments the function simply runs
-eagerly (the CPU), with the same results and errors.
+eagerly (the CPU), with the same results and errors; a function without tensor arguments (a step that
+closes over its model and data) is graphed when its first call allocated CUDA memory.
 
 Every other mode has no compiler behind it yet: ``compile`` validates its arguments as PyTorch does and
 returns the callable **unchanged**; the first such call in a process emits a ``UserWarning`` saying
@@ -96,7 +97,8 @@ class _Replayed:
 
         leaves: list = []
         sig = self._leaves((args, kwargs), leaves)
-        if not any(t.device.type == "cuda" for t in leaves):
+        on_cuda = any(t.device.type == "cuda" for t in leaves)
+        if leaves and not on_cuda:
             return self.fn(*args, **kwargs)  # nothing to capture: the CPU runs the function as it is
         key = (sig, state.grad_enabled, tuple(sorted((state.autocast or {}).items())))
         entry = self._graphs.get(key)
@@ -105,7 +107,13 @@ class _Replayed:
         if entry is None:
             if key not in self._seen:  # first call: eager, the warm-up (and a real call)
                 self._seen.add(key)
-                return self.fn(*args, **kwargs)
+                if on_cuda:
+                    return self.fn(*args, **kwargs)
+                # no tensor arguments (a step closing over its model and data): graphed only if it works on CUDA
+                result, used = self._run_watching_cuda(args, kwargs)
+                if not used:
+                    self._graphs[key] = _EAGER
+                return result
             entry = self._capture(key, args, kwargs, leaves)
             if entry is _EAGER:
                 return self.fn(*args, **kwargs)
@@ -118,6 +126,29 @@ class _Replayed:
                     s.copy_(t)
         graph.replay()
         return out
+
+    def _run_watching_cuda(self, args, kwargs):
+        """``(fn(*args, **kwargs), whether it allocated CUDA memory)``: a CUDA memory hook on this thread for
+        the one call (allocations are what every CUDA op's outputs make)."""
+        from . import cuda
+
+        if not cuda.is_available():
+            return self.fn(*args, **kwargs), False
+        import importlib
+
+        cp = cuda._require("compile")
+        memory_hook = importlib.import_module(cp.__name__ + ".cuda.memory_hook")
+        seen = [False]
+
+        class _Watch(memory_hook.MemoryHook):
+            name = "PylucidCompileWatch"
+
+            def malloc_preprocess(self, **kwargs):
+                seen[0] = True
+
+        with _Watch():
+            result = self.fn(*args, **kwargs)
+        return result, seen[0]
 
     def _capture(self, key, args, kwargs, leaves):
         from . import cuda
@@ -141,13 +172,16 @@ class _Replayed:
             return obj
 
         s_args, s_kwargs = rebuild((args, kwargs))
+        from .autograd import engine
+
         g = cuda.CUDAGraph()
         try:
+            runs = engine.RUNS[0]
             with cuda.graph(g):
                 out = self.fn(*s_args, **s_kwargs)
             outs: list = []
             self._leaves(out, outs)
-            if any(o.grad_fn is not None for o in outs):
+            if engine.RUNS[0] == runs and any(o.grad_fn is not None for o in outs):
                 raise RuntimeError("its outputs still need a backward (graph the whole step, backward included, "
                                    "or use pylucid.cuda.make_graphed_callables)")
         except Exception as exc:  # capture failed: this signature runs eagerly from now on

@@ -265,3 +265,18 @@ def test_compile_reduce_overhead_is_transparent_on_the_cpu():
     assert type(e_compiled.value) is type(e_eager.value) and str(e_compiled.value) == str(e_eager.value)
     compiled_module = pl.compile(nn.Linear(4, 3), mode="reduce-overhead")
     assert isinstance(compiled_module, nn.Linear) and compiled_module(x).shape == (5, 3)
+
+
+@cuda_only
+def test_compile_graphs_a_step_without_arguments():
+    """A step closing over its model and data (no tensor arguments) is captured once it has run on CUDA."""
+    eager_m, comp_m = _mlp(), _mlp()
+    x, y = _data((16, 32), n=1)[0]
+    eager_step = _step_fn(eager_m, pl.optim.Adam(eager_m.parameters(), lr=1e-3, capturable=True))
+    step = _step_fn(comp_m, pl.optim.Adam(comp_m.parameters(), lr=1e-3, capturable=True))
+    comp = pl.compile(lambda: step(x, y), mode="reduce-overhead")
+    for _ in range(5):
+        assert comp().item() == eager_step(x, y).item()
+    assert len(comp._graphs) == 1 and isinstance(next(iter(comp._graphs.values())), tuple)  # captured
+    for p, q in zip(eager_m.parameters(), comp_m.parameters()):
+        np.testing.assert_array_equal(_np(p), _np(q))

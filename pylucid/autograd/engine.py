@@ -194,6 +194,11 @@ def _nodes_leading_to(captures, roots, targets_run) -> set:
 
 
 # -- 4. execution -----------------------------------------------------------------------------------------------------
+#: backward passes run in this process (``pylucid.compile`` tells a captured training step, whose outputs'
+#: graph was already run, from a forward whose outputs still need one)
+RUNS = [0]
+
+
 def _execute(ready, buffers, deps, retain_graph, create_graph, accumulate, captures, needed, inputs, results):
     """Run the nodes in dependency order, starting from ``ready`` (the roots nobody points at).
 
@@ -202,6 +207,7 @@ def _execute(ready, buffers, deps, retain_graph, create_graph, accumulate, captu
     every other node goes through ``run_node``, which makes the general decisions (hooks, capture,
     pruning, missing gradients, the graph-mode formula, the anomaly check).
     """
+    RUNS[0] += 1
     anomaly = state.anomaly
     fast_ok = not create_graph and not state.force_graph_backward
     lean = fast_ok and not anomaly and captures is None

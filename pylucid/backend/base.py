@@ -69,6 +69,10 @@ class ArrayBackend:
     def asarray(self, data, dtype=None):
         return self.xp.asarray(data, dtype=dtype)
 
+    def can_sync(self) -> bool:
+        """Whether an op may read device values on the host now (False while a CUDA graph captures)."""
+        return True
+
     def to_numpy(self, a, what: str = "a copy to the host"):
         return np.asarray(a)
 

@@ -445,6 +445,46 @@ class _FastLaunch:
 
 
 
+_CUBLAS_DIRECT = None
+
+
+def _cublas_direct():
+    """libcublas itself through ctypes (the library CuPy loaded: found in the process's mappings), with the
+    three entry points a captured GEMM needs."""
+    global _CUBLAS_DIRECT
+    if _CUBLAS_DIRECT is None:
+        import ctypes
+
+        path = None
+        try:
+            with open("/proc/self/maps") as maps:
+                for line in maps:
+                    name = line.rsplit("/", 1)[-1]
+                    if name.startswith("libcublas.so"):
+                        path = line.split(None, 5)[-1].strip()
+                        break
+        except OSError:
+            pass
+        lib = None
+        for candidate in ([path] if path else []) + ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]:
+            try:
+                lib = ctypes.CDLL(candidate)
+                break
+            except OSError:
+                continue
+        if lib is None:
+            raise RuntimeError("CUDA graph capture: libcublas could not be loaded for captured GEMMs")
+        vp, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+        lib.cublasSetStream_v2.argtypes = [vp, vp]
+        lib.cublasGemmEx.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, vp, i, i, vp, vp, i, i, i, i]
+        lib.cublasGemmStridedBatchedEx.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, ll, vp, i, i, ll, vp, vp, i, i,
+                                                   ll, i, i, i]
+        for fn in (lib.cublasSetStream_v2, lib.cublasGemmEx, lib.cublasGemmStridedBatchedEx):
+            fn.restype = i
+        _CUBLAS_DIRECT = lib
+    return _CUBLAS_DIRECT
+
+
 class CaptureSyncError(RuntimeError):
     """A host read of device memory (``.item()``, ``.tolist()``, ...) inside a CUDA graph capture."""
 
@@ -571,6 +611,10 @@ class CUDABackend(ArrayBackend):
         return _HalfViaF32(self.xp.fft)
 
     # -- conversion ------------------------------------------------------------------
+    def can_sync(self) -> bool:
+        """False while a CUDA graph captures: an op must not branch on device values read on the host then."""
+        return not CAPTURING[0]
+
     def to_numpy(self, a, what: str = "a copy to the host"):
         if CAPTURING[0] and isinstance(a, self.xp.ndarray):
             raise CaptureSyncError(
@@ -783,6 +827,23 @@ class CUDABackend(ArrayBackend):
                 with self.device_ctx():
                     handle = cp.cuda.device.get_cublas_handle()
                 self._handle = (tid, handle)
+            if CAPTURING[0]:
+                # CuPy's cuBLAS wrappers refuse to run while a stream captures (although cuBLAS captures fine):
+                # the same two calls go to libcublas directly, on the capturing stream
+                lib = _cublas_direct()
+                status = lib.cublasSetStream_v2(handle, cp.cuda.get_current_stream().ptr)
+                if not status and nb == 1:
+                    status = lib.cublasGemmEx(handle, lb[0], la[0], n, m, k, one, b.data.ptr, cuda_dt, lb[1],
+                                              a.data.ptr, cuda_dt, la[1], zero, c.data.ptr, c_dt, n, compute,
+                                              _GEMM_ALGO)
+                elif not status:
+                    status = lib.cublasGemmStridedBatchedEx(handle, lb[0], la[0], n, m, k, one, b.data.ptr, cuda_dt,
+                                                            lb[1], sb, a.data.ptr, cuda_dt, la[1], sa, zero,
+                                                            c.data.ptr, c_dt, n, m * n, nb, compute, _GEMM_ALGO)
+                if status:
+                    self.gemm_error = f"cuBLAS status {status} during a CUDA graph capture"
+                    return False
+                return True
             if nb == 1:
                 cublas.gemmEx(handle, lb[0], la[0], n, m, k, one, b.data.ptr, cuda_dt, lb[1], a.data.ptr, cuda_dt,
                               la[1], zero, c.data.ptr, c_dt, n, compute, _GEMM_ALGO)
@@ -1282,15 +1343,19 @@ class CUDABackend(ArrayBackend):
         """
         cp = self.xp
         n = len(values)
+        if self.graph_keep is not None:
+            # capturing: CuPy refuses host-to-device copies on a capturing stream, so each value is written by
+            # a fill kernel whose argument is baked into the graph
+            dev = self.ndarray((n,), np.uint64)
+            for j, v in enumerate(values):
+                dev[j:j + 1].fill(np.uint64(v))
+            return dev
         mem = cp.cuda.alloc_pinned_memory(max(n, 1) * 8)
         host = np.frombuffer(mem, dtype=np.uint64, count=n)
         host[:] = values
         dev = self.ndarray((n,), np.uint64)
         stream = cp.cuda.get_current_stream()
         dev.set(host, stream=stream)
-        if self.graph_keep is not None:  # capturing: the copy node reads this buffer at every replay
-            self.graph_keep.append(mem)
-            return dev
         inflight = self._pinned_inflight
         inflight.append((stream.record(), mem))
         while len(inflight) > 1 and inflight[0][0].done:
@@ -1332,7 +1397,8 @@ class CUDABackend(ArrayBackend):
             # capturable: the step counter and lr live in device memory, so a replayed graph advances them
             with self.device_ctx():
                 dev_hp = self.ndarray((3,), dt)
-                get_kernel("adam_count", dt)((1,), (1,), (step, hp["lr"], dev_hp, s(hp["beta1"]), s(hp["beta2"])))
+                get_kernel("adam_count", dt)((1,), (1,), (step, hp["lr"], dev_hp, float(hp["beta1"]),
+                                                       float(hp["beta2"])))
             lr = bc1 = bc2_sqrt = 1.0
         else:
             lr = hp["lr"]

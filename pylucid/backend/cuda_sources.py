@@ -399,12 +399,13 @@ extern "C" __global__ void adam_multi(const unsigned long long* __restrict__ p_p
     "adam_count": r"""
 // a capturable Adam step's scalars on the device: step += 1, then lr, 1 - b1^step, sqrt(1 - b2^step)
 extern "C" __global__ void adam_count(scalar_t* __restrict__ step, const scalar_t* __restrict__ lr,
-                                      scalar_t* __restrict__ hp, scalar_t b1, scalar_t b2) {
+                                      scalar_t* __restrict__ hp, double b1, double b2) {
+    // in double, rounded once, as the host computes them for a non-capturable step
     scalar_t k = step[0] + (scalar_t)1;
     step[0] = k;
     hp[0] = lr[0];
-    hp[1] = (scalar_t)1 - pow(b1, k);
-    hp[2] = sqrt((scalar_t)1 - pow(b2, k));
+    hp[1] = (scalar_t)(1.0 - pow(b1, (double)k));
+    hp[2] = (scalar_t)sqrt(1.0 - pow(b2, (double)k));
 }
 """,
     "bias_act_fwd": r"""
