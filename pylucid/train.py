@@ -166,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="PATH", help="continue the run saved in this checkpoint (or its folder)")
     t.add_argument("--stop-after", type=_bounded(int, 1, what="an integer >= 1"), metavar="EPOCH",
                    help="stop after this epoch with a resumable checkpoint (for jobs with a time limit)")
+    t.add_argument("--compile", action="store_true",
+                   help="replay each training step as a CUDA graph (pylucid.compile(mode='reduce-overhead'); "
+                        "AdamW capturable); on the CPU the steps run as they are")
     t.add_argument("--nproc", type=_bounded(int, 1, what="an integer >= 1"), default=1, metavar="N",
                    help="train data-parallel on N processes (MPI); --batch-size stays the global batch")
     t.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -571,9 +574,12 @@ class Run:
         classes = int(ty.max().item()) + 1
         self.model = build_model(args.model, tx.shape[1], tx.shape[-1], classes).to(self.device)
         self.step_model = wrap_model(self.model, args)
-        self.opt = pylucid.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+        compiled = bool(getattr(args, "compile", False))
+        self.opt = pylucid.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
+                                       capturable=compiled and self.device.type == "cuda")
         self.sched = pylucid.optim.lr_scheduler.OneCycleLR(self.opt, max_lr=args.lr, epochs=args.epochs,
                                                            steps_per_epoch=self.steps_per_epoch)
+        self.train_step = pylucid.compile(self._train_step, mode="reduce-overhead") if compiled else self._train_step
         self.epoch = 0  # epochs finished
         self.step = 0  # steps finished in the current epoch
         self.loss_sum, self.seen, self.epoch_seconds, self.seconds = 0.0, 0, 0.0, 0.0
@@ -634,9 +640,17 @@ class Run:
         if self.device.type == "cuda":
             pylucid.cuda.manual_seed(self.args.seed * 1_000_003 + self.epoch)
 
+    def _train_step(self, x, y):
+        """One optimisation step on a batch; the loss (what ``--compile`` captures and replays)."""
+        loss = nn.functional.cross_entropy(self.step_model(x), y)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return loss
+
     def train_epoch(self, bar_factory) -> bool:
         """Run the steps left in the current epoch; False when Ctrl-C stopped it early."""
-        model, opt, sched, device = self.step_model, self.opt, self.sched, self.device
+        sched, device = self.sched, self.device
         t0 = time.perf_counter() - self.epoch_seconds
         if self.step == 0:
             self.epoch_start_state = self.data_gen.get_state()
@@ -649,10 +663,7 @@ class Run:
         try:
             for x, y in batches:
                 x, y = x.to(device), y.to(device)
-                loss = nn.functional.cross_entropy(model(x), y)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+                loss = self.train_step(x, y)
                 sched.step()
                 n = y.shape[0]
                 self.seen += n

@@ -454,3 +454,10 @@ def test_damaged_data_file_is_one_line(tmp_path, capsys):
     code, stdout, stderr = run_here(capsys, "train", "--dataset", "mnist", "--data-dir", str(data),
                                     "--out", str(tmp_path / "out"))
     assert code == 2 and stdout == "" and len(stderr.splitlines()) == 1 and "damaged gzip" in stderr
+
+
+def test_compile_flag_gives_the_same_run(reference, tmp_path):
+    """``--compile`` replays CUDA graphs on a GPU; on the CPU the steps run as they are: the same run bit for bit."""
+    out = tmp_path / "compiled"
+    assert cli(["train", "--epochs", "4", *TINY, "--compile", "--out", str(out)]) == 0
+    assert exact_metrics(out) == exact_metrics(reference)

@@ -280,3 +280,32 @@ def test_compile_graphs_a_step_without_arguments():
     assert len(comp._graphs) == 1 and isinstance(next(iter(comp._graphs.values())), tuple)  # captured
     for p, q in zip(eager_m.parameters(), comp_m.parameters()):
         np.testing.assert_array_equal(_np(p), _np(q))
+
+
+@cuda_only
+def test_dropout_in_a_graph_draws_fresh_masks_in_the_eager_sequence():
+    """The CUDA generator's state lives on the device: each replay draws new masks, the ones a seeded eager run
+    draws in the same order."""
+    def make():
+        pl.manual_seed(0)
+        return nn.Sequential(nn.Linear(32, 64), nn.Dropout(0.5), nn.ReLU(), nn.Linear(64, 10)).to("cuda")
+
+    data = _data((16, 32), n=8)
+    eager_m, graph_m = make(), make()
+    eager_step = _step_fn(eager_m, pl.optim.SGD(eager_m.parameters(), lr=0.05))
+    graph_step = _step_fn(graph_m, pl.optim.SGD(graph_m.parameters(), lr=0.05))
+    pl.manual_seed(123)
+    eager_losses = [eager_step(x, y).item() for x, y in data]
+    pl.manual_seed(123)
+    losses = [graph_step(*data[0]).item()]
+    sx, sy = data[0][0].clone(), data[0][1].clone()
+    g = pl.cuda.CUDAGraph()
+    with pl.cuda.graph(g):
+        out = graph_step(sx, sy)
+    for x, y in data[1:]:
+        sx.copy_(x)
+        sy.copy_(y)
+        g.replay()
+        losses.append(out.item())
+    assert losses == eager_losses
+    assert len(set(losses)) == len(losses)

@@ -1394,21 +1394,21 @@ class CUDABackend(ArrayBackend):
         s = dt.type
         dev_hp = None
         if isinstance(step, cp.ndarray):
-            # capturable: the step counter and lr live in device memory, so a replayed graph advances them
+            # capturable: step, lr and betas live in device memory, so a replayed graph advances and reads them
             with self.device_ctx():
-                dev_hp = self.ndarray((3,), dt)
-                get_kernel("adam_count", dt)((1,), (1,), (step, hp["lr"], dev_hp, float(hp["beta1"]),
-                                                       float(hp["beta2"])))
-            lr = bc1 = bc2_sqrt = 1.0
+                dev_hp = self.ndarray((5,), dt)
+                get_kernel("adam_count", dt)((1,), (1,), (step, hp["lr"], hp["beta1"], hp["beta2"], dev_hp))
+            lr = bc1 = bc2_sqrt = b1 = b2 = 1.0
         else:
+            b1, b2 = hp["beta1"], hp["beta2"]
             lr = hp["lr"]
             bc1 = 1.0 - hp["beta1"] ** step
             bc2_sqrt = math.sqrt(1.0 - hp["beta2"] ** step)
         with self.device_ctx():
             get_kernel("adam_multi", dt)(
                 (nchunks,), (512,),
-                (pp, gp, mp, vp, sizes, ct, cs, np.int64(self._ADAM_CHUNK), s(lr), s(hp["beta1"]),
-                 s(hp["beta2"]), s(hp["eps"]), s(hp["weight_decay"]), s(bc1), s(bc2_sqrt),
+                (pp, gp, mp, vp, sizes, ct, cs, np.int64(self._ADAM_CHUNK), s(lr), s(b1), s(b2), s(hp["eps"]),
+                 s(hp["weight_decay"]), s(bc1), s(bc2_sqrt),
                  np.int32(bool(hp["decoupled"])), np.int32(bool(hp["maximize"])),
                  np.uint64(0) if dev_hp is None else dev_hp))
 

@@ -370,8 +370,8 @@ extern "C" __global__ void adam_multi(const unsigned long long* __restrict__ p_p
                                       scalar_t lr, scalar_t b1, scalar_t b2, scalar_t eps, scalar_t wd,
                                       scalar_t bc1, scalar_t bc2_sqrt, int decoupled, int maximize,
                                       const scalar_t* __restrict__ dev_hp) {
-    // dev_hp (capturable steps): lr, bc1, bc2_sqrt read from device memory (written by adam_count)
-    if (dev_hp) { lr = dev_hp[0]; bc1 = dev_hp[1]; bc2_sqrt = dev_hp[2]; }
+    // dev_hp (capturable steps): lr, bc1, bc2_sqrt, b1, b2 read from device memory (written by adam_count)
+    if (dev_hp) { lr = dev_hp[0]; bc1 = dev_hp[1]; bc2_sqrt = dev_hp[2]; b1 = dev_hp[3]; b2 = dev_hp[4]; }
     int t = chunk_tensor[blockIdx.x];
     long long start = chunk_start[blockIdx.x];
     long long end = start + chunk;
@@ -399,13 +399,16 @@ extern "C" __global__ void adam_multi(const unsigned long long* __restrict__ p_p
     "adam_count": r"""
 // a capturable Adam step's scalars on the device: step += 1, then lr, 1 - b1^step, sqrt(1 - b2^step)
 extern "C" __global__ void adam_count(scalar_t* __restrict__ step, const scalar_t* __restrict__ lr,
-                                      scalar_t* __restrict__ hp, double b1, double b2) {
-    // in double, rounded once, as the host computes them for a non-capturable step
+                                      const scalar_t* __restrict__ b1, const scalar_t* __restrict__ b2,
+                                      scalar_t* __restrict__ hp) {
+    // hp = lr, 1 - b1^step, sqrt(1 - b2^step), b1, b2; the powers in double, rounded once
     scalar_t k = step[0] + (scalar_t)1;
     step[0] = k;
     hp[0] = lr[0];
-    hp[1] = (scalar_t)(1.0 - pow(b1, (double)k));
-    hp[2] = (scalar_t)sqrt(1.0 - pow(b2, (double)k));
+    hp[1] = (scalar_t)(1.0 - pow((double)b1[0], (double)k));
+    hp[2] = (scalar_t)sqrt(1.0 - pow((double)b2[0], (double)k));
+    hp[3] = b1[0];
+    hp[4] = b2[0];
 }
 """,
     "bias_act_fwd": r"""

@@ -82,8 +82,8 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
     the CPU, are updated one by one, half precision computed in float32 and rounded once. Unlike
     ``torch._fused_adam_`` one ``step`` serves the whole list, and there is no AMSGrad,
     ``grad_scale`` or ``found_inf``. ``step`` may be a one-element CUDA tensor (capturable: the kernel counts it
-    up and computes the bias corrections on the device, so a replayed CUDA graph advances them), and ``lr``
-    with it a one-element tensor (a scheduler's ``fill_`` reaches a replayed graph).
+    up and computes the bias corrections on the device, so a replayed CUDA graph advances them), and ``lr``,
+    ``beta1`` and ``beta2`` with it one-element tensors (a scheduler's ``fill_`` reaches a replayed graph).
 
     Raises ValueError for lists of different lengths, TypeError for a non-Tensor,
     DeviceMismatch, ShapeMismatch or DtypeMismatch naming the index, and RuntimeError for a
@@ -109,7 +109,7 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
     if capturable:
         # capturable (CUDA graphs): ``step`` is a 0-d tensor of the parameters' dtype on their device, counted up
         # on the device by this call, and ``lr`` a Python number or such a tensor; the scalars never visit the host
-        for name, t in (("step", step), ("lr", lr)):
+        for name, t in (("step", step), ("lr", lr), ("beta1", beta1), ("beta2", beta2)):
             if t.__class__ in _TENSOR_TYPES and (t._device is not dev or t.numel() != 1
                                                  or t._data.dtype != p_arrays[0].dtype):
                 raise ValueError(f"{op}: a capturable {name} must be a one-element tensor of the parameters' dtype "
@@ -117,12 +117,13 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
         if dev.type != "cuda":
             raise ValueError(f"{op}: a tensor step (capturable) needs CUDA parameters, got {dev}")
         step_arg = step._data.reshape(1)
-        lr_arg = lr._data.reshape(1) if lr.__class__ in _TENSOR_TYPES else be.full((1,), float(lr), p_arrays[0].dtype)
+        lr_arg, b1_arg, b2_arg = (v._data.reshape(1) if v.__class__ in _TENSOR_TYPES
+                                  else be.full((1,), float(v), p_arrays[0].dtype) for v in (lr, beta1, beta2))
     else:
-        step_arg, lr_arg = int(step), float(lr)
+        step_arg, lr_arg, b1_arg, b2_arg = int(step), float(lr), float(beta1), float(beta2)
     with be.device_ctx():
-        be.adam_step(p_arrays, g_arrays, m_arrays, v_arrays, step=step_arg, lr=lr_arg, beta1=float(beta1),
-                     beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay), decoupled=bool(decoupled),
+        be.adam_step(p_arrays, g_arrays, m_arrays, v_arrays, step=step_arg, lr=lr_arg, beta1=b1_arg,
+                     beta2=b2_arg, eps=float(eps), weight_decay=float(weight_decay), decoupled=bool(decoupled),
                      maximize=bool(maximize))
     if capturable:
         step._version[0] += 1

@@ -128,10 +128,10 @@ class Adam(Optimizer):
             if not group["capturable"]:
                 step = st["step"] = _to_scalar(st["step"]) + 1
                 by_step.setdefault(step, []).append(p)
-        beta1, beta2 = (float(_to_scalar(b)) for b in group["betas"])
         if group["capturable"]:
-            self._capturable_step(group, live, dev, beta1, beta2)
+            self._capturable_step(group, live, dev)
             return True
+        beta1, beta2 = (float(_to_scalar(b)) for b in group["betas"])
         lr = float(_to_scalar(group["lr"]))
         for step, ps in by_step.items():
             fused_adam_(ps, [p.grad for p in ps], [state[p]["exp_avg"] for p in ps],
@@ -140,11 +140,11 @@ class Adam(Optimizer):
                         decoupled=bool(group["decoupled_weight_decay"]), maximize=bool(group["maximize"]))
         return True
 
-    def _capturable_step(self, group, live, dev, beta1, beta2) -> None:
-        """``capturable=True`` on CUDA: the group's step count and learning rate are one-element device tensors
-        (made from the Python values on the first step; a scheduler writes the tensor lr in place), counted and
-        read by the kernel, so the step can be recorded into a CUDA graph and replayed. The parameters of a
-        group share one step tensor (they step together)."""
+    def _capturable_step(self, group, live, dev) -> None:
+        """``capturable=True`` on CUDA: the group's step count, learning rate and betas are one-element device
+        tensors (made from the Python values on the first step; a scheduler writes the tensor lr and beta1 in
+        place), counted and read by the kernel, so the step can be recorded into a CUDA graph and replayed. The
+        parameters of a group share one step tensor (they step together)."""
         state = self.state
         dt = live[0].dtype
         step = state[live[0]]["step"]
@@ -152,9 +152,12 @@ class Adam(Optimizer):
             step = full((), float(_to_scalar(step)), dtype=dt, device=dev)
         for p in live:
             state[p]["step"] = step
-        lr = group["lr"]
-        if not (isinstance(lr, _Tensor) and lr.device == dev and lr.dtype is dt):
-            lr = group["lr"] = full((), float(_to_scalar(lr)), dtype=dt, device=dev)
+        def on_device(v):
+            return v if isinstance(v, _Tensor) and v.device == dev and v.dtype is dt else \
+                full((), float(_to_scalar(v)), dtype=dt, device=dev)
+
+        lr = group["lr"] = on_device(group["lr"])
+        beta1, beta2 = group["betas"] = tuple(on_device(b) for b in group["betas"])
         _ops._fused_adam_(live, [p.grad for p in live], [state[p]["exp_avg"] for p in live],
                           [state[p]["exp_avg_sq"] for p in live], step=step, lr=lr, beta1=beta1, beta2=beta2,
                           eps=float(group["eps"]), weight_decay=float(group["weight_decay"]),

@@ -581,7 +581,11 @@ class ReduceLROnPlateau(LRScheduler):
 
 def _set_momentum(group: dict, use_beta1: bool, momentum: float) -> None:
     if use_beta1:
-        group["betas"] = (momentum, *group["betas"][1:])
+        b1 = group["betas"][0]
+        if isinstance(b1, Tensor):  # a capturable optimizer's device beta: written in place, as its lr
+            b1.fill_(_to_scalar(momentum))
+        else:
+            group["betas"] = (momentum, *group["betas"][1:])
     else:
         group["momentum"] = momentum
 
