@@ -309,3 +309,24 @@ def test_dropout_in_a_graph_draws_fresh_masks_in_the_eager_sequence():
         losses.append(out.item())
     assert losses == eager_losses
     assert len(set(losses)) == len(losses)
+
+
+@cuda_only
+def test_train_compile_on_the_gpu_follows_the_eager_run(tmp_path):
+    """``pylucid train --device cuda --compile`` replays its steps and trains as the eager run does."""
+    import csv
+
+    from pylucid.train import cli
+
+    def run(name, *extra):
+        out = tmp_path / name
+        args = ["train", "--epochs", "2", "--batch-size", "64", "--no-progress", "--device", "cuda", "--out",
+                str(out), *extra]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # no eager fallback
+            assert cli(args) == 0
+        with open(out / "metrics.csv") as f:
+            return [float(r["train_loss"]) for r in csv.DictReader(f)]
+
+    eager, compiled = run("eager"), run("compiled", "--compile")
+    np.testing.assert_allclose(compiled, eager, rtol=2e-3)
