@@ -696,7 +696,7 @@ class Run:
             val_loss, val_acc = evaluate(self.model, self.val_loader, self.device)
         self.seconds += self.epoch_seconds
         row = {"epoch": self.epoch, "train_loss": self.loss_sum / self.seen, "val_loss": val_loss,
-               "val_acc": val_acc, "lr": self.sched.get_last_lr()[0],
+               "val_acc": val_acc, "lr": float(self.sched.get_last_lr()[0]),  # a tensor for --compile on CUDA
                "images_per_s": self.seen / max(self.epoch_seconds, 1e-9), "seconds": self.seconds}
         self.history.append(row)
         kept = val_acc is None or val_acc > self.best_acc

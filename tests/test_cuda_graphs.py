@@ -132,8 +132,10 @@ def test_capturable_adam_matches_plain_adam_and_follows_a_scheduler():
         sb.step()
         step_a(x, y)
         sa.step()
+    # the device lr and betas are float32 values (the host path's are doubles): the same arithmetic, rounded
+    # differently, where Adam's denominator is small
     for p, q in zip(a.parameters(), b.parameters()):
-        np.testing.assert_allclose(_np(q), _np(p), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(_np(q), _np(p), rtol=1e-4, atol=1e-5)
     assert abs(float(ob.param_groups[0]["lr"]) - oa.param_groups[0]["lr"]) < 1e-9
 
 

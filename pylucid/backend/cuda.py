@@ -485,6 +485,20 @@ def _cublas_direct():
     return _CUBLAS_DIRECT
 
 
+def _caller() -> str:
+    """``file:line (function)`` of the nearest frame outside the tensor and backend modules."""
+    import sys
+
+    f = sys._getframe(2)
+    while f is not None and (f.f_code.co_filename.endswith("_tensor.py") or "/backend/" in f.f_code.co_filename):
+        f = f.f_back
+    if f is None:
+        return "?"
+    path = f.f_code.co_filename
+    short = path[path.rfind("pylucid/"):] if "pylucid/" in path else path
+    return f"{short}:{f.f_lineno} ({f.f_code.co_name})"
+
+
 class CaptureSyncError(RuntimeError):
     """A host read of device memory (``.item()``, ``.tolist()``, ...) inside a CUDA graph capture."""
 
@@ -618,9 +632,9 @@ class CUDABackend(ArrayBackend):
     def to_numpy(self, a, what: str = "a copy to the host"):
         if CAPTURING[0] and isinstance(a, self.xp.ndarray):
             raise CaptureSyncError(
-                f"{what}: reads device memory on the host, which a CUDA graph capture cannot contain (the values "
-                "do not exist until the graph is replayed); keep host reads (.item(), .tolist(), .numpy(), "
-                "printing, data-dependent shapes) outside the captured region")
+                f"{what} (called at {_caller()}): reads device memory on the host, which a CUDA graph capture "
+                "cannot contain (the values do not exist until the graph is replayed); keep host reads (.item(), "
+                ".tolist(), .numpy(), printing, data-dependent shapes) outside the captured region")
         if isinstance(a, self.xp.ndarray):
             if a.dtype == _BF16:
                 # move the raw 16-bit words: independent of CuPy's bfloat16 export support
