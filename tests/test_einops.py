@@ -58,7 +58,8 @@ REDUCE = [
 ]
 
 REPEAT = [
-    ("a b c -> c a b", {}), ("a b c -> (c copy a b)", dict(copy=2, a=2, b=3, c=5)), ("a b c -> (a copy) b c ", dict(copy=1)),
+    ("a b c -> c a b", {}), ("a b c -> (c copy a b)", dict(copy=2, a=2, b=3, c=5)),
+    ("a b c -> (a copy) b c ", dict(copy=1)),
     ("a b c -> (c a) (copy1 b copy2)", dict(a=2, copy1=1, copy2=2)), ("a ...  -> a ... copy", dict(copy=4)),
     ("... c -> ... (copy1 c copy2)", dict(copy1=1, copy2=2)), ("...  -> ... ", {}),
     (" ...  -> copy1 ... copy2 ", dict(copy1=2, copy2=3)), ("a b c  -> copy1 a copy2 b c () ", dict(copy1=2, copy2=1)),
@@ -151,7 +152,8 @@ def test_image_examples():
     """The einops tutorial's image manipulations: space-to-depth, pooling, tiling, upsampling."""
     x, xt = _pair((6, 4, 8, 3))  # b h w c
     cases = [("b h w c -> (b h) w c", {}), ("b h w c -> h (b w) c", {}), ("b h w c -> b c h w", {}),
-             ("(b1 b2) h w c -> (b1 h) (b2 w) c", dict(b1=2)), ("b (h h2) (w w2) c -> b h w (c h2 w2)", dict(h2=2, w2=2)),
+             ("(b1 b2) h w c -> (b1 h) (b2 w) c", dict(b1=2)),
+             ("b (h h2) (w w2) c -> b h w (c h2 w2)", dict(h2=2, w2=2)),
              ("b h (w w2) c -> (h w2) (b w) c", dict(w2=2)), ("b h w c -> w h (c b)", {})]
     for pattern, sizes in cases:
         _same(rearrange(x, pattern, **sizes), einops.rearrange(xt, pattern, **sizes))
@@ -223,7 +225,8 @@ def test_layers_match_einops_layers():
 
     x, xt = _pair((3, 2, 4, 6))
     for pl_layer, t_layer in [(Rearrange("b c h w -> b (c h w)"), TR("b c h w -> b (c h w)")),
-                              (Rearrange("b c (h h2) w -> b (c h2) h w", h2=2), TR("b c (h h2) w -> b (c h2) h w", h2=2)),
+                              (Rearrange("b c (h h2) w -> b (c h2) h w", h2=2),
+                               TR("b c (h h2) w -> b (c h2) h w", h2=2)),
                               (Reduce("b c (h 2) (w 2) -> b c h w", "max"), TRd("b c (h 2) (w 2) -> b c h w", "max")),
                               (Reduce("b c ... -> b c", "mean"), TRd("b c ... -> b c", "mean"))]:
         assert isinstance(pl_layer, pl.nn.Module)

@@ -49,7 +49,7 @@ class Reduce(Module):
 
 
 def _check_pattern(pattern, operation, axes_lengths):
-    """Parse the pattern when the layer is built, so a bad one fails there (for a rank it fits, when there is no ...)."""
+    """Parse the pattern when the layer is built, so a bad one fails there (without ``...`` its rank is known)."""
     from ._core import _Side
 
     left = pattern.split("->")[0]
