@@ -161,7 +161,14 @@ class _ImplicitStep:
         return J.detach()
 
     def _converged(self, dy, y) -> bool:
-        scale = self.atol + self.rtol * y.detach().abs()
+        # the update's bound (newton_tol * rtol |y|) never goes below ten ulps of the dtype: iterations stall there
+        rtol = self.rtol
+        floor = 10 * {2: 9.8e-4, 4: 1.2e-7, 8: 2.2e-16}.get(y.dtype.itemsize, 2.2e-16) / self.tol
+        if isinstance(rtol, Tensor):
+            rtol = rtol.clamp(min=floor)
+        else:
+            rtol = max(rtol, floor)
+        scale = self.atol + rtol * y.detach().abs()
         return self.norm(dy.detach() / scale) <= self.tol
 
     def __call__(self, f, t0, dt, t1, y0):
