@@ -383,3 +383,17 @@ def test_grid_options_and_cubic_interp():
         want = torchdiffeq.odeint(_linear(torch, torch.tensor(A)), torch.tensor(Y0), torch.tensor(t),
                                   method="midpoint", options=topts or opts)
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_adjoint_with_an_implicit_method():
+    """The adjoint solved by Radau IIA: its Newton Jacobian differentiates the vector-Jacobian products again."""
+    M = np.array([[-10.0, 0.0], [9.0, -1.0]])
+    k = pl.tensor(1.0, dtype=pl.float64, requires_grad=True)
+    Mp = pl.tensor(M)
+    y0 = pl.tensor([1.0, 0.5], dtype=pl.float64, requires_grad=True)
+    y = odeint_adjoint(lambda t, y: (Mp @ y) * k, y0, pl.tensor([0.0, 0.5, 1.0], dtype=pl.float64), method="radau",
+                       options=dict(step_size=0.05), adjoint_params=(k,))
+    y[-1, 1].backward()
+    E = scipy.linalg.expm(M)
+    np.testing.assert_allclose(y0.grad.numpy(), E[1], rtol=1e-6)
+    np.testing.assert_allclose(k.grad.item(), (M @ E)[1] @ np.array([1.0, 0.5]), rtol=1e-6)

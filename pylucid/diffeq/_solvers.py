@@ -232,7 +232,7 @@ class _ImplicitStep:
             G = (-(A @ F) * dt) if Z is None else Z - (A @ F) * dt
             dZ = self._solve(M, -G.reshape(-1)).reshape(s, n)
             Z = dZ if Z is None else Z + dZ
-            if self._converged(dZ.reshape(-1), (y0 + Z).reshape(-1)):
+            if all(self._converged(dZ[i], y0 + Z[i]) for i in range(s)):
                 break
         else:
             raise RuntimeError(f"odeint({tb.name}): Newton's method did not converge in {self.max_iters} "
