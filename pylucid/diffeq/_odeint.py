@@ -76,7 +76,11 @@ class Problem:
             with no_grad():
                 s0 = event_fn(self.time(self.t_vals[0]), self.unflat_state(self.flat))
                 self.event_signs = ops.sign(s0 if isinstance(s0, Tensor) else creation.tensor(s0)).detach()
-            self.event = lambda tt, y: self.event_value(tt, y).item()
+            self.event = self._event_float
+
+    @no_grad()
+    def _event_float(self, t, y) -> float:
+        return self.event_value(t, y).item()
 
     def _tol(self, tol, name):
         if isinstance(tol, Tensor):

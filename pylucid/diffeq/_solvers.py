@@ -256,7 +256,8 @@ def find_event(interp, sign0: float, t0: float, t1: float, event, tol: float):
 
 
 def _sign(v) -> float:
-    v = float(v.item() if isinstance(v, Tensor) else v)
+    if isinstance(v, Tensor):
+        v = v.detach().item()
     return (v > 0) - (v < 0)
 
 
@@ -270,6 +271,7 @@ class _Adaptive:
         self.safety, self.ifactor, self.dfactor = float(safety), float(ifactor), float(dfactor)
         self.min_step, self.max_step, self.max_num_steps = float(min_step), float(max_step), int(max_num_steps)
 
+    @no_grad()
     def _initial_step(self, t0, y0, f0):
         """Hairer, Norsett & Wanner's starting step (Solving ODEs I, II.4), as torchdiffeq."""
         order = self.tb.order - 1
@@ -293,8 +295,9 @@ class _Adaptive:
         return self
 
     def _error_ratio(self, err, y0, y1):
-        tol = self.atol + self.rtol * ops.maximum(y0.abs(), y1.abs())
-        return self.norm(err / tol)
+        with no_grad():  # a float for the controller: nothing to record
+            tol = self.atol + self.rtol * ops.maximum(y0.abs(), y1.abs())
+            return self.norm(err / tol)
 
     def step(self):
         t0, y0, f0, dt = self.t1, self.y1, self.f1, self.dt
