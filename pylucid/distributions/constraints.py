@@ -322,7 +322,7 @@ class _PositiveDefinite(_Symmetric):
         sym = super().check(value)
         if not bool(sym.all()):
             return sym
-        return _pl.linalg.cholesky_ex(value).info == 0
+        return _pl.linalg.cholesky_ex(value)[1] == 0  # (L, info)
 
 
 class _Cat(Constraint):

@@ -1,0 +1,278 @@
+"""Multivariate normal distributions: ``MultivariateNormal`` (full covariance through its Cholesky factor) and
+``LowRankMultivariateNormal`` (``W W^T + diag(D)``, through the capacitance matrix ``I + W^T D^-1 W``)."""
+
+from __future__ import annotations
+
+import math
+
+import pylucid as _pl
+
+from . import constraints
+from .distribution import Distribution
+from .utils import _standard_normal, lazy_property
+
+__all__ = ["LowRankMultivariateNormal", "MultivariateNormal"]
+
+
+def _batch_mv(bmat, bvec):
+    """Matrix-vector products over broadcast batch dimensions."""
+    return _pl.matmul(bmat, bvec.unsqueeze(-1)).squeeze(-1)
+
+
+def _batch_mahalanobis(bL, bx):
+    """``x^T (L L^T)^-1 x`` for lower-triangular ``L`` (batch dimensions broadcast), by one triangular solve."""
+    n = bx.shape[-1]
+    batch = _pl.broadcast_shapes(tuple(bL.shape[:-2]), tuple(bx.shape[:-1]))
+    L = bL.expand(*batch, n, n)
+    x = bx.expand(*batch, n).unsqueeze(-1)
+    return _pl.linalg.solve_triangular(L, x, upper=False).pow(2).sum((-2, -1))
+
+
+def _precision_to_scale_tril(P):
+    """The lower Cholesky factor ``L`` of ``P^-1`` without inverting ``P`` (PyTorch's construction): with the
+    flip ``J`` (reversal of rows or columns), ``J chol(J P J) J`` is the upper factor ``U`` of ``P = U U^T``,
+    so ``P^-1 = U^-T U^-1`` and ``L = U^-T``, one triangular solve."""
+    Lf = _pl.linalg.cholesky(_pl.flip(P, (-2, -1)))
+    L_inv = _pl.flip(Lf, (-2, -1)).mT
+    eye = _pl.eye(P.shape[-1], dtype=P.dtype, device=P.device)
+    return _pl.linalg.solve_triangular(L_inv, eye.expand(*L_inv.shape), upper=False)
+
+
+class MultivariateNormal(Distribution):
+    """The multivariate normal with mean ``loc`` and one of ``covariance_matrix``, ``precision_matrix`` or
+    ``scale_tril`` (a lower Cholesky factor of the covariance).
+
+    >>> import pylucid
+    >>> from pylucid.distributions import MultivariateNormal
+    >>> m = MultivariateNormal(pylucid.zeros(2), covariance_matrix=pylucid.eye(2))
+    >>> round(m.log_prob(pylucid.zeros(2)).item(), 4)
+    -1.8379
+    """
+
+    arg_constraints = {"loc": constraints.real_vector, "covariance_matrix": constraints.positive_definite,
+                       "precision_matrix": constraints.positive_definite, "scale_tril": constraints.lower_cholesky}
+    support = constraints.real_vector
+    has_rsample = True
+
+    def __init__(self, loc, covariance_matrix=None, precision_matrix=None, scale_tril=None, validate_args=None):
+        if loc.ndim < 1:
+            raise ValueError("loc must be at least one-dimensional.")
+        if (covariance_matrix is not None) + (scale_tril is not None) + (precision_matrix is not None) != 1:
+            raise ValueError("Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified.")
+        for name, m in (("scale_tril", scale_tril), ("covariance_matrix", covariance_matrix),
+                        ("precision_matrix", precision_matrix)):
+            if m is None:
+                continue
+            if m.ndim < 2:
+                raise ValueError(f"{name} must be at least two-dimensional, with optional leading batch dimensions")
+            batch_shape = _pl.broadcast_shapes(tuple(m.shape[:-2]), tuple(loc.shape[:-1]))
+            setattr(self, name, m.expand(*batch_shape, *m.shape[-2:]))
+        self.loc = loc.expand(*batch_shape, loc.shape[-1])
+        event_shape = self.loc.shape[-1:]
+        super().__init__(batch_shape, event_shape, validate_args=validate_args)
+        if scale_tril is not None:
+            self._unbroadcasted_scale_tril = scale_tril
+        elif covariance_matrix is not None:
+            self._unbroadcasted_scale_tril = _pl.linalg.cholesky(covariance_matrix)
+        else:
+            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(MultivariateNormal, _instance)
+        batch_shape = tuple(batch_shape)
+        cov_shape = batch_shape + self.event_shape + self.event_shape
+        new.loc = self.loc.expand(*batch_shape, *self.event_shape)
+        new._unbroadcasted_scale_tril = self._unbroadcasted_scale_tril
+        for name in ("covariance_matrix", "scale_tril", "precision_matrix"):
+            if name in self.__dict__:
+                setattr(new, name, getattr(self, name).expand(*cov_shape))
+        super(MultivariateNormal, new).__init__(batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def _matrix_shape(self):
+        return self._batch_shape + self._event_shape + self._event_shape
+
+    @lazy_property
+    def scale_tril(self):
+        return self._unbroadcasted_scale_tril.expand(*self._matrix_shape)
+
+    @lazy_property
+    def covariance_matrix(self):
+        L = self._unbroadcasted_scale_tril
+        return _pl.matmul(L, L.mT).expand(*self._matrix_shape)
+
+    @lazy_property
+    def precision_matrix(self):
+        L = self._unbroadcasted_scale_tril
+        eye = _pl.eye(L.shape[-1], dtype=L.dtype, device=L.device)
+        L_inv = _pl.linalg.solve_triangular(L, eye.expand(*L.shape), upper=False)
+        return _pl.matmul(L_inv.mT, L_inv).expand(*self._matrix_shape)
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        return self._unbroadcasted_scale_tril.pow(2).sum(-1).expand(*self._batch_shape, *self._event_shape)
+
+    def rsample(self, sample_shape=(), generator=None):
+        shape = self._extended_shape(sample_shape)
+        eps = _standard_normal(shape, self.loc.dtype, self.loc.device, generator)
+        return self.loc + _batch_mv(self._unbroadcasted_scale_tril, eps)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        diff = value - self.loc
+        M = _batch_mahalanobis(self._unbroadcasted_scale_tril, diff)
+        half_log_det = self._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + M) - half_log_det
+
+    def entropy(self):
+        half_log_det = self._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        H = 0.5 * self._event_shape[0] * (1.0 + math.log(2 * math.pi)) + half_log_det
+        return H if len(self._batch_shape) == 0 else H.expand(*self._batch_shape)
+
+
+def _add_identity(K):
+    m = K.shape[-1]
+    return K + _pl.eye(m, dtype=K.dtype, device=K.device)
+
+
+def _batch_capacitance_tril(W, D):
+    """The Cholesky factor of the capacitance matrix ``I + W^T D^-1 W``."""
+    Wt_Dinv = W.mT / D.unsqueeze(-2)
+    return _pl.linalg.cholesky(_add_identity(_pl.matmul(Wt_Dinv, W)))
+
+
+def _batch_lowrank_logdet(W, D, capacitance_tril):
+    """``log det(W W^T + D)`` by the matrix determinant lemma: ``log det(capacitance) + log det(D)``."""
+    return 2 * capacitance_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1) + D.log().sum(-1)
+
+
+def _batch_lowrank_mahalanobis(W, D, x, capacitance_tril):
+    """``x^T (W W^T + D)^-1 x`` by the Woodbury identity."""
+    Wt_Dinv = W.mT / D.unsqueeze(-2)
+    Wt_Dinv_x = _batch_mv(Wt_Dinv, x)
+    mahalanobis_term1 = (x.pow(2) / D).sum(-1)
+    mahalanobis_term2 = _batch_mahalanobis(capacitance_tril, Wt_Dinv_x)
+    return mahalanobis_term1 - mahalanobis_term2
+
+
+class LowRankMultivariateNormal(Distribution):
+    """The multivariate normal with covariance ``cov_factor @ cov_factor.mT + diag(cov_diag)``."""
+
+    arg_constraints = {"loc": constraints.real_vector, "cov_factor": constraints.independent(constraints.real, 2),
+                       "cov_diag": constraints.independent(constraints.positive, 1)}
+    support = constraints.real_vector
+    has_rsample = True
+
+    def __init__(self, loc, cov_factor, cov_diag, validate_args=None):
+        if loc.ndim < 1:
+            raise ValueError("loc must be at least one-dimensional.")
+        event_shape = tuple(loc.shape[-1:])
+        if cov_factor.ndim < 2:
+            raise ValueError("cov_factor must be at least two-dimensional, with optional leading batch dimensions")
+        if tuple(cov_factor.shape[-2:-1]) != event_shape:
+            raise ValueError(f"cov_factor must be a batch of matrices with shape {event_shape[0]} x m")
+        if tuple(cov_diag.shape[-1:]) != event_shape:
+            raise ValueError(f"cov_diag must be a batch of vectors with shape {event_shape}")
+        try:
+            loc_, self.cov_factor, cov_diag_ = _pl.broadcast_tensors(loc.unsqueeze(-1), cov_factor,
+                                                                     cov_diag.unsqueeze(-1))
+        except Exception as e:
+            raise ValueError(f"Incompatible batch shapes: loc {tuple(loc.shape)}, cov_factor {tuple(cov_factor.shape)}"
+                             f", cov_diag {tuple(cov_diag.shape)}") from e
+        self.loc = loc_[..., 0]
+        self.cov_diag = cov_diag_[..., 0]
+        batch_shape = self.loc.shape[:-1]
+        self._unbroadcasted_cov_factor = cov_factor
+        self._unbroadcasted_cov_diag = cov_diag
+        self._capacitance_tril = _batch_capacitance_tril(cov_factor, cov_diag)
+        super().__init__(batch_shape, event_shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(LowRankMultivariateNormal, _instance)
+        batch_shape = tuple(batch_shape)
+        loc_shape = batch_shape + self.event_shape
+        new.loc = self.loc.expand(*loc_shape)
+        new.cov_diag = self.cov_diag.expand(*loc_shape)
+        new.cov_factor = self.cov_factor.expand(*loc_shape, self.cov_factor.shape[-1])
+        new._unbroadcasted_cov_factor = self._unbroadcasted_cov_factor
+        new._unbroadcasted_cov_diag = self._unbroadcasted_cov_diag
+        new._capacitance_tril = self._capacitance_tril
+        super(LowRankMultivariateNormal, new).__init__(batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def _matrix_shape(self):
+        return self._batch_shape + self._event_shape + self._event_shape
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @lazy_property
+    def variance(self):
+        return (self._unbroadcasted_cov_factor.pow(2).sum(-1) + self._unbroadcasted_cov_diag).expand(
+            *self._batch_shape, *self._event_shape)
+
+    @lazy_property
+    def scale_tril(self):
+        # chol(W W^T + D) = sqrt(D) chol(I + D^-1/2 W W^T D^-1/2), better conditioned than a direct factorisation
+        cov_diag_sqrt_unsqueeze = self._unbroadcasted_cov_diag.sqrt().unsqueeze(-1)
+        Dinvsqrt_W = self._unbroadcasted_cov_factor / cov_diag_sqrt_unsqueeze
+        K = _add_identity(_pl.matmul(Dinvsqrt_W, Dinvsqrt_W.mT))
+        return (cov_diag_sqrt_unsqueeze * _pl.linalg.cholesky(K)).expand(*self._matrix_shape)
+
+    @lazy_property
+    def covariance_matrix(self):
+        W = self._unbroadcasted_cov_factor
+        return (_pl.matmul(W, W.mT) + _pl.diag_embed(self._unbroadcasted_cov_diag)).expand(*self._matrix_shape)
+
+    @lazy_property
+    def precision_matrix(self):
+        # Woodbury: (W W^T + D)^-1 = D^-1 - D^-1 W capacitance^-1 W^T D^-1
+        Wt_Dinv = self._unbroadcasted_cov_factor.mT / self._unbroadcasted_cov_diag.unsqueeze(-2)
+        ct = self._capacitance_tril
+        batch = _pl.broadcast_shapes(tuple(ct.shape[:-2]), tuple(Wt_Dinv.shape[:-2]))
+        A = _pl.linalg.solve_triangular(ct.expand(*batch, *ct.shape[-2:]),
+                                        Wt_Dinv.expand(*batch, *Wt_Dinv.shape[-2:]), upper=False)
+        precision = _pl.diag_embed(self._unbroadcasted_cov_diag.reciprocal()) - A.mT @ A
+        return precision.expand(*self._matrix_shape)
+
+    def rsample(self, sample_shape=(), generator=None):
+        shape = self._extended_shape(sample_shape)
+        W_shape = shape[:-1] + tuple(self.cov_factor.shape[-1:])
+        eps_W = _standard_normal(W_shape, self.loc.dtype, self.loc.device, generator)
+        eps_D = _standard_normal(shape, self.loc.dtype, self.loc.device, generator)
+        return (self.loc + _batch_mv(self._unbroadcasted_cov_factor, eps_W)
+                + self._unbroadcasted_cov_diag.sqrt() * eps_D)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        diff = value - self.loc
+        M = _batch_lowrank_mahalanobis(self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag, diff,
+                                       self._capacitance_tril)
+        log_det = _batch_lowrank_logdet(self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag,
+                                        self._capacitance_tril)
+        return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + log_det + M)
+
+    def entropy(self):
+        log_det = _batch_lowrank_logdet(self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag,
+                                        self._capacitance_tril)
+        H = 0.5 * (self._event_shape[0] * (1.0 + math.log(2 * math.pi)) + log_det)
+        return H if len(self._batch_shape) == 0 else H.expand(*self._batch_shape)
