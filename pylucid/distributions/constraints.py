@@ -322,7 +322,7 @@ class _PositiveDefinite(_Symmetric):
         sym = super().check(value)
         if not bool(sym.all()):
             return sym
-        return _pl.linalg.cholesky_ex(value)[1] == 0  # (L, info)
+        return (_pl.linalg.eigvalsh(value) > 0).all(-1)
 
 
 class _Cat(Constraint):

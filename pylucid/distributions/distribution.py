@@ -180,7 +180,7 @@ class Distribution:
     def __repr__(self) -> str:
         param_names = [k for k, _ in self.arg_constraints.items() if k in self.__dict__]
         args_string = ", ".join(
-            f"{p}: {self.__dict__[p] if self.__dict__[p].numel() == 1 else tuple(self.__dict__[p].shape)}"
+            f"{p}: {self.__dict__[p].item() if self.__dict__[p].numel() == 1 else tuple(self.__dict__[p].shape)}"
             for p in param_names)
         return self.__class__.__name__ + "(" + args_string + ")"
 
