@@ -57,15 +57,7 @@ class Case:
         self.stat = stat
         self.atol = atol
 
-    def build(self, lib, requires_grad=True):
-        if lib == "torch":
-            ps = {k: torch.tensor(v, dtype=torch.float64, requires_grad=requires_grad) for k, v in self.params.items()}
-            return getattr(TD, self.name)(**ps, **self.kwargs), ps
-        ps = {k: pl.tensor(v, dtype=pl.float64, requires_grad=requires_grad) for k, v in self.params.items()}
-        return getattr(D, self.name)(**ps, **self.kwargs), ps
 
-
-B = (3,)
 CASES = [
     Case("Normal", {"loc": real(3), "scale": pos(3)}, lambda: real(4, 3)),
     Case("LogNormal", {"loc": real(3), "scale": pos(3, hi=1.0)}, lambda: pos(4, 3)),
@@ -140,7 +132,7 @@ def _np(x):
 def _quantities(case):
     """``(name, fn(dist, lib))`` for every quantity to compare."""
     values = case.values()
-    probs = R.uniform(0.05, 0.95, size=values.shape[: values.ndim - len(case.build("torch", False)[0].event_shape)])
+    probs = R.uniform(0.05, 0.95, size=values.shape[: values.ndim - len(_build(case, "torch", False)[0].event_shape)])
 
     def val(lib, v=values):
         return torch.tensor(v) if lib == "torch" else pl.tensor(v, dtype=pl.float64)
