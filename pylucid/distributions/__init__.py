@@ -20,16 +20,18 @@ Deviations from PyTorch are listed in docs/semantics/distributions.md.
 from . import constraints, transforms
 from .constraint_registry import ConstraintRegistry, biject_to, transform_to
 from .continuous import (
-    Beta, Cauchy, Chi2, Dirichlet, Exponential, FisherSnedecor, Gamma, Laplace, Normal, StudentT, Uniform,
+    Beta, Cauchy, Chi2, ContinuousBernoulli, Dirichlet, Exponential, FisherSnedecor, Gamma, GeneralizedPareto, Laplace,
+    Normal, StudentT, Uniform, VonMises,
 )
 from .discrete import (
-    Bernoulli, Binomial, Categorical, Geometric, Multinomial, NegativeBinomial, OneHotCategorical, Poisson,
+    Bernoulli, Binomial, Categorical, Geometric, Multinomial, NegativeBinomial, OneHotCategorical,
+    OneHotCategoricalStraightThrough, Poisson,
 )
 from .distribution import Distribution, ExponentialFamily
 from .kl import kl_divergence, register_kl
 from .multivariate import LowRankMultivariateNormal, MultivariateNormal
 from .transformed import (
-    ExpRelaxedCategorical, Gumbel, HalfCauchy, HalfNormal, Independent, Kumaraswamy, LogisticNormal,
+    ExpRelaxedCategorical, Gumbel, HalfCauchy, HalfNormal, Independent, InverseGamma, Kumaraswamy, LogisticNormal,
     LogitRelaxedBernoulli, LogNormal, MixtureSameFamily, Pareto, RelaxedBernoulli, RelaxedOneHotCategorical,
     TransformedDistribution, Weibull,
 )
@@ -42,15 +44,15 @@ from .transforms import (
 
 __all__ = [
     "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "CatTransform", "Categorical", "Cauchy",
-    "Chi2", "ComposeTransform", "ConstraintRegistry", "CorrCholeskyTransform", "CumulativeDistributionTransform",
-    "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential", "ExponentialFamily",
-    "FisherSnedecor", "Gamma", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent",
-    "IndependentTransform", "Kumaraswamy", "Laplace", "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli",
-    "LowRankMultivariateNormal", "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial",
-    "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical", "Pareto", "Poisson",
-    "PositiveDefiniteTransform", "PowerTransform", "RelaxedBernoulli", "RelaxedOneHotCategorical",
-    "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform", "StackTransform",
-    "StickBreakingTransform", "StudentT", "TanhTransform", "Transform", "TransformedDistribution", "Uniform",
-    "Weibull", "biject_to", "constraints", "identity_transform", "kl_divergence", "register_kl", "transform_to",
-    "transforms",
+    "Chi2", "ComposeTransform", "ConstraintRegistry", "ContinuousBernoulli", "CorrCholeskyTransform",
+    "CumulativeDistributionTransform", "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform",
+    "Exponential", "ExponentialFamily", "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel",
+    "HalfCauchy", "HalfNormal", "Independent", "IndependentTransform", "InverseGamma", "Kumaraswamy", "Laplace",
+    "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal", "LowerCholeskyTransform",
+    "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
+    "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "PositiveDefiniteTransform", "PowerTransform",
+    "RelaxedBernoulli", "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
+    "SoftplusTransform", "StackTransform", "StickBreakingTransform", "StudentT", "TanhTransform", "Transform",
+    "TransformedDistribution", "Uniform", "VonMises", "Weibull", "biject_to", "constraints", "identity_transform",
+    "kl_divergence", "register_kl", "transform_to", "transforms"
 ]

@@ -1,5 +1,6 @@
 """Univariate continuous distributions: Normal, Uniform, Exponential, Laplace, Cauchy, StudentT, Gamma, Chi2,
-Beta, Dirichlet (a simplex-valued one, with Beta built on it as in PyTorch) and FisherSnedecor."""
+Beta, Dirichlet (a simplex-valued one, with Beta built on it as in PyTorch), FisherSnedecor, ContinuousBernoulli,
+VonMises and GeneralizedPareto."""
 
 from __future__ import annotations
 
@@ -10,10 +11,19 @@ import pylucid as _pl
 
 from . import constraints
 from .distribution import Distribution, ExponentialFamily
-from .utils import _standard_normal, _uniform, broadcast_all, finfo
+from .utils import (
+    _standard_normal,
+    _uniform,
+    broadcast_all,
+    clamp_probs,
+    finfo,
+    lazy_property,
+    logits_to_probs,
+    probs_to_logits,
+)
 
-__all__ = ["Beta", "Cauchy", "Chi2", "Dirichlet", "Exponential", "FisherSnedecor", "Gamma", "Laplace", "Normal",
-           "StudentT", "Uniform"]
+__all__ = ["Beta", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet", "Exponential", "FisherSnedecor", "Gamma",
+           "GeneralizedPareto", "Laplace", "Normal", "StudentT", "Uniform", "VonMises"]
 
 _NAN = float("nan")
 _INF = float("inf")
@@ -651,3 +661,321 @@ class FisherSnedecor(Distribution):
         t2 = ct1 * ct3.log() + (ct1 - 1) * _pl.log(value)
         t3 = (ct1 + ct2) * _pl.log1p(ct3 * value)
         return t1 + t2 - t3
+
+
+class ContinuousBernoulli(ExponentialFamily):
+    """The continuous Bernoulli distribution on ``[0, 1]`` (Loaiza-Ganem & Cunningham 2019):
+    density ``C(p) p^x (1 - p)^(1 - x)``. Near ``p = 1/2`` (inside ``lims``) the normaliser and the moments use
+    their Taylor expansions, as in PyTorch."""
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.unit_interval
+    _mean_carrier_measure = 0
+    has_rsample = True
+
+    def __init__(self, probs=None, logits=None, lims=(0.499, 0.501), validate_args=None):
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        if probs is not None:
+            is_scalar = isinstance(probs, Number)
+            (self.probs,) = broadcast_all(probs)
+            if validate_args is not None and not bool(self.arg_constraints["probs"].check(self.probs).all()):
+                raise ValueError("The parameter probs has invalid values")
+            self.probs = clamp_probs(self.probs)
+        else:
+            is_scalar = isinstance(logits, Number)
+            (self.logits,) = broadcast_all(logits)
+        self._param = self.probs if probs is not None else self.logits
+        self._lims = lims
+        super().__init__(() if is_scalar else tuple(self._param.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(ContinuousBernoulli, _instance)
+        new._lims = self._lims
+        batch_shape = tuple(batch_shape)
+        if "probs" in self.__dict__:
+            new.probs = self.probs.expand(*batch_shape)
+            new._param = new.probs
+        if "logits" in self.__dict__:
+            new.logits = self.logits.expand(*batch_shape)
+            new._param = new.logits
+        super(ContinuousBernoulli, new).__init__(batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    def _outside_unstable_region(self):
+        return (self.probs <= self._lims[0]) | (self.probs > self._lims[1])
+
+    def _cut_probs(self):
+        return _pl.where(self._outside_unstable_region(), self.probs, self._lims[0] * _pl.ones_like(self.probs))
+
+    def _cont_bern_log_norm(self):
+        """``log C(p)``: ``log(|log1p(-p) - log p| / |1 - 2p|)``, its Taylor expansion near ``p = 1/2``."""
+        cut_probs = self._cut_probs()
+        cut_probs_below_half = _pl.where(cut_probs <= 0.5, cut_probs, _pl.zeros_like(cut_probs))
+        cut_probs_above_half = _pl.where(cut_probs >= 0.5, cut_probs, _pl.ones_like(cut_probs))
+        log_norm = _pl.log(_pl.abs(_pl.log1p(-cut_probs) - _pl.log(cut_probs))) - _pl.where(
+            cut_probs <= 0.5, _pl.log1p(-2.0 * cut_probs_below_half), _pl.log(2.0 * cut_probs_above_half - 1.0))
+        x = _pl.pow(self.probs - 0.5, 2)
+        taylor = math.log(2.0) + (4.0 / 3.0 + 104.0 / 45.0 * x) * x
+        return _pl.where(self._outside_unstable_region(), log_norm, taylor)
+
+    @property
+    def mean(self):
+        cut_probs = self._cut_probs()
+        mus = cut_probs / (2.0 * cut_probs - 1.0) + 1.0 / (_pl.log1p(-cut_probs) - _pl.log(cut_probs))
+        x = self.probs - 0.5
+        taylor = 0.5 + (1.0 / 3.0 + 16.0 / 45.0 * _pl.pow(x, 2)) * x
+        return _pl.where(self._outside_unstable_region(), mus, taylor)
+
+    @property
+    def stddev(self):
+        return _pl.sqrt(self.variance)
+
+    @property
+    def variance(self):
+        cut_probs = self._cut_probs()
+        vars_ = (cut_probs * (cut_probs - 1.0) / _pl.pow(1.0 - 2.0 * cut_probs, 2)
+                 + 1.0 / _pl.pow(_pl.log1p(-cut_probs) - _pl.log(cut_probs), 2))
+        x = _pl.pow(self.probs - 0.5, 2)
+        taylor = 1.0 / 12.0 - (1.0 / 15.0 - 128.0 / 945.0 * x) * x
+        return _pl.where(self._outside_unstable_region(), vars_, taylor)
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return clamp_probs(logits_to_probs(self.logits, is_binary=True))
+
+    @property
+    def param_shape(self):
+        return tuple(self._param.shape)
+
+    def sample(self, sample_shape=(), generator=None):
+        with _pl.no_grad():
+            return self.rsample(sample_shape, generator=generator)
+
+    def rsample(self, sample_shape=(), generator=None):
+        shape = self._extended_shape(sample_shape)
+        u = _uniform(shape, self.probs.dtype, self.probs.device, generator)
+        return self.icdf(u)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        logits, value = broadcast_all(self.logits, value)
+        bce = _pl.nn.functional.binary_cross_entropy_with_logits(logits, value, reduction="none")
+        return -bce + self._cont_bern_log_norm()
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        cut_probs = self._cut_probs()
+        cdfs = ((_pl.pow(cut_probs, value) * _pl.pow(1.0 - cut_probs, 1.0 - value) + cut_probs - 1.0)
+                / (2.0 * cut_probs - 1.0))
+        unbounded_cdfs = _pl.where(self._outside_unstable_region(), cdfs, value)
+        return _pl.where(value <= 0.0, _pl.zeros_like(value),
+                         _pl.where(value >= 1.0, _pl.ones_like(value), unbounded_cdfs))
+
+    def icdf(self, value):
+        cut_probs = self._cut_probs()
+        return _pl.where(self._outside_unstable_region(),
+                         (_pl.log1p(-cut_probs + value * (2.0 * cut_probs - 1.0)) - _pl.log1p(-cut_probs))
+                         / (_pl.log(cut_probs) - _pl.log1p(-cut_probs)), value)
+
+    def entropy(self):
+        log_probs0 = _pl.log1p(-self.probs)
+        log_probs1 = _pl.log(self.probs)
+        return self.mean * (log_probs0 - log_probs1) - self._cont_bern_log_norm() - log_probs0
+
+    @property
+    def _natural_params(self):
+        return (self.logits,)
+
+    def _log_normalizer(self, x):
+        out_unst_reg = (x <= self._lims[0] - 0.5) | (x > self._lims[1] - 0.5)
+        cut_nat_params = _pl.where(out_unst_reg, x, (self._lims[0] - 0.5) * _pl.ones_like(x))
+        log_norm = _pl.log(_pl.abs(_pl.expm1(cut_nat_params))) - _pl.log(_pl.abs(cut_nat_params))
+        taylor = 0.5 * x + _pl.pow(x, 2) / 24.0 - _pl.pow(x, 4) / 2880.0
+        return _pl.where(out_unst_reg, log_norm, taylor)
+
+
+def _eval_poly(y, coef):
+    coef = list(coef)
+    result = coef.pop()
+    while coef:
+        result = coef.pop() + y * result
+    return result
+
+
+# Abramowitz & Stegun 9.8.1-9.8.4: polynomial approximations of I0 and I1 (small x) and of
+# sqrt(x) exp(-x) I_n(x) (large x), the constants PyTorch's VonMises uses
+_I0_COEF_SMALL = [1.0, 3.5156229, 3.0899424, 1.2067492, 0.2659732, 0.0360768, 0.0045813]
+_I0_COEF_LARGE = [0.39894228, 0.01328592, 0.00225319, -0.00157565, 0.00916281, -0.02057706, 0.02635537, -0.01647633,
+                  0.00392377]
+_I1_COEF_SMALL = [0.5, 0.87890594, 0.51498869, 0.15084934, 0.02658733, 0.00301532, 0.00032411]
+_I1_COEF_LARGE = [0.39894228, -0.03988024, -0.00362018, 0.00163801, -0.01031555, 0.02282967, -0.02895312,
+                  0.01787654, -0.00420059]
+_COEF_SMALL = [_I0_COEF_SMALL, _I1_COEF_SMALL]
+_COEF_LARGE = [_I0_COEF_LARGE, _I1_COEF_LARGE]
+
+
+def _log_modified_bessel_fn(x, order=0):
+    """``log I_order(x)`` for ``x > 0``, ``order`` 0 or 1 (the polynomial approximations above)."""
+    if order not in (0, 1):
+        raise ValueError(f"order must be 0 or 1, got {order}")
+    y = x / 3.75
+    y = y * y
+    small = _eval_poly(y, _COEF_SMALL[order])
+    if order == 1:
+        small = x.abs() * small
+    small = small.log()
+    xl = _pl.where(x < 3.75, 3.75 * _pl.ones_like(x), x)  # the large-x branch only where it is taken
+    y = 3.75 / xl
+    large = xl - 0.5 * xl.log() + _eval_poly(y, _COEF_LARGE[order]).log()
+    return _pl.where(x < 3.75, small, large)
+
+
+class VonMises(Distribution):
+    """The von Mises (circular normal) distribution with ``loc`` and ``concentration``; samples lie in
+    ``[-pi, pi)`` (Best & Fisher's rejection sampler, in float64). Not reparameterised."""
+
+    arg_constraints = {"loc": constraints.real, "concentration": constraints.positive}
+    support = constraints.real
+    has_rsample = False
+
+    def __init__(self, loc, concentration, validate_args=None):
+        self.loc, self.concentration = broadcast_all(loc, concentration)
+        super().__init__(tuple(self.loc.shape), (), validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return _expand_params(self, VonMises, batch_shape, _instance, ("loc", "concentration"))
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        log_prob = self.concentration * _pl.cos(value - self.loc)
+        return log_prob - math.log(2 * math.pi) - _log_modified_bessel_fn(self.concentration, order=0)
+
+    def _proposal_r(self, kappa):
+        tau = 1 + (1 + 4 * kappa ** 2).sqrt()
+        rho = (tau - (2 * tau).sqrt()) / (2 * kappa)
+        proposal_r = (1 + rho ** 2) / (2 * rho)
+        return _pl.where(kappa < 1e-5, 1 / kappa + kappa, proposal_r)
+
+    def sample(self, sample_shape=(), generator=None):
+        shape = self._extended_shape(sample_shape)
+        with _pl.no_grad():
+            loc = self.loc.detach().to(_pl.float64)
+            kappa = self.concentration.detach().to(_pl.float64)
+            proposal_r = self._proposal_r(kappa)
+            x = _pl.zeros(shape, dtype=_pl.float64, device=loc.device)
+            done = _pl.zeros(shape, dtype=_pl.bool, device=loc.device)
+            while not bool(done.all()):
+                u = _uniform((3,) + tuple(shape), _pl.float64, loc.device, generator)
+                u1, u2, u3 = _pl.unbind(u, 0)
+                z = _pl.cos(math.pi * u1)
+                f = (1 + proposal_r * z) / (proposal_r + z)
+                c = kappa * (proposal_r - f)
+                accept = ((c * (2 - c) - u2 > 0) | ((c / u2).log() + 1 - c >= 0)) & ~done
+                x = _pl.where(accept, (u3 - 0.5).sign() * f.acos(), x)
+                done = done | accept
+            return ((x + math.pi + loc) % (2 * math.pi) - math.pi).to(self.loc.dtype)
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @lazy_property
+    def variance(self):
+        return 1 - (_log_modified_bessel_fn(self.concentration, order=1)
+                    - _log_modified_bessel_fn(self.concentration, order=0)).exp()
+
+
+class GeneralizedPareto(Distribution):
+    """The generalised Pareto distribution with ``loc``, ``scale`` and ``concentration`` (shape ``xi``): support
+    ``[loc, inf)`` for ``xi >= 0``, ``[loc, loc - scale / xi]`` for ``xi < 0``; ``xi = 0`` is the exponential
+    case."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive, "concentration": constraints.real}
+    has_rsample = True
+
+    def __init__(self, loc, scale, concentration, validate_args=None):
+        self.loc, self.scale, self.concentration = broadcast_all(loc, scale, concentration)
+        super().__init__(_scalar_shape((loc, scale, concentration), self.loc), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return _expand_params(self, GeneralizedPareto, batch_shape, _instance, ("loc", "scale", "concentration"))
+
+    def rsample(self, sample_shape=(), generator=None):
+        shape = self._extended_shape(sample_shape)
+        u = _uniform(shape, self.loc.dtype, self.loc.device, generator)
+        return self.icdf(u)
+
+    def _safe_concentration(self):
+        eq_zero = _pl.isclose(self.concentration, _pl.zeros_like(self.concentration))
+        return eq_zero, _pl.where(eq_zero, _pl.ones_like(self.concentration), self.concentration)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        z = (value - self.loc) / self.scale
+        eq_zero, safe_conc = self._safe_concentration()
+        y = 1 / safe_conc + _pl.ones_like(z)
+        where_nonzero = _pl.where(y == 0, y, y * _pl.log1p(safe_conc * z))
+        return -self.scale.log() - _pl.where(eq_zero, z, where_nonzero)
+
+    def log_survival_function(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        z = (value - self.loc) / self.scale
+        eq_zero, safe_conc = self._safe_concentration()
+        where_nonzero = -_pl.log1p(safe_conc * z) / safe_conc
+        return _pl.where(eq_zero, -z, where_nonzero)
+
+    def log_cdf(self, value):
+        return _pl.log1p(-_pl.exp(self.log_survival_function(value)))
+
+    def cdf(self, value):
+        return _pl.exp(self.log_cdf(value))
+
+    def icdf(self, value):
+        eq_zero, safe_conc = self._safe_concentration()
+        logu = _pl.log1p(-value)
+        where_nonzero = self.loc + self.scale / safe_conc * _pl.expm1(-safe_conc * logu)
+        where_zero = self.loc - self.scale * logu
+        return _pl.where(eq_zero, where_zero, where_nonzero)
+
+    @property
+    def mean(self):
+        valid = self.concentration < 1
+        safe_conc = _pl.where(valid, self.concentration, 0.5)
+        return _pl.where(valid, self.loc + self.scale / (1 - safe_conc), _NAN)
+
+    @property
+    def variance(self):
+        valid = self.concentration < 0.5
+        safe_conc = _pl.where(valid, self.concentration, 0.25)
+        result = self.scale ** 2 / ((1 - safe_conc) ** 2 * (1 - 2 * safe_conc))
+        return _pl.where(valid, result, _NAN)
+
+    def entropy(self):
+        ans = _pl.log(self.scale) + self.concentration + 1
+        return ans.expand(*self._batch_shape)
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        lower = self.loc
+        safe = _pl.where(self.concentration < 0, self.concentration, -_pl.ones_like(self.concentration))
+        upper = _pl.where(self.concentration < 0, lower - self.scale / safe, _INF)
+        return constraints.interval(lower, upper)

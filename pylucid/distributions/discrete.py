@@ -14,7 +14,7 @@ from .distribution import Distribution, ExponentialFamily
 from .utils import _uniform, broadcast_all, finfo, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli", "Binomial", "Categorical", "Geometric", "Multinomial", "NegativeBinomial",
-           "OneHotCategorical", "Poisson"]
+           "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson"]
 
 _NAN = float("nan")
 _INF = float("inf")
@@ -283,6 +283,18 @@ class OneHotCategorical(Distribution):
         if expand:
             values = values.expand(n, *self.batch_shape, n)
         return values
+
+
+class OneHotCategoricalStraightThrough(OneHotCategorical):
+    """A OneHotCategorical whose ``rsample`` is the straight-through estimator: the one-hot draw in the
+    forward pass, the gradient of ``probs`` in the backward pass (Bengio et al. 2013)."""
+
+    has_rsample = True
+
+    def rsample(self, sample_shape=(), generator=None):
+        samples = self.sample(sample_shape, generator=generator)
+        probs = self._categorical.probs  # cached via lazy_property
+        return samples + (probs - probs.detach())
 
 
 class Poisson(ExponentialFamily):

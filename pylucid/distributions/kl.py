@@ -16,7 +16,7 @@ from functools import total_ordering
 import pylucid as _pl
 import pylucid.nn.functional as _F
 
-from .continuous import Beta, Cauchy, Dirichlet, Exponential, Gamma, Laplace, Normal, Uniform
+from .continuous import Beta, Cauchy, ContinuousBernoulli, Dirichlet, Exponential, Gamma, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, OneHotCategorical, Poisson
 from .distribution import Distribution, ExponentialFamily
 from .multivariate import (
@@ -159,6 +159,14 @@ def _kl_categorical_categorical(p, q):
     t = p.probs * (p.logits - q.logits)
     t = _pl.where(p.probs == 0, 0.0, _pl.where(q.probs == 0, _INF, t))
     return t.sum(-1)
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_continuous_bernoulli_continuous_bernoulli(p, q):
+    t1 = p.mean * (p.logits - q.logits)
+    t2 = p._cont_bern_log_norm() + _pl.log1p(-p.probs)
+    t3 = -q._cont_bern_log_norm() - _pl.log1p(-q.probs)
+    return t1 + t2 + t3
 
 
 @register_kl(Dirichlet, Dirichlet)
@@ -385,6 +393,11 @@ def _kl_bernoulli_poisson(p, q):
     return -p.entropy() - (p.probs * q.rate.log() - q.rate)
 
 
+@register_kl(Beta, ContinuousBernoulli)
+def _kl_beta_continuous_bernoulli(p, q):
+    return -p.entropy() - p.mean * q.logits - _pl.log1p(-q.probs) - q._cont_bern_log_norm()
+
+
 @register_kl(Beta, Pareto)
 def _kl_beta_infinity(p, q):
     return _infinite_like(p.concentration1)
@@ -423,7 +436,34 @@ def _kl_beta_uniform(p, q):
     return _pl.where((q.low > p.support.lower_bound) | (q.high < p.support.upper_bound), _INF, result)
 
 
+@register_kl(ContinuousBernoulli, Pareto)
+def _kl_continuous_bernoulli_infinity(p, q):
+    return _infinite_like(p.probs)
+
+
+@register_kl(ContinuousBernoulli, Exponential)
+def _kl_continuous_bernoulli_exponential(p, q):
+    return -p.entropy() - _pl.log(q.rate) + q.rate * p.mean
+
+
+# Normal is defined on R, ContinuousBernoulli on [0, 1]: KL(CB || Normal) is finite, the reverse infinite
+@register_kl(ContinuousBernoulli, Normal)
+def _kl_continuous_bernoulli_normal(p, q):
+    t1 = -p.entropy()
+    t2 = 0.5 * (math.log(2.0 * math.pi) + _pl.square(q.loc / q.scale)) + _pl.log(q.scale)
+    t3 = (p.variance + _pl.square(p.mean) - 2.0 * q.loc * p.mean) / (2.0 * _pl.square(q.scale))
+    return t1 + t2 + t3
+
+
+@register_kl(ContinuousBernoulli, Uniform)
+def _kl_continuous_bernoulli_uniform(p, q):
+    result = -p.entropy() + (q.high - q.low).log()
+    outside = (q.low >= p.support.lower_bound) | (q.high <= p.support.upper_bound)
+    return _pl.where(outside, _INF, result)
+
+
 @register_kl(Exponential, Beta)
+@register_kl(Exponential, ContinuousBernoulli)
 @register_kl(Exponential, Pareto)
 @register_kl(Exponential, Uniform)
 def _kl_exponential_infinity(p, q):
@@ -459,6 +499,7 @@ def _kl_exponential_normal(p, q):
 
 
 @register_kl(Gamma, Beta)
+@register_kl(Gamma, ContinuousBernoulli)
 @register_kl(Gamma, Pareto)
 @register_kl(Gamma, Uniform)
 def _kl_gamma_infinity(p, q):
@@ -492,6 +533,7 @@ def _kl_gamma_normal(p, q):
 
 
 @register_kl(Gumbel, Beta)
+@register_kl(Gumbel, ContinuousBernoulli)
 @register_kl(Gumbel, Exponential)
 @register_kl(Gumbel, Gamma)
 @register_kl(Gumbel, Pareto)
@@ -510,6 +552,7 @@ def _kl_gumbel_normal(p, q):
 
 
 @register_kl(Laplace, Beta)
+@register_kl(Laplace, ContinuousBernoulli)
 @register_kl(Laplace, Exponential)
 @register_kl(Laplace, Gamma)
 @register_kl(Laplace, Pareto)
@@ -530,6 +573,7 @@ def _kl_laplace_normal(p, q):
 
 
 @register_kl(Normal, Beta)
+@register_kl(Normal, ContinuousBernoulli)
 @register_kl(Normal, Exponential)
 @register_kl(Normal, Gamma)
 @register_kl(Normal, Pareto)
@@ -561,6 +605,7 @@ def _kl_normal_laplace(p, q):
 
 
 @register_kl(Pareto, Beta)
+@register_kl(Pareto, ContinuousBernoulli)
 @register_kl(Pareto, Uniform)
 def _kl_pareto_infinity(p, q):
     return _infinite_like(p.scale)
@@ -614,6 +659,13 @@ def _kl_uniform_beta(p, q):
     t4 = q.concentration1.lgamma() + q.concentration0.lgamma() - (q.concentration1 + q.concentration0).lgamma()
     result = t3 + t4 - t1 - t2
     return _pl.where((p.high > q.support.upper_bound) | (p.low < q.support.lower_bound), _INF, result)
+
+
+@register_kl(Uniform, ContinuousBernoulli)
+def _kl_uniform_continuous_bernoulli(p, q):
+    result = -p.entropy() - p.mean * q.logits - _pl.log1p(-q.probs) - q._cont_bern_log_norm()
+    outside = (p.high >= q.support.upper_bound) | (p.low <= q.support.lower_bound)
+    return _pl.where(outside, _INF, result)
 
 
 @register_kl(Uniform, Exponential)

@@ -1,6 +1,6 @@
 """Distributions built from others: ``Independent``, ``TransformedDistribution`` and the distributions PyTorch
-defines through it (LogNormal, HalfNormal, HalfCauchy, Gumbel, Pareto, Weibull, Kumaraswamy, LogisticNormal,
-RelaxedBernoulli, RelaxedOneHotCategorical), and ``MixtureSameFamily``."""
+defines through it (InverseGamma, LogNormal, HalfNormal, HalfCauchy, Gumbel, Pareto, Weibull, Kumaraswamy,
+LogisticNormal, RelaxedBernoulli, RelaxedOneHotCategorical), and ``MixtureSameFamily``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from numbers import Number
 import pylucid as _pl
 
 from . import constraints
-from .continuous import Cauchy, Exponential, Normal, Uniform
+from .continuous import Cauchy, Exponential, Gamma, Normal, Uniform
 from .discrete import Categorical
 from .distribution import Distribution
 from .transforms import (
@@ -35,7 +35,7 @@ from .utils import (
     probs_to_logits,
 )
 
-__all__ = ["ExpRelaxedCategorical", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "Kumaraswamy",
+__all__ = ["ExpRelaxedCategorical", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "InverseGamma", "Kumaraswamy",
            "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli", "MixtureSameFamily", "Pareto", "RelaxedBernoulli",
            "RelaxedOneHotCategorical", "TransformedDistribution", "Weibull"]
 
@@ -241,6 +241,49 @@ class TransformedDistribution(Distribution):
         for transform in self.transforms:
             value = transform(value)
         return value
+
+
+class InverseGamma(TransformedDistribution):
+    """``1 / X`` for ``X ~ Gamma(concentration, rate)``."""
+
+    arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, concentration, rate, validate_args=None):
+        base_dist = Gamma(concentration, rate, validate_args=validate_args)
+        neg_one = -_pl.ones((), dtype=base_dist.rate.dtype, device=base_dist.rate.device)
+        super().__init__(base_dist, PowerTransform(neg_one), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(InverseGamma, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def concentration(self):
+        return self.base_dist.concentration
+
+    @property
+    def rate(self):
+        return self.base_dist.rate
+
+    @property
+    def mean(self):
+        result = self.rate / (self.concentration - 1)
+        return _pl.where(self.concentration > 1, result, _INF)
+
+    @property
+    def mode(self):
+        return self.rate / (self.concentration + 1)
+
+    @property
+    def variance(self):
+        result = self.rate.square() / ((self.concentration - 1).square() * (self.concentration - 2))
+        return _pl.where(self.concentration > 2, result, _INF)
+
+    def entropy(self):
+        return (self.concentration + self.rate.log() + self.concentration.lgamma()
+                - (1 + self.concentration) * _pl.special.digamma(self.concentration))
 
 
 class LogNormal(TransformedDistribution):
