@@ -113,6 +113,12 @@ CASES = [
          lambda: np.array([-1.0, 0.0, 0.5]) + R.uniform(0.0, 0.5, (4, 3)), stat=False,
          skip={"log_prob", "cdf"}),  # PyTorch's log_prob / cdf fail in float64: test_generalized_pareto_float32
     Case("OneHotCategoricalStraightThrough", {"probs": simplex(3, 5)}, lambda: np.eye(5)[R.integers(0, 5, (4, 3))]),
+    Case("LKJCholesky", {"concentration": pos(3)}, lambda: TD.LKJCholesky(3, torch.ones(4, 3)).sample().numpy(),
+         kwargs={"dim": 3}, stat=False),
+    Case("Wishart", {"df": pos(3, lo=4.0, hi=6.0), "covariance_matrix": spd(3, (3,))},
+         lambda: spd(3, (4, 3)) / 3),
+    Case("Wishart", {"df": pos(3, lo=4.0, hi=6.0), "scale_tril": tril(3, (3,))}, lambda: spd(3, (4, 3)) / 3,
+         id="Wishart-tril", stat=False),
     Case("RelaxedBernoulli", {"probs": unit(3)}, lambda: unit(4, 3), kwargs={"temperature": torch.tensor(0.7)},
          stat=False),
     Case("RelaxedOneHotCategorical", {"probs": simplex(3, 4)}, lambda: simplex(4, 3, 4),
@@ -192,8 +198,10 @@ def test_values_and_gradients_match_torch(case):
             if a is None:
                 assert b is None or np.allclose(_np(b), 0.0), f"{what}: d/d{k} should be zero"
                 continue
-            np.testing.assert_allclose(_np(b), _np(a), rtol=1e-5, atol=max(case.atol, 1e-6) * 10,
-                                       err_msg=f"{what}: d/d{k}")
+            a, b = _np(a), _np(b)
+            if k == "scale_tril":  # only the lower triangle is read (docs/semantics/distributions.md)
+                a, b = np.tril(a), np.tril(b)
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=max(case.atol, 1e-6) * 10, err_msg=f"{what}: d/d{k}")
     assert compared >= 1
 
 
@@ -730,3 +738,20 @@ def test_multivariate_normal_matrices_match_torch():
     for name in ("covariance_matrix", "precision_matrix", "scale_tril", "variance"):
         np.testing.assert_allclose(getattr(p, name).numpy(), getattr(t, name).numpy(), rtol=1e-6, atol=1e-10,
                                    err_msg=name)
+
+
+def test_lkj_cholesky_marginal_correlations():
+    """Each correlation of an LKJ(eta) matrix in dimension d is 2 Beta(b, b) - 1 with b = eta - 1 + d / 2:
+    mean 0, variance 1 / (2 b + 1). (PyTorch's sampler fails this for the correlations past the first row.)"""
+    d = D.LKJCholesky(3, pl.tensor([0.5, 2.0]))
+    L = d.sample((N_STAT,), generator=pl.Generator().manual_seed(10))
+    assert tuple(L.shape) == (N_STAT, 2, 3, 3) and bool(constraints.corr_cholesky.check(L).all())
+    C = (L @ L.mT).numpy()
+    np.testing.assert_allclose(np.diagonal(C, axis1=-2, axis2=-1), 1.0, atol=1e-5)
+    b = np.array([0.5, 2.0]) - 1 + 3 / 2
+    var = 1 / (2 * b + 1)
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        r = C[:, :, i, j]
+        assert (np.abs(r.mean(0)) < 5 * np.sqrt(var / N_STAT)).all()
+        m4 = (r ** 4).mean(0)
+        assert (np.abs((r ** 2).mean(0) - var) < 5 * np.sqrt((m4 - var ** 2) / N_STAT)).all(), (i, j)

@@ -29,7 +29,7 @@ from .discrete import (
 )
 from .distribution import Distribution, ExponentialFamily
 from .kl import kl_divergence, register_kl
-from .multivariate import LowRankMultivariateNormal, MultivariateNormal
+from .multivariate import LKJCholesky, LowRankMultivariateNormal, MultivariateNormal, Wishart
 from .transformed import (
     ExpRelaxedCategorical, Gumbel, HalfCauchy, HalfNormal, Independent, InverseGamma, Kumaraswamy, LogisticNormal,
     LogitRelaxedBernoulli, LogNormal, MixtureSameFamily, Pareto, RelaxedBernoulli, RelaxedOneHotCategorical,
@@ -47,12 +47,12 @@ __all__ = [
     "Chi2", "ComposeTransform", "ConstraintRegistry", "ContinuousBernoulli", "CorrCholeskyTransform",
     "CumulativeDistributionTransform", "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform",
     "Exponential", "ExponentialFamily", "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel",
-    "HalfCauchy", "HalfNormal", "Independent", "IndependentTransform", "InverseGamma", "Kumaraswamy", "Laplace",
-    "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal", "LowerCholeskyTransform",
-    "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
-    "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "PositiveDefiniteTransform", "PowerTransform",
-    "RelaxedBernoulli", "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
-    "SoftplusTransform", "StackTransform", "StickBreakingTransform", "StudentT", "TanhTransform", "Transform",
-    "TransformedDistribution", "Uniform", "VonMises", "Weibull", "biject_to", "constraints", "identity_transform",
-    "kl_divergence", "register_kl", "transform_to", "transforms"
+    "HalfCauchy", "HalfNormal", "Independent", "IndependentTransform", "InverseGamma", "Kumaraswamy", "LKJCholesky",
+    "Laplace", "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal",
+    "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal",
+    "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "PositiveDefiniteTransform",
+    "PowerTransform", "RelaxedBernoulli", "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform",
+    "SoftmaxTransform", "SoftplusTransform", "StackTransform", "StickBreakingTransform", "StudentT", "TanhTransform",
+    "Transform", "TransformedDistribution", "Uniform", "VonMises", "Weibull", "Wishart", "biject_to", "constraints",
+    "identity_transform", "kl_divergence", "register_kl", "transform_to", "transforms"
 ]

@@ -1,17 +1,21 @@
-"""Multivariate normal distributions: ``MultivariateNormal`` (full covariance through its Cholesky factor) and
-``LowRankMultivariateNormal`` (``W W^T + diag(D)``, through the capacitance matrix ``I + W^T D^-1 W``)."""
+"""Multivariate distributions: ``MultivariateNormal`` (full covariance through its Cholesky factor),
+``LowRankMultivariateNormal`` (``W W^T + diag(D)``, through the capacitance matrix ``I + W^T D^-1 W``), and the
+matrix distributions ``LKJCholesky`` and ``Wishart``."""
 
 from __future__ import annotations
 
 import math
+import warnings
+from numbers import Number
 
 import pylucid as _pl
 
 from . import constraints
+from .continuous import Beta, Chi2
 from .distribution import Distribution
-from .utils import _standard_normal, lazy_property
+from .utils import _standard_normal, broadcast_all, finfo, lazy_property
 
-__all__ = ["LowRankMultivariateNormal", "MultivariateNormal"]
+__all__ = ["LKJCholesky", "LowRankMultivariateNormal", "MultivariateNormal", "Wishart"]
 
 
 def _batch_mv(bmat, bvec):
@@ -276,3 +280,235 @@ class LowRankMultivariateNormal(Distribution):
                                         self._capacitance_tril)
         H = 0.5 * (self._event_shape[0] * (1.0 + math.log(2 * math.pi)) + log_det)
         return H if len(self._batch_shape) == 0 else H.expand(*self._batch_shape)
+
+
+class LKJCholesky(Distribution):
+    """The LKJ distribution over Cholesky factors of ``dim x dim`` correlation matrices, with
+    ``concentration`` ``eta`` (density of the correlation matrix ``L L^T`` proportional to ``det^(eta - 1)``).
+    Sampled by the onion method (Ghosh & Henderson 2003; Lewandowski et al. 2009), as PyTorch, but with the
+    onion's Beta parameters for every row (docs/semantics/distributions.md); not reparameterised."""
+
+    arg_constraints = {"concentration": constraints.positive}
+    support = constraints.corr_cholesky
+
+    def __init__(self, dim, concentration=1.0, validate_args=None):
+        if dim < 2:
+            raise ValueError(f"Expected dim to be an integer greater than or equal to 2. Found dim={dim}.")
+        self.dim = dim
+        (self.concentration,) = broadcast_all(concentration)
+        batch_shape = tuple(self.concentration.shape)
+        event_shape = (dim, dim)
+        # the onion method (Lewandowski et al. 2009, section 3.2): row i >= 1 of the factor has squared norm
+        # y_i ~ Beta(i / 2, eta + (dim - 2) / 2 - (i - 1) / 2) off the diagonal (row 0 has none: its y is unused)
+        marginal_conc = self.concentration + 0.5 * (self.dim - 2)
+        rows = _pl.arange(self.dim, dtype=self.concentration.dtype, device=self.concentration.device)
+        beta_conc1 = 0.5 * rows.clamp(min=1)
+        beta_conc0 = marginal_conc.unsqueeze(-1) - 0.5 * (rows - 1).clamp(min=0)
+        self._beta = Beta(beta_conc1, beta_conc0)
+        super().__init__(batch_shape, event_shape, validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(LKJCholesky, _instance)
+        batch_shape = tuple(batch_shape)
+        new.dim = self.dim
+        new.concentration = self.concentration.expand(*batch_shape)
+        new._beta = self._beta.expand(batch_shape + (self.dim,))
+        super(LKJCholesky, new).__init__(batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    def sample(self, sample_shape=(), generator=None):
+        with _pl.no_grad():
+            y = self._beta.sample(sample_shape, generator=generator).unsqueeze(-1)
+            u_normal = _standard_normal(self._extended_shape(sample_shape), y.dtype, y.device, generator).tril(-1)
+            norm = _pl.linalg.vector_norm(u_normal, dim=-1, keepdim=True)
+            # the first row is all zeros (its norm too): its direction is irrelevant, set it to 0
+            first = _pl.arange(self.dim, device=y.device).reshape(-1, 1) == 0
+            u_hypersphere = _pl.where(first, 0.0, u_normal / _pl.where(first, 1.0, norm))
+            w = _pl.sqrt(y) * u_hypersphere
+            eps = finfo(w.dtype).tiny
+            diag_elems = _pl.clamp(1 - _pl.sum(w ** 2, dim=-1), min=eps).sqrt()
+            return w + _pl.diag_embed(diag_elems)
+
+    def log_prob(self, value):
+        # the density of the Cholesky factor: prod_i L_ii^(2 (eta - 1) + dim - i), normalised (Lewandowski et al.)
+        if self._validate_args:
+            self._validate_sample(value)
+        diag_elems = value.diagonal(dim1=-1, dim2=-2)[..., 1:]
+        order = _pl.arange(2, self.dim + 1, dtype=self.concentration.dtype, device=self.concentration.device)
+        order = 2 * (self.concentration - 1).unsqueeze(-1) + self.dim - order
+        unnormalized_log_pdf = _pl.sum(order * diag_elems.log(), dim=-1)
+        dm1 = self.dim - 1
+        alpha = self.concentration + 0.5 * dm1
+        denominator = _pl.lgamma(alpha) * dm1
+        numerator = _pl.special.multigammaln(alpha - 0.5, dm1)
+        pi_constant = 0.5 * dm1 * math.log(math.pi)
+        normalize_term = pi_constant + numerator - denominator
+        return unnormalized_log_pdf - normalize_term
+
+
+def _mvdigamma(x, p):
+    """The multivariate digamma ``sum_{i < p} digamma(x - i / 2)``."""
+    offsets = _pl.arange(p, dtype=x.dtype, device=x.device) / 2
+    return _pl.special.digamma(x.unsqueeze(-1) - offsets.expand(*x.shape, p)).sum(-1)
+
+
+def _spd_solve(L, X):
+    """``(L L^T)^-1 X`` by two triangular solves."""
+    batch = _pl.broadcast_shapes(tuple(L.shape[:-2]), tuple(X.shape[:-2]))
+    Lb = L.expand(*batch, *L.shape[-2:])
+    A = _pl.linalg.solve_triangular(Lb, X.expand(*batch, *X.shape[-2:]), upper=False)
+    return _pl.linalg.solve_triangular(Lb.mT, A, upper=True)
+
+
+class Wishart(Distribution):
+    """The Wishart distribution over positive-definite ``p x p`` matrices with ``df`` degrees of freedom and one
+    of ``covariance_matrix``, ``precision_matrix`` or ``scale_tril``; reparameterised through Bartlett's
+    decomposition (chi-square diagonal from reparameterised gamma draws, normal off-diagonal).
+
+    It is an exponential family in PyTorch as well; here the entropy is the closed form and the Bregman KL is
+    not registered for it (PyTorch registers no Wishart KL either).
+    """
+
+    support = constraints.positive_definite
+    has_rsample = True
+
+    @property
+    def arg_constraints(self):
+        return {"covariance_matrix": constraints.positive_definite, "precision_matrix": constraints.positive_definite,
+                "scale_tril": constraints.lower_cholesky, "df": constraints.greater_than(self.event_shape[-1] - 1)}
+
+    def __init__(self, df, covariance_matrix=None, precision_matrix=None, scale_tril=None, validate_args=None):
+        if (covariance_matrix is not None) + (scale_tril is not None) + (precision_matrix is not None) != 1:
+            raise ValueError("Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified.")
+        param = next(p for p in (covariance_matrix, precision_matrix, scale_tril) if p is not None)
+        if param.ndim < 2:
+            raise ValueError("scale_tril must be at least two-dimensional, with optional leading batch dimensions")
+        if isinstance(df, Number):
+            batch_shape = tuple(param.shape[:-2])
+            self.df = _pl.tensor(float(df), dtype=param.dtype, device=param.device)
+        else:
+            batch_shape = _pl.broadcast_shapes(tuple(param.shape[:-2]), tuple(df.shape))
+            self.df = df.expand(*batch_shape)
+        event_shape = tuple(param.shape[-2:])
+        if bool((self.df <= event_shape[-1] - 1).any()):
+            raise ValueError(f"Value of df={df} expected to be greater than ndim - 1 = {event_shape[-1] - 1}.")
+        for name, m in (("scale_tril", scale_tril), ("covariance_matrix", covariance_matrix),
+                        ("precision_matrix", precision_matrix)):
+            if m is not None:
+                setattr(self, name, m.expand(*batch_shape, *event_shape))
+        if bool((self.df < event_shape[-1]).any()):
+            warnings.warn("Low df values detected. Singular samples are highly likely to occur for ndim - 1 < df < "
+                          "ndim.", stacklevel=2)
+        super().__init__(batch_shape, event_shape, validate_args=validate_args)
+        if scale_tril is not None:
+            self._unbroadcasted_scale_tril = scale_tril
+        elif covariance_matrix is not None:
+            self._unbroadcasted_scale_tril = _pl.linalg.cholesky(covariance_matrix)
+        else:
+            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
+        self._dist_chi2 = self._bartlett_chi2()
+
+    def _bartlett_chi2(self):
+        """Bartlett's decomposition: the squared ``i``-th diagonal entry is chi-square with ``df - i`` degrees
+        of freedom."""
+        p = self._event_shape[-1]
+        offsets = _pl.arange(p, dtype=self.df.dtype, device=self.df.device).expand(*self._batch_shape, p)
+        return Chi2(self.df.unsqueeze(-1) - offsets, validate_args=False)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Wishart, _instance)
+        batch_shape = tuple(batch_shape)
+        cov_shape = batch_shape + self.event_shape
+        new._unbroadcasted_scale_tril = self._unbroadcasted_scale_tril.expand(*cov_shape)
+        new.df = self.df.expand(*batch_shape)
+        for name in ("covariance_matrix", "scale_tril", "precision_matrix"):
+            if name in self.__dict__:
+                setattr(new, name, getattr(self, name).expand(*cov_shape))
+        super(Wishart, new).__init__(batch_shape, self.event_shape, validate_args=False)
+        new._dist_chi2 = new._bartlett_chi2()
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def _matrix_shape(self):
+        return self._batch_shape + self._event_shape
+
+    @lazy_property
+    def scale_tril(self):
+        return self._unbroadcasted_scale_tril.expand(*self._matrix_shape)
+
+    @lazy_property
+    def covariance_matrix(self):
+        L = self._unbroadcasted_scale_tril
+        return (L @ L.mT).expand(*self._matrix_shape)
+
+    @lazy_property
+    def precision_matrix(self):
+        L = self._unbroadcasted_scale_tril
+        eye = _pl.eye(self._event_shape[-1], dtype=L.dtype, device=L.device)
+        return _spd_solve(L, eye).expand(*self._matrix_shape)
+
+    @property
+    def mean(self):
+        return self.df.reshape(*self._batch_shape, 1, 1) * self.covariance_matrix
+
+    @property
+    def mode(self):
+        factor = self.df - self.covariance_matrix.shape[-1] - 1
+        factor = _pl.where(factor <= 0, float("nan"), factor)
+        return factor.reshape(*self._batch_shape, 1, 1) * self.covariance_matrix
+
+    @property
+    def variance(self):
+        V = self.covariance_matrix
+        diag_V = V.diagonal(dim1=-2, dim2=-1)
+        return self.df.reshape(*self._batch_shape, 1, 1) * (V.pow(2) + diag_V.unsqueeze(-1) * diag_V.unsqueeze(-2))
+
+    def _bartlett_sampling(self, sample_shape, generator):
+        p = self._event_shape[-1]
+        chi = self._dist_chi2.rsample(sample_shape, generator=generator).sqrt()
+        chi = chi.clamp(min=finfo(chi.dtype).eps)
+        normal = _standard_normal(tuple(sample_shape) + self._batch_shape + (p, p), chi.dtype, chi.device, generator)
+        noise = _pl.diag_embed(chi) + normal.tril(-1)
+        chol = self._unbroadcasted_scale_tril @ noise
+        return chol @ chol.mT
+
+    def rsample(self, sample_shape=(), generator=None, max_try_correction=10):
+        """Bartlett draws; a draw that is numerically singular (not positive definite) is redrawn, up to
+        ``max_try_correction`` times (with a warning)."""
+        import warnings
+
+        sample_shape = tuple(sample_shape) if not isinstance(sample_shape, int) else (sample_shape,)
+        sample = self._bartlett_sampling(sample_shape, generator)
+        is_singular = ~self.support.check(sample)
+        if bool(is_singular.any()):
+            warnings.warn("Singular sample detected.", stacklevel=2)
+            for _ in range(max_try_correction):
+                new = self._bartlett_sampling(sample_shape, generator)
+                sample = _pl.where(is_singular.unsqueeze(-1).unsqueeze(-1), new, sample)
+                is_singular = ~self.support.check(sample)
+                if not bool(is_singular.any()):
+                    break
+        return sample
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        nu = self.df
+        p = self._event_shape[-1]
+        L = self._unbroadcasted_scale_tril
+        logabsdet = _pl.linalg.slogdet(value)[1]
+        trace = _spd_solve(L, value).diagonal(dim1=-2, dim2=-1).sum(-1)
+        return (-nu * (p * _LOG_2 / 2 + L.diagonal(dim1=-2, dim2=-1).log().sum(-1))
+                - _pl.special.multigammaln(nu / 2, p) + (nu - p - 1) / 2 * logabsdet - trace / 2)
+
+    def entropy(self):
+        nu = self.df
+        p = self._event_shape[-1]
+        L = self._unbroadcasted_scale_tril
+        return ((p + 1) * (p * _LOG_2 / 2 + L.diagonal(dim1=-2, dim2=-1).log().sum(-1))
+                + _pl.special.multigammaln(nu / 2, p) - (nu - p - 1) / 2 * _mvdigamma(nu / 2, p) + nu * p / 2)
+
+
+_LOG_2 = math.log(2)
