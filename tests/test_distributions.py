@@ -327,6 +327,8 @@ def _kl_examples():
         "Pareto": [{"scale": pos(3, lo=0.5, hi=1.0), "alpha": pos(3, lo=2.5, hi=4.0)},
                    {"scale": pos(3, lo=0.2, hi=0.4), "alpha": pos(3)}],
         "Poisson": [{"rate": pos(3)}, {"rate": pos(3)}],
+        "Wishart": [{"df": pos(3, lo=4.0, hi=6.0), "covariance_matrix": spd(3, (3,))},
+                    {"df": pos(3, lo=4.0, hi=6.0), "scale_tril": tril(3, (3,))}],
         "Uniform": [{"low": R.uniform(0.1, 0.3, 3), "high": R.uniform(0.6, 0.9, 3)},
                     {"low": R.uniform(0.0, 0.05, 3), "high": R.uniform(0.95, 1.0, 3)}],
     }
@@ -354,7 +356,8 @@ def test_every_torch_kl_pair_is_registered():
     assert ours == _torch_pairs()
 
 
-KL_PAIRS = [pq for pq in _torch_pairs() if pq[0] in _kl_examples() and pq[1] in _kl_examples()]
+KL_PAIRS = [pq for pq in _torch_pairs() if pq[0] in _kl_examples() and pq[1] in _kl_examples()] + [
+    ("Wishart", "Wishart")]  # through the exponential-family (Bregman) registration
 
 
 @pytest.mark.parametrize("pq", KL_PAIRS, ids=[f"{p}-{q}" for p, q in KL_PAIRS])
@@ -375,10 +378,13 @@ def test_kl_divergence_matches_torch(pq):
         return
     tg = torch.autograd.grad(ref.where(finite, 0.0).sum(), tpv + tqv, allow_unused=True)
     pg = pl.autograd.grad(pl.where(pl.tensor(finite.numpy()), out, 0.0).sum(), lpv + lqv, allow_unused=True)
-    for a, b in zip(tg, pg):
+    for a, b, v in zip(tg, pg, tpv + tqv):
         if a is None:
             continue
-        np.testing.assert_allclose(_np(b), _np(a), rtol=1e-5, atol=1e-7, err_msg=f"grad KL({p_name} || {q_name})")
+        a, b = _np(a), _np(b)
+        if v.ndim >= 2 and np.array_equal(_np(v), np.tril(_np(v))):  # scale_tril: its lower triangle is read
+            a, b = np.tril(a), np.tril(b)
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7, err_msg=f"grad KL({p_name} || {q_name})")
 
 
 def test_kl_of_composites_and_exponential_family_bregman():

@@ -12,7 +12,7 @@ import pylucid as _pl
 
 from . import constraints
 from .continuous import Beta, Chi2
-from .distribution import Distribution
+from .distribution import Distribution, ExponentialFamily
 from .utils import _standard_normal, broadcast_all, finfo, lazy_property
 
 __all__ = ["LKJCholesky", "LowRankMultivariateNormal", "MultivariateNormal", "Wishart"]
@@ -361,17 +361,16 @@ def _spd_solve(L, X):
     return _pl.linalg.solve_triangular(Lb.mT, A, upper=True)
 
 
-class Wishart(Distribution):
+class Wishart(ExponentialFamily):
     """The Wishart distribution over positive-definite ``p x p`` matrices with ``df`` degrees of freedom and one
     of ``covariance_matrix``, ``precision_matrix`` or ``scale_tril``; reparameterised through Bartlett's
-    decomposition (chi-square diagonal from reparameterised gamma draws, normal off-diagonal).
-
-    It is an exponential family in PyTorch as well; here the entropy is the closed form and the Bregman KL is
-    not registered for it (PyTorch registers no Wishart KL either).
+    decomposition (chi-square diagonal from reparameterised gamma draws, normal off-diagonal). An exponential
+    family, so ``kl_divergence`` between two Wisharts is the Bregman divergence of ``_log_normalizer``.
     """
 
     support = constraints.positive_definite
     has_rsample = True
+    _mean_carrier_measure = 0
 
     @property
     def arg_constraints(self):
@@ -509,6 +508,16 @@ class Wishart(Distribution):
         L = self._unbroadcasted_scale_tril
         return ((p + 1) * (p * _LOG_2 / 2 + L.diagonal(dim1=-2, dim2=-1).log().sum(-1))
                 + _pl.special.multigammaln(nu / 2, p) - (nu - p - 1) / 2 * _mvdigamma(nu / 2, p) + nu * p / 2)
+
+    @property
+    def _natural_params(self):
+        p = self._event_shape[-1]
+        return -self.precision_matrix / 2, (self.df - p - 1) / 2
+
+    def _log_normalizer(self, x, y):
+        p = self._event_shape[-1]
+        return ((y + (p + 1) / 2) * (-_pl.linalg.slogdet(-2 * x)[1] + _LOG_2 * p)
+                + _pl.special.multigammaln(y + (p + 1) / 2, p))
 
 
 _LOG_2 = math.log(2)
