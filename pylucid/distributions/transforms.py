@@ -463,14 +463,19 @@ class PowerTransform(Transform):
 
     __hash__ = Transform.__hash__
 
+    def _exponent_on(self, x):
+        # a number exponent becomes a CPU tensor (as in PyTorch); move it to the data's device
+        e = self.exponent
+        return e if e.device == x.device else e.to(x.device)
+
     def _call(self, x):
-        return x.pow(self.exponent)
+        return x.pow(self._exponent_on(x))
 
     def _inverse(self, y):
-        return y.pow(1 / self.exponent)
+        return y.pow(1 / self._exponent_on(y))
 
     def log_abs_det_jacobian(self, x, y):
-        return (self.exponent * y / x).abs().log()
+        return (self._exponent_on(x) * y / x).abs().log()
 
     def forward_shape(self, shape):
         return _pl.broadcast_shapes(tuple(shape), tuple(self.exponent.shape))
