@@ -17,11 +17,11 @@ from __future__ import annotations
 import pylucid as _pl
 
 __all__ = [
-    "Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than",
-    "greater_than_eq", "independent", "integer_interval", "interval", "half_open_interval", "is_dependent",
-    "less_than", "lower_cholesky", "lower_triangular", "multinomial", "nonnegative", "nonnegative_integer",
-    "one_hot", "positive", "positive_semidefinite", "positive_definite", "positive_integer", "real", "real_vector",
-    "simplex", "square", "stack", "symmetric", "unit_interval",
+    "Constraint", "MixtureSameFamilyConstraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property",
+    "greater_than", "greater_than_eq", "half_open_interval", "independent", "integer_interval", "interval",
+    "is_dependent", "less_than", "lower_cholesky", "lower_triangular", "multinomial", "nonnegative",
+    "nonnegative_integer", "one_hot", "positive", "positive_definite", "positive_integer", "positive_semidefinite",
+    "real", "real_vector", "simplex", "square", "stack", "symmetric", "unit_interval"
 ]
 
 
@@ -373,6 +373,35 @@ class _Stack(Constraint):
     def check(self, value):
         vs = _pl.unbind(value, self.dim)
         return _pl.stack([c.check(v) for v, c in zip(vs, self.cseq)], self.dim)
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """The support of a ``MixtureSameFamily``: the component support, checked per component and reduced over
+    the mixture dimension."""
+
+    def __init__(self, base_constraint):
+        self.base_constraint = base_constraint
+        super().__init__()
+
+    @property
+    def is_discrete(self):
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        return self.base_constraint.event_dim
+
+    def check(self, value):
+        unsqueezed = value.unsqueeze(-1 - self.event_dim)
+        result = self.base_constraint.check(unsqueezed)
+        if value.ndim < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.ndim}")
+        num_dim_to_keep = value.ndim - self.event_dim
+        result = result.reshape(*result.shape[:num_dim_to_keep], -1)
+        return result.all(-1)
+
+    def __repr__(self) -> str:
+        return f"MixtureSameFamilyConstraint({self.base_constraint!r})"
 
 
 dependent = _Dependent()

@@ -809,31 +809,6 @@ class RelaxedOneHotCategorical(TransformedDistribution):
         return self.base_dist.probs
 
 
-class _MixtureSameFamilyConstraint(constraints.Constraint):
-    """The component support, checked per component and reduced over the mixture dimension."""
-
-    def __init__(self, base_constraint):
-        self.base_constraint = base_constraint
-        super().__init__()
-
-    @property
-    def is_discrete(self):
-        return self.base_constraint.is_discrete
-
-    @property
-    def event_dim(self):
-        return self.base_constraint.event_dim
-
-    def check(self, value):
-        unsqueezed = value.unsqueeze(-1 - self.event_dim)
-        result = self.base_constraint.check(unsqueezed)
-        if value.ndim < self.event_dim:
-            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.ndim}")
-        num_dim_to_keep = value.ndim - self.event_dim
-        result = result.reshape(*result.shape[:num_dim_to_keep], -1)
-        return result.all(-1)
-
-
 class MixtureSameFamily(Distribution):
     """A mixture of ``K`` components of one family: ``mixture_distribution`` is a Categorical over the
     rightmost batch dimension (size ``K``) of ``component_distribution``."""
@@ -879,7 +854,7 @@ class MixtureSameFamily(Distribution):
 
     @constraints.dependent_property
     def support(self):
-        return _MixtureSameFamilyConstraint(self._component_distribution.support)
+        return constraints.MixtureSameFamilyConstraint(self._component_distribution.support)
 
     @property
     def mixture_distribution(self):
