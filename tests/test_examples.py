@@ -20,6 +20,7 @@ EXPECTED = {
     "mixed_precision.py": ["no CUDA GPU here"] if not pylucid.cuda.is_available() else ["test accuracy"],
     "transformer_lm.py": ["bits/char", "sampled from the prompt"],
     "neural_ode_spiral.py": ["loss on the whole spiral", "fitted the spiral"],
+    "vae.py": ["test ELBO", "decoded from prior samples"],
 }
 
 

@@ -22,9 +22,10 @@ from .schema import AmpPolicy, OpSchema
 from . import conversion, elementwise, compare, reduction, shape, indexing, linalg, activation, scan  # noqa: E402
 from . import sorting, special, fft, complex as _complex, nn as _nn, conv, random_ops  # noqa: E402
 from . import fused  # noqa: E402
+from . import sampling  # noqa: E402
 
 _FAMILIES = (conversion, elementwise, compare, reduction, shape, indexing, linalg, activation, scan, sorting, special,
-             fft, _complex, _nn, conv, random_ops, fused)
+             fft, _complex, _nn, conv, random_ops, fused, sampling)
 
 
 def _exports() -> dict:

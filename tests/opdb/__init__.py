@@ -163,7 +163,7 @@ class OpEntry:
 
 
 _FAMILIES = ["conversion", "elementwise", "activation", "compare", "reduction", "scan", "sorting", "shape",
-             "indexing", "linalg", "special", "fft", "complex", "nn", "conv", "random", "signal"]
+             "indexing", "linalg", "special", "fft", "complex", "nn", "conv", "random", "signal", "sampling"]
 
 
 def _registered() -> frozenset:
