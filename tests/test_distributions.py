@@ -46,6 +46,12 @@ def tril(n, batch=()):
     return np.linalg.cholesky(spd(n, batch))
 
 
+def _unit_rows(L):
+    """Cholesky factors of correlation matrices in float64 (rows renormalised to unit length)."""
+    L = L.double().numpy()
+    return L / np.linalg.norm(L, axis=-1, keepdims=True)
+
+
 class Case:
     """A distribution with float64 tensor parameters ``params`` (differentiated), fixed ``kwargs``, and a
     function giving support values (shape ``(4, *batch, *event)``)."""
@@ -113,7 +119,7 @@ CASES = [
          lambda: np.array([-1.0, 0.0, 0.5]) + R.uniform(0.0, 0.5, (4, 3)), stat=False,
          skip={"log_prob", "cdf"}),  # PyTorch's log_prob / cdf fail in float64: test_generalized_pareto_float32
     Case("OneHotCategoricalStraightThrough", {"probs": simplex(3, 5)}, lambda: np.eye(5)[R.integers(0, 5, (4, 3))]),
-    Case("LKJCholesky", {"concentration": pos(3)}, lambda: TD.LKJCholesky(3, torch.ones(4, 3)).sample().numpy(),
+    Case("LKJCholesky", {"concentration": pos(3)}, lambda: _unit_rows(TD.LKJCholesky(3, torch.ones(4, 3)).sample()),
          kwargs={"dim": 3}, stat=False),
     Case("Wishart", {"df": pos(3, lo=4.0, hi=6.0), "covariance_matrix": spd(3, (3,))},
          lambda: spd(3, (4, 3)) / 3),

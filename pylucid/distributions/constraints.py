@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import pylucid as _pl
 
+from .utils import finfo
+
 __all__ = [
     "Constraint", "MixtureSameFamilyConstraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property",
     "greater_than", "greater_than_eq", "half_open_interval", "independent", "integer_interval", "interval",
@@ -48,7 +50,7 @@ class _Dependent(Constraint):
         super().__init__()
 
     @property
-    def is_discrete(self):  # noqa: D401
+    def is_discrete(self):
         if self._is_discrete is NotImplemented:
             raise NotImplementedError(".is_discrete cannot be determined statically")
         return self._is_discrete
@@ -288,7 +290,7 @@ class _CorrCholesky(Constraint):
     event_dim = 2
 
     def check(self, value):
-        tol = 1e-6 * 10 * value.shape[-1]  # float32 eps times a row-length margin, as PyTorch
+        tol = finfo(value.dtype).eps * value.shape[-1] * 10  # PyTorch's tolerance on the row norms
         row_norm = _pl.linalg.norm(value.detach(), dim=-1)
         unit = ((row_norm - 1.0).abs() <= tol).all(-1)
         return _LowerCholesky().check(value) & unit
