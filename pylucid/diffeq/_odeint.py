@@ -8,7 +8,6 @@ from .. import creation, ops
 from .._tensor import Tensor
 from ..autograd import enable_grad, no_grad
 from ..autograd.function import Function
-from . import _solvers
 from ._solvers import METHODS, Norm, check_options, solve
 
 __all__ = ["odeint", "odeint_event"]
@@ -127,7 +126,10 @@ class Problem:
 
     def solution(self, states):
         """Stack flat states into ``(len, *shape)`` (or a tuple of them)."""
-        sol = ops.stack(states)
+        return self.unflat_solution(ops.stack(states))
+
+    def unflat_solution(self, sol):
+        """``(len, n)`` flat solutions as ``(len, *shape)`` (or a tuple of them)."""
         k = sol.shape[0]
         if not self.is_tuple:
             return sol.reshape((k, *self.shape))
@@ -252,5 +254,3 @@ def odeint_event(func, y0, t0, *, event_fn, reverse_time=False, odeint_interface
         solution = ops.cat([solution[:-1], state_t.reshape(p.shape).unsqueeze(0)])
     return event_t, solution
 
-
-_ = _solvers  # the module holds the steppers; re-exported names come from __init__
