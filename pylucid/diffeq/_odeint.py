@@ -6,7 +6,7 @@ import math
 
 from .. import creation, ops
 from .._tensor import Tensor
-from ..autograd import enable_grad, no_grad
+from ..autograd import enable_grad, is_grad_enabled, no_grad
 from ..autograd.function import Function
 from ._solvers import METHODS, Norm, check_options, solve
 
@@ -145,7 +145,9 @@ def odeint(func, y0, t, *, rtol=1e-7, atol=1e-9, method=None, options=None, even
     strictly increasing or decreasing 1-D tensor, ``t[0]`` the initial time.
     The result has shape ``(len(t), *y0.shape)`` (a tuple for a tuple state)
     and is differentiable by backpropagating through the solver's operations
-    (use :func:`odeint_adjoint` for O(1) memory in the number of steps).
+    (use :func:`odeint_adjoint` for O(1) memory in the number of steps); the
+    gradient with respect to ``t`` is the first-order sensitivity
+    ``f(t_i, y(t_i))`` at each output time (``t[0]`` through ``y0``).
 
     Methods (``method=``):
 
@@ -180,7 +182,15 @@ def odeint(func, y0, t, *, rtol=1e-7, atol=1e-9, method=None, options=None, even
     0.36788
     """
     p = Problem(func, y0, t, rtol, atol, method, options, event_fn)
-    out = p.solve(p.flat)
+    y0f = p.flat
+    # the solver's times are floats; the sensitivities to t enter here, exactly to first order: moving an output
+    # time t_i moves y(t_i) by f(t_i, y(t_i)) dt_i, and starting at t0 + d is starting at t0 from y0 - f(t0, y0) d
+    t_grad = event_fn is None and t.requires_grad and is_grad_enabled()
+    if t_grad:
+        y0f = y0f - (t[0] - t[0].detach()).to(y0f.dtype) * p.rhs(p.t_vals[0], y0f).detach()
+    out = p.solve(y0f)
+    if t_grad:
+        out = [o + (t[i] - t[i].detach()).to(o.dtype) * p.rhs(p.t_vals[i], o).detach() for i, o in enumerate(out)]
     if event_fn is None:
         return p.solution(out)
     te, states = out
