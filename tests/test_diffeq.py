@@ -407,13 +407,14 @@ def test_gradient_with_respect_to_the_times(method):
         return lambda t, y: lib.stack([y[1], -lib.sin(y[0]) + 0.3 * lib.cos(2 * t)])
 
     y0, t = np.array([1.0, 0.0]), np.array([0.2, 0.7, 1.5, 2.0])
-    kw = dict(method=method, options=dict(step_size=0.01) if method == "rk4" else None, rtol=1e-9, atol=1e-11)
+    kw = dict(method=method, options=dict(step_size=0.05) if method == "rk4" else None, rtol=1e-8, atol=1e-10)
     tp = pl.tensor(t, requires_grad=True)
     (odeint(f(pl), pl.tensor(y0), tp, **kw) ** 2).sum().backward()
     tt = torch.tensor(t, requires_grad=True)
     (torchdiffeq.odeint_adjoint(f(torch), torch.tensor(y0), tt, adjoint_params=(), **kw) ** 2).sum().backward()
-    np.testing.assert_allclose(tp.grad.numpy(), tt.grad.numpy(), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(tp.grad.numpy(), tt.grad.numpy(), rtol=1e-5, atol=1e-7)
     if method == "dopri5":
         td = torch.tensor(t, requires_grad=True)
         (torchdiffeq.odeint(f(torch), torch.tensor(y0), td, **kw) ** 2).sum().backward()
-        np.testing.assert_allclose(tp.grad.numpy(), td.grad.numpy(), rtol=1e-6, atol=1e-8)
+        # torchdiffeq differentiates its interpolation arithmetic: the same up to the solver's error
+        np.testing.assert_allclose(tp.grad.numpy(), td.grad.numpy(), rtol=1e-4, atol=1e-6)
