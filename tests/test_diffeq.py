@@ -418,3 +418,17 @@ def test_gradient_with_respect_to_the_times(method):
         (torchdiffeq.odeint(f(torch), torch.tensor(y0), td, **kw) ** 2).sum().backward()
         # torchdiffeq differentiates its interpolation arithmetic: the same up to the solver's error
         np.testing.assert_allclose(tp.grad.numpy(), td.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["dopri5", "rk4"])
+def test_complex_state_matches_torchdiffeq(method):
+    M = np.array([[-0.1 + 1j, 0.5], [0.0, -0.2 - 2j]])
+    y0, t = np.array([1.0 + 0.5j, -0.3j]), np.linspace(0.0, 2.0, 5)
+    opts = dict(step_size=0.05) if method == "rk4" else None
+    got = odeint(lambda t, y: pl.tensor(M) @ y, pl.tensor(y0), pl.tensor(t), method=method, options=opts)
+    want = torchdiffeq.odeint(lambda t, y: torch.tensor(M) @ y, torch.tensor(y0), torch.tensor(t), method=method,
+                              options=opts)
+    assert got.dtype == pl.complex128
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="real"):
+        odeint(lambda t, y: y, pl.tensor(y0), pl.tensor(t), method="radau", options=dict(step_size=0.1))

@@ -8,7 +8,7 @@ from .. import creation, ops
 from .._tensor import Tensor
 from ..autograd import enable_grad, is_grad_enabled, no_grad
 from ..autograd.function import Function
-from ._solvers import METHODS, Norm, check_options, solve
+from ._solvers import IMPLICIT, METHODS, Norm, check_options, solve
 
 __all__ = ["odeint", "odeint_event"]
 
@@ -32,8 +32,10 @@ class Problem:
         else:
             self.shapes = None
             self.y0 = y0
-        if not self.y0.dtype.is_floating_point:
-            raise TypeError(f"{who}: y0 must be floating point, got {self.y0.dtype}")
+        if not (self.y0.dtype.is_floating_point or self.y0.dtype.is_complex):
+            raise TypeError(f"{who}: y0 must be floating point or complex, got {self.y0.dtype}")
+        # times (and tolerances) are real: the real counterpart of a complex state's dtype
+        self.rdtype = self.y0.dtype.to_real() if self.y0.dtype.is_complex else self.y0.dtype
         self.shape = tuple(y0.shape) if not self.is_tuple else None
         self.flat = self.y0.reshape(-1) if not self.is_tuple else self.y0
         self.n = self.flat.shape[0]
@@ -59,12 +61,14 @@ class Problem:
             raise ValueError(f'{who}: invalid method "{self.method}"; must be one of {", ".join(METHODS)}')
         self.options = dict(options or {})
         check_options(self.method, self.options)
+        if self.y0.dtype.is_complex and self.method in IMPLICIT:
+            raise ValueError(f"{who}: the implicit methods take real states; split a complex state into real and "
+                             f"imaginary parts")
         self.rtol = self._tol(rtol, "rtol")
         self.atol = self._tol(atol, "atol")
         segments = [(a, b) for a, b in zip(self.offsets[:-1], self.offsets[1:])]
         user_norm = self.options.get("norm")
         self.norm = Norm(self.n, segments, user=user_norm, split=self.unflat_state if user_norm else None)
-        self.rdtype = self.y0.dtype
         self.device = self.y0.device
         self.event = None
         if event_fn is not None:
@@ -85,11 +89,11 @@ class Problem:
         if isinstance(tol, Tensor):
             if tol.requires_grad:
                 raise ValueError(f"{self.who}: {name} cannot require gradient")
-            return float(tol.item()) if tol.numel() == 1 else tol.to(self.y0.dtype).reshape(-1)
+            return float(tol.item()) if tol.numel() == 1 else tol.to(self.rdtype).reshape(-1)
         if isinstance(tol, (tuple, list)):
             if not self.is_tuple or len(tol) != len(self.shapes):
                 raise ValueError(f"{self.who}: a tuple {name} needs a tuple y0 of the same length")
-            parts = [creation.full((math.prod(s),), float(v), dtype=self.y0.dtype, device=self.y0.device)
+            parts = [creation.full((math.prod(s),), float(v), dtype=self.rdtype, device=self.y0.device)
                      for v, s in zip(tol, self.shapes)]
             return ops.cat(parts)
         return float(tol)
@@ -140,8 +144,9 @@ class Problem:
 def odeint(func, y0, t, *, rtol=1e-7, atol=1e-9, method=None, options=None, event_fn=None):
     r"""Solve the initial value problem :math:`dy/dt = f(t, y),\ y(t_0) = y_0` at the times ``t``.
 
-    As ``torchdiffeq.odeint``: ``func(t, y)`` returns ``dy/dt`` (``y`` a
-    tensor of any shape or a tuple of tensors, ``t`` a 0-d tensor); ``t`` is a
+    As ``torchdiffeq.odeint``: ``func(t, y)`` returns ``dy/dt`` (``y`` a real
+    or complex tensor of any shape or a tuple of tensors, ``t`` a 0-d real
+    tensor; the implicit methods take real states only); ``t`` is a
     strictly increasing or decreasing 1-D tensor, ``t[0]`` the initial time.
     The result has shape ``(len(t), *y0.shape)`` (a tuple for a tuple state)
     and is differentiable by backpropagating through the solver's operations
