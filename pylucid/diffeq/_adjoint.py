@@ -192,6 +192,6 @@ def odeint_adjoint(func, y0, t, *, rtol=1e-7, atol=1e-9, method=None, options=No
 
     out = _Adjoint.apply(p, p.flat, t, *params)
     if event_fn is None:
-        return p.solution(list(out.unbind(0))) if p.is_tuple or p.shape != (p.n,) else out
+        return p.unflat_solution(out)
     event_t, y = out
-    return event_t, p.solution(list(y.unbind(0)))
+    return event_t, p.unflat_solution(y)

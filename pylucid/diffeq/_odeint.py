@@ -6,10 +6,9 @@ import math
 
 from .. import creation, ops
 from .._tensor import Tensor
-from ..autograd import enable_grad, no_grad
+from ..autograd import enable_grad, is_grad_enabled, no_grad
 from ..autograd.function import Function
-from . import _solvers
-from ._solvers import METHODS, Norm, check_options, solve
+from ._solvers import IMPLICIT, METHODS, Norm, check_options, solve
 
 __all__ = ["odeint", "odeint_event"]
 
@@ -33,8 +32,10 @@ class Problem:
         else:
             self.shapes = None
             self.y0 = y0
-        if not self.y0.dtype.is_floating_point:
-            raise TypeError(f"{who}: y0 must be floating point, got {self.y0.dtype}")
+        if not (self.y0.dtype.is_floating_point or self.y0.dtype.is_complex):
+            raise TypeError(f"{who}: y0 must be floating point or complex, got {self.y0.dtype}")
+        # times (and tolerances) are real: the real counterpart of a complex state's dtype
+        self.rdtype = self.y0.dtype.to_real() if self.y0.dtype.is_complex else self.y0.dtype
         self.shape = tuple(y0.shape) if not self.is_tuple else None
         self.flat = self.y0.reshape(-1) if not self.is_tuple else self.y0
         self.n = self.flat.shape[0]
@@ -60,12 +61,14 @@ class Problem:
             raise ValueError(f'{who}: invalid method "{self.method}"; must be one of {", ".join(METHODS)}')
         self.options = dict(options or {})
         check_options(self.method, self.options)
+        if self.y0.dtype.is_complex and self.method in IMPLICIT:
+            raise ValueError(f"{who}: the implicit methods take real states; split a complex state into real and "
+                             f"imaginary parts")
         self.rtol = self._tol(rtol, "rtol")
         self.atol = self._tol(atol, "atol")
         segments = [(a, b) for a, b in zip(self.offsets[:-1], self.offsets[1:])]
         user_norm = self.options.get("norm")
         self.norm = Norm(self.n, segments, user=user_norm, split=self.unflat_state if user_norm else None)
-        self.rdtype = self.y0.dtype
         self.device = self.y0.device
         self.event = None
         if event_fn is not None:
@@ -86,11 +89,11 @@ class Problem:
         if isinstance(tol, Tensor):
             if tol.requires_grad:
                 raise ValueError(f"{self.who}: {name} cannot require gradient")
-            return float(tol.item()) if tol.numel() == 1 else tol.to(self.y0.dtype).reshape(-1)
+            return float(tol.item()) if tol.numel() == 1 else tol.to(self.rdtype).reshape(-1)
         if isinstance(tol, (tuple, list)):
             if not self.is_tuple or len(tol) != len(self.shapes):
                 raise ValueError(f"{self.who}: a tuple {name} needs a tuple y0 of the same length")
-            parts = [creation.full((math.prod(s),), float(v), dtype=self.y0.dtype, device=self.y0.device)
+            parts = [creation.full((math.prod(s),), float(v), dtype=self.rdtype, device=self.y0.device)
                      for v, s in zip(tol, self.shapes)]
             return ops.cat(parts)
         return float(tol)
@@ -127,7 +130,10 @@ class Problem:
 
     def solution(self, states):
         """Stack flat states into ``(len, *shape)`` (or a tuple of them)."""
-        sol = ops.stack(states)
+        return self.unflat_solution(ops.stack(states))
+
+    def unflat_solution(self, sol):
+        """``(len, n)`` flat solutions as ``(len, *shape)`` (or a tuple of them)."""
         k = sol.shape[0]
         if not self.is_tuple:
             return sol.reshape((k, *self.shape))
@@ -138,12 +144,15 @@ class Problem:
 def odeint(func, y0, t, *, rtol=1e-7, atol=1e-9, method=None, options=None, event_fn=None):
     r"""Solve the initial value problem :math:`dy/dt = f(t, y),\ y(t_0) = y_0` at the times ``t``.
 
-    As ``torchdiffeq.odeint``: ``func(t, y)`` returns ``dy/dt`` (``y`` a
-    tensor of any shape or a tuple of tensors, ``t`` a 0-d tensor); ``t`` is a
+    As ``torchdiffeq.odeint``: ``func(t, y)`` returns ``dy/dt`` (``y`` a real
+    or complex tensor of any shape or a tuple of tensors, ``t`` a 0-d real
+    tensor; the implicit methods take real states only); ``t`` is a
     strictly increasing or decreasing 1-D tensor, ``t[0]`` the initial time.
     The result has shape ``(len(t), *y0.shape)`` (a tuple for a tuple state)
     and is differentiable by backpropagating through the solver's operations
-    (use :func:`odeint_adjoint` for O(1) memory in the number of steps).
+    (use :func:`odeint_adjoint` for O(1) memory in the number of steps); the
+    gradient with respect to ``t`` is the first-order sensitivity
+    ``f(t_i, y(t_i))`` at each output time (``t[0]`` through ``y0``).
 
     Methods (``method=``):
 
@@ -178,7 +187,15 @@ def odeint(func, y0, t, *, rtol=1e-7, atol=1e-9, method=None, options=None, even
     0.36788
     """
     p = Problem(func, y0, t, rtol, atol, method, options, event_fn)
-    out = p.solve(p.flat)
+    y0f = p.flat
+    # the solver's times are floats; the sensitivities to t enter here, exactly to first order: moving an output
+    # time t_i moves y(t_i) by f(t_i, y(t_i)) dt_i, and starting at t0 + d is starting at t0 from y0 - f(t0, y0) d
+    t_grad = event_fn is None and t.requires_grad and is_grad_enabled()
+    if t_grad:
+        y0f = y0f - (t[0] - t[0].detach()).to(y0f.dtype) * p.rhs(p.t_vals[0], y0f).detach()
+    out = p.solve(y0f)
+    if t_grad:
+        out = [o + (t[i] - t[i].detach()).to(o.dtype) * p.rhs(p.t_vals[i], o).detach() for i, o in enumerate(out)]
     if event_fn is None:
         return p.solution(out)
     te, states = out
@@ -252,5 +269,3 @@ def odeint_event(func, y0, t0, *, event_fn, reverse_time=False, odeint_interface
         solution = ops.cat([solution[:-1], state_t.reshape(p.shape).unsqueeze(0)])
     return event_t, solution
 
-
-_ = _solvers  # the module holds the steppers; re-exported names come from __init__

@@ -71,13 +71,13 @@ class Norm:
         if self.user is not None:
             v = self.user(self.split(x) if self.split is not None else x)
             return float(v.item() if isinstance(v, Tensor) else v)
-        sq = x * x
+        sq = x * x if not x.dtype.is_complex else x.abs().square()
         if len(self.segments) == 1:
             a, b = self.segments[0]
             s = sq if (a, b) == (0, self.n) else sq[a:b]
             return math.sqrt(s.mean().item()) if b > a else 0.0
         if len(self.segments) * self.n <= 1 << 20:
-            if self._proj is None or self._proj.device != x.device or self._proj.dtype != x.dtype:
+            if self._proj is None or self._proj.device != sq.device or self._proj.dtype != sq.dtype:
                 # one matmul gives every segment's mean square
                 rows = []
                 for a, b in self.segments:
@@ -85,7 +85,7 @@ class Norm:
                     for i in range(a, b):
                         r[i] = 1.0 / (b - a)
                     rows.append(r)
-                self._proj = creation.tensor(rows, dtype=x.dtype, device=x.device)
+                self._proj = creation.tensor(rows, dtype=sq.dtype, device=sq.device)
             return math.sqrt(max((self._proj @ sq).max().item(), 0.0))
         return math.sqrt(max(sq[a:b].mean().item() for a, b in self.segments if b > a))
 
