@@ -50,6 +50,7 @@ from ._compile import compile  # noqa: E402,A001
 from . import fft, linalg, nn, optim, special  # noqa: E402,F401
 from . import datasets, profiler, utils  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
+from . import func  # noqa: E402,F401
 from .serialization import load, load_safetensors, save, save_safetensors  # noqa: E402
 
 __version__ = "0.1.0"

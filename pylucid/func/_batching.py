@@ -1,0 +1,726 @@
+"""Batching rules: how each registered op runs on ``BatchedTensor`` arguments (``vmap``).
+
+A rule gets the op, the logical arguments (wrappers of the rule's level, plain tensors, scalars), the
+params and the ``Level``; it calls the op (or others) once on the unwrapped values, with the batch
+dimension moved where the op treats it as one more leading or batch dimension, and returns the result
+wrapped at that level. Most ops fall in a few categories, listed by op name below:
+
+- element-wise (and broadcasting): batch dims to the front, ranks aligned by inserting size-1 dims;
+- *leading-dim* ops that act on trailing dims and broadcast over leading ones (``tril``, the
+  ``linalg`` decompositions, ``view_as_real``): batch dim to the front;
+- reductions over ``axes`` and ops with one ``dim``: batch dim to the front, the dims shifted by one
+  (negative dims count from the end and stay as they are);
+- shape ops: the batch size prepended to their shape argument;
+- ``matmul``/``einsum``/``linear``, indexing, convolution and pooling (the batch folded into ``N``).
+
+Rules are looked up by the op's registered name (:func:`rule_for` checks it against
+``pylucid.ops.registry``); an op without one raises ``NotImplementedError`` naming it. A rule marked
+``decomposes`` builds its result from other public ops on the logical tensors, so those ops record
+their own autograd nodes; for any other rule, :func:`batched_apply` records one node of the op itself
+on the logical values when they require grad (``grad`` inside ``vmap``).
+"""
+
+from __future__ import annotations
+
+from .._tensor import Tensor
+from ..ops import registry
+from ..ops._op import apply
+from ._core import BatchedTensor, Meta, make_batched, needs_logical_node, record_logical
+
+RULES: dict = {}
+
+
+def rule(*names, decomposes=False):
+    def deco(fn):
+        fn.decomposes = decomposes
+        for n in names:
+            RULES[n] = fn
+        return fn
+
+    return deco
+
+
+def rule_for(op):
+    name = op.schema.name
+    r = RULES.get(name)
+    if r is None:
+        registry.schema(name)  # a registered op (KeyError otherwise)
+        raise NotImplementedError(f"vmap: no batching rule for op '{name}'")
+    return r
+
+
+def batched_apply(op, args, params, lv):
+    r = rule_for(op)
+    if r.decomposes:
+        return r(op, args, params, lv)
+    out = r(op, args, params, lv)
+    if needs_logical_node(op, args):
+        record_logical(op, args, params, out if out.__class__ is tuple else (out,))
+    return out
+
+
+# ------------------------------------------------------------------ helpers on physical values
+def _sh():
+    from ..ops import shape
+
+    return shape
+
+
+def unwrap(a, lv):
+    """``(value, bdim)`` of a logical argument at level ``lv`` (``bdim`` None: not batched here)."""
+    if isinstance(a, BatchedTensor) and a._level == lv.level:
+        return a._value, a._bdim
+    return a, None
+
+
+def front(v, d):
+    """``v`` with dimension ``d`` moved to the front."""
+    if d == 0:
+        return v
+    n = v.ndim
+    return _sh().permute(v, (d,) + tuple(i for i in range(n) if i != d))
+
+
+def batched_front(a, lv):
+    """The physical value of ``a`` with its batch at dim 0, or None if ``a`` is not batched here."""
+    v, d = unwrap(a, lv)
+    return None if d is None else front(v, d)
+
+
+def expand_batch(v, size):
+    """An unbatched physical value given a leading batch dim of ``size`` (a broadcast view)."""
+    sh = _sh()
+    return sh.expand(sh.unsqueeze(v, 0), (size,) + tuple(v.shape))
+
+
+def pad_rank(v, logical_ndim, target):
+    """A front-batched physical value with ``target - logical_ndim`` size-1 dims after the batch dim."""
+    if logical_ndim >= target:
+        return v
+    shp = tuple(v.shape)
+    return _sh().reshape(v, shp[:1] + (1,) * (target - logical_ndim) + shp[1:])
+
+
+def wrap(out, lv, bdim=0):
+    if out.__class__ is tuple or out.__class__ is list:
+        return tuple(wrap(o, lv, bdim) for o in out)
+    if not isinstance(out, Tensor):
+        return out
+    return make_batched(out, bdim, lv.level)
+
+
+def shift(d):
+    return d + 1 if d is not None and d >= 0 else d
+
+
+def all_front(args, lv):
+    """Every Tensor argument front-batched; unbatched ones expanded to the batch size."""
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            v = batched_front(a, lv)
+            out.append(v if v is not None else expand_batch(a, lv.size))
+        else:
+            out.append(a)
+    return out
+
+
+def _nd(a):
+    return a.ndim if isinstance(a, Tensor) else 0
+
+
+# ------------------------------------------------------------------ categories
+ELEMENTWISE = (
+    "abs add arccos arccosh arcsin arcsinh arctan arctanh atan2 cbrt ceil clamp copysign cos cosh cube div erf "
+    "erfinv exp exp2 expm1 floor floor_divide fmax fmin fmod frac hypot lerp log log10 log1p log2 logaddexp "
+    "logaddexp2 maximum minimum mul nan_to_num neg pow reciprocal remainder round rsqrt sign sin sinh sqrt square "
+    "sub tan trunc trunc_divide "
+    "elu gelu hardsigmoid hardswish hardtanh leaky_relu logit mish relu relu6 selu sigmoid silu softplus tanh "
+    "digamma entr erfc i0 i0e i1 i1e lgamma log_ndtr ndtr polygamma sinc xlog1py xlogy "
+    "bitwise_and bitwise_left_shift bitwise_not bitwise_or bitwise_right_shift bitwise_xor eq ge gt isclose "
+    "isfinite isinf isnan isneginf isposinf le logical_and logical_not logical_or logical_xor lt ne "
+    "where angle complex conj imag real astype clone contiguous to_device"
+).split()
+
+
+@rule(*ELEMENTWISE)
+def elementwise(op, args, params, lv):
+    R = max(_nd(a) for a in args)
+    new = []
+    for a in args:
+        v = batched_front(a, lv)
+        new.append(a if v is None else pad_rank(v, a.ndim, R))
+    return wrap(apply(op, tuple(new), params), lv)
+
+
+LEADING = ("tril triu cholesky det inv matrix_exp slogdet eigh qr svd lu_factor pinv view_as_real view_as_complex "
+           "one_hot").split()
+
+
+@rule(*LEADING)
+def leading(op, args, params, lv):
+    new = []
+    for i, a in enumerate(args):
+        v = batched_front(a, lv)
+        if v is not None and i > 0:
+            raise NotImplementedError(f"vmap: op '{op.schema.name}' with a batched argument {i} is not supported")
+        new.append(a if v is None else v)
+    return wrap(apply(op, tuple(new), params), lv)
+
+
+@rule("layer_norm", "rms_norm")
+def norm_layer(op, args, params, lv):
+    return leading(op, args, params, lv)
+
+
+@rule("solve", "solve_triangular")
+def solve_rule(op, args, params, lv):
+    a, b = args[0], args[1]
+    if b.ndim < 2 and isinstance(b, BatchedTensor) and b._level == lv.level:
+        raise NotImplementedError(f"vmap: op '{op.schema.name}' with a batched vector right-hand side")
+    R = max(a.ndim, b.ndim)
+    new = []
+    for x in (a, b):
+        v = batched_front(x, lv)
+        new.append(x if v is None else pad_rank(v, x.ndim, R))
+    return wrap(apply(op, tuple(new) + tuple(args[2:]), params), lv)
+
+
+REDUCE_AXES = ("sum mean max min prod var std logsumexp norm all any count_nonzero median nanmedian").split()
+
+
+@rule(*REDUCE_AXES)
+def reduce_axes(op, args, params, lv):
+    x = args[0]
+    v = batched_front(x, lv)
+    axes = params["axes"]
+    axes = tuple(range(1, x.ndim + 1)) if axes is None else tuple(shift(a) for a in axes)
+    return wrap(apply(op, (v,) + tuple(args[1:]), dict(params, axes=axes)), lv)
+
+
+DIM_OPS = ("max_with_indices min_with_indices median_dim nanmedian_dim mode softmax log_softmax cumsum cumprod "
+           "cummax cummin logcumsumexp argsort sort topk kthvalue unbind").split()
+
+
+@rule(*DIM_OPS)
+def dim_op(op, args, params, lv):
+    v = batched_front(args[0], lv)
+    if params.get("dim") is None:
+        raise NotImplementedError(f"vmap: op '{op.schema.name}' over all dims")
+    out = apply(op, (v,) + tuple(args[1:]), dict(params, dim=shift(params["dim"])))
+    return wrap(out, lv)
+
+
+@rule("argmax", "argmin")
+def arg_reduce(op, args, params, lv):
+    v = batched_front(args[0], lv)
+    if params["dim"] is None:
+        v = _sh().reshape(v, (v.shape[0], -1))
+        out = apply(op, (v,), dict(params, dim=1))
+        if params["keepdim"]:
+            out = _sh().reshape(out, (v.shape[0],) + (1,) * args[0].ndim)
+        return wrap(out, lv)
+    return wrap(apply(op, (v,), dict(params, dim=shift(params["dim"]))), lv)
+
+
+@rule("concatenate")
+def cat_rule(op, args, params, lv):
+    return wrap(apply(op, tuple(all_front(args, lv)), dict(params, dim=shift(params["dim"]))), lv)
+
+
+@rule("select_along_dim")
+def select_rule(op, args, params, lv):
+    return wrap(apply(op, tuple(all_front(args, lv)), dict(params, dim=shift(params["dim"]))), lv)
+
+
+@rule("select_along_dim_backward")
+def select_back_rule(op, args, params, lv):
+    return wrap(apply(op, tuple(all_front(args, lv)), dict(params, dim=shift(params["dim"]),
+                                                           shape=(lv.size,) + tuple(params["shape"]))), lv)
+
+
+@rule("reshape", "view")
+def reshape_rule(op, args, params, lv):
+    v = batched_front(args[0], lv)
+    # a view of a moved batch dim may need a copy: reshape either way
+    from ..ops.shape import Reshape
+
+    return wrap(apply(Reshape, (v,), {"shape": (v.shape[0],) + tuple(params["shape"])}), lv)
+
+
+@rule("permute")
+def permute_rule(op, args, params, lv):
+    v = batched_front(args[0], lv)
+    n = args[0].ndim
+    return wrap(apply(op, (v,), {"dims": (0,) + tuple(d % n + 1 if n else 0 for d in params["dims"])}), lv)
+
+
+@rule("broadcast_to")
+def broadcast_rule(op, args, params, lv):
+    x = args[0]
+    shape = tuple(params["shape"])
+    v = pad_rank(batched_front(x, lv), x.ndim, len(shape))
+    return wrap(apply(op, (v,), {"shape": (lv.size,) + shape}), lv)
+
+
+@rule("diagonal")
+def diagonal_rule(op, args, params, lv):
+    v = batched_front(args[0], lv)
+    return wrap(apply(op, (v,), dict(params, dim1=shift(params["dim1"]), dim2=shift(params["dim2"]))), lv)
+
+
+@rule("diag_embed")
+def diag_embed_rule(op, args, params, lv):
+    v = batched_front(args[0], lv)
+    return wrap(apply(op, (v,), dict(params, shape=(lv.size,) + tuple(params["shape"]), dim1=shift(params["dim1"]),
+                                     dim2=shift(params["dim2"]))), lv)
+
+
+@rule("flip")
+def flip_rule(op, args, params, lv):
+    v = batched_front(args[0], lv)
+    dims = params["dims"]
+    dims = tuple(range(1, args[0].ndim + 1)) if dims is None else tuple(shift(d) for d in dims)
+    return wrap(apply(op, (v,), dict(params, dims=dims)), lv)
+
+
+@rule("roll")
+def roll_rule(op, args, params, lv):
+    v = batched_front(args[0], lv)
+    dims = params["dims"]
+    if dims is None:
+        shp = tuple(v.shape)
+        flat = _sh().reshape(v, (shp[0], -1))
+        out = apply(op, (flat,), {"shifts": (params["shifts"],) if isinstance(params["shifts"], int)
+                                  else params["shifts"], "dims": (1,)})
+        return wrap(_sh().reshape(out, shp), lv)
+    dims = (shift(dims),) if isinstance(dims, int) else tuple(shift(d) for d in dims)
+    return wrap(apply(op, (v,), dict(params, dims=dims)), lv)
+
+
+@rule("pad")
+def pad_rule(op, args, params, lv):
+    v = batched_front(args[0], lv)
+    return wrap(apply(op, (v,), dict(params, pads=((0, 0),) + tuple(params["pads"]))), lv)
+
+
+@rule("pad_backward")
+def pad_backward_rule(op, args, params, lv):
+    v = batched_front(args[0], lv)
+    return wrap(apply(op, (v,), dict(params, pads=((0, 0),) + tuple(params["pads"]),
+                                     shape=(lv.size,) + tuple(params["shape"]))), lv)
+
+
+@rule("fft_c2c", "fft_r2c", "fft_c2r")
+def fft_rule(op, args, params, lv):
+    v = batched_front(args[0], lv)
+    return wrap(apply(op, (v,), dict(params, dims=tuple(shift(d) for d in params["dims"]))), lv)
+
+
+# ------------------------------------------------------------------ matmul family
+@rule("matmul")
+def matmul_rule(op, args, params, lv):
+    a, b = args
+    va, vb = batched_front(a, lv), batched_front(b, lv)
+    sh = _sh()
+    na, nb = a.ndim, b.ndim
+    pa = a if va is None else va
+    pb = b if vb is None else vb
+    squeeze = []
+    # one-dimensional operands become matrices (PyTorch's rule), squeezed again at the end
+    if na == 1:
+        pa = sh.unsqueeze(pa, -2)
+        na = 2
+        squeeze.append(-2)
+    if nb == 1:
+        pb = sh.unsqueeze(pb, -1)
+        nb = 2
+        squeeze.append(-1)
+    R = max(na, nb)
+    if va is not None:
+        pa = pad_rank(pa, na, R)
+    if vb is not None:
+        pb = pad_rank(pb, nb, R)
+    out = apply(op, (pa, pb), params)
+    for d in squeeze:
+        out = sh.squeeze(out, d if d == -1 or len(squeeze) == 1 else -1)
+    return wrap(out, lv)
+
+
+@rule("dot", decomposes=True)
+def dot_rule(op, args, params, lv):
+    from ..ops.elementwise import mul
+    from ..ops.reduction import sum as _sum
+
+    return _sum(mul(args[0], args[1]), -1)
+
+
+@rule("outer", decomposes=True)
+def outer_rule(op, args, params, lv):
+    from ..ops.elementwise import mul
+
+    sh = _sh()
+    return mul(sh.unsqueeze(args[0], -1), sh.unsqueeze(args[1], -2))
+
+
+@rule("linear")
+def linear_rule(op, args, params, lv):
+    x, w, b = args
+    if unwrap(w, lv)[1] is None and unwrap(b, lv)[1] is None:
+        return wrap(apply(op, (batched_front(x, lv), w, b), params), lv)
+    return _linear_decomposed(x, w, b)
+
+
+def _linear_decomposed(x, w, b):
+    from ..ops.elementwise import add
+    from ..ops.linalg import matmul
+
+    y = matmul(x, _sh().transpose(w, -1, -2))
+    return add(y, b) if b is not None else y
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@rule("einsum")
+def einsum_rule(op, args, params, lv):
+    terms, out = params["terms"], params["out"]
+    used = set("".join(terms) + out)
+    z = next(c for c in _LETTERS if c not in used)
+    new_args, new_terms = [], []
+    for a, t in zip(args, terms):
+        v = batched_front(a, lv)
+        if v is None:
+            new_args.append(a)
+            new_terms.append(t)
+        else:
+            new_args.append(v)
+            new_terms.append(z + t)
+    return wrap(apply(op, tuple(new_args), {"terms": tuple(new_terms), "out": z + out}), lv)
+
+
+# ------------------------------------------------------------------ indexing
+def _adjacent_advanced(index):
+    pos = [i for i, it in enumerate(index) if hasattr(it, "shape") and hasattr(it, "dtype")]
+    return not pos or pos == list(range(pos[0], pos[0] + len(pos)))
+
+
+def _check_index(op, index):
+    for it in index:
+        if it.__class__ is Meta:
+            raise NotImplementedError(f"vmap: op '{op.schema.name}' with a batched index tensor")
+    if not _adjacent_advanced(index):
+        raise NotImplementedError(f"vmap: op '{op.schema.name}' with advanced indices separated by slices")
+
+
+@rule("getitem")
+def getitem_rule(op, args, params, lv):
+    index = params["index"]
+    _check_index(op, index)
+    v = batched_front(args[0], lv)
+    return wrap(apply(op, (v,), dict(params, index=(slice(None),) + tuple(index))), lv)
+
+
+@rule("getitem_backward")
+def getitem_backward_rule(op, args, params, lv):
+    index = params["index"]
+    _check_index(op, index)
+    v = batched_front(args[0], lv)
+    return wrap(apply(op, (v,), dict(params, index=(slice(None),) + tuple(index),
+                                     shape=(lv.size,) + tuple(params["shape"]))), lv)
+
+
+@rule("index_put")
+def index_put_rule(op, args, params, lv):
+    index = params["index"]
+    _check_index(op, index)
+    x, val = args
+    full = (slice(None),) + tuple(index)
+    vx = batched_front(x, lv)
+    vx = vx if vx is not None else expand_batch(x, lv.size).clone()
+    vv = batched_front(val, lv) if isinstance(val, Tensor) else None
+    if vv is not None:
+        # the value broadcasts against the indexed region: line its batch dim up with that region's
+        region = apply(registry.op_class("getitem"), (vx,), {"index": full, "advanced": params["advanced"]})
+        val = pad_rank(vv, val.ndim, region.ndim - 1)
+    return wrap(apply(op, (vx, val), dict(params, index=full)), lv)
+
+
+def _index_array(params, lv):
+    """The index array of ``gather``/``scatter``-style params, front-batched, or ``(array, False)``."""
+    idx = params["index"]
+    if idx.__class__ is Meta:
+        owner = idx.owner
+        if owner._level != lv.level:
+            raise NotImplementedError("vmap: an index tensor batched at another level")
+        v = front(owner._value, owner._bdim)
+        if isinstance(v, BatchedTensor) or v._data.__class__ is Meta:
+            raise NotImplementedError("vmap: a nested batched index tensor")
+        return v._data, True
+    return idx, False
+
+
+def _batch_index(be, idx, size):
+    return be.broadcast_to(idx[None], (size,) + tuple(idx.shape))
+
+
+@rule("gather")
+def gather_rule(op, args, params, lv):
+    x = args[0]
+    idx, ib = _index_array(params, lv)
+    v = batched_front(x, lv)
+    be = x._device.backend
+    if v is None:
+        v = expand_batch(x, lv.size)
+    if not ib:
+        idx = _batch_index(be, idx, lv.size)
+    return wrap(apply(op, (v,), dict(params, index=idx, dim=shift(params["dim"]))), lv)
+
+
+@rule("scatter", "scatter_add", "scatter_reduce")
+def scatter_rule(op, args, params, lv):
+    x = args[0]
+    idx, ib = _index_array(params, lv)
+    be = x._device.backend
+    if not ib:
+        idx = _batch_index(be, idx, lv.size)
+    new = []
+    for a in args:
+        if isinstance(a, Tensor):
+            v = batched_front(a, lv)
+            v = v if v is not None else expand_batch(a, lv.size)
+            new.append(v)
+        else:
+            new.append(a)
+    new[0] = new[0].contiguous() if isinstance(new[0], Tensor) else new[0]
+    return wrap(apply(op, tuple(new), dict(params, index=idx, dim=shift(params["dim"]))), lv)
+
+
+@rule("index_select")
+def index_select_rule(op, args, params, lv):
+    if params["index"].__class__ is Meta:
+        raise NotImplementedError("vmap: op 'index_select' with a batched index")
+    v = batched_front(args[0], lv)
+    return wrap(apply(op, (v,), dict(params, dim=shift(params["dim"]))), lv)
+
+
+@rule("index_add")
+def index_add_rule(op, args, params, lv):
+    if params["index"].__class__ is Meta:
+        raise NotImplementedError("vmap: op 'index_add' with a batched index")
+    new = all_front(args, lv)
+    return wrap(apply(op, tuple(new), dict(params, dim=shift(params["dim"]))), lv)
+
+
+@rule("embedding")
+def embedding_rule(op, args, params, lv):
+    w, idx = args
+    if unwrap(w, lv)[1] is not None:
+        raise NotImplementedError("vmap: op 'embedding' with a batched weight")
+    vi, d = unwrap(idx, lv)
+    return wrap(apply(op, (w, vi), params), lv, d)
+
+
+@rule("embedding_backward")
+def embedding_backward_rule(op, args, params, lv):
+    from .._tensor import _new_tensor
+    from ..creation import arange
+    from ..ops.elementwise import add, mul
+
+    g, idx = all_front(args, lv)
+    n = params["num_weights"]
+    B = lv.size
+    sh = _sh()
+    # sample b's rows go to a block of its own: its indices offset by b * num_weights
+    off = sh.reshape(arange(B, device=g.device) * n, (B,) + (1,) * (idx.ndim - 1))
+    out = apply(op, (g, add(idx, off)), dict(params, num_weights=B * n, padding_idx=-1))
+    out = sh.reshape(out, (B, n) + tuple(out.shape[1:]))
+    pad = params["padding_idx"]
+    if pad is not None and 0 <= pad < n:
+        be = g._device.backend
+        keep = be.ones((1, n) + (1,) * (out.ndim - 2), dtype=g._data.dtype if g._data.__class__ is not Meta
+                       else "float32")
+        keep[0, pad] = 0
+        out = mul(out, _new_tensor(keep, g.device))
+    return wrap(out, lv)
+
+
+# ------------------------------------------------------------------ nn
+def _fold_apply(op, x, lv, spatial, rest, params):
+    """Run ``op`` with the batch folded into ``N`` (or used as ``N`` for an input without one)."""
+    v = batched_front(x, lv)
+    sh = _sh()
+    if x.ndim == spatial + 1:
+        return wrap(apply(op, (v,) + tuple(rest), params), lv)
+    shp = tuple(v.shape)
+    flat = sh.reshape(v, (shp[0] * shp[1],) + shp[2:])
+    out = apply(op, (flat,) + tuple(rest), params)
+
+    def unfold(o):
+        return sh.reshape(o, (shp[0], shp[1]) + tuple(o.shape[1:]))
+
+    if isinstance(out, tuple):
+        return tuple(wrap(unfold(o), lv) for o in out)
+    return wrap(unfold(out), lv)
+
+
+POOL = ("adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d "
+        "avg_pool1d avg_pool2d avg_pool3d max_pool1d max_pool2d max_pool3d interpolate_bilinear interpolate_linear "
+        "interpolate_nearest_1d interpolate_nearest_2d interpolate_nearest_3d interpolate_trilinear").split()
+
+
+@rule(*POOL)
+def pool_rule(op, args, params, lv):
+    name = op.schema.name
+    sp = {"interpolate_linear": 1, "interpolate_bilinear": 2, "interpolate_trilinear": 3}.get(name) or int(
+        name[-2])
+    return _fold_apply(op, args[0], lv, sp, args[1:], params)
+
+
+@rule("conv1d", "conv2d", "conv3d")
+def conv_rule(op, args, params, lv):
+    x, w, b = args
+    sp = int(op.schema.name[-2])
+    if unwrap(w, lv)[1] is None and unwrap(b, lv)[1] is None:
+        return _fold_apply(op, x, lv, sp, (w, b), params)
+    # a batched weight: the samples become groups of one grouped convolution
+    B = lv.size
+    sh = _sh()
+    vx = batched_front(x, lv)
+    vx = vx if vx is not None else expand_batch(x, B)
+    if x.ndim == sp + 1:
+        vx = sh.unsqueeze(vx, 1)
+    vw = batched_front(w, lv)
+    vw = vw if vw is not None else expand_batch(w, B)
+    N = vx.shape[1]
+    xs = sh.reshape(sh.transpose(vx, 0, 1), (N, B * vx.shape[2]) + tuple(vx.shape[3:]))
+    ws = sh.reshape(vw, (B * vw.shape[1],) + tuple(vw.shape[2:]))
+    bs = None
+    if b is not None:
+        vb = batched_front(b, lv)
+        vb = vb if vb is not None else expand_batch(b, B)
+        bs = sh.reshape(vb, (-1,))
+    out = apply(op, (xs, ws, bs), dict(params, groups=params["groups"] * B))
+    out = sh.reshape(out, (N, B, -1) + tuple(out.shape[2:]))
+    if x.ndim == sp + 1:
+        out = sh.squeeze(out, 0)
+        return wrap(out, lv, 0)
+    return wrap(out, lv, 1)
+
+
+@rule("dropout", "alpha_dropout")
+def dropout_rule(op, args, params, lv):
+    if lv.randomness == "error":
+        raise RuntimeError(
+            f"vmap: called random operation '{op.schema.name}' under vmap(randomness='error'); pass "
+            "randomness='different' (independent draws per sample) or 'same' (one draw for the batch)"
+        )
+    x, mask = args[0], args[1]
+    if lv.randomness == "different" and unwrap(mask, lv)[1] is None:
+        from ..creation import full
+        from ..random import bernoulli
+
+        # the public function drew one mask for the logical shape: draw one per sample instead, with the
+        # same keep probability (the mask's mean is not it; recover it from the scale)
+        keep = _keep_probability(op, params)
+        shape = (lv.size,) + tuple(mask.shape)
+        mask = bernoulli(full(shape, keep, device=x.device)).to(mask.dtype)
+        args = (x, make_batched(mask, 0, lv.level)) + tuple(args[2:])
+    return elementwise(op, args, params, lv)
+
+
+def _keep_probability(op, params):
+    if op.schema.name == "dropout":
+        s = params["scale"]
+        return 1.0 / s if s else 0.0
+    raise NotImplementedError("vmap: alpha_dropout with randomness='different'")
+
+
+@rule("mse_loss", decomposes=True)
+def mse_rule(op, args, params, lv):
+    from ..ops.elementwise import square, sub
+    from ..ops.reduction import mean
+    from ..ops.reduction import sum as _sum
+
+    d = square(sub(args[0], args[1]))
+    red = params.get("reduction", "mean")
+    if red == "none":
+        return d
+    return mean(d) if red == "mean" else _sum(d)
+
+
+@rule("cross_entropy_loss", "nll_loss")
+def nll_rule(op, args, params, lv):
+    x, target = args[0], args[1]
+    rest = args[2:]
+    for a in rest:
+        if unwrap(a, lv)[1] is not None:
+            raise NotImplementedError(f"vmap: op '{op.schema.name}' with a batched class weight")
+    B = lv.size
+    sh = _sh()
+    vx = batched_front(x, lv)
+    vx = vx if vx is not None else expand_batch(x, B)
+    vt = batched_front(target, lv)
+    vt = vt if vt is not None else expand_batch(target, B)
+    red = params["reduction"]
+    prob = params.get("prob_target", False)
+    if x.ndim == 1:  # one sample of C classes: the batch is N
+        out = apply(op, (vx, vt) + tuple(rest), dict(params, reduction="none"))
+        n_per = 1
+    else:
+        N = vx.shape[1]
+        n_per = N
+        xf = sh.reshape(vx, (B * N,) + tuple(vx.shape[2:]))
+        tf = sh.reshape(vt, (B * N,) + tuple(vt.shape[2:]))
+        out = apply(op, (xf, tf) + tuple(rest), dict(params, reduction="none"))
+        out = sh.reshape(out, (B, N) + tuple(out.shape[1:]))
+    if red == "none":
+        return wrap(out, lv)
+    from ..ops.reduction import sum as _sum
+
+    dims = tuple(range(1, out.ndim))
+    tot = _sum(out, dims) if dims else out
+    if red == "sum":
+        return wrap(tot, lv)
+    # mean: over the samples' non-ignored targets, weighted by their class weight (PyTorch's rule)
+    weight = rest[0] if rest else None
+    if prob or (weight is None and params.get("ignore_index", -100) is None):
+        denom = float(max(out[0].numel() if out.ndim > 1 else 1, 1)) if out.ndim > 1 else 1.0
+        return wrap(tot / (denom if out.ndim > 1 else 1.0), lv)
+    from ..ops.elementwise import div
+
+    tgt = vt._data
+    be = vt._device.backend
+    valid = tgt != params.get("ignore_index", -100)
+    if weight is not None:
+        w = weight._data[be.where(valid, tgt, 0)] * valid
+    else:
+        w = valid.astype(out._data.dtype)
+    den = w.reshape(B, -1).sum(axis=1).astype(out._data.dtype)
+    from .._tensor import _new_tensor
+
+    del n_per
+    return wrap(div(tot, _new_tensor(den, vx.device)), lv)
+
+
+@rule("scaled_dot_product_attention")
+def sdpa_rule(op, args, params, lv):
+    if params.get("drop"):
+        if lv.randomness == "error":
+            raise RuntimeError("vmap: called random operation 'scaled_dot_product_attention' (dropout) under "
+                               "vmap(randomness='error')")
+    R = max(_nd(a) for a in args[:3])
+    new = []
+    for a in args:
+        if isinstance(a, Tensor):
+            v = batched_front(a, lv)
+            new.append(a if v is None else pad_rank(v, a.ndim, R))
+        else:
+            new.append(a)
+    return wrap(apply(op, tuple(new), params), lv)
+
+
+def check_coverage():
+    """``(with_rule, registered)``: the registered op names with a batching rule, and all of them."""
+    names = registry.list_ops()
+    return [n for n in names if n in RULES], names
