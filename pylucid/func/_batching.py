@@ -186,7 +186,7 @@ def solve_rule(op, args, params, lv):
     return wrap(apply(op, tuple(new) + tuple(args[2:]), params), lv)
 
 
-REDUCE_AXES = ("sum mean max min prod var std logsumexp norm all any count_nonzero median nanmedian").split()
+REDUCE_AXES = ("sum mean max min prod var std logsumexp norm all any count_nonzero").split()
 
 
 @rule(*REDUCE_AXES)
@@ -198,6 +198,20 @@ def reduce_axes(op, args, params, lv):
     return wrap(apply(op, (v,) + tuple(args[1:]), dict(params, axes=axes)), lv)
 
 
+@rule("median", "nanmedian")
+def median_rule(op, args, params, lv):
+    # the median of all elements is, per sample, the median along the flattened sample
+    v = batched_front(args[0], lv)
+    flat = _sh().reshape(v, (lv.size, -1))
+    dim_op_cls = registry.op_class(op.schema.name + "_dim")
+    if flat.shape[1] == 0:
+        from ..creation import full
+
+        return wrap(full((lv.size,), float("nan"), dtype=v.dtype, device=v.device), lv)
+    vals = apply(dim_op_cls, (flat,), {"dim": 1, "keepdim": False, "ignore_nan": params["ignore_nan"]})[0]
+    return wrap(vals, lv)
+
+
 DIM_OPS = ("max_with_indices min_with_indices median_dim nanmedian_dim mode softmax log_softmax cumsum cumprod "
            "cummax cummin logcumsumexp argsort sort topk kthvalue unbind").split()
 
@@ -207,6 +221,15 @@ def dim_op(op, args, params, lv):
     v = batched_front(args[0], lv)
     if params.get("dim") is None:
         raise NotImplementedError(f"vmap: op '{op.schema.name}' over all dims")
+    if args[0].ndim == 0:
+        # a 0-d sample (dim 0 or -1 names it): run on (B, 1) and give each sample its 0-d result back
+        sh = _sh()
+        out = apply(op, (sh.unsqueeze(v, 1),) + tuple(args[1:]), dict(params, dim=1))
+
+        def fix(o):
+            return sh.reshape(o, (o.shape[0],)) if isinstance(o, Tensor) and o.ndim > 1 else o
+
+        return wrap(tuple(fix(o) for o in out) if out.__class__ is tuple else fix(out), lv)
     out = apply(op, (v,) + tuple(args[1:]), dict(params, dim=shift(params["dim"])))
     return wrap(out, lv)
 
@@ -336,15 +359,40 @@ def matmul_rule(op, args, params, lv):
         pb = sh.unsqueeze(pb, -1)
         nb = 2
         squeeze.append(-1)
-    R = max(na, nb)
-    if va is not None:
-        pa = pad_rank(pa, na, R)
-    if vb is not None:
-        pb = pad_rank(pb, nb, R)
-    out = apply(op, (pa, pb), params)
-    for d in squeeze:
-        out = sh.squeeze(out, d if d == -1 or len(squeeze) == 1 else -1)
-    return wrap(out, lv)
+    k = pa.shape[-1]
+    if va is not None and vb is None and nb == 2 and k > 1:
+        # a batch of (stacks of) rows times one matrix: one GEMM over every row
+        lead = tuple(pa.shape[:-1])
+        out = sh.reshape(apply(op, (sh.reshape(pa, (-1, k)), pb), params), lead + (pb.shape[-1],))
+        bdim = 0
+    elif va is None and vb is not None and na == 2 and nb == 2 and k > 1:
+        # one matrix times a batch of matrices: the batch joins the columns of one GEMM
+        B, m = pb.shape[0], pb.shape[-1]
+        cols = sh.reshape(sh.permute(pb, (1, 0, 2)), (k, B * m))
+        out = sh.reshape(apply(op, (pa, cols), params), (pa.shape[0], B, m))
+        bdim = 1
+    else:
+        R = max(na, nb)
+        if va is not None:
+            pa = pad_rank(pa, na, R)
+        if vb is not None:
+            pb = pad_rank(pb, nb, R)
+        if k == 1:
+            # a contraction of length one is an outer product: a broadcast multiply, not a batched GEMM
+            from ..ops.elementwise import mul
+
+            out = mul(pa, pb)
+        else:
+            out = apply(op, (pa, pb), params)
+        bdim = 0
+    # the squeezed dims are logical trailing dims: negative indices reach them whatever bdim is
+    if squeeze == [-2]:
+        out = sh.squeeze(out, -2)
+    elif squeeze == [-1]:
+        out = sh.squeeze(out, -1)
+    elif squeeze:
+        out = sh.squeeze(sh.squeeze(out, -1), -1)
+    return wrap(out, lv, bdim)
 
 
 @rule("dot", decomposes=True)
@@ -601,7 +649,7 @@ def conv_rule(op, args, params, lv):
         vb = vb if vb is not None else expand_batch(b, B)
         bs = sh.reshape(vb, (-1,))
     out = apply(op, (xs, ws, bs), dict(params, groups=params["groups"] * B))
-    out = sh.reshape(out, (N, B, -1) + tuple(out.shape[2:]))
+    out = sh.reshape(out, (N, B, vw.shape[1]) + tuple(out.shape[2:]))
     if x.ndim == sp + 1:
         out = sh.squeeze(out, 0)
         return wrap(out, lv, 0)
@@ -649,58 +697,65 @@ def mse_rule(op, args, params, lv):
     return mean(d) if red == "mean" else _sum(d)
 
 
-@rule("cross_entropy_loss", "nll_loss")
+@rule("cross_entropy_loss", decomposes=True)
+def cross_entropy_rule(op, args, params, lv):
+    from ..ops.reduction import logsumexp
+    from ..ops.special import log_softmax
+
+    x, target, weight = args
+    logp = log_softmax(x, 1)
+    loss, count = _class_loss(logp, target, weight, params["ignore_index"], params["reduction"],
+                              params["label_smoothing"], params["prob_target"])
+    return loss, logsumexp(x, 1), count
+
+
+@rule("nll_loss", decomposes=True)
 def nll_rule(op, args, params, lv):
-    x, target = args[0], args[1]
-    rest = args[2:]
-    for a in rest:
-        if unwrap(a, lv)[1] is not None:
-            raise NotImplementedError(f"vmap: op '{op.schema.name}' with a batched class weight")
-    B = lv.size
+    x, target, weight = args
+    return _class_loss(x, target, weight, params["ignore_index"], params["reduction"], 0.0, False)[0]
+
+
+def _class_loss(logp, target, weight, ignore_index, reduction, eps, prob):
+    """``(loss, count)`` of the negative log-likelihood of log-probabilities ``logp`` (``(N, C, ...)``),
+    PyTorch's weighting, ``ignore_index`` and label smoothing, from public ops (so each sample of a
+    ``vmap`` is its own loss and autograd follows the ops)."""
+    from ..creation import zeros_like
+    from ..ops import compare
+    from ..ops import elementwise as el
+    from ..ops import indexing as ix
+    from ..ops import reduction as rd
+
     sh = _sh()
-    vx = batched_front(x, lv)
-    vx = vx if vx is not None else expand_batch(x, B)
-    vt = batched_front(target, lv)
-    vt = vt if vt is not None else expand_batch(target, B)
-    red = params["reduction"]
-    prob = params.get("prob_target", False)
-    if x.ndim == 1:  # one sample of C classes: the batch is N
-        out = apply(op, (vx, vt) + tuple(rest), dict(params, reduction="none"))
-        n_per = 1
-    else:
-        N = vx.shape[1]
-        n_per = N
-        xf = sh.reshape(vx, (B * N,) + tuple(vx.shape[2:]))
-        tf = sh.reshape(vt, (B * N,) + tuple(vt.shape[2:]))
-        out = apply(op, (xf, tf) + tuple(rest), dict(params, reduction="none"))
-        out = sh.reshape(out, (B, N) + tuple(out.shape[1:]))
-    if red == "none":
-        return wrap(out, lv)
-    from ..ops.reduction import sum as _sum
-
-    dims = tuple(range(1, out.ndim))
-    tot = _sum(out, dims) if dims else out
-    if red == "sum":
-        return wrap(tot, lv)
-    # mean: over the samples' non-ignored targets, weighted by their class weight (PyTorch's rule)
-    weight = rest[0] if rest else None
-    if prob or (weight is None and params.get("ignore_index", -100) is None):
-        denom = float(max(out[0].numel() if out.ndim > 1 else 1, 1)) if out.ndim > 1 else 1.0
-        return wrap(tot / (denom if out.ndim > 1 else 1.0), lv)
-    from ..ops.elementwise import div
-
-    tgt = vt._data
-    be = vt._device.backend
-    valid = tgt != params.get("ignore_index", -100)
+    C = logp.shape[1]
+    wshape = (1, C) + (1,) * (logp.ndim - 2)
+    wc = sh.reshape(weight, wshape) if weight is not None else None
+    if prob:
+        q = el.add(el.mul(target, 1 - eps), eps / C) if eps else target
+        if wc is not None:
+            q = el.mul(q, wc)
+        rows = el.neg(rd.sum(el.mul(q, logp), 1))
+        n = rows.numel()
+        if reduction == "none":
+            return rows, n
+        tot = rd.sum(rows)
+        return (el.div(tot, n) if reduction == "mean" else tot), n
+    valid = compare.ne(target, ignore_index)
+    safe = ix.where(valid, target, zeros_like(target))
+    picked = sh.squeeze(ix.gather(logp, 1, sh.unsqueeze(safe, 1)), 1)
+    vf = valid.to(logp.dtype)
     if weight is not None:
-        w = weight._data[be.where(valid, tgt, 0)] * valid
+        w = el.mul(sh.reshape(ix.gather(weight, 0, sh.reshape(safe, (-1,))), tuple(target.shape)), vf)
     else:
-        w = valid.astype(out._data.dtype)
-    den = w.reshape(B, -1).sum(axis=1).astype(out._data.dtype)
-    from .._tensor import _new_tensor
-
-    del n_per
-    return wrap(div(tot, _new_tensor(den, vx.device)), lv)
+        w = vf
+    loss = el.neg(el.mul(picked, w))
+    if eps:
+        smooth = el.neg(rd.sum(el.mul(logp, wc) if wc is not None else logp, 1))
+        loss = el.add(el.mul(loss, 1 - eps), el.mul(el.mul(smooth, vf), eps / C))
+    count = rd.sum(valid)
+    if reduction == "none":
+        return loss, count
+    tot = rd.sum(loss)
+    return (el.div(tot, rd.sum(w)) if reduction == "mean" else tot), count
 
 
 @rule("scaled_dot_product_attention")

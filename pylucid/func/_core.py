@@ -30,11 +30,23 @@ from ..ops import _op
 _new = object.__new__
 
 
+_VALUE_READS = frozenset(("min", "max", "any", "all"))
+
+
+class _Flags:
+    # a wrapper has no memory layout of its own; public functions that take a fast path for contiguous
+    # arrays take it (the rule of the op they call lays the physical value out as it needs)
+    c_contiguous = True
+    f_contiguous = False
+    writeable = False
+
+
 class Meta:
     """Shape and dtype of a wrapper tensor, standing in for its array (``Tensor._data``)."""
 
     __slots__ = ("shape", "dtype", "ndim", "size", "owner")
     base = None
+    flags = _Flags()
 
     def __init__(self, shape, dtype, owner) -> None:
         self.shape = shape
@@ -47,6 +59,11 @@ class Meta:
         self.owner = owner
 
     def __getattr__(self, name):
+        # argument validation may scan integer/bool values (index bounds): it sees every sample's at once
+        if name in _VALUE_READS and self.dtype.kind in "biu" and self.owner is not None:
+            inner = self.owner._inner()
+            if inner is not None:
+                return getattr(inner._data, name)
         kind = type(self.owner).__name__ if self.owner is not None else "wrapped"
         raise LucidError(
             f"pylucid.func: an operation read the raw array ({name!r}) of a {kind} inside a function transform; "
@@ -100,7 +117,15 @@ class Wrapper(Tensor):
         raise LucidError(f"pylucid.func: data-dependent control flow on a {type(self).__name__} is not supported")
 
     def __array__(self, dtype=None, copy=None):
+        # integer and bool tensors (class targets, indices) may be read by argument validation: it sees
+        # every sample's values at once; floating values would silently lose the batch structure
+        inner = self._inner()
+        if self._data.dtype.kind in "biu" and inner is not None and not isinstance(inner, Wrapper):
+            return inner.__array__(dtype, copy)
         raise LucidError(f"pylucid.func: a {type(self).__name__} cannot be converted to a NumPy array")
+
+    def _inner(self):
+        return None
 
     def is_contiguous(self) -> bool:
         return True
@@ -117,6 +142,9 @@ class BatchedTensor(Wrapper):
     def _rewrap(self):
         return make_batched(self._value, self._bdim, self._level)
 
+    def _inner(self):
+        return self._value
+
     def __repr__(self) -> str:
         return f"BatchedTensor(lvl={self._level}, bdim={self._bdim}, value={self._value!r})"
 
@@ -128,6 +156,9 @@ class DualTensor(Wrapper):
 
     def _rewrap(self):
         return make_dual(self._primal, self._tangent, self._level)
+
+    def _inner(self):
+        return self._primal
 
     def __repr__(self) -> str:
         return f"DualTensor(lvl={self._level}, primal={self._primal!r}, tangent={self._tangent!r})"

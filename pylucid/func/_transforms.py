@@ -110,10 +110,11 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size: 
         return tree_unflatten(res, ospec)
 
     def _out_dims_list(out):
-        leaves, _ = tree_flatten(out)
-        if isinstance(out_dims, (tuple, list)):
-            return broadcast_prefix(out_dims, out if isinstance(out, (tuple, list)) else (out,), "out_dims")
-        return [out_dims] * len(leaves)
+        if out_dims is None or isinstance(out_dims, int):
+            return [out_dims] * len(tree_flatten(out)[0])
+        if isinstance(out_dims, (tuple, list)) and not isinstance(out, (tuple, list)):
+            return broadcast_prefix(tuple(out_dims), (out,), "out_dims")
+        return broadcast_prefix(out_dims, out, "out_dims")
 
     def _unwrap_outputs(out, lv, size):
         from ..ops.shape import movedim
