@@ -34,9 +34,9 @@ _VALUE_READS = frozenset(("min", "max", "any", "all"))
 
 
 class _Flags:
-    # a wrapper has no memory layout of its own; public functions that take a fast path for contiguous
-    # arrays take it (the rule of the op they call lays the physical value out as it needs)
-    c_contiguous = True
+    # a wrapper has no memory layout of its own: public functions take their general path (a
+    # ``contiguous()`` first, say), whose ops lay the physical values out as they need
+    c_contiguous = False
     f_contiguous = False
     writeable = False
 
@@ -47,6 +47,15 @@ class Meta:
     __slots__ = ("shape", "dtype", "ndim", "size", "owner")
     base = None
     flags = _Flags()
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def strides(self) -> tuple:
+        # no layout (see _Flags): strides that match no contiguous array
+        return (0,) * self.ndim
 
     def __init__(self, shape, dtype, owner) -> None:
         self.shape = shape
@@ -159,6 +168,19 @@ class DualTensor(Wrapper):
 
     def _inner(self):
         return self._primal
+
+    # the primal is the same for every tangent: reading its value (validation, control flow) is exact
+    def item(self):
+        return self._primal.item()
+
+    def tolist(self):
+        return self._primal.tolist()
+
+    def __bool__(self) -> bool:
+        return bool(self._primal)
+
+    def __array__(self, dtype=None, copy=None):
+        return self._primal.__array__(dtype, copy)
 
     def __repr__(self) -> str:
         return f"DualTensor(lvl={self._level}, primal={self._primal!r}, tangent={self._tangent!r})"

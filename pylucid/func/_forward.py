@@ -89,6 +89,12 @@ def _zeros_like(t):
     return zeros_like(t)
 
 
+def _ones_like(t):
+    from ..creation import ones_like
+
+    return ones_like(t)
+
+
 def _unwrap_params(params, lv):
     if not params:
         return params
@@ -261,7 +267,9 @@ def _generic(op, primals, tangents, params):
         if node is None:
             return _finish_out(out, real), None
         diff = op.differentiable_outputs
-        us = [_zeros_like(o).requires_grad_() if _is_float(o) and (diff is None or diff[k]) else None
+        # the cotangent's value does not matter (a vjp is linear in it); ones rather than zeros, so that
+        # formulas that skip a zero incoming gradient (eigh's, svd's) keep the term
+        us = [_ones_like(o).requires_grad_() if _is_float(o) and (diff is None or diff[k]) else None
               for k, o in enumerate(outs)]
         gs = node.backward(*us)
         gs = gs if gs.__class__ is tuple else (gs,)
