@@ -19,6 +19,7 @@ EXPECTED = {
     "custom_op.py": ["gradcheck:     True", "gradgradcheck: True", "LogCosh:             [0.1201, 29.3069, 89.3069]"],
     "mixed_precision.py": ["no CUDA GPU here"] if not pylucid.cuda.is_available() else ["test accuracy"],
     "transformer_lm.py": ["bits/char", "sampled from the prompt"],
+    "per_sample_grads.py": ["per-sample gradients of 32 samples", "test accuracy"],
 }
 
 

@@ -590,3 +590,39 @@ def _tleaves(out):
     for o in out:
         res.extend(_tleaves(o))
     return res
+
+
+def test_per_sample_grads_of_a_cnn_with_layer_norm_and_losses_match_torch():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((4, 1, 2, 6, 6)), rng.integers(0, 3, (4, 1))
+    arrays = (rng.standard_normal((3, 2, 3, 3)) * 0.3, rng.standard_normal(3) * 0.1,
+              rng.standard_normal(48) * 0.1 + 1, rng.standard_normal(48) * 0.1, rng.standard_normal((3, 48)) * 0.1)
+
+    def loss(Fm):
+        def f(p, xi, yi):
+            h = Fm.conv2d(xi, p[0], p[1]).tanh().reshape(1, -1)
+            o = Fm.linear(Fm.layer_norm(h, (48,), p[2], p[3]), p[4])
+            return (Fm.cross_entropy(o, yi) + Fm.huber_loss(o, o * 0.5) + Fm.mse_loss(o, o.square())
+                    + Fm.binary_cross_entropy_with_logits(o, o.sigmoid().detach()))
+        return f
+
+    got = vmap(grad(loss(F)), in_dims=(None, 0, 0))([pl.tensor(a) for a in arrays], pl.tensor(x), pl.tensor(y))
+    ref = torch.func.vmap(torch.func.grad(loss(torch.nn.functional)), in_dims=(None, 0, 0))(
+        [torch.tensor(a) for a in arrays], torch.tensor(x), torch.tensor(y))
+    close(got, ref, atol=1e-12)
+
+
+def test_grads_of_min_max_inside_vmap_share_ties_as_torch():
+    a = RNG.uniform(size=(4, 3, 5))
+    a[0, 1, 2] = a[0, 1, 3]
+
+    def f(x):
+        return (x.amax(1) * x.amin() + x.max(dim=0)[0].sum()).sum()
+
+    close(vmap(grad(f))(pl.tensor(a)), torch.func.vmap(torch.func.grad(f))(torch.tensor(a)))
+
+
+def test_gradient_needing_forward_arrays_inside_vmap_names_the_op():
+    x = pl.tensor(arr(3, 1, 4, 4))
+    with pytest.raises(NotImplementedError, match="max_pool2d"):
+        vmap(grad(lambda xi: F.max_pool2d(xi, 2).sum()))(x)

@@ -22,12 +22,14 @@ on the logical values when they require grad (``grad`` inside ``vmap``).
 
 from __future__ import annotations
 
+from .. import dtypes as _dt
 from .._tensor import Tensor
 from ..ops import registry
 from ..ops._op import apply
 from ._core import BatchedTensor, Meta, make_batched, needs_logical_node, record_logical
 
 RULES: dict = {}
+_F32 = _dt.float32
 
 
 def rule(*names, decomposes=False):
@@ -168,9 +170,86 @@ def leading(op, args, params, lv):
     return wrap(apply(op, tuple(new), params), lv)
 
 
-@rule("layer_norm", "rms_norm")
-def norm_layer(op, args, params, lv):
-    return leading(op, args, params, lv)
+@rule("layer_norm", decomposes=True)
+def layer_norm_rule(op, args, params, lv):
+    # from public ops: the op's backward reuses statistics kept as raw arrays, which a sample does not have
+    from ..ops import elementwise as el
+    from ..ops import reduction as rd
+
+    x, w, b = args
+    axes = tuple(range(x.ndim - params["k"], x.ndim))
+    xf = x.to(_F32) if x.dtype.itemsize < 4 else x
+    mu = rd.mean(xf, axes, keepdim=True)
+    xc = el.sub(xf, mu)
+    rstd = el.rsqrt(el.add(rd.mean(el.mul(xc, xc), axes, keepdim=True), params["eps"]))
+    y = el.mul(xc, rstd)
+    if w is not None:
+        y = el.mul(y, w)
+    if b is not None:
+        y = el.add(y, b)
+    return y.to(x.dtype), mu.detach(), rstd.detach()
+
+
+@rule("rms_norm", decomposes=True)
+def rms_norm_rule(op, args, params, lv):
+    from ..ops import elementwise as el
+    from ..ops import reduction as rd
+
+    x, w = args
+    axes = tuple(range(x.ndim - params["k"], x.ndim))
+    xf = x.to(_F32) if x.dtype.itemsize < 4 else x
+    y = el.mul(xf, el.rsqrt(el.add(rd.mean(el.mul(xf, xf), axes, keepdim=True), params["eps"])))
+    if w is not None:
+        y = el.mul(y, w)
+    return y.to(x.dtype)
+
+
+def _reduce_loss(loss, reduction):
+    from ..ops import reduction as rd
+
+    if reduction == "none":
+        return loss
+    return rd.mean(loss) if reduction == "mean" else rd.sum(loss)
+
+
+@rule("huber_loss", decomposes=True)
+def huber_rule(op, args, params, lv):
+    from ..ops import elementwise as el
+    from ..ops.indexing import where
+
+    d = el.abs(el.sub(args[0], args[1]))
+    delta = params["delta"]
+    loss = where(d < delta, el.mul(el.square(d), 0.5), el.mul(el.sub(d, 0.5 * delta), delta))
+    return _reduce_loss(loss, params["reduction"])
+
+
+@rule("bce_loss", decomposes=True)
+def bce_rule(op, args, params, lv):
+    from ..ops import elementwise as el
+
+    x, y, w = args
+    # PyTorch clamps the logs at -100 so that a saturated probability gives a finite loss
+    lx = el.clamp(el.log(x), -100.0, None)
+    l1x = el.clamp(el.log1p(el.neg(x)), -100.0, None)
+    loss = el.neg(el.add(el.mul(y, lx), el.mul(el.sub(1.0, y), l1x)))
+    if w is not None:
+        loss = el.mul(loss, w)
+    return _reduce_loss(loss, params["reduction"])
+
+
+@rule("bce_with_logits", decomposes=True)
+def bce_logits_rule(op, args, params, lv):
+    from ..ops import activation as act
+    from ..ops import elementwise as el
+
+    x, y, w, pw = args
+    # log(1 + exp(-|x|)) + max(-x, 0): the stable softplus(-x)
+    sp = el.add(el.log1p(el.exp(el.neg(el.abs(x)))), act.relu(el.neg(x)))
+    coef = el.add(el.mul(el.sub(pw, 1.0), y), 1.0) if pw is not None else None
+    loss = el.add(el.mul(el.sub(1.0, y), x), el.mul(coef, sp) if coef is not None else sp)
+    if w is not None:
+        loss = el.mul(loss, w)
+    return _reduce_loss(loss, params["reduction"])
 
 
 @rule("solve", "solve_triangular")
@@ -186,7 +265,7 @@ def solve_rule(op, args, params, lv):
     return wrap(apply(op, tuple(new) + tuple(args[2:]), params), lv)
 
 
-REDUCE_AXES = ("sum mean max min prod var std logsumexp norm all any count_nonzero").split()
+REDUCE_AXES = ("sum mean prod var std logsumexp norm all any count_nonzero").split()
 
 
 @rule(*REDUCE_AXES)
@@ -196,6 +275,30 @@ def reduce_axes(op, args, params, lv):
     axes = params["axes"]
     axes = tuple(range(1, x.ndim + 1)) if axes is None else tuple(shift(a) for a in axes)
     return wrap(apply(op, (v,) + tuple(args[1:]), dict(params, axes=axes)), lv)
+
+
+@rule("max", "min", decomposes=True)
+def minmax_rule(op, args, params, lv):
+    if not needs_logical_node(op, args):
+        return reduce_axes(op, args, params, lv)
+    # under a gradient: the value, then a differentiable expression equal to it whose gradient is the
+    # op's (ties share it): sum(x * mask) / count, with the tie mask a constant
+    from ..autograd.grad_mode import no_grad
+    from ..ops import compare
+    from ..ops import elementwise as el
+    from ..ops import reduction as rd
+
+    x = args[0]
+    with no_grad():
+        y = reduce_axes(op, (x.detach(),), dict(params, keepdim=True), lv)
+    axes = params["axes"]
+    axes = tuple(range(x.ndim)) if axes is None else axes
+    mask = compare.eq(x.detach(), y).to(x.dtype)
+    count = rd.sum(mask, axes, keepdim=True)
+    out = el.div(rd.sum(el.mul(x, mask), axes, keepdim=True), count)
+    if not params["keepdim"]:
+        out = _sh().reshape(out, tuple(n for i, n in enumerate(x.shape) if i not in axes))
+    return out
 
 
 @rule("median", "nanmedian")
@@ -623,6 +726,24 @@ def pool_rule(op, args, params, lv):
     sp = {"interpolate_linear": 1, "interpolate_bilinear": 2, "interpolate_trilinear": 3}.get(name) or int(
         name[-2])
     return _fold_apply(op, args[0], lv, sp, args[1:], params)
+
+
+@rule("unfold")
+def unfold_rule(op, args, params, lv):
+    return _fold_apply(op, args[0], lv, len(params["kernel"]), (), params)
+
+
+@rule("fold")
+def fold_rule(op, args, params, lv):
+    return _fold_apply(op, args[0], lv, 1, (), params)
+
+
+@rule("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+def conv_transpose_rule(op, args, params, lv):
+    x, w, b = args
+    if unwrap(w, lv)[1] is not None or unwrap(b, lv)[1] is not None:
+        raise NotImplementedError(f"vmap: op '{op.schema.name}' with a batched weight or bias")
+    return _fold_apply(op, x, lv, int(op.schema.name[-2]), (w, b), params)
 
 
 @rule("conv1d", "conv2d", "conv3d")

@@ -317,6 +317,13 @@ def _logical_output(self, k: int = 0):
     return w
 
 
+def _logical_output_array(self, k: int = 0):
+    raise NotImplementedError(
+        f"pylucid.func: the gradient of op '{self.schema.name}' cannot be taken inside a transform (its backward "
+        "reads the raw arrays of its outputs)"
+    )
+
+
 def _logical_input(self, i: int):
     self._check_freed()
     return self.saved[i]
@@ -335,6 +342,7 @@ def _logical_cls(op):
     c = _LOGICAL.get(op)
     if c is None:
         c = type(op.__name__, (op,), {"__slots__": (), "output": _logical_output, "input": _logical_input,
+                                      "output_array": _logical_output_array,
                                       "backward": _logical_backward, "backward_fast": None,
                                       "__module__": op.__module__})
         _LOGICAL[op] = c
@@ -396,6 +404,17 @@ def record_logical(op, args, params, outs) -> None:
                             tuple(o._data for o in outs) if multi else outs[0]._data)
         except LucidError:
             node.extra = _NO_EXTRA
+        else:
+            if _holds_meta(node.extra):
+                node.extra = _NO_EXTRA
+
+
+def _holds_meta(x) -> bool:
+    if x.__class__ is Meta:
+        return True
+    if isinstance(x, (tuple, list)):
+        return any(_holds_meta(v) for v in x)
+    return False
 
 
 class _PlainOut:
