@@ -488,15 +488,14 @@ def jacfwd(func, argnums=0, has_aux: bool = False, *, randomness: str = "error")
         nums, single = _argnums_tuple(argnums, len(args))
         from ..ops.shape import movedim
 
-        cols = []
         aux_out = [None]
+        per_in = []  # per argnum: (per input leaf, the Jacobian of every output leaf), the input's spec
+        ospec = None
         for i in nums:
-            x = args[i]
-            leaves, spec = tree_flatten(x)
-            per_leaf = []
+            leaves, spec = tree_flatten(args[i])
+            rows = []
             for li, xl in enumerate(leaves):
-                n = xl.numel()
-                basis = _basis(xl, n)
+                basis = _basis(xl, xl.numel())
 
                 def push(t, i=i, li=li, leaves=leaves, spec=spec):
                     tl = [t if j == li else _zeros(v) for j, v in enumerate(leaves)]
@@ -516,14 +515,15 @@ def jacfwd(func, argnums=0, has_aux: bool = False, *, randomness: str = "error")
 
                 outs = vmap(push, randomness=randomness)(basis)
                 o_leaves, ospec = tree_flatten(outs)
-                jl = []
-                for o in o_leaves:
-                    # batch of n tangents -> output.shape + input.shape
-                    oshape = tuple(o.shape[1:])
-                    jl.append(_reshape(movedim(o, 0, -1), oshape + tuple(xl.shape)))
-                per_leaf.append(tree_unflatten(jl, ospec))
-            cols.append(per_leaf[0] if len(per_leaf) == 1 else tuple(per_leaf))
-        jac = cols[0] if single else tuple(cols)
+                # a batch of n tangents -> output.shape + input.shape
+                rows.append([_reshape(movedim(o, 0, -1), tuple(o.shape[1:]) + tuple(xl.shape)) for o in o_leaves])
+            per_in.append((rows, spec))
+        n_out = len(per_in[0][0][0])
+        jac_out = []
+        for k in range(n_out):
+            per_arg = [tree_unflatten([r[k] for r in rows], spec) for rows, spec in per_in]
+            jac_out.append(per_arg[0] if single else tuple(per_arg))
+        jac = tree_unflatten(jac_out, ospec)
         return (jac, aux_out[0]) if has_aux else jac
 
     return wrapped
