@@ -9,7 +9,9 @@ from ..autograd.grad_mode import enable_grad
 from ._core import (
     BatchedTensor,
     DualTensor,
+    Wrapper,
     broadcast_prefix,
+    current_levels,
     has_outer,
     make_batched,
     make_dual,
@@ -224,7 +226,12 @@ def _vjp_core(func, args, argnums, has_aux, kwargs):
     return out, aux, specs, all_leaves, keep, single
 
 
-def _grads(outs, leaves, grad_outputs):
+def _grads(outs, leaves, grad_outputs, keep, retain):
+    """Gradients of ``outs`` (with ``grad_outputs``) for each group of ``leaves`` (zeros where unused).
+
+    The backward records its own graph (``create_graph``) when someone differentiates it again (``keep``),
+    or when another transform is open or a wrapper takes part: the formulas must then run as ops on
+    Tensors. A plain ``grad`` takes the engine's first-order path."""
     from ..autograd.engine import grad as _grad
     from ..creation import zeros_like
 
@@ -232,8 +239,10 @@ def _grads(outs, leaves, grad_outputs):
     tensors = [x for x in flat if isinstance(x, Tensor)]
     live = [(o, g) for o, g in zip(outs, grad_outputs) if isinstance(o, Tensor) and o._requires_grad]
     if live and tensors:
-        gs = _grad([o for o, _ in live], tensors, [g for _, g in live], retain_graph=True, create_graph=True,
-                   allow_unused=True)
+        graph = keep or len(current_levels()) > 1 or any(
+            isinstance(t, Wrapper) for t in tensors + [o for o, _ in live] + [g for _, g in live])
+        gs = _grad([o for o, _ in live], tensors, [g for _, g in live], retain_graph=retain or graph,
+                   create_graph=graph, allow_unused=True)
     else:
         gs = (None,) * len(tensors)
     it = iter(gs)
@@ -277,7 +286,7 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
                     f"grad: the function must return a one-element tensor, got shape {tuple(out.shape)}; use "
                     "vjp or jacrev for other outputs"
                 )
-            rows = _grads([out], leaves, [ones_like(out)])
+            rows = _grads([out], leaves, [ones_like(out)], keep, False)
         gs = [tree_unflatten([_detach(g, keep) for g in row], spec) for row, spec in zip(rows, specs)]
         g = gs[0] if single else tuple(gs)
         value = _detach(out, keep)
@@ -341,9 +350,9 @@ def vjp(func, *primals, has_aux: bool = False):
         for o, c in zip(out_leaves, ct_leaves):
             if tuple(o.shape) != tuple(c.shape):
                 raise ValueError(f"vjp: cotangent of shape {tuple(c.shape)} for an output of shape {tuple(o.shape)}")
-        with push_level("grad"), enable_grad():
-            rows = _grads(out_leaves, leaves, ct_leaves)
         k = keep or any(isinstance(c, Tensor) and c._requires_grad for c in ct_leaves)
+        with push_level("grad"), enable_grad():
+            rows = _grads(out_leaves, leaves, ct_leaves, k, True)
         return tuple(tree_unflatten([_detach(g, k) for g in row], spec) for row, spec in zip(rows, specs))
 
     out_d = tree_unflatten([_detach(o, keep) for o in out_leaves], ospec)
