@@ -32,6 +32,7 @@ import pylucid  # noqa: E402
 import pylucid.nn.functional as F  # noqa: E402
 from pylucid.func import grad, vmap  # noqa: E402
 
+
 def main() -> None:
     run(256, 784, 128, 10)
     # a small model: the per-sample gradients no longer fill memory, so the loop's per-op overhead shows
