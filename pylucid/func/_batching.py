@@ -25,6 +25,7 @@ from __future__ import annotations
 from .. import dtypes as _dt
 from .._tensor import Tensor
 from ..ops import registry
+from ..ops import shape as _shape
 from ..ops._op import apply
 from ._core import BatchedTensor, Meta, make_batched, needs_logical_node, record_logical
 
@@ -63,9 +64,7 @@ def batched_apply(op, args, params, lv):
 
 # ------------------------------------------------------------------ helpers on physical values
 def _sh():
-    from ..ops import shape
-
-    return shape
+    return _shape
 
 
 def unwrap(a, lv):

@@ -295,12 +295,23 @@ def dispatch(op, args, params):
             f"{top._level}); return such tensors from the transformed function instead of keeping them"
         )
     if lv.kind == "vmap":
+        return _rules.batched_apply(op, args, params, lv)
+    return _rules.dual_apply(op, args, params, lv)
+
+
+class _Rules:
+    """The rule modules, imported on first use (they import this module)."""
+
+    def __getattr__(self, name):
         from ._batching import batched_apply
+        from ._forward import dual_apply
 
-        return batched_apply(op, args, params, lv)
-    from ._forward import dual_apply
+        self.batched_apply = batched_apply
+        self.dual_apply = dual_apply
+        return getattr(self, name)
 
-    return dual_apply(op, args, params, lv)
+
+_rules = _Rules()
 
 
 # ------------------------------------------------------------------ logical autograd nodes
