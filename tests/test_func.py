@@ -500,7 +500,7 @@ def test_rule_coverage():
           f"batching rule, {len(forward)} with a forward rule ({len(diff_fwd)}/{len(diff)} differentiable)")
     print("no batching rule:", sorted(set(ops) - set(batched)))
     assert len(diff_fwd) == len(diff)
-    assert len(batched) >= 210
+    assert len(batched) >= 235
     for name in _batching.RULES:
         registry.schema(name)  # every rule is keyed by a registered op
 
@@ -662,3 +662,38 @@ def test_grad_result_is_differentiable_by_autograd_when_the_input_requires_grad(
     grad(lambda v: (v.sin() * v).sum())(x).sum().backward()
     torch.func.grad(lambda v: (v.sin() * v).sum())(xt).sum().backward()
     close(x.grad, xt.grad)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_per_sample_grads_through_batch_norm_match_torch(training):
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((3, 4, 2, 5)), rng.standard_normal(2), rng.standard_normal(2)
+    rm, rv = rng.standard_normal(2), rng.uniform(0.5, 1, 2)
+
+    def f(m):
+        def g(w, b, xi):
+            stats = (None, None) if training else (m.tensor(rm), m.tensor(rv))
+            return (m.nn.functional.batch_norm(xi, *stats, w, b, training=training) ** 2).sum()
+        return g
+
+    got = vmap(grad(f(pl), argnums=(0, 1, 2)), in_dims=(None, None, 0))(pl.tensor(w), pl.tensor(b), pl.tensor(x))
+    ref = torch.func.vmap(torch.func.grad(f(torch), argnums=(0, 1, 2)), in_dims=(None, None, 0))(
+        torch.tensor(w), torch.tensor(b), torch.tensor(x))
+    close(got, ref, atol=1e-12)
+
+
+def test_batch_norm_updating_running_stats_inside_vmap_raises():
+    # the running buffers would take an in-place update from every sample at once
+    rm, rv = pl.zeros(3), pl.ones(3)
+    with pytest.raises(LucidError, match="raw array"):
+        vmap(lambda xi: F.batch_norm(xi, rm, rv, training=True))(pl.tensor(arr(2, 4, 3)))
+
+
+def test_per_sample_embedding_grads_match_torch():
+    rng = np.random.default_rng(0)
+    E, idx = rng.standard_normal((7, 3)), rng.integers(0, 7, (5, 4))
+    got = vmap(grad(lambda e, i: (pl.ops.nn.embedding_op(e, i, padding_idx=2) ** 2).sum()), in_dims=(None, 0))(
+        pl.tensor(E), pl.tensor(idx))
+    ref = torch.func.vmap(torch.func.grad(lambda e, i: (torch.nn.functional.embedding(i, e, padding_idx=2) ** 2).sum()),
+                          in_dims=(None, 0))(torch.tensor(E), torch.tensor(idx))
+    close(got, ref)

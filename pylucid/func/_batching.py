@@ -189,6 +189,60 @@ def layer_norm_rule(op, args, params, lv):
     return y.to(x.dtype), mu.detach(), rstd.detach()
 
 
+@rule("layer_norm_backward")
+def layer_norm_backward_rule(op, args, params, lv):
+    # (g, x, w, mean, rstd): the weight broadcasts from the right against the batched values
+    if unwrap(args[2], lv)[1] is not None:
+        raise NotImplementedError("vmap: op 'layer_norm_backward' with a batched weight")
+    new = [None if a is None else (a if i == 2 else _front_or_expand(a, lv)) for i, a in enumerate(args)]
+    return wrap(apply(op, tuple(new), dict(params, axes=tuple(shift(d) for d in params["axes"]))), lv)
+
+
+def _front_or_expand(a, lv):
+    v = batched_front(a, lv)
+    return v if v is not None else expand_batch(a, lv.size)
+
+
+@rule("batch_norm", decomposes=True)
+def batch_norm_rule(op, args, params, lv):
+    from ..ops import elementwise as el
+    from ..ops import reduction as rd
+
+    x, w, b, rm, rv = args
+    training, eps = params["training"], params["eps"]
+    if training and (rm is not None or rv is not None):
+        raise NotImplementedError(
+            "vmap: op 'batch_norm' in training mode with running statistics (an in-place update per sample); "
+            "use eval() or track_running_stats=False"
+        )
+    sh = _sh()
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    xf = x.to(_F32) if x.dtype.itemsize < 4 else x
+    if training:
+        mu = rd.mean(xf, axes, keepdim=True)
+        xc = el.sub(xf, mu)
+        var = rd.mean(el.mul(xc, xc), axes, keepdim=True)
+    else:
+        mu, var = sh.reshape(rm, shape), sh.reshape(rv, shape)
+        xc = el.sub(xf, mu)
+    y = el.mul(xc, el.rsqrt(el.add(var, eps)))
+    if w is not None:
+        y = el.mul(y, sh.reshape(w, shape))
+    if b is not None:
+        y = el.add(y, sh.reshape(b, shape))
+    return y.to(x.dtype), sh.reshape(mu.detach(), (-1,)), sh.reshape(var.detach(), (-1,))
+
+
+@rule("searchsorted")
+def searchsorted_rule(op, args, params, lv):
+    seq, values = args[0], args[1]
+    if unwrap(seq, lv)[1] is None and seq.ndim == 1:
+        return wrap(apply(op, (seq, batched_front(values, lv)) + tuple(args[2:]), params), lv)
+    new = [_front_or_expand(a, lv) if isinstance(a, Tensor) else a for a in args]
+    return wrap(apply(op, tuple(new), params), lv)
+
+
 @rule("rms_norm", decomposes=True)
 def rms_norm_rule(op, args, params, lv):
     from ..ops import elementwise as el
