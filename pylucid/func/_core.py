@@ -294,24 +294,16 @@ def dispatch(op, args, params):
             f"pylucid.func: {op.schema.name} got a tensor of a transform that has already returned (level "
             f"{top._level}); return such tensors from the transformed function instead of keeping them"
         )
-    if lv.kind == "vmap":
-        return _rules.batched_apply(op, args, params, lv)
-    return _rules.dual_apply(op, args, params, lv)
-
-
-class _Rules:
-    """The rule modules, imported on first use (they import this module)."""
-
-    def __getattr__(self, name):
+    if _RULES[0] is None:
+        # the rule modules import this one: bound on first use
         from ._batching import batched_apply
         from ._forward import dual_apply
 
-        self.batched_apply = batched_apply
-        self.dual_apply = dual_apply
-        return getattr(self, name)
+        _RULES[:] = [batched_apply, dual_apply]
+    return (_RULES[0] if lv.kind == "vmap" else _RULES[1])(op, args, params, lv)
 
 
-_rules = _Rules()
+_RULES: list = [None, None]
 
 
 # ------------------------------------------------------------------ logical autograd nodes
