@@ -53,6 +53,7 @@ from . import distributed  # noqa: E402,F401
 from . import diffeq, einops, signal  # noqa: E402,F401
 from .signal import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window  # noqa: E402,F401
 from . import distributions  # noqa: E402,F401
+from . import func  # noqa: E402,F401
 from .serialization import load, load_safetensors, save, save_safetensors  # noqa: E402
 
 __version__ = "0.1.0"

@@ -35,6 +35,9 @@ _FAST_FLOAT = frozenset(d.numpy_dtype for d in (_dt.float16, _dt.float32, _dt.fl
                                                  _dt.complex128))
 _FAST_INT_OK = _FAST_FLOAT | frozenset(d.numpy_dtype for d in (_dt.int64, _dt.int32, _dt.int16))
 _new = object.__new__
+#: set by pylucid.func while a function transform (vmap, jvp) is active: ``hook(op, args, params)`` returns
+#: the transformed result, or NotImplemented to let the call run as usual
+_transform_hook = None
 
 
 class Op(Node):
@@ -159,6 +162,10 @@ def apply(op, args: tuple, params: dict = _EMPTY):
     of one dtype and device. The profiler and anomaly mode take the general path.
     """
     st = state
+    if _transform_hook is not None:
+        res = _transform_hook(op, args, params)
+        if res is not NotImplemented:
+            return res
     if st.profiler is None and not st.anomaly:
         pa = op.promote_args
         if pa is not None:
