@@ -299,10 +299,45 @@ class Div(Op):
                     if eb is not None else None)
 
 
-@declare(Div, aliases=("divide", "true_divide"), inplace=_direct_inplace("true_divide"),
+class DivRounding(Op):
+    """``div(a, b, rounding_mode='floor'|'trunc')``: the rounded quotient; piecewise constant, so both
+    gradients are zero (recorded, as PyTorch's ``DivBackward``: the result of a floating division requires grad).
+
+    Integer inputs stay integer (exact integer division; division by zero raises).
+    """
+
+    schema = OpSchema("div_rounding", amp_policy=KEEP_INPUT, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b, *, rounding_mode):
+        return (FloorDivide if rounding_mode == "floor" else TruncDivide).forward(be, a, b)
+
+    def backward(self, g):
+        return _grads2(self, lambda: _zero_grad(g), lambda: _zero_grad(g))
+
+
+def _div_inplace(fn, name):
+    """``div_``: the direct in-place true division of the optimizers, or the generic variant with a rounding mode."""
+    direct = _direct_inplace("true_divide")(fn, name)
+    general = inplace_variant(fn, name)
+
+    def method(self, other, *, rounding_mode=None):
+        if rounding_mode is None:
+            return direct(self, other)
+        return general(self, other, rounding_mode=rounding_mode)
+
+    method.__name__ = name
+    method.__doc__ = direct.__doc__
+    return method
+
+
+@declare(Div, aliases=("divide", "true_divide"), inplace=_div_inplace,
          dunders=("__truediv__", "__rtruediv__", "__itruediv__"))
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     """``input / other``; ``rounding_mode`` ``None`` (true division), ``"trunc"`` or ``"floor"``.
+
+    A rounded division keeps integer dtypes and has a zero gradient (its result
+    still requires grad, as in PyTorch).
 
     >>> import pylucid
     >>> pylucid.div(pylucid.tensor([7, -7]), 2)
@@ -312,13 +347,21 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     """
     if rounding_mode is None:
         return _binary(Div, input, other, "div")
-    if rounding_mode == "floor":
-        return floor_divide(input, other)
-    if rounding_mode == "trunc":
-        from .. import ops as _ops
-
-        return _ops.trunc_divide(input, other)
-    raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    if rounding_mode not in ("floor", "trunc"):
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    for x in (input, other):
+        if isinstance(x, Tensor) and x._data.dtype.kind == "c":
+            raise TypeError(f"div: rounding_mode={rounding_mode!r} is not supported for complex inputs")
+    if input.__class__ not in _TENSOR_TYPES and input.__class__ not in _PLAIN_SCALARS:
+        input = operand("div", input)
+    if other.__class__ not in _TENSOR_TYPES and other.__class__ not in _PLAIN_SCALARS:
+        other = operand("div", other)
+    try:
+        return apply(DivRounding, (input, other), {"rounding_mode": rounding_mode})
+    except ValueError as exc:
+        if "broadcast" in str(exc):
+            _bshape("div", input, other)
+        raise
 
 
 
@@ -503,7 +546,12 @@ class Sign(Op):
 
     @staticmethod
     def forward(be, x):
-        return be.sign(x) if x.dtype != bool else x.copy()
+        if x.dtype == bool:
+            return x.copy()
+        s = be.sign(x)
+        if is_float_dtype(x.dtype):  # PyTorch: sign(NaN) is 0 (NumPy gives NaN)
+            s = be.where(s != s, s.dtype.type(0), s)
+        return s
 
     def backward(self, g):
         return mul(g, 0.0)
@@ -511,7 +559,12 @@ class Sign(Op):
 
 @declare(Sign, inplace=True)
 def sign(input: Tensor) -> Tensor:
-    """-1, 0 or 1 according to the sign of each element."""
+    """-1, 0 or 1 according to the sign of each element; ``sign(NaN) = 0`` (as PyTorch). The gradient is zero.
+
+    >>> import pylucid
+    >>> pylucid.sign(pylucid.tensor([-2.0, 0.0, 3.0, float("nan")]))
+    tensor([-1.,  0.,  1.,  0.])
+    """
     return apply(Sign, (input,))
 
 

@@ -21,7 +21,7 @@ from .. import dtypes as _dt
 from .._tensor import Tensor
 from ..errors import DtypeMismatch
 from ._op import Op, apply
-from ._utils import check_tensor, conj_if_complex, keepdim_shape, norm_dims, reduced_shape
+from ._utils import check_tensor, conj_if_complex, is_float_dtype, keepdim_shape, norm_dims, reduced_shape
 from .registry import declare
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 from .sorting import ValueSelectingOp, ValuesIndices, scalar_selection, select_at
@@ -101,7 +101,7 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor
             [7]]))
     """
     check_tensor(input, "sum")
-    axes = norm_dims(dim, input.ndim, "sum")
+    axes = _axes(dim, input, "sum")
     if dtype is not None:
         dtype = _dt.as_dtype(dtype)
     return apply(Sum, (input,), {"axes": axes, "keepdim": bool(keepdim), "dtype": dtype})
@@ -842,25 +842,50 @@ def _isnan(x):
     return ne(x, x)
 
 
-@declare()
+class Nansum(Op):
+    """``y = sum_{axes} x`` with NaN counted as zero; ``dx = broadcast(g) * (x == x)``.
+
+    The mask multiplies (PyTorch's formula), so an infinite incoming gradient
+    gives NaN at NaN positions: ``nanmean`` of an all-NaN slice has a NaN
+    gradient, as in PyTorch. Saves its input (for the mask).
+    """
+
+    schema = OpSchema("nansum", amp_policy=PROMOTE, saves_input=True, family="reduction")
+
+    @staticmethod
+    def forward(be, x, axes, keepdim, dtype):
+        if x.dtype.kind in "fc" or is_float_dtype(x.dtype):
+            x = be.where(x != x, x.dtype.type(0), x)
+        return be.sum(x, axis=axes, keepdims=keepdim, dtype=_accumulator(x, dtype))
+
+    def backward(self, g):
+        from .elementwise import mul
+
+        x, p = self.input(0), self.params
+        keep = _const(x._data == x._data, self.device)
+        with self.device.backend.errstate():  # inf * 0 is the intended NaN
+            return mul(_expand_back(g, self.shapes[0], p["axes"], p["keepdim"]), keep.to(g.dtype))
+
+
+@declare(Nansum)
 def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """Sum treating NaN as zero (composite: ``sum(where(isnan(x), 0, x))``); NaN positions get a zero gradient.
+    """Sum treating NaN as zero; NaN positions get a zero gradient (``g * 0``: NaN where ``g`` is infinite).
 
     >>> import pylucid
     >>> pylucid.nansum(pylucid.tensor([1.0, float("nan"), 2.0]))
     tensor(3.)
     """
-    from .indexing import where
-
     check_tensor(input, "nansum")
-    if input.dtype.is_floating_point or input.dtype.is_complex:
-        input = where(_isnan(input), 0.0, input)
-    return sum(input, dim, keepdim, dtype=dtype)
+    axes = _axes(dim, input, "nansum")
+    if dtype is not None:
+        dtype = _dt.as_dtype(dtype)
+    return apply(Nansum, (input,), {"axes": axes, "keepdim": bool(keepdim), "dtype": dtype})
 
 
 @declare()
 def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """Mean of the non-NaN elements (composite: ``nansum / count``); all-NaN slices give NaN.
+    """Mean of the non-NaN elements (composite: ``nansum / count``); all-NaN slices give NaN, and NaN
+    gradients (``g / 0 * 0``), as PyTorch.
 
     >>> import pylucid
     >>> pylucid.nanmean(pylucid.tensor([[1.0, float("nan")], [2.0, 4.0]]), dim=1)

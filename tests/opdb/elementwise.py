@@ -90,14 +90,24 @@ ENTRIES = [
     _arith("div", blo=0.5, bhi=2.0,
            extra=[Sample((1 + 2j, C(3)), name="complex-scalar-lhs"),
                   Sample((np.array([7, -7, 5]), np.array([2, 2, -3])), name="int->float")]),
-    # rounded division is piecewise constant: PyTorch records zero gradients, pylucid records none; it runs other
-    # ops than div (so no AMP check), and Tensor.div_ does not take rounding_mode, so the entry calls through a lambda
-    OpEntry("div", lambda a, b, **k: pl.div(a, b, **k), torch.div,
+    # rounded division is piecewise constant: zero gradients, recorded as PyTorch does. The operator dunders take
+    # no rounding_mode, so the entry calls through a lambda (and checks Tensor.div_ with a rounding mode itself)
+    OpEntry("div_rounding", lambda a, b, **k: pl.div(a, b, **k), torch.div,
             lambda: [Sample((U(3, 4) * 3, U(3, 4, lo=0.3, hi=2.0, seed=1)), {"rounding_mode": "floor"}, "floor"),
                      Sample((U(3, 4) * 3, U(3, 4, lo=0.3, hi=2.0, seed=1)), {"rounding_mode": "trunc"}, "trunc"),
+                     Sample((U(2, 1, 3) * 3, U(3, lo=0.3, hi=2.0, seed=1)), {"rounding_mode": "floor"}, "broadcast"),
+                     Sample((U(3) * 3, -1.5), {"rounding_mode": "trunc"}, "scalar"),
+                     Sample((np.array(2.5), U(0, lo=0.3, hi=2.0)), {"rounding_mode": "floor"}, "empty"),
                      Sample((np.array([[3, -1, 4], [1, -5, 9]]), 2), {"rounding_mode": "floor"}, "int-floor"),
                      Sample((np.array([7, -7, 5]), np.array([2, 2, -3])), {"rounding_mode": "trunc"}, "int-trunc")],
-            variant="rounding", grad=False, amp=False),
+            error_inputs=lambda: [ErrorInput((U(2), U(2)), {"rounding_mode": "round"}, ValueError,
+                                             "div: rounding_mode must be"),
+                                  ErrorInput((np.array([1, 2]), np.array([1, 0])), {"rounding_mode": "floor"},
+                                             ZeroDivisionError, "integer division by zero")]),
+    OpEntry("div_rounding", lambda a, b, **k: a.clone().div_(b, **k), torch.Tensor.div_,
+            lambda: [Sample((U(3, 4) * 3, U(3, 4, lo=0.3, hi=2.0, seed=1)), {"rounding_mode": "floor"}, "floor"),
+                     Sample((np.array([7, -7, 5]), np.array([2, 2, -3])), {"rounding_mode": "trunc"}, "int-trunc")],
+            variant="inplace", grad=False, amp=False),
     OpEntry("pow", pl.pow, torch.pow, lambda: binary_samples(0.5, 2.0)() + [
                 Sample((np.array([0.0, 0.0, 2.0]), np.array([0.0, 2.0, 0.0])), name="zeros", gradcheck=False),
                 Sample((U(3, lo=0.5, hi=2), 2), name="square"), Sample((U(3, lo=0.5, hi=2), 0), name="pow0"),
@@ -110,7 +120,8 @@ ENTRIES = [
     unary("abs", complex_=True, extra=[Sample((np.array([1, -2]),), name="int"),
                                        Sample((np.array([[0.0, 1.0j], [3.0 - 4.0j, -2.0]]),), name="complex-axes",
                                               gradcheck=False)]),
-    unary("sign", gradgrad=False, extra=[kinks(0.0, -0.0, 2.0), Sample((np.array([3, 0, -2]),), name="int")]),
+    unary("sign", gradgrad=False, extra=[kinks(0.0, -0.0, 2.0, NAN, INF, -INF),
+                                         Sample((np.array([3, 0, -2]),), name="int")]),
     unary("exp", complex_=True, extra=[Sample((np.array([1, 2]),), name="int->float")]),
     unary("log", lo=0.2, hi=3.0, complex_=True, extra=[kinks(0.0, -1.0, name="domain")]),
     unary("sin", complex_=True),

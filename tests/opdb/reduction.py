@@ -124,9 +124,12 @@ def _minmax_ref(reduce, arg, elementwise):
 def _nan_samples():
     return [Sample((np.array([1.0, NAN, 0.0, -2.5]),), name="nan"),
             Sample((np.array([[1.0, NAN, 2.0], [NAN, NAN, 3.0]]),), {"dim": 1}, "dim"),
-            # PyTorch's nanmean gradient is NaN on an all-NaN slice, pylucid's is 0: values only
+            # an all-NaN slice: NaN value and NaN gradient (PyTorch's g / 0 * 0)
             Sample((np.array([[1.0, NAN], [NAN, NAN]]),), {"dim": 0, "keepdim": True}, "all-nan-column",
-                   grad_args=()),
+                   gradcheck=False),
+            Sample((np.array([[1.0, NAN, 2.0], [NAN, 4.0, 3.0]]),), {"dim": 1, "keepdim": True}, "keep"),
+            Sample((np.array(NAN),), name="0d"), Sample((np.array(2.0),), {"dim": 0}, "0d-dim"),
+            Sample((U(0, 3),), {"dim": 1}, "empty"), Sample((U(2, 3, 4),), {"dim": (0, 2)}, "dims"),
             Sample((U(3, 4),), name="no-nan")]
 
 
@@ -174,6 +177,10 @@ ENTRIES = [
                      Sample((np.array([[3, -1, 4], [1, -5, 9]], dtype=np.int32),), name="int32-all"),
                      Sample((np.array([True, True, False]),), {}, "bool->int64"),
                      Sample((U(0, 3),), {"dim": 0}, "empty"), Sample((np.array(3.0),), name="0d"),
+                     Sample((np.array(3.0),), {"dim": 0, "keepdim": True}, "0d-dim-keep"),
+                     Sample((np.array(3.0),), {"dim": (-1,)}, "0d-dims"),
+                     Sample((U(0, 3),), {"dim": 1, "keepdim": True}, "empty-keep"),
+                     Sample((U(0, 3),), name="empty-all"),
                      Sample((C(3, 2),), {"dim": 0}, "complex")]),
     OpEntry("prod", pl.prod, torch.prod, _prod_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3),), {"dim": 3}, IndexError, "prod: dimension out of range"),
@@ -186,7 +193,13 @@ ENTRIES = [
               lambda: [Sample((U(3, 4),), {"dim": 1}, "dim1"), Sample((U(3, 4),), name="all"),
                        Sample((U(2, 3, 4),), {"dim": (0, 2), "keepdim": True}, "dims-keep"),
                        Sample((np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]]),), {"dim": 1}, "ties", gradcheck=False),
-                       Sample((np.array([3, 1, 3]),), name="int")]) for n in ("amax", "amin")],
+                       Sample((np.array([3, 1, 3]),), name="int"), Sample((np.array(1.5),), name="0d"),
+                       Sample((np.array(1.5),), {"dim": 0, "keepdim": True}, "0d-dim"),
+                       Sample((U(0, 3),), {"dim": 1}, "empty-kept-dim"),
+                       Sample((U(0, 3),), {"dim": 1, "keepdim": True}, "empty-keep")],
+              error_inputs=lambda n=n: [ErrorInput((U(0, 3),), {"dim": 0}, IndexError,
+                                                   f"{n}: expected reduction dim 0 to have non-zero size")])
+      for n in ("amax", "amin")],
     OpEntry("argmax", pl.argmax, torch.argmax,
             lambda: [Sample((U(3, 4),)), Sample((U(3, 4),), {"dim": 1}, "dim1"),
                      Sample((U(3, 4),), {"dim": 0, "keepdim": True}, "keep"),
