@@ -7,12 +7,14 @@ shape (``sum_to_size``), which is what makes broadcasting differentiable.
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 from .._state import state as _state
 from .._tensor import _TENSOR_TYPES, Tensor
 from ..dtypes import bfloat16 as _BF16_DTYPE
 from ..errors import ShapeMismatch
 from ._op import _FAST_FLOAT, _FAST_INT_OK, Op, apply, inplace_variant, operand
-from ._utils import check_tensor, is_float_dtype
+from ._utils import camel, check_tensor, is_float_dtype
 from ._utils import conj_if_complex as _cj
 from .registry import declare, op_function
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
@@ -1933,7 +1935,25 @@ def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
         raise
 
 
-@declare()
+def _float_power_inplace(fn, name):
+    """``float_power_``: the result is double precision, so (as PyTorch) only a float64/complex128 tensor can
+    receive it."""
+    general = inplace_variant(fn, name)
+
+    def method(self, exponent):
+        if self._data.dtype.name not in ("float64", "complex128"):
+            from ..errors import DtypeMismatch
+
+            raise DtypeMismatch(f"float_power_: the base must be float64 or complex128 (the result type), got "
+                                f"{self.dtype}; use float_power() or convert with .double()")
+        return general(self, exponent)
+
+    method.__name__ = name
+    method.__doc__ = general.__doc__
+    return method
+
+
+@declare(inplace=_float_power_inplace)
 def float_power(input, exponent) -> Tensor:
     """``input ** exponent`` computed in float64 (complex128 for complex input), as ``torch.float_power``.
 
@@ -1958,3 +1978,303 @@ def float_power(input, exponent) -> Tensor:
 
         input = tensor(input, dtype=exponent.dtype, device=exponent.device)
     return pow(input, exponent)
+
+
+# ---------------------------------------------------------------- angles, exponents and signs
+_DEG = 0.017453292519943295  # pi / 180
+
+
+@declare(inplace=True)
+def deg2rad(input: Tensor) -> Tensor:
+    """Degrees to radians: ``input * pi / 180`` (composite of ``mul``); integers become float.
+
+    >>> import pylucid
+    >>> pylucid.deg2rad(pylucid.tensor([180.0, -90.0])).round(decimals=4)
+    tensor([ 3.1416, -1.5708])
+    """
+    check_tensor(input, "deg2rad")
+    return mul(input, _DEG)
+
+
+@declare(inplace=True)
+def rad2deg(input: Tensor) -> Tensor:
+    """Radians to degrees: ``input * 180 / pi`` (composite of ``mul``); integers become float.
+
+    >>> import pylucid
+    >>> pylucid.rad2deg(pylucid.tensor([0.5, -2.0])).round(decimals=3)
+    tensor([  28.6480, -114.5920])
+    """
+    check_tensor(input, "rad2deg")
+    return mul(input, 57.29577951308232)
+
+
+@declare(method=False)
+def rsub(input, other, *, alpha=1) -> Tensor:
+    """``other - alpha * input`` (``sub`` with the operands swapped), broadcasting.
+
+    >>> import pylucid
+    >>> pylucid.rsub(pylucid.tensor([1.0, 2.0]), 10.0, alpha=2)
+    tensor([8., 6.])
+    """
+    check_tensor(input, "rsub")
+    return sub(other, input, alpha=alpha)
+
+
+@declare(inplace=True)
+def ldexp(input, other) -> Tensor:
+    """``input * 2 ** other`` (composite of ``mul`` and ``exp2``): the result is floating.
+
+    ``d/dinput = 2^other``, ``d/dother = input 2^other ln 2`` (PyTorch's formulas).
+
+    >>> import pylucid
+    >>> pylucid.ldexp(pylucid.tensor([1.0, 3.0]), pylucid.tensor([3, -1]))
+    tensor([8.0000, 1.5000])
+    """
+    check_tensor(input, "ldexp")
+    check_tensor(other, "ldexp", "other")
+    return mul(input, exp2(other))
+
+
+_FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])
+
+
+class Frexp(Op):
+    """``x = mantissa * 2^exponent`` with ``0.5 <= |mantissa| < 1`` (0 for 0); the exponent is int32.
+
+    ``dx = g_mantissa / 2^exponent`` (the exponent is piecewise constant). Saves its outputs.
+    """
+
+    schema = OpSchema("frexp", amp_policy=KEEP_INPUT, saves_output=True, family="elementwise")
+    n_outputs = 2
+    differentiable_outputs = (True, False)
+
+    @staticmethod
+    def forward(be, x):
+        if x.dtype == _BF16_NP:  # no bfloat16 loop: exact through float32
+            m, e = be.frexp(x.astype("float32"))
+            return m.astype(x.dtype), e.astype("int32")
+        m, e = be.frexp(x)
+        return m, e.astype("int32")
+
+    def backward(self, g, _g_exponent=None):
+        e = self.output(1)
+        return div(g, exp2(e.to(g.dtype)))
+
+
+@declare(Frexp)
+def frexp(input: Tensor):
+    """Split a floating tensor into ``(mantissa, exponent)`` (a named tuple), ``input = mantissa * 2**exponent``,
+    ``0.5 <= |mantissa| < 1``; the exponent is int32.
+
+    >>> import pylucid
+    >>> pylucid.frexp(pylucid.tensor([8.0, -0.75, 0.0]))
+    frexp(mantissa=tensor([ 0.5000, -0.7500,  0.0000]), exponent=tensor([4, 0, 0], dtype=pylucid.int32))
+    """
+    check_tensor(input, "frexp")
+    if not is_float_dtype(input._data.dtype):
+        raise TypeError(f"frexp: expected a floating point tensor, got {input.dtype}")
+    return _FrexpResult(*apply(Frexp, (input,)))
+
+
+class Signbit(Op):
+    """True where the sign bit is set (``-0.0`` and negative NaN included); bool, not differentiable."""
+
+    schema = OpSchema("signbit", amp_policy=KEEP_INPUT, differentiable=False, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        if x.dtype == bool:
+            return be.zeros(x.shape, dtype=bool)
+        if x.dtype.kind in "iu":
+            return x < 0
+        if x.dtype == _BF16_NP:
+            x = x.astype("float32")
+        return be.signbit(x)
+
+
+@declare(Signbit)
+def signbit(input: Tensor) -> Tensor:
+    """Whether each element's sign bit is set: ``signbit(-0.0)`` is True (unlike ``input < 0``).
+
+    >>> import pylucid
+    >>> pylucid.signbit(pylucid.tensor([-1.0, -0.0, 0.0, 2.0]))
+    tensor([ True,  True, False, False])
+    """
+    check_tensor(input, "signbit")
+    if input._data.dtype.kind == "c":
+        raise TypeError("signbit: complex tensors are not supported")
+    return apply(Signbit, (input,))
+
+
+class Heaviside(Op):
+    """Step function: 0 for ``x < 0`` (and NaN), ``values`` where ``x == 0``, 1 for ``x > 0``; not differentiable
+    (PyTorch has no derivative for it)."""
+
+    schema = OpSchema("heaviside", amp_policy=KEEP_INPUT, differentiable=False, family="elementwise")
+
+    @staticmethod
+    def forward(be, x, values):
+        dt = be.result_type(x, values)
+        return be.where(x == 0, values, x > 0).astype(dt)
+
+
+@declare(Heaviside, inplace=True)
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
+    """Heaviside step of ``input``, taking ``values`` (broadcast) where ``input == 0``.
+
+    Both must be tensors of the same dtype (as PyTorch).
+
+    >>> import pylucid
+    >>> pylucid.heaviside(pylucid.tensor([-1.5, 0.0, 2.0]), pylucid.tensor([0.5]))
+    tensor([0.0000, 0.5000, 1.0000])
+    """
+    check_tensor(input, "heaviside")
+    check_tensor(values, "heaviside", "values")
+    if input.dtype != values.dtype:
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"heaviside: input and values must have the same dtype, got {input.dtype} and "
+                            f"{values.dtype}")
+    if input._data.dtype.kind == "c":
+        raise TypeError("heaviside: complex tensors are not supported")
+    return _binary(Heaviside, input, values, "heaviside")
+
+
+def _integer_binary(name, be_name, doc):
+    def forward(be, a, b):
+        return getattr(be, be_name)(a, b)
+
+    op_cls = type(camel(name), (Op,), {"__doc__": doc, "forward": staticmethod(forward),
+                                       "schema": OpSchema(name, amp_policy=KEEP_INPUT, differentiable=False,
+                                                          family="elementwise")})
+
+    def fn(input, other):
+        check_tensor(input, name)
+        check_tensor(other, name, "other")
+        for x in (input, other):
+            if x._data.dtype.kind not in "iu":
+                raise TypeError(f"{name}: expected integer tensors, got {x.dtype}")
+        return _binary(op_cls, input, other, name)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return op_cls, declare(op_cls, inplace=True)(fn)
+
+
+Gcd, gcd = _integer_binary("gcd", "gcd", """Greatest common divisor of integer tensors (``gcd(0, 0) = 0``).
+
+    >>> import pylucid
+    >>> pylucid.gcd(pylucid.tensor([12, -9, 0]), pylucid.tensor([18, 6, 0]))
+    tensor([6, 3, 0])
+    """)
+Lcm, lcm = _integer_binary("lcm", "lcm", """Least common multiple of integer tensors (non-negative; 0 if either is 0).
+
+    >>> import pylucid
+    >>> pylucid.lcm(pylucid.tensor([4, -4, 0]), pylucid.tensor([6, 6, 5]))
+    tensor([12, 12,  0])
+    """)
+
+
+class Nextafter(Op):
+    """The next representable floating value after ``a`` towards ``b``; not differentiable (as PyTorch)."""
+
+    schema = OpSchema("nextafter", amp_policy=KEEP_INPUT, differentiable=False, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        if getattr(a, "dtype", None) == _BF16_NP:
+            raise TypeError("nextafter: bfloat16 is not supported")
+        return be.nextafter(a, b)
+
+
+@declare(Nextafter, inplace=True)
+def nextafter(input: Tensor, other: Tensor) -> Tensor:
+    """The floating value next to ``input`` in the direction of ``other`` (element-wise, broadcasting).
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([1.0, 1.0], dtype=pylucid.float64)
+    >>> (pylucid.nextafter(x, pylucid.tensor([2.0, 0.0], dtype=pylucid.float64)) - x).tolist()
+    [2.220446049250313e-16, -1.1102230246251565e-16]
+    """
+    check_tensor(input, "nextafter")
+    check_tensor(other, "nextafter", "other")
+    for x in (input, other):
+        if not is_float_dtype(x._data.dtype):
+            raise TypeError(f"nextafter: expected floating point tensors, got {x.dtype}")
+    if input.dtype != other.dtype:
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"nextafter: input and other must have the same dtype, got {input.dtype} and "
+                            f"{other.dtype}")
+    return _binary(Nextafter, input, other, "nextafter")
+
+
+# ---------------------------------------------------------------- fill, addbmm, addr
+class Fill(Op):
+    """``torch.fill``: a tensor of ``input``'s shape and dtype filled with ``value`` (a number or a 0-d tensor);
+    ``dinput = 0``, ``dvalue = sum(g)``."""
+
+    schema = OpSchema("fill", amp_policy=KEEP_INPUT, family="elementwise")
+    promote_args = (0,)  # the result has input's dtype whatever the value's
+
+    @staticmethod
+    def forward(be, x, value):
+        return be.full(x.shape, value, dtype=x.dtype)
+
+    def backward(self, g):
+        from .reduction import sum as _sum
+
+        ex, ev = self.next_edges
+        return (_zero_grad(g) if ex is not None else None, _sum(g).to(g.dtype) if ev is not None else None)
+
+
+@declare(Fill, method=False)
+def fill(input: Tensor, value) -> Tensor:
+    """A new tensor shaped and typed like ``input``, every element ``value`` (``Tensor.fill_`` writes in place).
+
+    >>> import pylucid
+    >>> pylucid.fill(pylucid.zeros(2, 2), 1.5)
+    tensor([[1.5000, 1.5000],
+            [1.5000, 1.5000]])
+    """
+    check_tensor(input, "fill")
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise ValueError(f"fill: value must be a number or a 0-dim tensor, got a tensor of shape "
+                             f"{tuple(value.shape)}")
+    elif value.__class__ not in _PLAIN_SCALARS:
+        value = operand("fill", value)
+    return apply(Fill, (input, value))
+
+
+@declare(inplace=True)
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (composite of ``bmm`` and ``sum``); with ``beta=0``
+    ``input`` is ignored.
+
+    >>> import pylucid
+    >>> b = pylucid.ones(3, 2, 2)
+    >>> pylucid.addbmm(pylucid.zeros(2, 2), b, b, alpha=0.5)
+    tensor([[3., 3.],
+            [3., 3.]])
+    """
+    from .linalg import _scaled_sum, bmm
+    from .reduction import sum as _sum
+
+    check_tensor(input, "addbmm")
+    return _scaled_sum("addbmm", input, _sum(bmm(batch1, batch2), 0), beta, alpha)
+
+
+@declare(inplace=True)
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """``beta * input + alpha * outer(vec1, vec2)`` (composite of ``outer``); with ``beta=0`` ``input`` is ignored.
+
+    >>> import pylucid
+    >>> pylucid.addr(pylucid.ones(2, 3), pylucid.tensor([1.0, 2.0]), pylucid.tensor([1.0, 0.0, -1.0]))
+    tensor([[ 2.,  1.,  0.],
+            [ 3.,  1., -1.]])
+    """
+    from .linalg import _scaled_sum, outer
+
+    check_tensor(input, "addr")
+    return _scaled_sum("addr", input, outer(vec1, vec2), beta, alpha)
