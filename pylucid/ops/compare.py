@@ -261,3 +261,35 @@ def equal(input: Tensor, other: Tensor) -> bool:
 
 # ``==`` is element-wise, so a tensor hashes by identity (usable as a dict key, as in PyTorch)
 Tensor.__hash__ = object.__hash__
+
+
+# ---------------------------------------------------------------- membership
+class Isin(Op):
+    """``elements[i]`` in ``test_elements`` (bool, ``elements``' shape); not differentiable."""
+
+    schema = OpSchema("isin", amp_policy=KEEP_INPUT, differentiable=False, family="compare")
+
+    @staticmethod
+    def forward(be, elements, test_elements, *, assume_unique, invert):
+        return be.isin(be.asarray(elements), be.asarray(test_elements), assume_unique=assume_unique, invert=invert)
+
+
+@declare(Isin, method=False)
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """Whether each element of ``elements`` occurs in ``test_elements`` (either may be a number, not both);
+    ``invert=True`` gives the complement.
+
+    >>> import pylucid
+    >>> pylucid.isin(pylucid.tensor([[1, 2], [3, 4]]), pylucid.tensor([2, 3]))
+    tensor([[False,  True],
+            [ True, False]])
+    """
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError(f"isin: elements or test_elements must be a Tensor, got {type(elements).__name__} and "
+                        f"{type(test_elements).__name__}")
+    for x, what in ((elements, "elements"), (test_elements, "test_elements")):
+        if not isinstance(x, Tensor):
+            operand("isin", x)
+        elif x._data.dtype.kind == "c":
+            raise TypeError(f"isin: {what} must not be complex, got {x.dtype}")
+    return apply(Isin, (elements, test_elements), {"assume_unique": bool(assume_unique), "invert": bool(invert)})

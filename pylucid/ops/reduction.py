@@ -16,6 +16,7 @@ Value-selecting reductions (``median(x, dim)``, ``mode``, ``max_with_indices``
 from __future__ import annotations
 
 import builtins as _builtins
+from collections import namedtuple
 
 from .. import dtypes as _dt
 from .._tensor import Tensor
@@ -1128,3 +1129,78 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
     d = _single_dim("mode", input, dim)
     return ValuesIndices(*apply(Mode, (input,), {"dim": d, "keepdim": bool(keepdim)}))
 
+
+
+# ------------------------------------------------------------------------------------------ aminmax / dist / renorm
+_MinMaxResult = namedtuple("aminmax", ["min", "max"])
+
+
+@declare()
+def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False):
+    """``(min, max)`` over ``dim`` (all dims when ``None``), a named tuple; composite of :func:`amin` and
+    :func:`amax`, so tied positions share each gradient.
+
+    >>> import pylucid
+    >>> pylucid.aminmax(pylucid.tensor([[1.0, 2.0], [3.0, 0.0]]), dim=1)
+    aminmax(min=tensor([1., 0.]), max=tensor([2., 3.]))
+    """
+    check_tensor(input, "aminmax")
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"aminmax: dim must be an int or None, got {type(dim).__name__} {dim!r}")
+    d = () if dim is None else dim
+    return _MinMaxResult(_minmax(Min, "aminmax", input, d, keepdim), _minmax(Max, "aminmax", input, d, keepdim))
+
+
+@declare()
+def dist(input: Tensor, other: Tensor, p=2) -> Tensor:
+    """The ``p``-norm of ``input - other`` (broadcasting), a 0-d tensor: composite of ``sub`` and ``norm``.
+
+    The gradient where ``input == other`` is 0 (the norm's subgradient at zero, as PyTorch).
+
+    >>> import pylucid
+    >>> pylucid.dist(pylucid.tensor([1.0, 2.0]), pylucid.tensor([4.0, 6.0])), pylucid.dist(
+    ...     pylucid.tensor([1.0, 2.0]), pylucid.tensor([4.0, 6.0]), p=1)
+    (tensor(5.), tensor(7.))
+    """
+    from .elementwise import sub
+
+    check_tensor(input, "dist")
+    check_tensor(other, "dist", "other")
+    if isinstance(p, str) or p is None:
+        raise TypeError(f"dist: p must be a number, got {p!r}")
+    return norm(sub(input, other), p)
+
+
+@declare(inplace=True)
+def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
+    """Each slice ``input.select(dim, i)`` whose ``p``-norm exceeds ``maxnorm`` is scaled to norm ``maxnorm``:
+    ``x * maxnorm / (norm + 1e-7)`` where ``norm > maxnorm`` (PyTorch's formula), else unchanged.
+
+    A composite of ``norm`` and ``where``; the gradient includes the norm's dependence on ``x``.
+
+    >>> import pylucid
+    >>> pylucid.renorm(pylucid.tensor([[3.0, 4.0], [0.3, 0.4]]), 2, 0, 1.0).round(decimals=4)
+    tensor([[0.6000, 0.8000],
+            [0.3000, 0.4000]])
+    """
+    from .elementwise import add, div, mul
+    from .indexing import where
+
+    check_tensor(input, "renorm")
+    if isinstance(p, str) or not p > 0:
+        raise ValueError(f"renorm: p must be a positive number, got {p!r}")
+    if not maxnorm >= 0:
+        raise ValueError(f"renorm: maxnorm must be non-negative, got {maxnorm!r}")
+    if input.ndim <= 1:
+        raise ValueError(f"renorm: input needs at least 2 dimensions, got {input.ndim}")
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise DtypeMismatch(f"renorm: expected a floating point or complex input, got {input.dtype}")
+    d = norm_dims(dim, input.ndim, "renorm")[0]
+    others = tuple(i for i in range(input.ndim) if i != d)
+    n = norm(input, p, others, keepdim=True)
+    factor = where(n > maxnorm, div(maxnorm, add(n, 1e-7)), 1.0)
+    return mul(input, factor.to(input.dtype) if input.dtype.is_complex else factor)
+
+
+# the statistics family (histograms, quantiles, cov, cdist) builds on the reductions above
+from . import statistics  # noqa: E402,F401

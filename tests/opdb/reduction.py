@@ -286,3 +286,35 @@ ENTRIES = [
                                        "ties-pairs", gradcheck=False),
                                 Sample((np.array([3, 1, 3, 1, 2]),), {}, "int")])),
 ]
+
+ENTRIES += [
+    OpEntry("aminmax", pl.aminmax, _ref_nt(torch.aminmax),
+            lambda: [Sample((U(3, 4),), name="all"), Sample((U(3, 4),), {"dim": 1}, "dim1"),
+                     Sample((U(2, 3, 4),), {"dim": 0, "keepdim": True}, "keep"), Sample((U(3, 4),), {"dim": -1}, "neg"),
+                     Sample((np.array(1.5),), name="0d"),
+                     Sample((np.array(1.5),), {"dim": 0, "keepdim": True}, "0d-dim"),
+                     Sample((np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]]),), {"dim": 1}, "ties", gradcheck=False),
+                     Sample((np.array([3, 1, 3]),), name="int"), Sample((U(0, 3),), {"dim": 1}, "empty-kept-dim")],
+            error_inputs=lambda: [ErrorInput((U(0, 3),), {}, IndexError, "aminmax: cannot reduce an empty tensor"),
+                                  ErrorInput((U(2, 3),), {"dim": (0, 1)}, TypeError, "aminmax: dim must be an int")]),
+    OpEntry("dist", pl.dist, torch.dist,
+            lambda: [Sample((U(3, 4), U(3, 4, seed=1)), name="p2"), Sample((U(2, 1, 4), U(3, 1, seed=1)), name="bcast"),
+                     # p=0: PyTorch's dist backward fails (an undefined tensor); pylucid's gradient is zero
+                     *[Sample((U(3, 4), U(3, 4, seed=1)), {"p": p}, f"p{p}", gradcheck=p not in (0, INF),
+                              grad_args=() if p == 0 else None) for p in (1, 3, 0.5, 0, INF)],
+                     Sample((np.array([1.0, 2.0]), np.array([1.0, 2.0])), name="equal", gradcheck=False),
+                     Sample((np.array(1.5), np.array(-0.5)), name="0d")],
+            error_inputs=lambda: [ErrorInput((U(2), [1.0, 2.0]), exc=TypeError, match="dist: other")]),
+    OpEntry("renorm", pl.renorm, torch.renorm,
+            lambda: [Sample((U(3, 4), 2, 0, 1.5), name="rows"), Sample((U(3, 4), 1, 1, 2.0), name="p1-cols"),
+                     Sample((U(2, 3, 4), 3, -1, 1.0), name="3d"), Sample((U(3, 4), 2, 0, 100.0), name="no-change"),
+                     Sample((U(3, 4), 2.5, 0, 0.5), name="all-scaled")],
+            error_inputs=lambda: [ErrorInput((U(3), 2, 0, 1.0), exc=ValueError, match="renorm: input needs"),
+                                  ErrorInput((U(3, 2), 0, 0, 1.0), exc=ValueError, match="renorm: p must"),
+                                  ErrorInput((U(3, 2), 2, 0, -1.0), exc=ValueError, match="renorm: maxnorm")]),
+]
+
+# the statistics family
+from tests.opdb.statistics import ENTRIES as _STATISTICS  # noqa: E402
+
+ENTRIES += _STATISTICS
