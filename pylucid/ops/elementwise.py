@@ -1277,6 +1277,8 @@ class Cube(Op):
 
     @staticmethod
     def forward(be, x):
+        if x.dtype == bool:  # as pow(x, 3): bool becomes int64
+            x = x.astype("int64")
         return x * x * x
 
     def backward(self, g):
@@ -1422,6 +1424,8 @@ class Frac(Op):
 
     @staticmethod
     def forward(be, x):
+        if x.dtype.kind == "c":
+            raise TypeError("frac: complex tensors are not supported")
         return x - be.trunc(x)
 
     def backward(self, g):
@@ -1538,6 +1542,9 @@ class NanToNum(Op):
 
     @staticmethod
     def forward(be, x, nan=0.0, posinf=None, neginf=None):
+        if x.dtype.kind == "c":  # the real and imaginary parts separately (PyTorch)
+            return (NanToNum.forward(be, x.real, nan, posinf, neginf)
+                    + 1j * NanToNum.forward(be, x.imag, nan, posinf, neginf)).astype(x.dtype)
         if not is_float_dtype(x.dtype):
             return x.copy()
         info = be.xp.finfo(x.dtype) if x.dtype.itemsize >= 4 or x.dtype.name == "float16" else None
@@ -1728,6 +1735,8 @@ class TruncDivide(Op):
     @staticmethod
     def forward(be, a, b):
         bb = be.asarray(b)
+        if bb.dtype.kind == "c" or getattr(a, "dtype", bb.dtype).kind == "c" or isinstance(a, complex):
+            raise TypeError("trunc_divide: complex inputs are not supported")
         _check_int_zero_division(be, bb, "trunc_divide")
         with be.errstate():
             if is_float_dtype(getattr(a, "dtype", bb.dtype)) or is_float_dtype(bb.dtype):

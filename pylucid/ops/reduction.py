@@ -153,7 +153,7 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
             f"mean: could not infer the output dtype: input dtype {input.dtype} is not floating point or complex; "
             "pass dtype=pylucid.float32 or convert the input"
         )
-    axes = norm_dims(dim, input.ndim, "mean")
+    axes = _axes(dim, input, "mean")
     return apply(Mean, (input,), {"axes": axes, "keepdim": bool(keepdim)})
 
 
@@ -421,7 +421,7 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype=
     if dtype is not None:
         dtype = _dt.as_dtype(dtype)
         input = input.to(dtype)
-        dtype = None
+        dtype = dtype if dtype is _dt.bool_ else None  # a bool product is a logical and, as PyTorch
     return apply(Prod, (input,), {"axes": axes, "keepdim": bool(keepdim), "dtype": dtype})
 
 
@@ -485,6 +485,8 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
 
 # ------------------------------------------------------------------------------------------ var / std
 def _correction(op, correction, unbiased):
+    if correction is not None and (isinstance(correction, bool) or not isinstance(correction, (int, float))):
+        raise TypeError(f"{op}: correction must be a number, got {type(correction).__name__} {correction!r}")
     if unbiased is not None:
         if correction is not None:
             raise ValueError(f"{op}: pass either correction= or unbiased=, not both")
@@ -509,7 +511,7 @@ class Var(Op):
             m = be.mean(xf, axis=axes, keepdims=True)
             d = be.abs(xf - m) ** 2
             out = be.sum(d, axis=axes, keepdims=keepdim) / _builtins.max(n - correction, 0)
-        return out.astype(x.dtype)
+        return out.astype(x.real.dtype if x.dtype.kind == "c" else x.dtype)  # complex input: a real variance
 
     def _scale(self):
         n = _n_reduced(self.shapes[0], self.params["axes"]) - self.params["correction"]
@@ -561,7 +563,7 @@ def _var_args(op, input, dim, correction, unbiased):
         raise DtypeMismatch(f"{op}: std and var only support floating point and complex dtypes, got {input.dtype}")
     if isinstance(dim, bool):  # torch.var(x, True) is the old "unbiased" positional form
         unbiased, dim = dim, None
-    return norm_dims(dim, input.ndim, op), _correction(op, correction, unbiased)
+    return _axes(dim, input, op), _correction(op, correction, unbiased)
 
 
 @declare(Var)
@@ -635,7 +637,8 @@ class Logsumexp(Op):
             return be.full(reduced_shape(x.shape, axes, keepdim), -float("inf"), dtype=x.dtype)
         xf = x.astype("float32") if x.dtype.itemsize == 2 else x
         with be.errstate():
-            m = be.max(xf, axis=axes, keepdims=True)
+            # complex: shift by the largest real part, so the imaginary part is the principal log's (PyTorch)
+            m = be.max(xf.real if xf.dtype.kind == "c" else xf, axis=axes, keepdims=True)
             m = be.where(be.isfinite(m), m, 0)
             out = be.log(be.sum(be.exp(xf - m), axis=axes, keepdims=True)) + m
         if not keepdim:
@@ -649,7 +652,7 @@ class Logsumexp(Op):
         shape = self.shapes[0]
         y = _expand_back(self.output(), shape, p["axes"], p["keepdim"])
         with self.device.backend.errstate():  # infinite slices: inf - inf is NaN, as PyTorch's gradient
-            return mul(_expand_back(g, shape, p["axes"], p["keepdim"]), exp(sub(self.input(0), y)))
+            return mul(_expand_back(g, shape, p["axes"], p["keepdim"]), conj_if_complex(exp(sub(self.input(0), y))))
 
 
 @declare(Logsumexp, namespaces=("pylucid", "pylucid.special"))
@@ -684,6 +687,9 @@ class Norm(Op):
 
     @staticmethod
     def forward(be, x, p, axes, keepdim):
+        if p in (float("inf"), -float("inf")) and _n_reduced(x.shape, axes) == 0:
+            raise IndexError(f"norm: cannot compute the {p} norm over an empty reduction (shape {tuple(x.shape)}): "
+                             "max/min have no identity")
         out_dtype = x.real.dtype if x.dtype.kind == "c" else x.dtype
         a = be.abs(x)
         if a.dtype.itemsize == 2:  # float16/bfloat16: accumulate in float32, round once
@@ -765,7 +771,8 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
         input = input.to(dtype)
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise DtypeMismatch(f"norm: expected a floating point or complex input, got {input.dtype}")
-    return apply(Norm, (input,), {"p": float(p), "axes": _axes(dim, input, "norm"), "keepdim": bool(keepdim)})
+    axes = _axes(dim, input, "norm")
+    return apply(Norm, (input,), {"p": float(p), "axes": axes, "keepdim": bool(keepdim)})
 
 
 # ------------------------------------------------------------------------------------------ all / any / count_nonzero
@@ -857,7 +864,8 @@ class Nansum(Op):
     def forward(be, x, axes, keepdim, dtype):
         if x.dtype.kind in "fc" or is_float_dtype(x.dtype):
             x = be.where(x != x, x.dtype.type(0), x)
-        return be.sum(x, axis=axes, keepdims=keepdim, dtype=_accumulator(x, dtype))
+        with be.errstate():  # inf + -inf is NaN without a warning, as PyTorch
+            return be.sum(x, axis=axes, keepdims=keepdim, dtype=_accumulator(x, dtype))
 
     def backward(self, g):
         from .elementwise import mul
@@ -906,7 +914,7 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Te
 
 # ------------------------------------------------------------------------------------------ value-selecting
 def _single_dim(op, input, dim):
-    if isinstance(dim, (tuple, list)):
+    if dim is None or isinstance(dim, (tuple, list)):
         raise TypeError(f"{op}: dim must be an int, got {dim!r}")
     d = norm_dims(dim, input.ndim if input.ndim else 1, op)[0]
     n = input.shape[d] if input.ndim else 1
@@ -976,8 +984,10 @@ def min_with_indices(input: Tensor, dim: int, keepdim: bool = False) -> ValuesIn
 
 # ------------------------------------------------------------------------------------------ median / mode
 def _sorted_with_nan_count(be, x, dim):
-    idx = be.argsort(x, axis=dim, kind="stable")  # NaN last, equal values keep their order
-    nan_count = be.sum(be.isnan(x), axis=dim, keepdims=True) if x.dtype.kind in "fc" else None
+    # NaN last, equal values keep their order (bfloat16 through float32, where NaN sorts last)
+    idx = be.argsort(x.astype("float32") if x.dtype.kind == "V" else x, axis=dim, kind="stable")
+    nan_count = be.sum(be.isnan(x), axis=dim, keepdims=True) if x.dtype.kind == "c" or is_float_dtype(x.dtype) \
+        else None
     return idx, nan_count
 
 
@@ -1004,9 +1014,9 @@ class Median(_MinMax):
     def forward(be, x, axes, keepdim, ignore_nan):
         flat = x.reshape(-1)
         if flat.size == 0:
-            return be.full((), float("nan"), dtype=x.dtype)
-        s = be.sort(flat)
-        if x.dtype.kind in "fc":
+            return be.full((), float("nan") if x.dtype.kind not in "biu" else 0, dtype=x.dtype)
+        s = be.sort(flat.astype("float32") if flat.dtype.kind == "V" else flat).astype(x.dtype)  # bfloat16: NaN last
+        if x.dtype.kind in "fc" or is_float_dtype(x.dtype):
             nans = int(be.isnan(flat).sum())
             if nans and not ignore_nan:
                 return s[-1].reshape(())

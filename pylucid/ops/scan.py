@@ -95,7 +95,8 @@ class Cumprod(Op):
             return be.cumprod(x, axis=dim, dtype="int64")
         if x.dtype.itemsize == 2:
             return be.cumprod(x, axis=dim, dtype="float32").astype(x.dtype)
-        return be.cumprod(x, axis=dim)
+        with be.errstate():  # complex overflow gives inf/NaN quietly, as PyTorch
+            return be.cumprod(x, axis=dim)
 
     def backward(self, g):
         from .elementwise import div, mul
@@ -149,6 +150,9 @@ def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:
 def _cum_extreme(be, x, dim, ufunc):
     if x.ndim == 0:
         return scalar_selection(be, x)
+    if x.dtype.kind == "V":  # ml_dtypes' bfloat16: run the scan in float32 (exact) and round the values back
+        values, idx = _cum_extreme(be, x.astype("float32"), dim, ufunc)
+        return values.astype(x.dtype), idx
     values = ufunc.accumulate(x, axis=dim)
     n = x.shape[dim]
     shape = [1] * x.ndim
@@ -277,6 +281,8 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     tensor([10000.0000, 10000.6934, 10000.6934])
     """
     d = _scan_dim(input, dim, "logcumsumexp")
+    if input._data.dtype.kind == "c":
+        raise TypeError("logcumsumexp: complex tensors are not supported")
     return apply(Logcumsumexp, (input,), {"dim": d})
 
 

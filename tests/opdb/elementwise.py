@@ -162,7 +162,8 @@ ENTRIES = [
           extra=[Sample((-U(3, lo=0.5, hi=2.0),), name="negative"), kinks(0.0, name="zero"),
                  Sample((np.array([1, 2, 4]),), name="int->float")]),
     unary("rsqrt", lo=0.2, hi=3.0, complex_=True, extra=[kinks(0.0, -1.0, name="domain")]),
-    unary("cube", ref=lambda x: torch.pow(x, 3), extra=[Sample((np.array([1, -2]),), name="int")]),
+    unary("cube", ref=lambda x: torch.pow(x, 3), extra=[Sample((np.array([1, -2]),), name="int"),
+                                                        Sample((np.array([True, False]),), name="bool->int64")]),
     unary("cbrt", ref=_cbrt_ref, lo=0.2, hi=3.0, extra=[Sample((-U(3, lo=0.2, hi=3.0),), name="negative"),
                                                         Sample((U(3, 4),), name="both-signs")]),
     # -- rounding: zero gradients as in PyTorch --------------------------------------
@@ -176,7 +177,8 @@ ENTRIES = [
                          Sample((np.array([3, -4]),), name="int")),
             error_inputs=lambda: [ErrorInput((U(2),), {"decimals": 1.5}, TypeError, "round: decimals")]),
     unary("frac", lo=-3.0, hi=3.0,
-          error_inputs=lambda: [ErrorInput((np.array([1, 2]),), exc=TypeError, match="frac: expected a floating")]),
+          error_inputs=lambda: [ErrorInput((np.array([1, 2]),), exc=TypeError, match="frac: expected a floating"),
+                                ErrorInput((np.array([1j]),), exc=TypeError, match="frac: complex")]),
     # -- clamp -------------------------------------------------------------------------
     OpEntry("clamp", pl.clamp, torch.clamp,
             lambda: [Sample((U(3, 4), -0.5, 0.5), name="scalars"),
@@ -205,6 +207,8 @@ ENTRIES = [
       for n in ("clamp_min", "clamp_max")],
     OpEntry("nan_to_num", pl.nan_to_num, torch.nan_to_num,
             lambda: [Sample((U(3, 4),)), Sample((np.array([NAN, INF, -INF, 1.0]),), name="special", gradcheck=False),
+                     Sample((np.array([complex(NAN, 0.5), complex(1.0, -INF), complex(INF, NAN), 2 - 1j]),),
+                            name="complex-special", grad_args=()),  # PyTorch has no complex nan_to_num gradient
                      Sample((np.array([1.0, NAN, INF, -INF, 0.0, -2.5]),), {"nan": 2.0, "posinf": 9.0, "neginf": -9.0},
                             name="values", gradcheck=False),
                      Sample((np.array([1, 2]),), name="int"), Sample((np.array(NAN),), name="0d", gradcheck=False)],

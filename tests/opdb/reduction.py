@@ -41,7 +41,9 @@ def _var_samples():
                      Sample((U(3, 4),), {"dim": 0, "correction": 2}, "corr2"),
                      Sample((U(3, 4),), {"correction": 2}, "corr2-all"),
                      Sample((U(2, 3),), {"dim": 0, "correction": 3}, "corr>N", gradcheck=False),
-                     Sample((U(1, 3),), {"dim": 0}, "N=1-nan", gradcheck=False)]
+                     Sample((U(1, 3),), {"dim": 0}, "N=1-nan", gradcheck=False),
+                     Sample((np.array(1.5),), {"dim": 0, "keepdim": True}, "0d-dim", gradcheck=False),
+                     Sample((C(3, 4),), {"dim": 1}, "complex"), Sample((C(3, 4),), name="complex-all")]
 
 
 def norm_at_zero_samples(key):
@@ -101,7 +103,8 @@ def _lse_samples():
             Sample((np.array([[1e4, 1e4, -1e4], [-1e4, -1e4, -1e4]]),), {"dim": 1}, "huge", gradcheck=False),
             Sample((np.array([[-INF, 0.5, 1.0], [-INF, -INF, 2.0]]),), {"dim": 1}, "-inf", gradcheck=False),
             Sample((np.array(1.5),), {"dim": 0}, "0d"), Sample((noncontig(3, 4),), {"dim": 0}, "noncontig"),
-            Sample((np.array([1, 2, 3]),), {"dim": 0}, "int")]
+            Sample((np.array([1, 2, 3]),), {"dim": 0}, "int"),
+            Sample((C(3, 4) * 20,), {"dim": 1}, "complex"), Sample((C(2, 3) * 1e4,), {"dim": 1}, "complex-huge")]
 
 
 def _amax_ref(name):
@@ -142,7 +145,9 @@ ENTRIES = [
                      Sample((U(2, 3, 4),), {"dim": -1, "keepdim": False}, "neg"),
                      Sample((np.array(2.0),), name="0d"),
                      Sample((noncontig(3, 4),), {"dim": 0}, "noncontig"),
-                     Sample((U(0, 3),), {"dim": 0}, "empty-nan"), Sample((C(3),), name="complex")],
+                     Sample((U(0, 3),), {"dim": 0}, "empty-nan"), Sample((C(3),), name="complex"),
+                     Sample((np.array(2.0),), {"dim": -1}, "0d-dim"),
+                     Sample((np.array(2.0),), {"dim": 0, "keepdim": True}, "0d-dim-keep")],
             error_inputs=lambda: [ErrorInput((U(2, 3),), {"dim": 2}, IndexError, "mean: dimension out of range"),
                                   ErrorInput((U(2, 3),), {"dim": (0, 0)}, ValueError, "more than once"),
                                   ErrorInput((np.arange(3),), {}, TypeError, "mean: could not infer")]),
@@ -222,6 +227,7 @@ ENTRIES = [
     # -- statistics --------------------------------------------------------------------------
     OpEntry("var", pl.var, _quiet(torch.var), _var_samples,
             error_inputs=lambda: [ErrorInput((np.array([1, 2]),), {}, DtypeMismatch, "var: std and var only"),
+                                  ErrorInput((U(3),), {"correction": "x"}, TypeError, "var: correction must be"),
                                   ErrorInput((U(3),), {"correction": 1, "unbiased": True}, ValueError, "var")]),
     OpEntry("std", pl.std, _quiet(torch.std),
             lambda: _var_samples() + [Sample((np.full((2, 3), 1.5),), {"dim": 1}, "constant", gradcheck=False)]),
@@ -233,6 +239,8 @@ ENTRIES = [
     # -- norms: one primitive behind every vector-norm front end ------------------------------
     OpEntry("norm", pl.ops.reduction.norm, torch.norm, _norm_samples,
             error_inputs=lambda: [ErrorInput((U(3),), {"p": "nuc"}, ValueError, "norm: p='nuc'"),
+                                  ErrorInput((U(0),), {"p": INF}, IndexError, "norm: cannot compute the inf norm"),
+                                  ErrorInput((U(2, 0),), {"p": -INF, "dim": 1}, IndexError, "norm: cannot compute"),
                                   ErrorInput((np.array([1, 2]),), {}, DtypeMismatch, "norm")]),
     OpEntry("norm", pl.norm, torch.norm,
             lambda: [Sample((U(3, 4),), name="fro"), *[Sample((U(3, 4),), {"p": p}, str(p)) for p in (1, 2, INF)],
