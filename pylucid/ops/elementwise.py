@@ -2218,44 +2218,7 @@ def nextafter(input: Tensor, other: Tensor) -> Tensor:
     return _binary(Nextafter, input, other, "nextafter")
 
 
-# ---------------------------------------------------------------- fill, addbmm, addr
-class Fill(Op):
-    """``torch.fill``: a tensor of ``input``'s shape and dtype filled with ``value`` (a number or a 0-d tensor);
-    ``dinput = 0``, ``dvalue = sum(g)``."""
-
-    schema = OpSchema("fill", amp_policy=KEEP_INPUT, family="elementwise")
-    promote_args = (0,)  # the result has input's dtype whatever the value's
-
-    @staticmethod
-    def forward(be, x, value):
-        return be.full(x.shape, value, dtype=x.dtype)
-
-    def backward(self, g):
-        from .reduction import sum as _sum
-
-        ex, ev = self.next_edges
-        return (_zero_grad(g) if ex is not None else None, _sum(g).to(g.dtype) if ev is not None else None)
-
-
-@declare(Fill, method=False)
-def fill(input: Tensor, value) -> Tensor:
-    """A new tensor shaped and typed like ``input``, every element ``value`` (``Tensor.fill_`` writes in place).
-
-    >>> import pylucid
-    >>> pylucid.fill(pylucid.zeros(2, 2), 1.5)
-    tensor([[1.5000, 1.5000],
-            [1.5000, 1.5000]])
-    """
-    check_tensor(input, "fill")
-    if isinstance(value, Tensor):
-        if value.ndim != 0:
-            raise ValueError(f"fill: value must be a number or a 0-dim tensor, got a tensor of shape "
-                             f"{tuple(value.shape)}")
-    elif value.__class__ not in _PLAIN_SCALARS:
-        value = operand("fill", value)
-    return apply(Fill, (input, value))
-
-
+# ---------------------------------------------------------------- addbmm, addr
 @declare(inplace=True)
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (composite of ``bmm`` and ``sum``); with ``beta=0``

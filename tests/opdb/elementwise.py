@@ -347,14 +347,7 @@ ENTRIES = [
             grad=False,
             error_inputs=lambda: [ErrorInput((np.array([1, 2]), np.array([1, 2])), exc=TypeError,
                                              match="nextafter: expected floating")]),
-    # -- fill, addbmm, addr ---------------------------------------------------------------------------
-    OpEntry("fill", pl.fill, torch.fill,
-            lambda: [Sample((U(3, 4), 1.5), name="scalar"), Sample((U(3, 4), np.array(-2.0)), name="0d-tensor"),
-                     Sample((np.array(3.0), np.array(0.5)), name="0d"), Sample((U(0, 2), 1.0), name="empty"),
-                     Sample((np.array([1, 2, 3]), 2.5), name="int-input"),
-                     Sample((U(2), 7), name="int-value")],
-            error_inputs=lambda: [ErrorInput((U(2), U(2)), exc=ValueError, match="fill: value must be a number or a "
-                                                                               "0-dim tensor")]),
+    # -- addbmm, addr ---------------------------------------------------------------------------------
     OpEntry("addbmm", pl.addbmm, torch.addbmm,
             lambda: [Sample((U(2, 3), U(4, 2, 5, seed=1), U(4, 5, 3, seed=2)), name="plain"),
                      Sample((U(3), U(2, 2, 4, seed=1), U(2, 4, 3, seed=2)), {"beta": 0.5, "alpha": -2.0},
