@@ -2185,15 +2185,23 @@ Lcm, lcm = _integer_binary("lcm", "lcm", """Least common multiple of integer ten
 
 
 class Nextafter(Op):
-    """The next representable floating value after ``a`` towards ``b``; not differentiable (as PyTorch)."""
+    """The next representable floating value after ``a`` towards ``b``; ``da = g`` where ``a != b`` (0 where the
+    result is ``b`` itself), ``db = 0``: PyTorch's gradients (the step is below any finite difference)."""
 
-    schema = OpSchema("nextafter", amp_policy=KEEP_INPUT, differentiable=False, family="elementwise")
+    schema = OpSchema("nextafter", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise")
 
     @staticmethod
     def forward(be, a, b):
         if getattr(a, "dtype", None) == _BF16_NP:
             raise TypeError("nextafter: bfloat16 is not supported")
         return be.nextafter(a, b)
+
+    def backward(self, g):
+        from .compare import eq
+        from .indexing import where
+
+        a, b = _saved_as_tensors(self, g)
+        return _grads2(self, lambda: where(eq(a, b), 0.0, g), lambda: _zero_grad(g))
 
 
 @declare(Nextafter, inplace=True)

@@ -418,6 +418,8 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx=None, dim: in
 # ------------------------------------------------------------------------------------------ gradient
 def _gradient_spacing(input, spacing, dims):
     """Per dim: a number (uniform spacing) or a 1-d coordinates tensor."""
+    if spacing is None:
+        spacing = 1
     if isinstance(spacing, Tensor) and spacing.ndim == 0:
         spacing = spacing.item()
     if not isinstance(spacing, (list, tuple)):
