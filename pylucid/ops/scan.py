@@ -520,3 +520,42 @@ def _neg(t):
     from .elementwise import neg
 
     return neg(t)
+
+
+# ------------------------------------------------------------------------------------------ sliding windows
+@declare(namespaces=(), method="unfold")  # the name "unfold" is nn.functional.unfold's op
+def tensor_unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """``Tensor.unfold``: every window of ``size`` elements along ``dimension``, ``step`` apart; the windows
+    replace ``dimension`` (``(size_d - size) // step + 1`` of them) and their elements form a new last dim.
+
+    A composite of ``index_select`` (a copy, not a view as in PyTorch): the
+    gradient sums over overlapping windows.
+
+    >>> import pylucid
+    >>> pylucid.arange(7.0).unfold(0, 3, 2)
+    tensor([[0., 1., 2.],
+            [2., 3., 4.],
+            [4., 5., 6.]])
+    """
+    from ..creation import arange
+    from .indexing import index_select
+    from .shape import movedim, reshape
+
+    check_tensor(self, "unfold")
+    if self.ndim == 0:
+        self = reshape(self, (1,))
+        squeeze_lead = True
+    else:
+        squeeze_lead = False
+    d = norm_dim(dimension, self.ndim, "unfold")
+    if not isinstance(size, int) or size < 0 or size > self.shape[d]:
+        raise ValueError(f"unfold: size must be an int in [0, {self.shape[d]}] (the size of dimension {d}), "
+                         f"got {size!r}")
+    if not isinstance(step, int) or step <= 0:
+        raise ValueError(f"unfold: step must be a positive int, got {step!r}")
+    n = (self.shape[d] - size) // step + 1
+    idx = (arange(n, device=self.device) * step).reshape(-1, 1) + arange(size, device=self.device).reshape(1, -1)
+    out = index_select(self, d, idx.reshape(-1))
+    out = reshape(out, tuple(self.shape[:d]) + (n, size) + tuple(self.shape[d + 1:]))
+    out = movedim(out, d + 1, -1)
+    return reshape(out, (size,)) if squeeze_lead else out
