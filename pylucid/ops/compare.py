@@ -220,6 +220,9 @@ def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: b
     >>> pylucid.isclose(pylucid.tensor([1.0, 1.1, float("nan")]), pylucid.tensor([1.0 + 1e-7, 1.0, float("nan")]))
     tensor([ True, False, False])
     """
+    for v, what in ((rtol, "rtol"), (atol, "atol")):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"isclose: {what} must be a number, got {type(v).__name__} {v!r}")
     if rtol < 0 or atol < 0:
         raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, atol={atol}")
     a, b = operand("isclose", input), operand("isclose", other)
