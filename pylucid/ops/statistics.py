@@ -10,6 +10,7 @@ those ops' backwards.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections import namedtuple
 
@@ -56,7 +57,7 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     (tensor([0, 2, 0, 1]), tensor([1, 0, 1, 0]))
     """
     check_tensor(input, "bincount")
-    if input.ndim != 1 or input._data.dtype.kind not in "iub":
+    if input.ndim != 1 or input._data.dtype.kind not in "iu":
         raise ValueError(f"bincount: input must be a 1-d tensor of non-negative integers, got {input.ndim}-d "
                          f"{input.dtype}")
     if not isinstance(minlength, int) or minlength < 0:
@@ -73,13 +74,15 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
 
 
 # ------------------------------------------------------------------------------------------ histc / histogram
-def _data_range(be, x):
+def _data_range(be, x, op):
+    """``(min, max)`` of the data (None when empty); a NaN or infinite one raises, as PyTorch."""
     if x.size == 0:
-        return 0.0, 0.0
-    finite = x[be.isfinite(x)]
-    if finite.size == 0:
-        return 0.0, 0.0
-    return float(finite.min()), float(finite.max())
+        return None
+    with be.errstate():
+        lo, hi = float(be.min(x)), float(be.max(x))
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"{op}: the data's range [{lo}, {hi}] is not finite; give the range explicitly")
+    return lo, hi
 
 
 class Histc(Op):
@@ -94,7 +97,7 @@ class Histc(Op):
 
     @staticmethod
     def forward(be, x, *, bins, min, max):  # noqa: A002 - torch's names
-        lo, hi = (min, max) if min != max else _data_range(be, x)
+        lo, hi = (min, max) if min != max else (_data_range(be, x, "histc") or (0.0, 0.0))
         if lo == hi:
             lo, hi = lo - 1, hi + 1
         t = x.dtype.type
@@ -187,7 +190,7 @@ def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = No
             if lo > hi:
                 raise ValueError(f"histogram: range must be (min, max) with min <= max, got {tuple(range)}")
         else:
-            lo, hi = _data_range(be, input._data)
+            lo, hi = _data_range(be, input._data, "histogram") or (0.0, 1.0)  # PyTorch's range for no data
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
         edges = linspace(lo, hi, bins + 1, dtype=input.dtype, device=input.device)
@@ -385,18 +388,15 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
     if w is None:
         w_sum = n_obs
         avg = div(_sum(x, 1), n_obs)
+        norm = n_obs - correction
     else:
         w_sum = _sum(w)
         avg = div(_sum(mul(x, w), 1), w_sum)
-    if w is not None and correction != 0:
-        if aweights is not None:
+        if aweights is not None and correction != 0:
             norm = sub(w_sum, mul(div(_sum(mul(w, reshape(aweights, (-1,)))), w_sum), correction))
         else:
             norm = sub(w_sum, correction)
-    else:
-        norm = sub(w_sum, correction) if isinstance(w_sum, Tensor) else w_sum - correction
-    nf = float(norm.item()) if isinstance(norm, Tensor) else float(norm)
-    if nf <= 0:
+    if float(norm.item() if isinstance(norm, Tensor) else norm) <= 0:
         warnings.warn("cov: degrees of freedom <= 0 for the given correction and weights; the result is inf or NaN",
                       RuntimeWarning, stacklevel=2)
         norm = 0.0
