@@ -296,3 +296,21 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
         elif x._data.dtype.kind == "c":
             raise TypeError(f"isin: {what} must not be complex, got {x.dtype}")
     return apply(Isin, (elements, test_elements), {"assume_unique": bool(assume_unique), "invert": bool(invert)})
+
+
+@declare()
+def isreal(input: Tensor) -> Tensor:
+    """Whether each element is real: ``imag == 0`` for complex tensors, True everywhere for the others (bool).
+
+    >>> import pylucid
+    >>> pylucid.isreal(pylucid.tensor([1 + 0j, 2j]))
+    tensor([ True, False])
+    """
+    check_tensor(input, "isreal")
+    if input._data.dtype.kind == "c":
+        from .complex import imag
+
+        return eq(imag(input), 0)
+    from ..creation import ones
+
+    return ones(tuple(input.shape), dtype=bool, device=input.device)

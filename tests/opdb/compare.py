@@ -76,4 +76,9 @@ ENTRIES = [
                      Sample((np.array(2.0), np.zeros(0)), name="0d-empty-test")],
             grad=False,
             error_inputs=lambda: [ErrorInput((1, 2), exc=TypeError, match="isin: elements or test_elements")]),
+    OpEntry("isreal", pl.isreal, torch.isreal,
+            lambda: [Sample((np.array([1 + 0j, 2j, complex(NAN, 0.0), complex(0.0, NAN)]),), name="complex"),
+                     Sample((U(3, 4),), name="real"), Sample((np.array([1, 2]),), name="int"),
+                     Sample((np.array(1.5),), name="0d"), Sample((U(0, 2),), name="empty")],
+            grad=False, error_inputs=not_tensor("isreal")),
 ]
