@@ -1,4 +1,4 @@
-"""Statistics: counts and histograms (``bincount histc histogram``), quantiles (``quantile nanquantile``),
+"""Statistics: counts and histograms (``bincount histc histogram histogramdd``), quantiles (``quantile nanquantile``),
 covariance and correlation (``cov corrcoef``) and pairwise distances (``cdist``).
 
 The counting ops are primitives with integer or count outputs and no
@@ -202,6 +202,106 @@ def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = No
     hist = apply(Histogram, (input.detach(), edges, None if weight is None else weight.detach()),
                  {"density": bool(density)})
     return _HistogramResult(hist, edges)
+
+
+_HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
+
+
+class Histogramdd(Op):
+    """The ``D``-dimensional histogram of the rows of ``x`` (``(N, D)``) over the bins between consecutive
+    ``edges`` of each dim (the last bin of a dim includes its right edge); not differentiable."""
+
+    schema = OpSchema("histogramdd", amp_policy=KEEP_INPUT, differentiable=False, family="statistics")
+    promote_args = ()  # the edges already have the input's dtype, the weights keep theirs
+
+    @staticmethod
+    def forward(be, x, weight, *edges, density):
+        n_bins = tuple(int(e.shape[0]) - 1 for e in edges)
+        inside = be.ones(x.shape[0], dtype=bool)
+        flat = be.zeros(x.shape[0], dtype="int64")
+        for k, e in enumerate(edges):
+            col = x[:, k]
+            inside &= (col >= e[0]) & (col <= e[-1])
+            pos = be.clip(be.searchsorted(e, col, side="right") - 1, 0, n_bins[k] - 1)
+            flat = flat * n_bins[k] + pos
+        total = 1
+        for nb in n_bins:
+            total *= nb
+        w = None if weight is None else weight.reshape(-1)[inside].astype("float64")
+        hist = be.bincount(flat[inside], weights=w, minlength=total)[:total].reshape(n_bins).astype(x.dtype)
+        if density:
+            volume = be.ones(n_bins, dtype=x.dtype)
+            for k, e in enumerate(edges):
+                shape = [1] * len(edges)
+                shape[k] = n_bins[k]
+                volume = volume * (e[1:] - e[:-1]).reshape(shape)
+            with be.errstate():
+                hist = hist / (be.sum(hist) * volume)
+        return hist
+
+
+@declare(Histogramdd, method=False)
+def histogramdd(input: Tensor, bins=10, *, range=None, weight: Tensor | None = None,  # noqa: A002
+                density: bool = False):
+    """``(hist, bin_edges)``: the histogram of the points in the rows of ``input`` (``(..., D)``, ``D``
+    coordinates per point), with ``hist`` of shape ``(bins_0, ..., bins_{D-1})`` and one edges tensor per dim.
+
+    ``bins``: an int (every dim), a list of ints, or a list of 1-d edge
+    tensors. ``range``: ``[min_0, max_0, min_1, max_1, ...]`` for int bins
+    (default: each dim's data range). ``weight`` (one per point) and
+    ``density`` as in :func:`histogram`.
+
+    >>> import pylucid
+    >>> h = pylucid.histogramdd(pylucid.tensor([[0.0, 0.0], [1.0, 1.0]]), bins=2, range=[0.0, 2.0, 0.0, 4.0])
+    >>> h.hist
+    tensor([[1., 0.],
+            [1., 0.]])
+    """
+    from ..creation import linspace
+
+    check_tensor(input, "histogramdd")
+    _check_float("histogramdd", input)
+    if input.ndim < 1:
+        raise ValueError("histogramdd: input must have at least one dimension (..., D)")
+    D = input.shape[-1]
+    x = input.detach().reshape(-1, D)
+    be = input._device.backend
+    if isinstance(bins, int):
+        bins = [bins] * D
+    bins = list(bins)
+    if len(bins) != D:
+        raise ValueError(f"histogramdd: expected {D} bin specifications (one per dim), got {len(bins)}")
+    if range is not None:
+        if any(isinstance(b, Tensor) for b in bins):
+            raise TypeError("histogramdd: range cannot be given with tensors of bin edges")
+        if len(range) != 2 * D:
+            raise ValueError(f"histogramdd: range must have 2 * {D} entries [min_0, max_0, ...], got {len(range)}")
+    edges = []
+    for k, b in enumerate(bins):
+        if isinstance(b, Tensor):
+            if b.ndim != 1 or b.numel() < 1:
+                raise ValueError(f"histogramdd: the edges of dim {k} must be a non-empty 1-d tensor")
+            edges.append(b.to(input.dtype).detach())
+            continue
+        if not isinstance(b, int) or b <= 0:
+            raise ValueError(f"histogramdd: bins must be positive ints or 1-d tensors, got {b!r} for dim {k}")
+        if range is not None:
+            lo, hi = float(range[2 * k]), float(range[2 * k + 1])
+            if lo > hi:
+                raise ValueError(f"histogramdd: range of dim {k} must have min <= max, got [{lo}, {hi}]")
+        else:
+            lo, hi = _data_range(be, x._data[:, k], "histogramdd") or (0.0, 1.0)
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges.append(linspace(lo, hi, b + 1, dtype=input.dtype, device=input.device))
+    if weight is not None:
+        check_tensor(weight, "histogramdd", "weight")
+        if tuple(weight.shape) != tuple(input.shape[:-1]):
+            raise ShapeMismatch(f"histogramdd: weight must have shape {tuple(input.shape[:-1])} (one per point), got "
+                                f"{tuple(weight.shape)}")
+        weight = weight.detach()
+    hist = apply(Histogramdd, (x, weight, *edges), {"density": bool(density)})
+    return _HistogramddResult(hist, tuple(edges))
 
 
 # ------------------------------------------------------------------------------------------ quantile
