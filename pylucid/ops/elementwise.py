@@ -12,6 +12,7 @@ from collections import namedtuple
 from .._state import state as _state
 from .._tensor import _TENSOR_TYPES, Tensor
 from ..dtypes import bfloat16 as _BF16_DTYPE
+from ..dtypes import bool_ as _dt_bool
 from ..errors import ShapeMismatch
 from ._op import _FAST_FLOAT, _FAST_INT_OK, Op, apply, inplace_variant, operand
 from ._utils import camel, check_tensor, is_float_dtype
@@ -724,7 +725,7 @@ def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
     >>> pylucid.addcmul(pylucid.ones(2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([3.0, 4.0]), value=0.5)
     tensor([2.5000, 5.0000])
     """
-    return _add_scaled(input, mul(tensor1, tensor2), value)
+    return _add_scaled(input, mul(tensor1, tensor2), _scalar_for(value, (input, tensor1, tensor2)))
 
 
 @declare(inplace=_addc_inplace("true_divide"))
@@ -741,6 +742,18 @@ def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
 def _add_scaled(input, term, value):
     """``input + value * term``, with no multiply when ``value`` is 1."""
     return add(input, mul(term, value) if value != 1 else term)
+
+
+def _scalar_for(value, tensors):
+    """A scalar multiplier as PyTorch applies it to integer operands: cast to their integer type (``0.5`` becomes
+    0; a negative one wraps around for unsigned operands, ``-2`` is 254 for uint8). Others pass unchanged."""
+    dts = [t._data.dtype for t in tensors if isinstance(t, Tensor)]
+    if not dts or isinstance(value, (bool, complex)) or not all(d.kind in "iu" for d in dts):
+        return value
+    v = int(value)
+    if all(d.kind == "u" for d in dts):
+        v %= 1 << (8 * max(d.itemsize for d in dts))
+    return v
 
 
 @declare(dunders=("__pos__",))
@@ -2242,7 +2255,8 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
     from .reduction import sum as _sum
 
     check_tensor(input, "addbmm")
-    return _scaled_sum("addbmm", input, _sum(bmm(batch1, batch2), 0), beta, alpha)
+    ops = (input, batch1, batch2)
+    return _scaled_sum("addbmm", input, _sum(bmm(batch1, batch2), 0), _scalar_for(beta, ops), _scalar_for(alpha, ops))
 
 
 @declare(inplace=True)
@@ -2257,4 +2271,12 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
     from .linalg import _scaled_sum, outer
 
     check_tensor(input, "addr")
-    return _scaled_sum("addr", input, outer(vec1, vec2), beta, alpha)
+    ops = (input, vec1, vec2)
+    if all(isinstance(t, Tensor) and t._data.dtype.kind in "iub" for t in ops) and any(
+            isinstance(v, float) for v in (beta, alpha)):
+        raise TypeError(f"addr: for integer tensors beta and alpha must be ints, got beta={beta!r}, alpha={alpha!r}")
+    if all(isinstance(t, Tensor) and t.dtype == _dt_bool for t in ops):  # bool: PyTorch's logical form
+        from .compare import logical_and, logical_or
+
+        return logical_or(logical_and(input, bool(beta)), logical_and(outer(vec1, vec2), bool(alpha)))
+    return _scaled_sum("addr", input, outer(vec1, vec2), _scalar_for(beta, ops), _scalar_for(alpha, ops))
