@@ -16,7 +16,7 @@ from collections import namedtuple
 
 from .._tensor import Tensor, _new_tensor
 from ._op import Op, apply
-from ._utils import check_tensor, norm_dim
+from ._utils import check_tensor, is_float_dtype, norm_dim
 from .registry import declare
 from .schema import KEEP_INPUT, OpSchema
 
@@ -446,7 +446,11 @@ def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False, rig
     if scalar:
         from ..creation import tensor
 
-        input = tensor(input, dtype=sorted_sequence.dtype, device=sorted_sequence.device)
+        # a number of the sequence's kind takes its dtype; a float for an integer or bool sequence promotes both
+        kind = sorted_sequence._data.dtype.kind
+        same_kind = kind == "c" or is_float_dtype(sorted_sequence._data.dtype) or (
+            kind in "iu" and isinstance(input, int) and not isinstance(input, bool))
+        input = tensor(input, dtype=sorted_sequence.dtype if same_kind else None, device=sorted_sequence.device)
     if sorted_sequence.ndim == 0:
         raise ValueError("searchsorted: sorted_sequence must have at least one dimension, got a 0-d tensor")
     if sorted_sequence.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(input.shape[:-1]):

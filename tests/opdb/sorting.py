@@ -73,6 +73,8 @@ ENTRIES = [
                      Sample((np.array([1, 3, 5]), np.array([3])), {"side": "right", "out_int32": True}, "side"),
                      Sample((np.array([[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]), np.array([[3.0], [3.0]])), name="2d"),
                      Sample((np.array([1.0, 3.0, 5.0, 7.0]), 4.0), name="scalar"),
+                     Sample((np.array([True, True, True]), 4.0), name="bool-float-scalar"),
+                     Sample((np.array([1, 3, 5]), 2.5), name="int-float-scalar"),
                      Sample((U(0), U(0)), name="empty"), Sample((U(0, 0), U(0, 0)), name="empty-2d"),
                      Sample((U(2, 0), U(2, 3)), name="empty-sequence")],
             grad=False, error_inputs=lambda: [ErrorInput((U(2, 3), U(3, 1)), {}, ValueError, "searchsorted")]),
