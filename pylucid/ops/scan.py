@@ -13,7 +13,7 @@ from .. import dtypes as _dt
 from .._state import state as _state
 from .._tensor import Tensor, _new_tensor
 from ._op import Op, apply
-from ._utils import check_tensor, norm_dim
+from ._utils import check_tensor, conj_if_complex, norm_dim
 from .registry import declare
 from .schema import FORCE_FP32, KEEP_INPUT, OpSchema
 from .sorting import ValueSelectingOp, ValuesIndices, scalar_selection
@@ -233,6 +233,8 @@ class Logcumsumexp(Op):
     def forward(be, x, dim):
         if x.ndim == 0:
             return x.copy()
+        if x.dtype.kind == "c":
+            return _complex_logcumsumexp(be, x, dim)
         xf = x.astype("float32") if x.dtype.itemsize == 2 else x
         with be.errstate():
             return be.logaddexp.accumulate(xf, axis=dim).astype(x.dtype, copy=False)
@@ -249,14 +251,37 @@ class Logcumsumexp(Op):
         dim = self.params["dim"]
         y = self.output()
         be = self.device.backend
-        if not _state.grad_enabled:
+        if not _state.grad_enabled and x._data.dtype.kind != "c":
             with be.errstate():  # -inf inputs: -inf - -inf is NaN where PyTorch's gradient is NaN too
                 return sub(exp(x + _signed_part_lse(g, y, dim, 1.0)), exp(x + _signed_part_lse(g, y, dim, -1.0)))
         xl, yl, gl = transpose(x, dim, -1), transpose(y, dim, -1), transpose(g, dim, -1)
         n = xl.shape[-1]
         upper = _new_tensor(be.triu(be.ones((n, n), dtype=bool)), self.device)
-        e = exp(where(upper, sub(unsqueeze(xl, -1), unsqueeze(yl, -2)), -float("inf")))  # [..., k, i]
-        return transpose(_sum(mul(e, unsqueeze(gl, -2)), -1), dim, -1)
+        with be.errstate():
+            e = exp(where(upper, sub(unsqueeze(xl, -1), unsqueeze(yl, -2)), -float("inf")))  # [..., k, i]
+            return transpose(_sum(mul(conj_if_complex(e), unsqueeze(gl, -2)), -1), dim, -1)
+
+
+def _complex_logcumsumexp(be, x, dim):
+    """The complex scan, element by element along ``dim`` from ``-inf``, with PyTorch's combination
+    ``hi + log1p(exp(lo - hi))`` (``hi`` the operand with the larger real part, the new element on a tie), so the
+    imaginary parts carry the same multiples of 2 pi as PyTorch's; two ``-inf`` real parts give ``-inf + 0j``."""
+    xm = be.moveaxis(x, dim, -1)
+    out = be.empty_like(xm)
+    acc = be.full(xm.shape[:-1], complex(-float("inf"), 0.0), dtype=x.dtype)
+    nan = x.dtype.type(complex(float("nan"), float("nan")))
+    with be.errstate():
+        for i in range(xm.shape[-1]):
+            v = xm[..., i]
+            new_hi = v.real >= acc.real
+            hi, lo = be.where(new_hi, v, acc), be.where(new_hi, acc, v)
+            both_inf = be.isinf(hi.real) & (hi.real == lo.real)
+            summed = hi + be.log1p(be.exp(lo - hi))
+            summed = be.where(both_inf & (hi.real < 0), x.dtype.type(complex(-float("inf"), 0.0)), summed)
+            summed = be.where(both_inf & (hi.real > 0), be.log(be.exp(hi) + be.exp(lo)), summed)
+            acc = be.where(be.isnan(acc.real) | be.isnan(v.real), nan, summed)
+            out[..., i] = acc
+    return be.moveaxis(out, -1, dim)
 
 
 def _signed_part_lse(g, y, dim, sign):
@@ -281,8 +306,6 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     tensor([10000.0000, 10000.6934, 10000.6934])
     """
     d = _scan_dim(input, dim, "logcumsumexp")
-    if input._data.dtype.kind == "c":
-        raise TypeError("logcumsumexp: complex tensors are not supported")
     return apply(Logcumsumexp, (input,), {"dim": d})
 
 

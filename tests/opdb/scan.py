@@ -57,7 +57,12 @@ ENTRIES = [
             lambda: _cum_samples() + [
                 Sample((np.array([1e4, 1e4, -1e4, 0.0]),), {"dim": 0}, "huge"),
                 Sample((np.array([-1e4, 0.0, 1e4]),), {"dim": 0}, "huge-rising"),
-                Sample((np.array([[-INF, 0.5, 1.0], [0.0, -INF, 2.0]]),), {"dim": 1}, "-inf", gradcheck=False)]),
+                Sample((np.array([[-INF, 0.5, 1.0], [0.0, -INF, 2.0]]),), {"dim": 1}, "-inf", gradcheck=False),
+                # complex: PyTorch's element-by-element combination (the imaginary parts' multiples of 2 pi agree)
+                Sample((C(3, 4) * 3,), {"dim": 1}, "complex"), Sample((C(2, 3, 2),), {"dim": 0}, "complex-dim0"),
+                Sample((np.array([1e4 + 3j, 1e4 - 2j, -1e4 + 1j, 5 + 20j]),), {"dim": 0}, "complex-ties-huge"),
+                Sample((np.array([complex(-INF, 0.0), 1 + 1j, complex(-INF, 2.0)]),), {"dim": 0}, "complex-inf",
+                       grad_args=())]),
     OpEntry("diff", pl.diff, torch.diff,
             lambda: [Sample((U(3, 4),)), Sample((U(3, 4),), {"n": 2, "dim": 0}, "n2"),
                      Sample((U(3, 4), 1, 1, U(3, 1, seed=1), U(3, 2, seed=2)), name="prepend-append"),
