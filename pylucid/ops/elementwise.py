@@ -63,9 +63,12 @@ def sum_to_size(g: Tensor, *shape) -> Tensor:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
     shape = tuple(shape)
-    if g.shape == shape:
+    if g.shape == shape and (shape or g._data.dtype.kind not in "biu"):
         return g
     from .reduction import sum as _sum
+
+    if not shape:  # PyTorch's sum_to: to size () is a full sum (bool and small integers become int64)
+        return _sum(g)
     from .shape import reshape
 
     lead = g.ndim - len(shape)

@@ -294,7 +294,9 @@ ENTRIES = [
                                        kinks(0.5, 1.5, 2.5, -0.5, name="halves-to-even")], variant="builtin")),
     OpEntry("sum_to_size", pl.Tensor.sum_to_size, torch.Tensor.sum_to_size,
             lambda: [Sample((U(2, 3, 4), 3, 1)), Sample((U(2, 3), (1, 3)), name="tuple"),
-                     Sample((U(2, 3), 2, 3), name="same"), Sample((U(3, 4), 4), name="drop-leading")],
+                     Sample((U(2, 3), 2, 3), name="same"), Sample((U(3, 4), 4), name="drop-leading"),
+                     Sample((U(2, 3), ()), name="to-0d"), Sample((np.array(True), ()), name="bool-0d"),
+                     Sample((np.array([True, True]), 2), name="bool-same")],
             error_inputs=lambda: [ErrorInput((U(2, 3), 2, 3, 4), exc=ShapeMismatch, match="sum_to_size")]),
     # -- angles, exponents, signs, integer arithmetic ------------------------------------------------
     *[unary(n, extra=[Sample((np.array([180, -90, 0]),), name="int->float")]) for n in ("deg2rad", "rad2deg")],
