@@ -1020,7 +1020,8 @@ class Median(_MinMax):
     def forward(be, x, axes, keepdim, ignore_nan):
         flat = x.reshape(-1)
         if flat.size == 0:
-            return be.full((), float("nan") if x.dtype.kind not in "biu" else 0, dtype=x.dtype)
+            # PyTorch: NaN, which an integer dtype holds as its minimum (the value of NaN cast to it)
+            return be.full((), be.xp.iinfo(x.dtype).min if x.dtype.kind in "iu" else float("nan"), dtype=x.dtype)
         s = be.sort(flat.astype("float32") if flat.dtype.kind == "V" else flat).astype(x.dtype)  # bfloat16: NaN last
         if x.dtype.kind in "fc" or is_float_dtype(x.dtype):
             nans = int(be.isnan(flat).sum())

@@ -273,7 +273,7 @@ ENTRIES = [
                      Sample((np.array([1.0, 2.0, 2.0, 1.0]),), name="ties-lower", gradcheck=False),
                      Sample((np.array([1.0, NAN, 2.0]),), name="nan", gradcheck=False),
                      Sample((np.array([3, 1, 2, 4]),), name="int"), Sample((np.array(1.5),), name="0d"),
-                     Sample((U(0),), name="empty")]),
+                     Sample((U(0),), name="empty"), Sample((np.zeros(0, dtype=np.int64),), name="empty-int")]),
     OpEntry("nanmedian", pl.nanmedian, torch.nanmedian,
             lambda: [Sample((no_ties(3, 4),), name="even"),
                      Sample((np.array([1.0, NAN, 2.0, 4.0]),), name="nan", gradcheck=False),
