@@ -359,3 +359,82 @@ def test_property_prod_one_axis(case):
     ax = axes[0] if axes else None
     np.testing.assert_allclose(pl.prod(pl.tensor(a), ax, keep)._data, np.prod(a, axis=ax, keepdims=keep),
                                rtol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------ edge cases vs PyTorch
+def test_prod_with_bool_dtype_is_a_logical_and():
+    x = np.array([[True, False], [True, True]])
+    got = pl.prod(pl.tensor(x), 1, dtype=pl.bool)
+    want = torch.prod(torch.tensor(x), 1, dtype=torch.bool)
+    assert got.dtype == pl.bool and got.tolist() == want.tolist()
+
+
+def test_bfloat16_orders_nan_last_as_pytorch():
+    v = [1.0, float("nan"), -1.0, 2.0]
+    p, t = pl.tensor(v).to(pl.bfloat16), torch.tensor(v).bfloat16()
+    assert pl.sort(p).indices.tolist() == torch.sort(t).indices.tolist()
+    assert pl.argsort(p, descending=True).tolist() == torch.argsort(t, descending=True, stable=True).tolist()
+    assert float(pl.nanmedian(p)) == float(torch.nanmedian(t))
+    assert pl.nanmedian(p[None], 1).indices.tolist() == torch.nanmedian(t[None], 1).indices.tolist()
+    assert pl.cummax(p, 0).indices.tolist() == torch.cummax(t, 0).indices.tolist()
+    assert pl.cummin(p, 0).indices.tolist() == torch.cummin(t, 0).indices.tolist()
+
+
+@pytest.mark.parametrize("name", ["mode", "max_with_indices", "min_with_indices"])
+def test_single_dim_reductions_refuse_dim_none(name):
+    with pytest.raises(TypeError, match=f"{name}: dim must be an int"):
+        getattr(pl, name)(pl.ones(3, 4), dim=None)
+
+
+def test_named_tuple_fields():
+    x = pl.tensor([[1.0, 5.0], [3.0, -2.0]])
+    mm = pl.aminmax(x, dim=1)
+    assert mm.min.tolist() == [1.0, -2.0] and mm.max.tolist() == [5.0, 3.0]
+    fr = pl.frexp(pl.tensor([8.0]))
+    assert fr.mantissa.tolist() == [0.5] and fr.exponent.tolist() == [4] and fr.exponent.dtype == pl.int32
+    h = pl.histogram(pl.tensor([1.0, 2.0, 1.0]), bins=2)
+    assert h.hist.tolist() == [2.0, 1.0] and h.bin_edges.tolist() == [1.0, 1.5, 2.0]
+
+
+def test_div_rounding_in_place_and_zero_gradient():
+    x = pl.tensor([7.0, -7.5], requires_grad=True)
+    y = pl.div(x, 2.0, rounding_mode="floor")
+    assert y.requires_grad and y.tolist() == [3.0, -4.0]
+    y.sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0]
+    z = pl.tensor([7, -7])
+    assert z.div_(2, rounding_mode="trunc") is z and z.tolist() == [3, -3]
+    with pytest.raises(ValueError, match="div: rounding_mode"):
+        pl.tensor([1.0]).div_(2.0, rounding_mode="ceil")
+
+
+def test_float_power_inplace_needs_a_double_base():
+    x = pl.tensor([2.0, 3.0], dtype=pl.float64)
+    assert x.float_power_(2).tolist() == [4.0, 9.0]
+    with pytest.raises(pl.errors.DtypeMismatch, match="float_power_: the base must be float64"):
+        pl.tensor([2.0]).float_power_(2)
+
+
+def test_quantile_gradient_reaches_q_with_linear_interpolation_only():
+    xs = np.array([3.0, 1.0, 4.0, 1.5, 9.0])
+    for mode in ("linear", "midpoint"):
+        qp = pl.tensor([0.3, 0.8], dtype=pl.float64, requires_grad=True)
+        qt = torch.tensor([0.3, 0.8], dtype=torch.float64, requires_grad=True)
+        outp = pl.quantile(pl.tensor(xs), qp, interpolation=mode)
+        outt = torch.quantile(torch.tensor(xs), qt, interpolation=mode)
+        _close(outp, outt)
+        if mode == "linear":
+            outp.sum().backward()
+            outt.sum().backward()
+            _close(qp.grad, qt.grad)
+        else:
+            assert not outp.requires_grad and not outt.requires_grad
+
+
+def test_cov_warns_without_degrees_of_freedom():
+    with pytest.warns(RuntimeWarning, match="cov: degrees of freedom"):
+        out = pl.cov(pl.tensor([1.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = torch.cov(torch.tensor([1.0]))
+    _close(out, want)

@@ -220,6 +220,9 @@ def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: b
     >>> pylucid.isclose(pylucid.tensor([1.0, 1.1, float("nan")]), pylucid.tensor([1.0 + 1e-7, 1.0, float("nan")]))
     tensor([ True, False, False])
     """
+    for v, what in ((rtol, "rtol"), (atol, "atol")):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"isclose: {what} must be a number, got {type(v).__name__} {v!r}")
     if rtol < 0 or atol < 0:
         raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, atol={atol}")
     a, b = operand("isclose", input), operand("isclose", other)
@@ -261,3 +264,53 @@ def equal(input: Tensor, other: Tensor) -> bool:
 
 # ``==`` is element-wise, so a tensor hashes by identity (usable as a dict key, as in PyTorch)
 Tensor.__hash__ = object.__hash__
+
+
+# ---------------------------------------------------------------- membership
+class Isin(Op):
+    """``elements[i]`` in ``test_elements`` (bool, ``elements``' shape); not differentiable."""
+
+    schema = OpSchema("isin", amp_policy=KEEP_INPUT, differentiable=False, family="compare")
+
+    @staticmethod
+    def forward(be, elements, test_elements, *, assume_unique, invert):
+        return be.isin(be.asarray(elements), be.asarray(test_elements), assume_unique=assume_unique, invert=invert)
+
+
+@declare(Isin, method=False)
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """Whether each element of ``elements`` occurs in ``test_elements`` (either may be a number, not both);
+    ``invert=True`` gives the complement.
+
+    >>> import pylucid
+    >>> pylucid.isin(pylucid.tensor([[1, 2], [3, 4]]), pylucid.tensor([2, 3]))
+    tensor([[False,  True],
+            [ True, False]])
+    """
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError(f"isin: elements or test_elements must be a Tensor, got {type(elements).__name__} and "
+                        f"{type(test_elements).__name__}")
+    for x, what in ((elements, "elements"), (test_elements, "test_elements")):
+        if not isinstance(x, Tensor):
+            operand("isin", x)
+        elif x._data.dtype.kind == "c":
+            raise TypeError(f"isin: {what} must not be complex, got {x.dtype}")
+    return apply(Isin, (elements, test_elements), {"assume_unique": bool(assume_unique), "invert": bool(invert)})
+
+
+@declare()
+def isreal(input: Tensor) -> Tensor:
+    """Whether each element is real: ``imag == 0`` for complex tensors, True everywhere for the others (bool).
+
+    >>> import pylucid
+    >>> pylucid.isreal(pylucid.tensor([1 + 0j, 2j]))
+    tensor([ True, False])
+    """
+    check_tensor(input, "isreal")
+    if input._data.dtype.kind == "c":
+        from .complex import imag
+
+        return eq(imag(input), 0)
+    from ..creation import ones
+
+    return ones(tuple(input.shape), dtype=bool, device=input.device)

@@ -7,12 +7,15 @@ shape (``sum_to_size``), which is what makes broadcasting differentiable.
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 from .._state import state as _state
 from .._tensor import _TENSOR_TYPES, Tensor
 from ..dtypes import bfloat16 as _BF16_DTYPE
+from ..dtypes import bool_ as _dt_bool
 from ..errors import ShapeMismatch
 from ._op import _FAST_FLOAT, _FAST_INT_OK, Op, apply, inplace_variant, operand
-from ._utils import check_tensor, is_float_dtype
+from ._utils import camel, check_tensor, is_float_dtype
 from ._utils import conj_if_complex as _cj
 from .registry import declare, op_function
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
@@ -60,9 +63,12 @@ def sum_to_size(g: Tensor, *shape) -> Tensor:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
     shape = tuple(shape)
-    if g.shape == shape:
+    if g.shape == shape and (shape or g._data.dtype.kind not in "biu"):
         return g
     from .reduction import sum as _sum
+
+    if not shape:  # PyTorch's sum_to: to size () is a full sum (bool and small integers become int64)
+        return _sum(g)
     from .shape import reshape
 
     lead = g.ndim - len(shape)
@@ -299,10 +305,45 @@ class Div(Op):
                     if eb is not None else None)
 
 
-@declare(Div, aliases=("divide", "true_divide"), inplace=_direct_inplace("true_divide"),
+class DivRounding(Op):
+    """``div(a, b, rounding_mode='floor'|'trunc')``: the rounded quotient; piecewise constant, so both
+    gradients are zero (recorded, as PyTorch's ``DivBackward``: the result of a floating division requires grad).
+
+    Integer inputs stay integer (exact integer division; division by zero raises).
+    """
+
+    schema = OpSchema("div_rounding", amp_policy=KEEP_INPUT, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b, *, rounding_mode):
+        return (FloorDivide if rounding_mode == "floor" else TruncDivide).forward(be, a, b)
+
+    def backward(self, g):
+        return _grads2(self, lambda: _zero_grad(g), lambda: _zero_grad(g))
+
+
+def _div_inplace(fn, name):
+    """``div_``: the direct in-place true division of the optimizers, or the generic variant with a rounding mode."""
+    direct = _direct_inplace("true_divide")(fn, name)
+    general = inplace_variant(fn, name)
+
+    def method(self, other, *, rounding_mode=None):
+        if rounding_mode is None:
+            return direct(self, other)
+        return general(self, other, rounding_mode=rounding_mode)
+
+    method.__name__ = name
+    method.__doc__ = direct.__doc__
+    return method
+
+
+@declare(Div, aliases=("divide", "true_divide"), inplace=_div_inplace,
          dunders=("__truediv__", "__rtruediv__", "__itruediv__"))
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     """``input / other``; ``rounding_mode`` ``None`` (true division), ``"trunc"`` or ``"floor"``.
+
+    A rounded division keeps integer dtypes and has a zero gradient (its result
+    still requires grad, as in PyTorch).
 
     >>> import pylucid
     >>> pylucid.div(pylucid.tensor([7, -7]), 2)
@@ -312,13 +353,21 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     """
     if rounding_mode is None:
         return _binary(Div, input, other, "div")
-    if rounding_mode == "floor":
-        return floor_divide(input, other)
-    if rounding_mode == "trunc":
-        from .. import ops as _ops
-
-        return _ops.trunc_divide(input, other)
-    raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    if rounding_mode not in ("floor", "trunc"):
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    for x in (input, other):
+        if isinstance(x, Tensor) and x._data.dtype.kind == "c":
+            raise TypeError(f"div: rounding_mode={rounding_mode!r} is not supported for complex inputs")
+    if input.__class__ not in _TENSOR_TYPES and input.__class__ not in _PLAIN_SCALARS:
+        input = operand("div", input)
+    if other.__class__ not in _TENSOR_TYPES and other.__class__ not in _PLAIN_SCALARS:
+        other = operand("div", other)
+    try:
+        return apply(DivRounding, (input, other), {"rounding_mode": rounding_mode})
+    except ValueError as exc:
+        if "broadcast" in str(exc):
+            _bshape("div", input, other)
+        raise
 
 
 
@@ -503,7 +552,12 @@ class Sign(Op):
 
     @staticmethod
     def forward(be, x):
-        return be.sign(x) if x.dtype != bool else x.copy()
+        if x.dtype == bool:
+            return x.copy()
+        s = be.sign(x)
+        if is_float_dtype(x.dtype):  # PyTorch: sign(NaN) is 0 (NumPy gives NaN)
+            s = be.where(s != s, s.dtype.type(0), s)
+        return s
 
     def backward(self, g):
         return mul(g, 0.0)
@@ -511,7 +565,12 @@ class Sign(Op):
 
 @declare(Sign, inplace=True)
 def sign(input: Tensor) -> Tensor:
-    """-1, 0 or 1 according to the sign of each element."""
+    """-1, 0 or 1 according to the sign of each element; ``sign(NaN) = 0`` (as PyTorch). The gradient is zero.
+
+    >>> import pylucid
+    >>> pylucid.sign(pylucid.tensor([-2.0, 0.0, 3.0, float("nan")]))
+    tensor([-1.,  0.,  1.,  0.])
+    """
     return apply(Sign, (input,))
 
 
@@ -669,7 +728,7 @@ def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
     >>> pylucid.addcmul(pylucid.ones(2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([3.0, 4.0]), value=0.5)
     tensor([2.5000, 5.0000])
     """
-    return _add_scaled(input, mul(tensor1, tensor2), value)
+    return _add_scaled(input, mul(tensor1, tensor2), _scalar_for(value, (input, tensor1, tensor2)))
 
 
 @declare(inplace=_addc_inplace("true_divide"))
@@ -686,6 +745,18 @@ def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
 def _add_scaled(input, term, value):
     """``input + value * term``, with no multiply when ``value`` is 1."""
     return add(input, mul(term, value) if value != 1 else term)
+
+
+def _scalar_for(value, tensors):
+    """A scalar multiplier as PyTorch applies it to integer operands: cast to their integer type (``0.5`` becomes
+    0; a negative one wraps around for unsigned operands, ``-2`` is 254 for uint8). Others pass unchanged."""
+    dts = [t._data.dtype for t in tensors if isinstance(t, Tensor)]
+    if not dts or isinstance(value, (bool, complex)) or not all(d.kind in "iu" for d in dts):
+        return value
+    v = int(value)
+    if all(d.kind == "u" for d in dts):
+        v %= 1 << (8 * max(d.itemsize for d in dts))
+    return v
 
 
 @declare(dunders=("__pos__",))
@@ -1222,6 +1293,8 @@ class Cube(Op):
 
     @staticmethod
     def forward(be, x):
+        if x.dtype == bool:  # as pow(x, 3): bool becomes int64
+            x = x.astype("int64")
         return x * x * x
 
     def backward(self, g):
@@ -1367,6 +1440,8 @@ class Frac(Op):
 
     @staticmethod
     def forward(be, x):
+        if x.dtype.kind == "c":
+            raise TypeError("frac: complex tensors are not supported")
         return x - be.trunc(x)
 
     def backward(self, g):
@@ -1483,6 +1558,9 @@ class NanToNum(Op):
 
     @staticmethod
     def forward(be, x, nan=0.0, posinf=None, neginf=None):
+        if x.dtype.kind == "c":  # the real and imaginary parts separately (PyTorch)
+            return (NanToNum.forward(be, x.real, nan, posinf, neginf)
+                    + 1j * NanToNum.forward(be, x.imag, nan, posinf, neginf)).astype(x.dtype)
         if not is_float_dtype(x.dtype):
             return x.copy()
         info = be.xp.finfo(x.dtype) if x.dtype.itemsize >= 4 or x.dtype.name == "float16" else None
@@ -1673,6 +1751,8 @@ class TruncDivide(Op):
     @staticmethod
     def forward(be, a, b):
         bb = be.asarray(b)
+        if bb.dtype.kind == "c" or getattr(a, "dtype", bb.dtype).kind == "c" or isinstance(a, complex):
+            raise TypeError("trunc_divide: complex inputs are not supported")
         _check_int_zero_division(be, bb, "trunc_divide")
         with be.errstate():
             if is_float_dtype(getattr(a, "dtype", bb.dtype)) or is_float_dtype(bb.dtype):
@@ -1880,7 +1960,25 @@ def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
         raise
 
 
-@declare()
+def _float_power_inplace(fn, name):
+    """``float_power_``: the result is double precision, so (as PyTorch) only a float64/complex128 tensor can
+    receive it."""
+    general = inplace_variant(fn, name)
+
+    def method(self, exponent):
+        if self._data.dtype.name not in ("float64", "complex128"):
+            from ..errors import DtypeMismatch
+
+            raise DtypeMismatch(f"float_power_: the base must be float64 or complex128 (the result type), got "
+                                f"{self.dtype}; use float_power() or convert with .double()")
+        return general(self, exponent)
+
+    method.__name__ = name
+    method.__doc__ = general.__doc__
+    return method
+
+
+@declare(inplace=_float_power_inplace)
 def float_power(input, exponent) -> Tensor:
     """``input ** exponent`` computed in float64 (complex128 for complex input), as ``torch.float_power``.
 
@@ -1905,3 +2003,283 @@ def float_power(input, exponent) -> Tensor:
 
         input = tensor(input, dtype=exponent.dtype, device=exponent.device)
     return pow(input, exponent)
+
+
+# ---------------------------------------------------------------- angles, exponents and signs
+_DEG = 0.017453292519943295  # pi / 180
+
+
+@declare(inplace=True)
+def deg2rad(input: Tensor) -> Tensor:
+    """Degrees to radians: ``input * pi / 180`` (composite of ``mul``); integers become float.
+
+    >>> import pylucid
+    >>> pylucid.deg2rad(pylucid.tensor([180.0, -90.0])).round(decimals=4)
+    tensor([ 3.1416, -1.5708])
+    """
+    check_tensor(input, "deg2rad")
+    return mul(input, _DEG)
+
+
+@declare(inplace=True)
+def rad2deg(input: Tensor) -> Tensor:
+    """Radians to degrees: ``input * 180 / pi`` (composite of ``mul``); integers become float.
+
+    >>> import pylucid
+    >>> pylucid.rad2deg(pylucid.tensor([0.5, -2.0])).round(decimals=3)
+    tensor([  28.6480, -114.5920])
+    """
+    check_tensor(input, "rad2deg")
+    return mul(input, 57.29577951308232)
+
+
+@declare(method=False)
+def rsub(input, other, *, alpha=1) -> Tensor:
+    """``other - alpha * input`` (``sub`` with the operands swapped), broadcasting.
+
+    >>> import pylucid
+    >>> pylucid.rsub(pylucid.tensor([1.0, 2.0]), 10.0, alpha=2)
+    tensor([8., 6.])
+    """
+    check_tensor(input, "rsub")
+    return sub(other, input, alpha=alpha)
+
+
+@declare(inplace=True)
+def ldexp(input, other) -> Tensor:
+    """``input * 2 ** other`` (composite of ``mul`` and ``exp2``): the result is floating.
+
+    ``d/dinput = 2^other``, ``d/dother = input 2^other ln 2`` (PyTorch's formulas).
+
+    >>> import pylucid
+    >>> pylucid.ldexp(pylucid.tensor([1.0, 3.0]), pylucid.tensor([3, -1]))
+    tensor([8.0000, 1.5000])
+    """
+    check_tensor(input, "ldexp")
+    check_tensor(other, "ldexp", "other")
+    return mul(input, exp2(other))
+
+
+_FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])
+
+
+class Frexp(Op):
+    """``x = mantissa * 2^exponent`` with ``0.5 <= |mantissa| < 1`` (0 for 0); the exponent is int32.
+
+    ``dx = g_mantissa / 2^exponent`` (the exponent is piecewise constant). Saves its outputs.
+    """
+
+    schema = OpSchema("frexp", amp_policy=KEEP_INPUT, saves_output=True, family="elementwise")
+    n_outputs = 2
+    differentiable_outputs = (True, False)
+
+    @staticmethod
+    def forward(be, x):
+        if x.dtype == _BF16_NP:  # no bfloat16 loop: exact through float32
+            m, e = be.frexp(x.astype("float32"))
+            return m.astype(x.dtype), e.astype("int32")
+        m, e = be.frexp(x)
+        return m, e.astype("int32")
+
+    def backward(self, g, _g_exponent=None):
+        e = self.output(1)
+        return div(g, exp2(e.to(g.dtype)))
+
+
+@declare(Frexp)
+def frexp(input: Tensor):
+    """Split a floating tensor into ``(mantissa, exponent)`` (a named tuple), ``input = mantissa * 2**exponent``,
+    ``0.5 <= |mantissa| < 1``; the exponent is int32.
+
+    >>> import pylucid
+    >>> pylucid.frexp(pylucid.tensor([8.0, -0.75, 0.0]))
+    frexp(mantissa=tensor([ 0.5000, -0.7500,  0.0000]), exponent=tensor([4, 0, 0], dtype=pylucid.int32))
+    """
+    check_tensor(input, "frexp")
+    if not is_float_dtype(input._data.dtype):
+        raise TypeError(f"frexp: expected a floating point tensor, got {input.dtype}")
+    return _FrexpResult(*apply(Frexp, (input,)))
+
+
+class Signbit(Op):
+    """True where the sign bit is set (``-0.0`` and negative NaN included); bool, not differentiable."""
+
+    schema = OpSchema("signbit", amp_policy=KEEP_INPUT, differentiable=False, family="elementwise")
+
+    @staticmethod
+    def forward(be, x):
+        if x.dtype == bool:
+            return be.zeros(x.shape, dtype=bool)
+        if x.dtype.kind in "iu":
+            return x < 0
+        if x.dtype == _BF16_NP:
+            x = x.astype("float32")
+        return be.signbit(x)
+
+
+@declare(Signbit)
+def signbit(input: Tensor) -> Tensor:
+    """Whether each element's sign bit is set: ``signbit(-0.0)`` is True (unlike ``input < 0``).
+
+    >>> import pylucid
+    >>> pylucid.signbit(pylucid.tensor([-1.0, -0.0, 0.0, 2.0]))
+    tensor([ True,  True, False, False])
+    """
+    check_tensor(input, "signbit")
+    if input._data.dtype.kind == "c":
+        raise TypeError("signbit: complex tensors are not supported")
+    return apply(Signbit, (input,))
+
+
+class Heaviside(Op):
+    """Step function: 0 for ``x < 0`` (and NaN), ``values`` where ``x == 0``, 1 for ``x > 0``; not differentiable
+    (PyTorch has no derivative for it)."""
+
+    schema = OpSchema("heaviside", amp_policy=KEEP_INPUT, differentiable=False, family="elementwise")
+
+    @staticmethod
+    def forward(be, x, values):
+        dt = be.result_type(x, values)
+        return be.where(x == 0, values, x > 0).astype(dt)
+
+
+@declare(Heaviside, inplace=True)
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
+    """Heaviside step of ``input``, taking ``values`` (broadcast) where ``input == 0``.
+
+    Both must be tensors of the same dtype (as PyTorch).
+
+    >>> import pylucid
+    >>> pylucid.heaviside(pylucid.tensor([-1.5, 0.0, 2.0]), pylucid.tensor([0.5]))
+    tensor([0.0000, 0.5000, 1.0000])
+    """
+    check_tensor(input, "heaviside")
+    check_tensor(values, "heaviside", "values")
+    if input.dtype != values.dtype:
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"heaviside: input and values must have the same dtype, got {input.dtype} and "
+                            f"{values.dtype}")
+    if input._data.dtype.kind == "c":
+        raise TypeError("heaviside: complex tensors are not supported")
+    return _binary(Heaviside, input, values, "heaviside")
+
+
+def _integer_binary(name, be_name, doc):
+    def forward(be, a, b):
+        return getattr(be, be_name)(a, b)
+
+    op_cls = type(camel(name), (Op,), {"__doc__": doc, "forward": staticmethod(forward),
+                                       "schema": OpSchema(name, amp_policy=KEEP_INPUT, differentiable=False,
+                                                          family="elementwise")})
+
+    def fn(input, other):
+        check_tensor(input, name)
+        check_tensor(other, name, "other")
+        for x in (input, other):
+            if x._data.dtype.kind not in "iu":
+                raise TypeError(f"{name}: expected integer tensors, got {x.dtype}")
+        return _binary(op_cls, input, other, name)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return op_cls, declare(op_cls, inplace=True)(fn)
+
+
+Gcd, gcd = _integer_binary("gcd", "gcd", """Greatest common divisor of integer tensors (``gcd(0, 0) = 0``).
+
+    >>> import pylucid
+    >>> pylucid.gcd(pylucid.tensor([12, -9, 0]), pylucid.tensor([18, 6, 0]))
+    tensor([6, 3, 0])
+    """)
+Lcm, lcm = _integer_binary("lcm", "lcm", """Least common multiple of integer tensors (non-negative; 0 if either is 0).
+
+    >>> import pylucid
+    >>> pylucid.lcm(pylucid.tensor([4, -4, 0]), pylucid.tensor([6, 6, 5]))
+    tensor([12, 12,  0])
+    """)
+
+
+class Nextafter(Op):
+    """The next representable floating value after ``a`` towards ``b``; ``da = g`` where ``a != b`` (0 where the
+    result is ``b`` itself), ``db = 0``: PyTorch's gradients (the step is below any finite difference)."""
+
+    schema = OpSchema("nextafter", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise")
+
+    @staticmethod
+    def forward(be, a, b):
+        if getattr(a, "dtype", None) == _BF16_NP:
+            raise TypeError("nextafter: bfloat16 is not supported")
+        return be.nextafter(a, b)
+
+    def backward(self, g):
+        from .compare import eq
+        from .indexing import where
+
+        a, b = _saved_as_tensors(self, g)
+        return _grads2(self, lambda: where(eq(a, b), 0.0, g), lambda: _zero_grad(g))
+
+
+@declare(Nextafter, inplace=True)
+def nextafter(input: Tensor, other: Tensor) -> Tensor:
+    """The floating value next to ``input`` in the direction of ``other`` (element-wise, broadcasting).
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([1.0, 1.0], dtype=pylucid.float64)
+    >>> (pylucid.nextafter(x, pylucid.tensor([2.0, 0.0], dtype=pylucid.float64)) - x).tolist()
+    [2.220446049250313e-16, -1.1102230246251565e-16]
+    """
+    check_tensor(input, "nextafter")
+    check_tensor(other, "nextafter", "other")
+    for x in (input, other):
+        if not is_float_dtype(x._data.dtype):
+            raise TypeError(f"nextafter: expected floating point tensors, got {x.dtype}")
+    if input.dtype != other.dtype:
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"nextafter: input and other must have the same dtype, got {input.dtype} and "
+                            f"{other.dtype}")
+    return _binary(Nextafter, input, other, "nextafter")
+
+
+# ---------------------------------------------------------------- addbmm, addr
+@declare(inplace=True)
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (composite of ``bmm`` and ``sum``); with ``beta=0``
+    ``input`` is ignored.
+
+    >>> import pylucid
+    >>> b = pylucid.ones(3, 2, 2)
+    >>> pylucid.addbmm(pylucid.zeros(2, 2), b, b, alpha=0.5)
+    tensor([[3., 3.],
+            [3., 3.]])
+    """
+    from .linalg import _scaled_sum, bmm
+    from .reduction import sum as _sum
+
+    check_tensor(input, "addbmm")
+    ops = (input, batch1, batch2)
+    return _scaled_sum("addbmm", input, _sum(bmm(batch1, batch2), 0), _scalar_for(beta, ops), _scalar_for(alpha, ops))
+
+
+@declare(inplace=True)
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """``beta * input + alpha * outer(vec1, vec2)`` (composite of ``outer``); with ``beta=0`` ``input`` is ignored.
+
+    >>> import pylucid
+    >>> pylucid.addr(pylucid.ones(2, 3), pylucid.tensor([1.0, 2.0]), pylucid.tensor([1.0, 0.0, -1.0]))
+    tensor([[ 2.,  1.,  0.],
+            [ 3.,  1., -1.]])
+    """
+    from .linalg import _scaled_sum, outer
+
+    check_tensor(input, "addr")
+    ops = (input, vec1, vec2)
+    if all(isinstance(t, Tensor) and t._data.dtype.kind in "iub" for t in ops) and any(
+            isinstance(v, float) for v in (beta, alpha)):
+        raise TypeError(f"addr: for integer tensors beta and alpha must be ints, got beta={beta!r}, alpha={alpha!r}")
+    if all(isinstance(t, Tensor) and t.dtype == _dt_bool for t in ops):  # bool: PyTorch's logical form
+        from .compare import logical_and, logical_or
+
+        return logical_or(logical_and(input, bool(beta)), logical_and(outer(vec1, vec2), bool(alpha)))
+    return _scaled_sum("addr", input, outer(vec1, vec2), _scalar_for(beta, ops), _scalar_for(alpha, ops))

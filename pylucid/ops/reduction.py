@@ -16,12 +16,13 @@ Value-selecting reductions (``median(x, dim)``, ``mode``, ``max_with_indices``
 from __future__ import annotations
 
 import builtins as _builtins
+from collections import namedtuple
 
 from .. import dtypes as _dt
 from .._tensor import Tensor
 from ..errors import DtypeMismatch
 from ._op import Op, apply
-from ._utils import check_tensor, conj_if_complex, keepdim_shape, norm_dims, reduced_shape
+from ._utils import check_tensor, conj_if_complex, is_float_dtype, keepdim_shape, norm_dims, reduced_shape
 from .registry import declare
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 from .sorting import ValueSelectingOp, ValuesIndices, scalar_selection, select_at
@@ -101,7 +102,7 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor
             [7]]))
     """
     check_tensor(input, "sum")
-    axes = norm_dims(dim, input.ndim, "sum")
+    axes = _axes(dim, input, "sum")
     if dtype is not None:
         dtype = _dt.as_dtype(dtype)
     return apply(Sum, (input,), {"axes": axes, "keepdim": bool(keepdim), "dtype": dtype})
@@ -152,7 +153,7 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
             f"mean: could not infer the output dtype: input dtype {input.dtype} is not floating point or complex; "
             "pass dtype=pylucid.float32 or convert the input"
         )
-    axes = norm_dims(dim, input.ndim, "mean")
+    axes = _axes(dim, input, "mean")
     return apply(Mean, (input,), {"axes": axes, "keepdim": bool(keepdim)})
 
 
@@ -234,6 +235,9 @@ class Max(_MinMax):
 
     @staticmethod
     def forward(be, x, axes, keepdim):
+        if x.dtype.kind == "V":  # ml_dtypes' bfloat16 reduce warns on NaN where float32 is silent
+            with be.errstate():
+                return be.max(x, axis=axes, keepdims=keepdim)
         return be.max(x, axis=axes, keepdims=keepdim)
 
 
@@ -244,6 +248,9 @@ class Min(_MinMax):
 
     @staticmethod
     def forward(be, x, axes, keepdim):
+        if x.dtype.kind == "V":
+            with be.errstate():
+                return be.min(x, axis=axes, keepdims=keepdim)
         return be.min(x, axis=axes, keepdims=keepdim)
 
 
@@ -420,7 +427,7 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype=
     if dtype is not None:
         dtype = _dt.as_dtype(dtype)
         input = input.to(dtype)
-        dtype = None
+        dtype = dtype if dtype is _dt.bool_ else None  # a bool product is a logical and, as PyTorch
     return apply(Prod, (input,), {"axes": axes, "keepdim": bool(keepdim), "dtype": dtype})
 
 
@@ -484,6 +491,8 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
 
 # ------------------------------------------------------------------------------------------ var / std
 def _correction(op, correction, unbiased):
+    if correction is not None and (isinstance(correction, bool) or not isinstance(correction, (int, float))):
+        raise TypeError(f"{op}: correction must be a number, got {type(correction).__name__} {correction!r}")
     if unbiased is not None:
         if correction is not None:
             raise ValueError(f"{op}: pass either correction= or unbiased=, not both")
@@ -508,7 +517,7 @@ class Var(Op):
             m = be.mean(xf, axis=axes, keepdims=True)
             d = be.abs(xf - m) ** 2
             out = be.sum(d, axis=axes, keepdims=keepdim) / _builtins.max(n - correction, 0)
-        return out.astype(x.dtype)
+        return out.astype(x.real.dtype if x.dtype.kind == "c" else x.dtype)  # complex input: a real variance
 
     def _scale(self):
         n = _n_reduced(self.shapes[0], self.params["axes"]) - self.params["correction"]
@@ -560,7 +569,7 @@ def _var_args(op, input, dim, correction, unbiased):
         raise DtypeMismatch(f"{op}: std and var only support floating point and complex dtypes, got {input.dtype}")
     if isinstance(dim, bool):  # torch.var(x, True) is the old "unbiased" positional form
         unbiased, dim = dim, None
-    return norm_dims(dim, input.ndim, op), _correction(op, correction, unbiased)
+    return _axes(dim, input, op), _correction(op, correction, unbiased)
 
 
 @declare(Var)
@@ -634,7 +643,8 @@ class Logsumexp(Op):
             return be.full(reduced_shape(x.shape, axes, keepdim), -float("inf"), dtype=x.dtype)
         xf = x.astype("float32") if x.dtype.itemsize == 2 else x
         with be.errstate():
-            m = be.max(xf, axis=axes, keepdims=True)
+            # complex: shift by the largest real part, so the imaginary part is the principal log's (PyTorch)
+            m = be.max(xf.real if xf.dtype.kind == "c" else xf, axis=axes, keepdims=True)
             m = be.where(be.isfinite(m), m, 0)
             out = be.log(be.sum(be.exp(xf - m), axis=axes, keepdims=True)) + m
         if not keepdim:
@@ -648,7 +658,7 @@ class Logsumexp(Op):
         shape = self.shapes[0]
         y = _expand_back(self.output(), shape, p["axes"], p["keepdim"])
         with self.device.backend.errstate():  # infinite slices: inf - inf is NaN, as PyTorch's gradient
-            return mul(_expand_back(g, shape, p["axes"], p["keepdim"]), exp(sub(self.input(0), y)))
+            return mul(_expand_back(g, shape, p["axes"], p["keepdim"]), conj_if_complex(exp(sub(self.input(0), y))))
 
 
 @declare(Logsumexp, namespaces=("pylucid", "pylucid.special"))
@@ -683,6 +693,9 @@ class Norm(Op):
 
     @staticmethod
     def forward(be, x, p, axes, keepdim):
+        if p in (float("inf"), -float("inf")) and _n_reduced(x.shape, axes) == 0:
+            raise IndexError(f"norm: cannot compute the {p} norm over an empty reduction (shape {tuple(x.shape)}): "
+                             "max/min have no identity")
         out_dtype = x.real.dtype if x.dtype.kind == "c" else x.dtype
         a = be.abs(x)
         if a.dtype.itemsize == 2:  # float16/bfloat16: accumulate in float32, round once
@@ -764,7 +777,8 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
         input = input.to(dtype)
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise DtypeMismatch(f"norm: expected a floating point or complex input, got {input.dtype}")
-    return apply(Norm, (input,), {"p": float(p), "axes": _axes(dim, input, "norm"), "keepdim": bool(keepdim)})
+    axes = _axes(dim, input, "norm")
+    return apply(Norm, (input,), {"p": float(p), "axes": axes, "keepdim": bool(keepdim)})
 
 
 # ------------------------------------------------------------------------------------------ all / any / count_nonzero
@@ -842,25 +856,51 @@ def _isnan(x):
     return ne(x, x)
 
 
-@declare()
+class Nansum(Op):
+    """``y = sum_{axes} x`` with NaN counted as zero; ``dx = broadcast(g) * (x == x)``.
+
+    The mask multiplies (PyTorch's formula), so an infinite incoming gradient
+    gives NaN at NaN positions: ``nanmean`` of an all-NaN slice has a NaN
+    gradient, as in PyTorch. Saves its input (for the mask).
+    """
+
+    schema = OpSchema("nansum", amp_policy=PROMOTE, saves_input=True, family="reduction")
+
+    @staticmethod
+    def forward(be, x, axes, keepdim, dtype):
+        if x.dtype.kind in "fc" or is_float_dtype(x.dtype):
+            x = be.where(x != x, x.dtype.type(0), x)
+        with be.errstate():  # inf + -inf is NaN without a warning, as PyTorch
+            return be.sum(x, axis=axes, keepdims=keepdim, dtype=_accumulator(x, dtype))
+
+    def backward(self, g):
+        from .elementwise import mul
+
+        x, p = self.input(0), self.params
+        keep = _const(x._data == x._data, self.device)
+        with self.device.backend.errstate():  # inf * 0 is the intended NaN
+            return mul(_expand_back(g, self.shapes[0], p["axes"], p["keepdim"]), keep.to(g.dtype))
+
+
+@declare(Nansum)
 def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """Sum treating NaN as zero (composite: ``sum(where(isnan(x), 0, x))``); NaN positions get a zero gradient.
+    """Sum treating NaN as zero; NaN positions get a zero gradient (``g * 0``: NaN where ``g`` is infinite).
 
     >>> import pylucid
     >>> pylucid.nansum(pylucid.tensor([1.0, float("nan"), 2.0]))
     tensor(3.)
     """
-    from .indexing import where
-
     check_tensor(input, "nansum")
-    if input.dtype.is_floating_point or input.dtype.is_complex:
-        input = where(_isnan(input), 0.0, input)
-    return sum(input, dim, keepdim, dtype=dtype)
+    axes = _axes(dim, input, "nansum")
+    if dtype is not None:
+        dtype = _dt.as_dtype(dtype)
+    return apply(Nansum, (input,), {"axes": axes, "keepdim": bool(keepdim), "dtype": dtype})
 
 
 @declare()
 def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """Mean of the non-NaN elements (composite: ``nansum / count``); all-NaN slices give NaN.
+    """Mean of the non-NaN elements (composite: ``nansum / count``); all-NaN slices give NaN, and NaN
+    gradients (``g / 0 * 0``), as PyTorch.
 
     >>> import pylucid
     >>> pylucid.nanmean(pylucid.tensor([[1.0, float("nan")], [2.0, 4.0]]), dim=1)
@@ -880,7 +920,7 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Te
 
 # ------------------------------------------------------------------------------------------ value-selecting
 def _single_dim(op, input, dim):
-    if isinstance(dim, (tuple, list)):
+    if dim is None or isinstance(dim, (tuple, list)):
         raise TypeError(f"{op}: dim must be an int, got {dim!r}")
     d = norm_dims(dim, input.ndim if input.ndim else 1, op)[0]
     n = input.shape[d] if input.ndim else 1
@@ -950,8 +990,10 @@ def min_with_indices(input: Tensor, dim: int, keepdim: bool = False) -> ValuesIn
 
 # ------------------------------------------------------------------------------------------ median / mode
 def _sorted_with_nan_count(be, x, dim):
-    idx = be.argsort(x, axis=dim, kind="stable")  # NaN last, equal values keep their order
-    nan_count = be.sum(be.isnan(x), axis=dim, keepdims=True) if x.dtype.kind in "fc" else None
+    # NaN last, equal values keep their order (bfloat16 through float32, where NaN sorts last)
+    idx = be.argsort(x.astype("float32") if x.dtype.kind == "V" else x, axis=dim, kind="stable")
+    nan_count = be.sum(be.isnan(x), axis=dim, keepdims=True) if x.dtype.kind == "c" or is_float_dtype(x.dtype) \
+        else None
     return idx, nan_count
 
 
@@ -978,9 +1020,10 @@ class Median(_MinMax):
     def forward(be, x, axes, keepdim, ignore_nan):
         flat = x.reshape(-1)
         if flat.size == 0:
-            return be.full((), float("nan"), dtype=x.dtype)
-        s = be.sort(flat)
-        if x.dtype.kind in "fc":
+            # PyTorch: NaN, which an integer dtype holds as its minimum (the value of NaN cast to it)
+            return be.full((), be.xp.iinfo(x.dtype).min if x.dtype.kind in "iu" else float("nan"), dtype=x.dtype)
+        s = be.sort(flat.astype("float32") if flat.dtype.kind == "V" else flat).astype(x.dtype)  # bfloat16: NaN last
+        if x.dtype.kind in "fc" or is_float_dtype(x.dtype):
             nans = int(be.isnan(flat).sum())
             if nans and not ignore_nan:
                 return s[-1].reshape(())
@@ -1103,3 +1146,78 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
     d = _single_dim("mode", input, dim)
     return ValuesIndices(*apply(Mode, (input,), {"dim": d, "keepdim": bool(keepdim)}))
 
+
+
+# ------------------------------------------------------------------------------------------ aminmax / dist / renorm
+_MinMaxResult = namedtuple("aminmax", ["min", "max"])
+
+
+@declare()
+def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False):
+    """``(min, max)`` over ``dim`` (all dims when ``None``), a named tuple; composite of :func:`amin` and
+    :func:`amax`, so tied positions share each gradient.
+
+    >>> import pylucid
+    >>> pylucid.aminmax(pylucid.tensor([[1.0, 2.0], [3.0, 0.0]]), dim=1)
+    aminmax(min=tensor([1., 0.]), max=tensor([2., 3.]))
+    """
+    check_tensor(input, "aminmax")
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"aminmax: dim must be an int or None, got {type(dim).__name__} {dim!r}")
+    d = () if dim is None else dim
+    return _MinMaxResult(_minmax(Min, "aminmax", input, d, keepdim), _minmax(Max, "aminmax", input, d, keepdim))
+
+
+@declare()
+def dist(input: Tensor, other: Tensor, p=2) -> Tensor:
+    """The ``p``-norm of ``input - other`` (broadcasting), a 0-d tensor: composite of ``sub`` and ``norm``.
+
+    The gradient where ``input == other`` is 0 (the norm's subgradient at zero, as PyTorch).
+
+    >>> import pylucid
+    >>> pylucid.dist(pylucid.tensor([1.0, 2.0]), pylucid.tensor([4.0, 6.0])), pylucid.dist(
+    ...     pylucid.tensor([1.0, 2.0]), pylucid.tensor([4.0, 6.0]), p=1)
+    (tensor(5.), tensor(7.))
+    """
+    from .elementwise import sub
+
+    check_tensor(input, "dist")
+    check_tensor(other, "dist", "other")
+    if isinstance(p, str) or p is None:
+        raise TypeError(f"dist: p must be a number, got {p!r}")
+    return norm(sub(input, other), p)
+
+
+@declare(inplace=True)
+def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
+    """Each slice ``input.select(dim, i)`` whose ``p``-norm exceeds ``maxnorm`` is scaled to norm ``maxnorm``:
+    ``x * maxnorm / (norm + 1e-7)`` where ``norm > maxnorm`` (PyTorch's formula), else unchanged.
+
+    A composite of ``norm`` and ``where``; the gradient includes the norm's dependence on ``x``.
+
+    >>> import pylucid
+    >>> pylucid.renorm(pylucid.tensor([[3.0, 4.0], [0.3, 0.4]]), 2, 0, 1.0).round(decimals=4)
+    tensor([[0.6000, 0.8000],
+            [0.3000, 0.4000]])
+    """
+    from .elementwise import add, div, mul
+    from .indexing import where
+
+    check_tensor(input, "renorm")
+    if isinstance(p, str) or not p > 0:
+        raise ValueError(f"renorm: p must be a positive number, got {p!r}")
+    if not maxnorm >= 0:
+        raise ValueError(f"renorm: maxnorm must be non-negative, got {maxnorm!r}")
+    if input.ndim <= 1:
+        raise ValueError(f"renorm: input needs at least 2 dimensions, got {input.ndim}")
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise DtypeMismatch(f"renorm: expected a floating point or complex input, got {input.dtype}")
+    d = norm_dims(dim, input.ndim, "renorm")[0]
+    others = tuple(i for i in range(input.ndim) if i != d)
+    n = norm(input, p, others, keepdim=True)
+    factor = where(n > maxnorm, div(maxnorm, add(n, 1e-7)), 1.0)
+    return mul(input, factor.to(input.dtype) if input.dtype.is_complex else factor)
+
+
+# the statistics family (histograms, quantiles, cov, cdist) builds on the reductions above
+from . import statistics  # noqa: E402,F401

@@ -13,7 +13,7 @@ from .. import dtypes as _dt
 from .._state import state as _state
 from .._tensor import Tensor, _new_tensor
 from ._op import Op, apply
-from ._utils import check_tensor, norm_dim
+from ._utils import check_tensor, conj_if_complex, norm_dim
 from .registry import declare
 from .schema import FORCE_FP32, KEEP_INPUT, OpSchema
 from .sorting import ValueSelectingOp, ValuesIndices, scalar_selection
@@ -95,7 +95,8 @@ class Cumprod(Op):
             return be.cumprod(x, axis=dim, dtype="int64")
         if x.dtype.itemsize == 2:
             return be.cumprod(x, axis=dim, dtype="float32").astype(x.dtype)
-        return be.cumprod(x, axis=dim)
+        with be.errstate():  # complex overflow gives inf/NaN quietly, as PyTorch
+            return be.cumprod(x, axis=dim)
 
     def backward(self, g):
         from .elementwise import div, mul
@@ -149,6 +150,9 @@ def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:
 def _cum_extreme(be, x, dim, ufunc):
     if x.ndim == 0:
         return scalar_selection(be, x)
+    if x.dtype.kind == "V":  # ml_dtypes' bfloat16: run the scan in float32 (exact) and round the values back
+        values, idx = _cum_extreme(be, x.astype("float32"), dim, ufunc)
+        return values.astype(x.dtype), idx
     values = ufunc.accumulate(x, axis=dim)
     n = x.shape[dim]
     shape = [1] * x.ndim
@@ -229,6 +233,8 @@ class Logcumsumexp(Op):
     def forward(be, x, dim):
         if x.ndim == 0:
             return x.copy()
+        if x.dtype.kind == "c":
+            return _complex_logcumsumexp(be, x, dim)
         xf = x.astype("float32") if x.dtype.itemsize == 2 else x
         with be.errstate():
             return be.logaddexp.accumulate(xf, axis=dim).astype(x.dtype, copy=False)
@@ -245,14 +251,37 @@ class Logcumsumexp(Op):
         dim = self.params["dim"]
         y = self.output()
         be = self.device.backend
-        if not _state.grad_enabled:
+        if not _state.grad_enabled and x._data.dtype.kind != "c":
             with be.errstate():  # -inf inputs: -inf - -inf is NaN where PyTorch's gradient is NaN too
                 return sub(exp(x + _signed_part_lse(g, y, dim, 1.0)), exp(x + _signed_part_lse(g, y, dim, -1.0)))
         xl, yl, gl = transpose(x, dim, -1), transpose(y, dim, -1), transpose(g, dim, -1)
         n = xl.shape[-1]
         upper = _new_tensor(be.triu(be.ones((n, n), dtype=bool)), self.device)
-        e = exp(where(upper, sub(unsqueeze(xl, -1), unsqueeze(yl, -2)), -float("inf")))  # [..., k, i]
-        return transpose(_sum(mul(e, unsqueeze(gl, -2)), -1), dim, -1)
+        with be.errstate():
+            e = exp(where(upper, sub(unsqueeze(xl, -1), unsqueeze(yl, -2)), -float("inf")))  # [..., k, i]
+            return transpose(_sum(mul(conj_if_complex(e), unsqueeze(gl, -2)), -1), dim, -1)
+
+
+def _complex_logcumsumexp(be, x, dim):
+    """The complex scan, element by element along ``dim`` from ``-inf``, with PyTorch's combination
+    ``hi + log1p(exp(lo - hi))`` (``hi`` the operand with the larger real part, the new element on a tie), so the
+    imaginary parts carry the same multiples of 2 pi as PyTorch's; two ``-inf`` real parts give ``-inf + 0j``."""
+    xm = be.moveaxis(x, dim, -1)
+    out = be.empty_like(xm)
+    acc = be.full(xm.shape[:-1], complex(-float("inf"), 0.0), dtype=x.dtype)
+    nan = x.dtype.type(complex(float("nan"), float("nan")))
+    with be.errstate():
+        for i in range(xm.shape[-1]):
+            v = xm[..., i]
+            new_hi = v.real >= acc.real
+            hi, lo = be.where(new_hi, v, acc), be.where(new_hi, acc, v)
+            both_inf = be.isinf(hi.real) & (hi.real == lo.real)
+            summed = hi + be.log1p(be.exp(lo - hi))
+            summed = be.where(both_inf & (hi.real < 0), x.dtype.type(complex(-float("inf"), 0.0)), summed)
+            summed = be.where(both_inf & (hi.real > 0), be.log(be.exp(hi) + be.exp(lo)), summed)
+            acc = be.where(be.isnan(acc.real) | be.isnan(v.real), nan, summed)
+            out[..., i] = acc
+    return be.moveaxis(out, -1, dim)
 
 
 def _signed_part_lse(g, y, dim, sign):
@@ -318,3 +347,238 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
         x = logical_xor(hi, lo) if x.dtype == _dt.bool_ else sub(hi, lo)
     return x
 
+
+
+# ------------------------------------------------------------------------------------------ trapezoid rules
+def _along(t, d, start, stop=None):
+    """``t`` sliced along dim ``d`` (``start:stop``)."""
+    return t[(slice(None),) * d + (slice(start, stop),)]
+
+
+def _trapezoid_args(op, y, x, dx, dim):
+    check_tensor(y, op, "y")
+    if y.ndim == 0:
+        raise ValueError(f"{op}: y must have at least one dimension, got a 0-d tensor")
+    d = norm_dim(dim, y.ndim, op)
+    if x is not None and dx is not None:
+        raise TypeError(f"{op}: pass either x or dx, not both")
+    if x is None:
+        return d, None, 1 if dx is None else dx
+    check_tensor(x, op, "x")
+    if x.ndim == 1:
+        if x.shape[0] != y.shape[d]:
+            raise ValueError(f"{op}: a 1-d x must have y.shape[dim] = {y.shape[d]} elements, got {x.shape[0]}")
+        from .shape import reshape
+
+        x = reshape(x, (-1,) + (1,) * (y.ndim - 1 - d))
+        xd = 0
+    else:
+        xd = x.ndim - (y.ndim - d)
+        if xd < 0 or x.shape[xd] != y.shape[d]:
+            raise ValueError(f"{op}: x of shape {tuple(x.shape)} does not match y of shape {tuple(y.shape)} "
+                             f"along dim {dim}")
+    from .elementwise import sub
+
+    return d, sub(_along(x, xd, 1), _along(x, xd, 0, -1)), None
+
+
+@declare(method=False)
+def trapezoid(y: Tensor, x: Tensor | None = None, *, dx=None, dim: int = -1) -> Tensor:
+    """The trapezoidal rule along ``dim``: with spacing ``dx`` (default 1)
+    ``dx * (sum(y) - (y[0] + y[-1]) / 2)``, with sample points ``x``
+    ``sum((x[i+1] - x[i]) (y[i+1] + y[i]) / 2)`` (PyTorch's two formulas).
+
+    ``x`` is 1-d (its length ``y.shape[dim]``) or broadcasts with ``y``. A
+    composite of slicing, ``sum`` and arithmetic.
+
+    >>> import pylucid
+    >>> pylucid.trapezoid(pylucid.tensor([1.0, 2.0, 4.0])), pylucid.trapezoid(
+    ...     pylucid.tensor([1.0, 2.0, 4.0]), pylucid.tensor([0.0, 1.0, 3.0]))
+    (tensor(4.5000), tensor(7.5000))
+    """
+    from .elementwise import add, div, mul, sub
+    from .reduction import sum as _sum
+
+    d, steps, h = _trapezoid_args("trapezoid", y, x, dx, dim)
+    if y.shape[d] == 0:  # PyTorch: zeros of y's dtype, not connected to the graph
+        from ..creation import zeros
+
+        return zeros(tuple(n for i, n in enumerate(y.shape) if i != d), dtype=y.dtype, device=y.device)
+    if steps is None:
+        ends = mul(add(_along(y, d, 0, 1), _along(y, d, -1)), 0.5)
+        return mul(sub(_sum(y, d), _sum(ends, d)), h)
+    return div(_sum(mul(steps, add(_along(y, d, 1), _along(y, d, 0, -1))), d), 2.0)
+
+
+@declare(method=False)
+def trapz(y: Tensor, x: Tensor | None = None, *, dx=None, dim: int = -1) -> Tensor:
+    """:func:`trapezoid` under its older name.
+
+    >>> import pylucid
+    >>> pylucid.trapz(pylucid.tensor([1.0, 2.0, 4.0]), dx=2.0)
+    tensor(9.)
+    """
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+@declare(method=False)
+def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx=None, dim: int = -1) -> Tensor:
+    """Cumulative trapezoidal rule along ``dim``: ``cumsum`` of the panel areas ``dx (y[i] + y[i+1]) / 2`` (or
+    ``(x[i+1] - x[i]) (y[i] + y[i+1]) / 2``); one element fewer than ``y`` along ``dim``.
+
+    >>> import pylucid
+    >>> pylucid.cumulative_trapezoid(pylucid.tensor([1.0, 2.0, 4.0]))
+    tensor([1.5000, 4.5000])
+    """
+    from .elementwise import add, div, mul
+
+    d, steps, h = _trapezoid_args("cumulative_trapezoid", y, x, dx, dim)
+    pairs = add(_along(y, d, 0, -1), _along(y, d, 1))
+    panels = mul(pairs, h / 2.0) if steps is None else div(mul(steps, pairs), 2.0)
+    return cumsum(panels, d)
+
+
+# ------------------------------------------------------------------------------------------ gradient
+def _gradient_spacing(input, spacing, dims):
+    """Per dim: a number (uniform spacing) or a 1-d coordinates tensor."""
+    if spacing is None:
+        spacing = 1
+    if isinstance(spacing, Tensor) and spacing.ndim == 0:
+        spacing = spacing.item()
+    if not isinstance(spacing, (list, tuple)):
+        if isinstance(spacing, Tensor):
+            spacing = [spacing]
+        else:
+            return [spacing] * len(dims)
+    spacing = list(spacing)
+    if len(spacing) != len(dims):
+        raise ValueError(f"gradient: expected spacing to be a number or a list of {len(dims)} entries (one per "
+                         f"dim), got {len(spacing)}")
+    for s, d in zip(spacing, dims):
+        if isinstance(s, Tensor):
+            if s.ndim == 0:
+                continue
+            if s.ndim != 1 or s.shape[0] != input.shape[d]:
+                raise ValueError(f"gradient: the coordinates for dim {d} must be 1-d with {input.shape[d]} "
+                                 f"elements, got shape {tuple(s.shape)}")
+    return [s.item() if isinstance(s, Tensor) and s.ndim == 0 else s for s in spacing]
+
+
+@declare(method=False)
+def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tuple:
+    """Estimate the derivative of ``input`` along each dim in ``dim`` (all dims when ``None``) by central
+    differences in the interior and one-sided differences of order ``edge_order`` (1 or 2) at the ends.
+
+    ``spacing``: a number (uniform spacing for every dim), a list of numbers
+    (one per dim) or a list of 1-d coordinate tensors (second-order accurate
+    for unevenly spaced points). Returns a tuple with one tensor per dim
+    (PyTorch's formulas; a composite of slicing and arithmetic).
+
+    >>> import pylucid
+    >>> pylucid.gradient(pylucid.tensor([1.0, 4.0, 9.0, 16.0]))
+    (tensor([3., 4., 6., 7.]),)
+    >>> pylucid.gradient(pylucid.tensor([1.0, 4.0, 9.0, 16.0]), spacing=2.0, edge_order=2)
+    (tensor([1., 2., 3., 4.]),)
+    """
+    from .elementwise import add, div, mul, sub
+    from .shape import cat, reshape
+
+    check_tensor(input, "gradient")
+    if input.ndim == 0:
+        raise ValueError("gradient: input must have at least one dimension, got a 0-d tensor")
+    if edge_order not in (1, 2):
+        raise ValueError(f"gradient: edge_order must be 1 or 2, got {edge_order!r}")
+    if dim is None:
+        dims = list(range(input.ndim))
+    elif isinstance(dim, (list, tuple)):
+        dims = [norm_dim(d, input.ndim, "gradient") for d in dim]
+    else:
+        dims = [norm_dim(dim, input.ndim, "gradient")]
+    for d in dims:
+        if input.shape[d] < edge_order + 1:
+            raise ValueError(f"gradient: each dimension size must be at least edge_order + 1 = {edge_order + 1}, "
+                             f"dim {d} has size {input.shape[d]}")
+    out = []
+    for d, h in zip(dims, _gradient_spacing(input, spacing, dims)):
+        f = input
+
+        def s(start, stop=None, d=d, f=f):
+            return _along(f, d, start, stop)
+
+        if not isinstance(h, Tensor):
+            center = div(div(sub(s(2), s(0, -2)), h), 2)
+            if edge_order == 1:
+                first, last = div(sub(s(1, 2), s(0, 1)), h), div(sub(s(-1), s(-2, -1)), h)
+            else:
+                first = div(sub(add(mul(s(0, 1), -1.5), mul(s(1, 2), 2)), mul(s(2, 3), 0.5)), h)
+                last = div(add(add(mul(s(-3, -2), 0.5), mul(s(-2, -1), -2)), mul(s(-1), 1.5)), h)
+        else:
+            shape = [1] * input.ndim
+            shape[d] = -1
+            step = sub(h[1:], h[:-1])
+            h1, h2 = step[:-1], step[1:]
+            a = reshape(div(_neg(h2), mul(h1, add(h1, h2))), shape)
+            b = reshape(div(sub(h2, h1), mul(h1, h2)), shape)
+            c = reshape(div(h1, mul(h2, add(h1, h2))), shape)
+            center = add(add(mul(a, s(0, -2)), mul(b, s(1, -1))), mul(c, s(2)))
+            e0, l0 = step[0], step[-1]
+            if edge_order == 1:
+                first, last = div(sub(s(1, 2), s(0, 1)), e0), div(sub(s(-1), s(-2, -1)), l0)
+            else:
+                e1, l1 = step[1], step[-2]
+                fa = div(_neg(add(mul(e0, 2.0), e1)), mul(e0, add(e0, e1)))
+                fb = div(add(e0, e1), mul(e0, e1))
+                fc = div(_neg(e0), mul(e1, add(e0, e1)))
+                first = add(add(mul(fa, s(0, 1)), mul(fb, s(1, 2))), mul(fc, s(2, 3)))
+                la = div(l0, mul(l1, add(l0, l1)))
+                lb = div(_neg(add(l0, l1)), mul(l0, l1))
+                lc = div(add(mul(l0, 2.0), l1), mul(l0, add(l0, l1)))
+                last = add(add(mul(la, s(-3, -2)), mul(lb, s(-2, -1))), mul(lc, s(-1)))
+        out.append(cat([first, center, last], d))
+    return tuple(out)
+
+
+def _neg(t):
+    """``-t`` (graph-mode), for the coordinate formulas above."""
+    from .elementwise import neg
+
+    return neg(t)
+
+
+# ------------------------------------------------------------------------------------------ sliding windows
+@declare(namespaces=(), method="unfold")  # the name "unfold" is nn.functional.unfold's op
+def tensor_unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """``Tensor.unfold``: every window of ``size`` elements along ``dimension``, ``step`` apart; the windows
+    replace ``dimension`` (``(size_d - size) // step + 1`` of them) and their elements form a new last dim.
+
+    A composite of ``index_select`` (a copy, not a view as in PyTorch): the
+    gradient sums over overlapping windows.
+
+    >>> import pylucid
+    >>> pylucid.arange(7.0).unfold(0, 3, 2)
+    tensor([[0., 1., 2.],
+            [2., 3., 4.],
+            [4., 5., 6.]])
+    """
+    from ..creation import arange
+    from .indexing import index_select
+    from .shape import movedim, reshape
+
+    check_tensor(self, "unfold")
+    if self.ndim == 0:
+        self = reshape(self, (1,))
+        squeeze_lead = True
+    else:
+        squeeze_lead = False
+    d = norm_dim(dimension, self.ndim, "unfold")
+    if not isinstance(size, int) or size < 0 or size > self.shape[d]:
+        raise ValueError(f"unfold: size must be an int in [0, {self.shape[d]}] (the size of dimension {d}), "
+                         f"got {size!r}")
+    if not isinstance(step, int) or step <= 0:
+        raise ValueError(f"unfold: step must be a positive int, got {step!r}")
+    n = (self.shape[d] - size) // step + 1
+    idx = (arange(n, device=self.device) * step).reshape(-1, 1) + arange(size, device=self.device).reshape(1, -1)
+    out = index_select(self, d, idx.reshape(-1))
+    out = reshape(out, tuple(self.shape[:d]) + (n, size) + tuple(self.shape[d + 1:]))
+    out = movedim(out, d + 1, -1)
+    return reshape(out, (size,)) if squeeze_lead else out

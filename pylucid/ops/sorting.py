@@ -16,7 +16,7 @@ from collections import namedtuple
 
 from .._tensor import Tensor, _new_tensor
 from ._op import Op, apply
-from ._utils import check_tensor, norm_dim
+from ._utils import check_tensor, is_float_dtype, norm_dim
 from .registry import declare
 from .schema import KEEP_INPUT, OpSchema
 
@@ -155,6 +155,8 @@ def _argsort_array(be, x, axis, descending):
     """
     if x.dtype == bool:
         x = x.astype("int8")
+    elif x.dtype.kind == "V":  # ml_dtypes' bfloat16 does not sort NaN last: float32 holds it exactly
+        x = x.astype("float32")
     if not descending:
         return be.argsort(x, axis=axis, kind="stable").astype("int64", copy=False)
     n = x.shape[axis]
@@ -369,9 +371,9 @@ class UniqueConsecutive(Op):
         else:
             axis = dim
         n = x.shape[axis]
-        xm = be.moveaxis(x, axis, 0).reshape(n, -1)
         if n == 0:
             return x, be.zeros(shape if dim is None else (0,), dtype="int64"), be.zeros((0,), dtype="int64")
+        xm = be.moveaxis(x, axis, 0).reshape(n, -1)
         change = be.concatenate([be.ones(1, dtype=bool), be.any(xm[1:] != xm[:-1], axis=1)])
         starts = be.nonzero(change)[0]
         inv = (be.cumsum(change) - 1).astype("int64")
@@ -408,8 +410,11 @@ class Searchsorted(Op):
         if seq.ndim == 1:
             return be.searchsorted(seq, values, side=side).astype(dt)
         lead = seq.shape[:-1]
-        s2 = seq.reshape(-1, seq.shape[-1])
-        v2 = values.reshape(s2.shape[0], -1)
+        rows = 1
+        for n in lead:
+            rows *= n
+        s2 = seq.reshape(rows, seq.shape[-1])
+        v2 = values.reshape(rows, values.size // rows if rows else 0)
         out = be.stack([be.searchsorted(s2[i], v2[i], side=side) for i in range(s2.shape[0])]) if s2.shape[0] else \
             be.zeros(v2.shape, dtype=dt)
         return out.reshape(lead + values.shape[len(lead):]).astype(dt)
@@ -441,7 +446,11 @@ def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False, rig
     if scalar:
         from ..creation import tensor
 
-        input = tensor(input, dtype=sorted_sequence.dtype, device=sorted_sequence.device)
+        # a number of the sequence's kind takes its dtype; a float for an integer or bool sequence promotes both
+        kind = sorted_sequence._data.dtype.kind
+        same_kind = kind == "c" or is_float_dtype(sorted_sequence._data.dtype) or (
+            kind in "iu" and isinstance(input, int) and not isinstance(input, bool))
+        input = tensor(input, dtype=sorted_sequence.dtype if same_kind else None, device=sorted_sequence.device)
     if sorted_sequence.ndim == 0:
         raise ValueError("searchsorted: sorted_sequence must have at least one dimension, got a 0-d tensor")
     if sorted_sequence.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(input.shape[:-1]):

@@ -41,7 +41,9 @@ def _var_samples():
                      Sample((U(3, 4),), {"dim": 0, "correction": 2}, "corr2"),
                      Sample((U(3, 4),), {"correction": 2}, "corr2-all"),
                      Sample((U(2, 3),), {"dim": 0, "correction": 3}, "corr>N", gradcheck=False),
-                     Sample((U(1, 3),), {"dim": 0}, "N=1-nan", gradcheck=False)]
+                     Sample((U(1, 3),), {"dim": 0}, "N=1-nan", gradcheck=False),
+                     Sample((np.array(1.5),), {"dim": 0, "keepdim": True}, "0d-dim", gradcheck=False),
+                     Sample((C(3, 4),), {"dim": 1}, "complex"), Sample((C(3, 4),), name="complex-all")]
 
 
 def norm_at_zero_samples(key):
@@ -101,7 +103,8 @@ def _lse_samples():
             Sample((np.array([[1e4, 1e4, -1e4], [-1e4, -1e4, -1e4]]),), {"dim": 1}, "huge", gradcheck=False),
             Sample((np.array([[-INF, 0.5, 1.0], [-INF, -INF, 2.0]]),), {"dim": 1}, "-inf", gradcheck=False),
             Sample((np.array(1.5),), {"dim": 0}, "0d"), Sample((noncontig(3, 4),), {"dim": 0}, "noncontig"),
-            Sample((np.array([1, 2, 3]),), {"dim": 0}, "int")]
+            Sample((np.array([1, 2, 3]),), {"dim": 0}, "int"),
+            Sample((C(3, 4) * 20,), {"dim": 1}, "complex"), Sample((C(2, 3) * 1e4,), {"dim": 1}, "complex-huge")]
 
 
 def _amax_ref(name):
@@ -124,9 +127,12 @@ def _minmax_ref(reduce, arg, elementwise):
 def _nan_samples():
     return [Sample((np.array([1.0, NAN, 0.0, -2.5]),), name="nan"),
             Sample((np.array([[1.0, NAN, 2.0], [NAN, NAN, 3.0]]),), {"dim": 1}, "dim"),
-            # PyTorch's nanmean gradient is NaN on an all-NaN slice, pylucid's is 0: values only
+            # an all-NaN slice: NaN value and NaN gradient (PyTorch's g / 0 * 0)
             Sample((np.array([[1.0, NAN], [NAN, NAN]]),), {"dim": 0, "keepdim": True}, "all-nan-column",
-                   grad_args=()),
+                   gradcheck=False),
+            Sample((np.array([[1.0, NAN, 2.0], [NAN, 4.0, 3.0]]),), {"dim": 1, "keepdim": True}, "keep"),
+            Sample((np.array(NAN),), name="0d"), Sample((np.array(2.0),), {"dim": 0}, "0d-dim"),
+            Sample((U(0, 3),), {"dim": 1}, "empty"), Sample((U(2, 3, 4),), {"dim": (0, 2)}, "dims"),
             Sample((U(3, 4),), name="no-nan")]
 
 
@@ -139,7 +145,9 @@ ENTRIES = [
                      Sample((U(2, 3, 4),), {"dim": -1, "keepdim": False}, "neg"),
                      Sample((np.array(2.0),), name="0d"),
                      Sample((noncontig(3, 4),), {"dim": 0}, "noncontig"),
-                     Sample((U(0, 3),), {"dim": 0}, "empty-nan"), Sample((C(3),), name="complex")],
+                     Sample((U(0, 3),), {"dim": 0}, "empty-nan"), Sample((C(3),), name="complex"),
+                     Sample((np.array(2.0),), {"dim": -1}, "0d-dim"),
+                     Sample((np.array(2.0),), {"dim": 0, "keepdim": True}, "0d-dim-keep")],
             error_inputs=lambda: [ErrorInput((U(2, 3),), {"dim": 2}, IndexError, "mean: dimension out of range"),
                                   ErrorInput((U(2, 3),), {"dim": (0, 0)}, ValueError, "more than once"),
                                   ErrorInput((np.arange(3),), {}, TypeError, "mean: could not infer")]),
@@ -174,6 +182,10 @@ ENTRIES = [
                      Sample((np.array([[3, -1, 4], [1, -5, 9]], dtype=np.int32),), name="int32-all"),
                      Sample((np.array([True, True, False]),), {}, "bool->int64"),
                      Sample((U(0, 3),), {"dim": 0}, "empty"), Sample((np.array(3.0),), name="0d"),
+                     Sample((np.array(3.0),), {"dim": 0, "keepdim": True}, "0d-dim-keep"),
+                     Sample((np.array(3.0),), {"dim": (-1,)}, "0d-dims"),
+                     Sample((U(0, 3),), {"dim": 1, "keepdim": True}, "empty-keep"),
+                     Sample((U(0, 3),), name="empty-all"),
                      Sample((C(3, 2),), {"dim": 0}, "complex")]),
     OpEntry("prod", pl.prod, torch.prod, _prod_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3),), {"dim": 3}, IndexError, "prod: dimension out of range"),
@@ -186,7 +198,13 @@ ENTRIES = [
               lambda: [Sample((U(3, 4),), {"dim": 1}, "dim1"), Sample((U(3, 4),), name="all"),
                        Sample((U(2, 3, 4),), {"dim": (0, 2), "keepdim": True}, "dims-keep"),
                        Sample((np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]]),), {"dim": 1}, "ties", gradcheck=False),
-                       Sample((np.array([3, 1, 3]),), name="int")]) for n in ("amax", "amin")],
+                       Sample((np.array([3, 1, 3]),), name="int"), Sample((np.array(1.5),), name="0d"),
+                       Sample((np.array(1.5),), {"dim": 0, "keepdim": True}, "0d-dim"),
+                       Sample((U(0, 3),), {"dim": 1}, "empty-kept-dim"),
+                       Sample((U(0, 3),), {"dim": 1, "keepdim": True}, "empty-keep")],
+              error_inputs=lambda n=n: [ErrorInput((U(0, 3),), {"dim": 0}, IndexError,
+                                                   f"{n}: expected reduction dim 0 to have non-zero size")])
+      for n in ("amax", "amin")],
     OpEntry("argmax", pl.argmax, torch.argmax,
             lambda: [Sample((U(3, 4),)), Sample((U(3, 4),), {"dim": 1}, "dim1"),
                      Sample((U(3, 4),), {"dim": 0, "keepdim": True}, "keep"),
@@ -209,6 +227,7 @@ ENTRIES = [
     # -- statistics --------------------------------------------------------------------------
     OpEntry("var", pl.var, _quiet(torch.var), _var_samples,
             error_inputs=lambda: [ErrorInput((np.array([1, 2]),), {}, DtypeMismatch, "var: std and var only"),
+                                  ErrorInput((U(3),), {"correction": "x"}, TypeError, "var: correction must be"),
                                   ErrorInput((U(3),), {"correction": 1, "unbiased": True}, ValueError, "var")]),
     OpEntry("std", pl.std, _quiet(torch.std),
             lambda: _var_samples() + [Sample((np.full((2, 3), 1.5),), {"dim": 1}, "constant", gradcheck=False)]),
@@ -220,6 +239,8 @@ ENTRIES = [
     # -- norms: one primitive behind every vector-norm front end ------------------------------
     OpEntry("norm", pl.ops.reduction.norm, torch.norm, _norm_samples,
             error_inputs=lambda: [ErrorInput((U(3),), {"p": "nuc"}, ValueError, "norm: p='nuc'"),
+                                  ErrorInput((U(0),), {"p": INF}, IndexError, "norm: cannot compute the inf norm"),
+                                  ErrorInput((U(2, 0),), {"p": -INF, "dim": 1}, IndexError, "norm: cannot compute"),
                                   ErrorInput((np.array([1, 2]),), {}, DtypeMismatch, "norm")]),
     OpEntry("norm", pl.norm, torch.norm,
             lambda: [Sample((U(3, 4),), name="fro"), *[Sample((U(3, 4),), {"p": p}, str(p)) for p in (1, 2, INF)],
@@ -252,7 +273,7 @@ ENTRIES = [
                      Sample((np.array([1.0, 2.0, 2.0, 1.0]),), name="ties-lower", gradcheck=False),
                      Sample((np.array([1.0, NAN, 2.0]),), name="nan", gradcheck=False),
                      Sample((np.array([3, 1, 2, 4]),), name="int"), Sample((np.array(1.5),), name="0d"),
-                     Sample((U(0),), name="empty")]),
+                     Sample((U(0),), name="empty"), Sample((np.zeros(0, dtype=np.int64),), name="empty-int")]),
     OpEntry("nanmedian", pl.nanmedian, torch.nanmedian,
             lambda: [Sample((no_ties(3, 4),), name="even"),
                      Sample((np.array([1.0, NAN, 2.0, 4.0]),), name="nan", gradcheck=False),
@@ -273,3 +294,35 @@ ENTRIES = [
                                        "ties-pairs", gradcheck=False),
                                 Sample((np.array([3, 1, 3, 1, 2]),), {}, "int")])),
 ]
+
+ENTRIES += [
+    OpEntry("aminmax", pl.aminmax, _ref_nt(torch.aminmax),
+            lambda: [Sample((U(3, 4),), name="all"), Sample((U(3, 4),), {"dim": 1}, "dim1"),
+                     Sample((U(2, 3, 4),), {"dim": 0, "keepdim": True}, "keep"), Sample((U(3, 4),), {"dim": -1}, "neg"),
+                     Sample((np.array(1.5),), name="0d"),
+                     Sample((np.array(1.5),), {"dim": 0, "keepdim": True}, "0d-dim"),
+                     Sample((np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]]),), {"dim": 1}, "ties", gradcheck=False),
+                     Sample((np.array([3, 1, 3]),), name="int"), Sample((U(0, 3),), {"dim": 1}, "empty-kept-dim")],
+            error_inputs=lambda: [ErrorInput((U(0, 3),), {}, IndexError, "aminmax: cannot reduce an empty tensor"),
+                                  ErrorInput((U(2, 3),), {"dim": (0, 1)}, TypeError, "aminmax: dim must be an int")]),
+    OpEntry("dist", pl.dist, torch.dist,
+            lambda: [Sample((U(3, 4), U(3, 4, seed=1)), name="p2"), Sample((U(2, 1, 4), U(3, 1, seed=1)), name="bcast"),
+                     # p=0: PyTorch's dist backward fails (an undefined tensor); pylucid's gradient is zero
+                     *[Sample((U(3, 4), U(3, 4, seed=1)), {"p": p}, f"p{p}", gradcheck=p not in (0, INF),
+                              grad_args=() if p == 0 else None) for p in (1, 3, 0.5, 0, INF)],
+                     Sample((np.array([1.0, 2.0]), np.array([1.0, 2.0])), name="equal", gradcheck=False),
+                     Sample((np.array(1.5), np.array(-0.5)), name="0d")],
+            error_inputs=lambda: [ErrorInput((U(2), [1.0, 2.0]), exc=TypeError, match="dist: other")]),
+    OpEntry("renorm", pl.renorm, torch.renorm,
+            lambda: [Sample((U(3, 4), 2, 0, 1.5), name="rows"), Sample((U(3, 4), 1, 1, 2.0), name="p1-cols"),
+                     Sample((U(2, 3, 4), 3, -1, 1.0), name="3d"), Sample((U(3, 4), 2, 0, 100.0), name="no-change"),
+                     Sample((U(3, 4), 2.5, 0, 0.5), name="all-scaled")],
+            error_inputs=lambda: [ErrorInput((U(3), 2, 0, 1.0), exc=ValueError, match="renorm: input needs"),
+                                  ErrorInput((U(3, 2), 0, 0, 1.0), exc=ValueError, match="renorm: p must"),
+                                  ErrorInput((U(3, 2), 2, 0, -1.0), exc=ValueError, match="renorm: maxnorm")]),
+]
+
+# the statistics family
+from tests.opdb.statistics import ENTRIES as _STATISTICS  # noqa: E402
+
+ENTRIES += _STATISTICS
