@@ -65,6 +65,13 @@ class ArrayBackend:
 
         return scipy.linalg
 
+    def airy_ai(self, x):
+        """The Airy function ``Ai(x)`` (``scipy.special.airy``'s first output). CuPy's special library has no Airy
+        function, so the CUDA backend inherits this host round trip."""
+        import scipy.special
+
+        return self.asarray(scipy.special.airy(self.to_numpy(x))[0], dtype=x.dtype)
+
     # -- conversion -------------------------------------------------------
     def asarray(self, data, dtype=None):
         return self.xp.asarray(data, dtype=dtype)
