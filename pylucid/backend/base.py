@@ -72,6 +72,14 @@ class ArrayBackend:
 
         return self.asarray(scipy.special.airy(self.to_numpy(x))[0], dtype=x.dtype)
 
+    def eig(self, a):
+        """Eigenvalues and right eigenvectors of a batch of general square matrices, always complex
+        (``numpy.linalg.eig``, which returns real arrays when every eigenvalue is real). CuPy has no general
+        eigen-solver, so the CUDA backend inherits this host round trip."""
+        w, v = np.linalg.eig(self.to_numpy(a))
+        ct = np.result_type(w.dtype, np.complex64)
+        return self.asarray(w.astype(ct, copy=False)), self.asarray(v.astype(ct, copy=False))
+
     # -- conversion -------------------------------------------------------
     def asarray(self, data, dtype=None):
         return self.xp.asarray(data, dtype=dtype)

@@ -13,6 +13,8 @@ core ops' complex convention (``mul``/``matmul`` send back ``g * conj(b)`` and
 
 from __future__ import annotations
 
+import warnings
+
 from .._tensor import Tensor, _new_tensor
 from ..errors import LucidError, ShapeMismatch
 from ._op import Op, apply
@@ -900,13 +902,6 @@ def _info_zeros(A):
     return zeros(*A.shape[:-2], dtype="int32", device=A.device)
 
 
-@declare(namespaces="pylucid.linalg", method=False)
-def inv_ex(A: Tensor, *, check_errors: bool = False):
-    """``(inverse, info)``: like :func:`inv`; ``info`` is 0 (a singular input raises unless caught)."""
-    return inv(A), _info_zeros(A)
-
-
-
 @declare()
 def inverse(input: Tensor) -> Tensor:
     """``torch.inverse``: the inverse of a batch of square matrices, as :func:`pylucid.linalg.inv`."""
@@ -1070,37 +1065,86 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, un
                             f"do not broadcast: {exc}") from None
 
 
-def _perm_from_pivots(be, piv):
-    """Row permutations (``A[perm] = L U``) from LAPACK's 1-based sequential row swaps, over any batch."""
+def _perm_from_pivots(be, piv, m):
+    """Row permutations (``A[perm] = L U``) of ``m`` rows from LAPACK's 1-based sequential row swaps, over any
+    batch (``min(m, n)`` swaps for an ``m x n`` matrix)."""
     p = be.to_numpy(piv)
     flat = p.reshape(-1, p.shape[-1]) if p.ndim else p.reshape(1, 0)
     perms = []
     for row in flat:
-        n = row.shape[0]
-        perm = list(range(n))
+        perm = list(range(m))
         for i, j in enumerate(row):
             j = int(j) - 1
+            if not 0 <= j < m:
+                raise ValueError(f"lu_unpack: pivot {j + 1} is out of range for {m} rows (pivots are 1-based)")
             perm[i], perm[j] = perm[j], perm[i]
         perms.append(perm)
     return perms, p.shape
 
 
 def _perm_matrix(like, piv):
-    """``P^T`` as a constant tensor: ``P^T A = L U``."""
+    """``P^T`` as a constant tensor (``P^T A = L U``) for the ``m`` rows of ``like``."""
     be = like.device.backend
-    perms, shape = _perm_from_pivots(be, piv._data)
     n = like.shape[-2]
+    perms, shape = _perm_from_pivots(be, piv._data, n)
     eye = be.eye(n, dtype=_real_np(like))
-    mats = be.stack([eye[be.asarray(perm, dtype="int64")] for perm in perms]) if perms else be.zeros((0, n, n))
+    if perms:
+        mats = be.stack([eye[be.asarray(perm, dtype="int64")] for perm in perms])
+    else:
+        mats = be.zeros((0, n, n), dtype=_real_np(like))
     return _const(like, mats.reshape(tuple(shape[:-1]) + (n, n)).astype(_real_np(like)))
+
+
+def _lu_backward(gl, gu, p, low, up):
+    """PyTorch's ``linalg_lu_backward`` for ``A = P L U`` with ``L`` (m, k) unit lower and ``U`` (k, n) upper:
+
+    - square: ``gA = P L^{-H} (tril(L^H gL, -1) + triu(gU U^H)) U^{-H}``;
+    - wide (m < n, ``U = [U1 | U2]``): ``gA1 = P L^{-H} (triu(gU1) + tril(L^H gL - triu(gU) U^H, -1) U1^{-H})``,
+      ``gA2 = P L^{-H} gU2``;
+    - tall (m > n, ``L = [L1; L2]``): ``gA1 = P (tril(gL1, -1) + L1^{-H} triu(gU U^H - L^H gL)) U^{-H}``,
+      ``gA2 = P gL2 U^{-H}``.
+    """
+    from .elementwise import add, sub
+    from .shape import cat
+
+    m, n = low.shape[-2], up.shape[-1]
+    k = min(m, n)
+    if m == n:
+        ga = add(tril(matmul(_mH(low), gl), -1), triu(matmul(gu, _mH(up))))
+        ga = solve_triangular(_mH(up), ga, upper=False, left=False)
+        ga = solve_triangular(_mH(low), ga, upper=True, unitriangular=True)
+    elif m < n:
+        u1 = up[..., :k]
+        ga = sub(matmul(_mH(low), gl), matmul(triu(gu), _mH(up)))
+        ga = solve_triangular(_mH(u1), tril(ga, -1), upper=False, left=False)
+        ga = cat([add(ga, triu(gu[..., :k])), gu[..., k:]], -1)
+        ga = solve_triangular(_mH(low), ga, upper=True, unitriangular=True)
+    else:
+        l1 = low[..., :k, :]
+        ga = sub(matmul(gu, _mH(up)), matmul(_mH(low), gl))
+        ga = solve_triangular(_mH(l1), triu(ga), upper=True, unitriangular=True)
+        ga = cat([add(ga, tril(gl[..., :k, :], -1)), gl[..., k:, :]], -2)
+        ga = solve_triangular(_mH(up), ga, upper=False, left=False)
+    return matmul(p, ga)
+
+
+def _unpack(lu):
+    """``(L, U)`` of a packed ``m x n`` factorisation: ``L`` (m, k) unit lower, ``U`` (k, n) upper."""
+    from .elementwise import add
+
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    eye = _const(lu, lu.device.backend.eye(m, k, dtype=lu._data.dtype))
+    return add(tril(lu[..., :, :k], -1), eye), triu(lu[..., :k, :])
 
 
 class LuFactor(Op):
     """Packed LU factorisation ``P^T A = L U`` (scipy's ``lu_factor``) with 1-based int32 pivots, as PyTorch.
 
-    Gradient (square ``A``, PyTorch's ``lu_factor_ex_backward``):
-    ``gA = P L^{-H} (tril(L^H gL, -1) + triu(gU U^H)) U^{-H}`` with ``gL``/``gU``
-    the strict lower / upper parts of the packed gradient.
+    Gradient: PyTorch's ``lu_factor_ex_backward``, the strict lower part of the
+    packed gradient (its first ``k`` columns) being ``gL`` and the upper part
+    (its first ``k`` rows) ``gU`` of :func:`_lu_backward`; square, wide and tall
+    matrices.
     """
 
     schema = OpSchema("lu_factor", amp_policy=KEEP_INPUT, saves_output=True, family="linalg")
@@ -1112,27 +1156,22 @@ class LuFactor(Op):
         sl = be.scipy_linalg
         dt = a.dtype
 
-        def one(m):
+        def one(m):  # square or rectangular: min(m, n) pivots
             lu, piv = sl.lu_factor(m, check_finite=False)
             return lu, (piv + 1).astype("int32")[:, None]
 
-        lu, piv = _batch_loop(be, one, _compute(a))
+        with warnings.catch_warnings():  # a singular matrix factors fine (lu_factor_ex reports it in info)
+            warnings.simplefilter("ignore")
+            lu, piv = _batch_loop(be, one, _compute(a))
         return lu.astype(dt, copy=False), piv[..., 0]
 
     def backward(self, g, g_piv):
-        from .elementwise import add
-
         lu = self.output(0)
         m, n = lu.shape[-2:]
-        if m != n:
-            raise LucidError(f"linalg.lu_factor: the derivative is implemented for square matrices only, got "
-                             f"shape {tuple(lu.shape)}")
-        low = add(tril(lu, -1), _eye(n, lu))
-        up = triu(lu)
-        phi = add(tril(matmul(_mH(low), tril(g, -1)), -1), triu(matmul(triu(g), _mH(up))))
-        ga = solve_triangular(_mH(low), phi, upper=True, left=True, unitriangular=True)
-        ga = solve_triangular(_mH(up), ga, upper=False, left=False)
-        return matmul(_mT(_perm_matrix(lu, self.output(1))), ga)
+        k = min(m, n)
+        low, up = _unpack(lu)
+        return _lu_backward(tril(g[..., :, :k], -1), triu(g[..., :k, :]), _mT(_perm_matrix(lu, self.output(1))),
+                            low, up)
 
 
 @declare(LuFactor, namespaces="pylucid.linalg", method=False)
@@ -1168,6 +1207,485 @@ def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoin
         return matmul(_mT(pt), y)
     y = solve_triangular(LU, matmul(pt, B), upper=False, unitriangular=True)
     return solve_triangular(LU, y, upper=True)
+
+
+# ---------------------------------------------------------------- LU front ends (torch.lu, linalg.lu, lu_unpack)
+def _lu_info(LU):
+    """LAPACK's ``info`` of a packed LU factorisation: the 1-based index of the first zero on ``U``'s diagonal
+    (0 when there is none), int32 over the batch."""
+    be = LU.device.backend
+    d = be.diagonal(LU._data, axis1=-2, axis2=-1)
+    zero = d == 0
+    first = be.where(zero.any(axis=-1), be.argmax(zero, axis=-1) + 1, 0) if d.shape[-1] else be.zeros(d.shape[:-1])
+    return _new_tensor(be.asarray(first).astype("int32"), LU.device)
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False):
+    """``(LU, pivots, info)``: :func:`lu_factor` with LAPACK's ``info`` (``i > 0``: ``U[i-1, i-1]`` is exactly 0,
+    the matrix is singular; the factorisation is still returned). ``check_errors`` raises instead."""
+    LU, piv = lu_factor(A, pivot=pivot)
+    info = _lu_info(LU)
+    if check_errors and bool(info._data.any()):
+        raise LinAlgError(f"linalg.lu_factor_ex: U[{int(info._data.max()) - 1}] is exactly zero: the matrix is "
+                          "singular")
+    return LU, piv, info
+
+
+@declare(name="lu", method=True)
+def torch_lu(A: Tensor, pivot: bool = True, get_infos: bool = False):
+    """``torch.lu``: ``(LU, pivots)`` (and ``infos`` with ``get_infos``) as :func:`pylucid.linalg.lu_factor_ex`.
+
+    >>> import pylucid
+    >>> LU, piv = pylucid.lu(pylucid.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> LU
+    tensor([[3.0000, 4.0000],
+            [0.3333, 0.6667]])
+    """
+    LU, piv, info = lu_factor_ex(A, pivot=pivot)
+    return (LU, piv, info) if get_infos else (LU, piv)
+
+
+@declare(method=False)
+def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True, unpack_pivots: bool = True):  # noqa: N803
+    """``(P, L, U)`` with ``A = P L U`` from a packed factorisation: ``L`` (m, k) unit lower, ``U`` (k, n) upper,
+    ``P`` the (m, m) permutation of the 1-based ``LU_pivots``. ``unpack_data=False`` gives empty ``L``, ``U``;
+    ``unpack_pivots=False`` an empty ``P``. Differentiable in ``LU_data`` (``L``/``U`` are its triangles).
+
+    >>> import pylucid
+    >>> P, L, U = pylucid.lu_unpack(*pylucid.linalg.lu_factor(pylucid.tensor([[1.0, 2.0], [3.0, 4.0]])))
+    >>> P
+    tensor([[0., 1.],
+            [1., 0.]])
+    """
+    _check_matrix(LU_data, "lu_unpack", "LU_data")
+    check_tensor(LU_pivots, "lu_unpack", "LU_pivots")
+    m, n = LU_data.shape[-2:]
+    if LU_pivots.dtype.is_floating_point or LU_pivots.dtype.is_complex or tuple(LU_pivots.shape) != (
+            *LU_data.shape[:-2], min(m, n)):
+        raise ShapeMismatch(f"lu_unpack: LU_pivots must be an integer tensor of shape "
+                            f"{(*LU_data.shape[:-2], min(m, n))}, got {LU_pivots.dtype} of shape "
+                            f"{tuple(LU_pivots.shape)}")
+    be = LU_data.device.backend
+    empty = _const(LU_data, be.empty((0,), dtype=LU_data._data.dtype))
+    P = _mT(_perm_matrix(LU_data, LU_pivots)).to(LU_data.dtype) if unpack_pivots else empty
+    if not unpack_data:
+        return P, empty, empty
+    L, U = _unpack(LU_data)
+    return P, L, U
+
+
+@declare(name="lu", namespaces="pylucid.linalg", method=False)
+def linalg_lu(A: Tensor, *, pivot: bool = True):
+    """``torch.linalg.lu``: ``(P, L, U)`` with ``A = P L U`` for any ``m x n`` matrix; a composite of
+    :func:`lu_factor` and :func:`lu_unpack` (PyTorch's ``linalg_lu_backward``: square, wide and tall).
+
+    >>> import pylucid
+    >>> P, L, U = pylucid.linalg.lu(pylucid.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> U
+    tensor([[3.0000, 4.0000],
+            [0.0000, 0.6667]])
+    """
+    _check_matrix(A, "linalg.lu")
+    return lu_unpack(*lu_factor(A, pivot=pivot))
+
+
+@declare(name="lu_solve", method=True)
+def torch_lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:  # noqa: N803
+    """``torch.lu_solve(b, LU_data, LU_pivots)``: :func:`pylucid.linalg.lu_solve` with ``b`` first."""
+    return lu_solve(LU_data, LU_pivots, b)
+
+
+# ---------------------------------------------------------------- Cholesky and triangular front ends
+@declare(method=True)
+def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
+    """Solve ``A X = B`` given the Cholesky factor of ``A`` (``A = L L^H``, or ``U^H U`` with ``upper``); two
+    triangular solves (batch dims broadcast).
+
+    >>> import pylucid
+    >>> L = pylucid.tensor([[2.0, 0.0], [1.0, 1.0]])
+    >>> pylucid.cholesky_solve(pylucid.tensor([[4.0], [3.0]]), L)
+    tensor([[0.5000],
+            [1.0000]])
+    """
+    _check_matrix(B, "cholesky_solve", "B")
+    _check_square(L, "cholesky_solve", "L")
+    if B.shape[-2] != L.shape[-1]:
+        raise ShapeMismatch(f"cholesky_solve: B {tuple(B.shape)} and L {tuple(L.shape)} need the same number of "
+                            "rows")
+    if upper:
+        return solve_triangular(L, solve_triangular(_mH(L), B, upper=False), upper=True)
+    return solve_triangular(_mH(L), solve_triangular(L, B, upper=False), upper=True)
+
+
+@declare(method=True)
+def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
+    """``A^{-1}`` from the Cholesky factor of ``A`` (``A = L L^H``, or ``U^H U`` with ``upper``).
+
+    >>> import pylucid
+    >>> pylucid.cholesky_inverse(pylucid.tensor([[2.0, 0.0], [0.0, 1.0]]))
+    tensor([[0.2500, 0.0000],
+            [0.0000, 1.0000]])
+    """
+    _check_square(L, "cholesky_inverse", "L")
+    return cholesky_solve(_eye(L.shape[-1], L).to(L.dtype), L, upper)  # the identity broadcasts over the batch
+
+
+@declare(name="cholesky", method=True)
+def torch_cholesky(input: Tensor, upper: bool = False) -> Tensor:
+    """``torch.cholesky`` (deprecated in PyTorch): :func:`pylucid.linalg.cholesky`."""
+    return cholesky(input, upper=upper)
+
+
+@declare(name="qr", method=False)
+def torch_qr(input: Tensor, some: bool = True):
+    """``torch.qr``: :func:`pylucid.linalg.qr` with ``mode='reduced'`` (``some``) or ``'complete'``."""
+    return qr(input, "reduced" if some else "complete")
+
+
+@declare(method=True)
+def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False):
+    """``torch.triangular_solve``: ``(solution, cloned_coefficient)`` of ``A X = b`` (``transpose``: ``A^T X = b``)
+    for triangular ``A``, batch dims broadcast.
+
+    >>> import pylucid
+    >>> pylucid.triangular_solve(pylucid.tensor([[2.0], [2.0]]), pylucid.tensor([[2.0, 1.0], [0.0, 1.0]]))[0]
+    tensor([[0.],
+            [2.]])
+    """
+    from collections import namedtuple
+
+    from .conversion import clone
+
+    _check_square(A, "triangular_solve", "A")
+    _check_matrix(b, "triangular_solve", "b")
+    a = _mT(A) if transpose else A
+    x = solve_triangular(a, b, upper=bool(upper) != bool(transpose), unitriangular=unitriangular)
+    if tuple(A.shape[:-2]) != tuple(x.shape[:-2]):  # the coefficient comes back broadcast to the batch
+        from .shape import expand
+
+        A = expand(A, *x.shape[:-2], *A.shape[-2:])
+    return namedtuple("triangular_solve", ["solution", "cloned_coefficient"])(x, clone(A))
+
+
+@declare(name="svd", method=True)
+def torch_svd(input: Tensor, some: bool = True, compute_uv: bool = True):
+    """``torch.svd``: ``(U, S, V)`` with ``A = U diag(S) V^H`` (``V``, not ``V^H``); ``some=False`` gives the full
+    square ``U`` and ``V``. ``compute_uv=False`` returns zero-filled ``U`` (m, m) and ``V`` (n, n).
+
+    >>> import pylucid
+    >>> U, S, V = pylucid.svd(pylucid.tensor([[0.0, 2.0], [1.0, 0.0]]))
+    >>> S
+    tensor([2., 1.])
+    """
+    from collections import namedtuple
+
+    _check_matrix(input, "svd", "input")
+    res = namedtuple("svd", ["U", "S", "V"])
+    if not compute_uv:
+        be = input.device.backend
+        m, n = input.shape[-2:]
+        bt = tuple(input.shape[:-2])
+        dt = input._data.dtype
+        return res(_const(input, be.zeros(bt + (m, m), dtype=dt)), svdvals(input),
+                   _const(input, be.zeros(bt + (n, n), dtype=dt)))
+    u, s, vh = svd(input, full_matrices=not some)
+    return res(u, s, _mH(vh))
+
+
+# ---------------------------------------------------------------- the *_ex solvers, cond, tensorinv/tensorsolve
+def _nan_like(like, shape):
+    be = like.device.backend
+    return _const(like, be.full(shape, be.nan, dtype=like._data.dtype))
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False):
+    """``(result, info)``: :func:`solve` that reports a singular ``A`` in ``info`` (LAPACK's: the 1-based index
+    of the zero pivot) instead of raising. The ``result`` of a failed solve is NaN (PyTorch leaves LAPACK's
+    unspecified values); ``check_errors=True`` raises :class:`LinAlgError`."""
+    _check_square(A, "linalg.solve_ex")
+    try:
+        return solve(A, B, left=left), _info_zeros(A)
+    except LinAlgError:
+        if check_errors:
+            raise
+    info = lu_factor_ex(A.detach())[2]
+    be = A.device.backend
+    shape = be.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2])) + tuple(B.shape[-2:]) if B.ndim >= 2 \
+        else tuple(B.shape)
+    return _nan_like(A, shape), info
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def inv_ex(A: Tensor, *, check_errors: bool = False):
+    """``(inverse, info)``: :func:`inv` that reports a singular ``A`` in ``info`` (the 1-based index of the zero
+    pivot) instead of raising; the inverse of a singular matrix is NaN. ``check_errors=True`` raises."""
+    _check_square(A, "linalg.inv_ex")
+    try:
+        return inv(A), _info_zeros(A)
+    except LinAlgError:
+        if check_errors:
+            raise
+    return _nan_like(A, tuple(A.shape)), lu_factor_ex(A.detach())[2]
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def cond(A: Tensor, p=None) -> Tensor:
+    """Condition number ``||A||_p ||A^{-1}||_p``: for ``p`` in ``None, 2, -2`` the ratio of the largest and the
+    smallest singular values (any ``m x n``); for ``'fro', 'nuc', inf, -inf, 1, -1`` the product of the matrix
+    norms (square ``A``; a singular one gives ``inf``). Real-valued.
+
+    >>> import pylucid
+    >>> pylucid.linalg.cond(pylucid.tensor([[4.0, 0.0], [0.0, 0.5]]))
+    tensor(8.)
+    """
+    from .elementwise import div, mul
+
+    _check_matrix(A, "linalg.cond")
+    if p is None or (not isinstance(p, str) and p in (2, -2)):
+        s = svdvals(A)
+        if s.shape[-1] == 0:
+            return _const(A, A.device.backend.zeros(tuple(A.shape[:-2]), dtype=_real_np(A)))
+        big, small = s[..., 0], s[..., -1]
+        return div(small, big) if p == -2 else div(big, small)
+    if p not in ("fro", "nuc", 1, -1, float("inf"), float("-inf")):
+        raise ValueError(f"linalg.cond: p must be None, 'fro', 'nuc', 2, -2, 1, -1, inf or -inf, got {p!r}")
+    _check_square(A, "linalg.cond")
+    ainv, info = inv_ex(A)
+    out = mul(matrix_norm(A, p), matrix_norm(ainv, p))
+    if bool(info._data.any()):
+        from .indexing import where
+
+        out = where(_const(out, info._data != 0), float("inf"), out)
+    return out
+
+
+def _prod(shape):
+    out = 1
+    for d in shape:
+        out *= int(d)
+    return out
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def tensorinv(A: Tensor, ind: int = 2) -> Tensor:
+    """The inverse of ``A`` for :func:`tensordot` over ``ind`` dims: ``tensordot(tensorinv(A, ind), A, ind)`` is
+    the identity; ``A.shape[:ind]`` and ``A.shape[ind:]`` must have the same number of elements.
+
+    >>> import pylucid
+    >>> A = pylucid.eye(4).reshape(4, 2, 2) * 2
+    >>> pylucid.linalg.tensorinv(A, ind=1).shape
+    (2, 2, 4)
+    """
+    check_tensor(A, "linalg.tensorinv", "A")
+    if not isinstance(ind, int) or ind <= 0:
+        raise ValueError(f"linalg.tensorinv: ind must be a positive int, got {ind!r}")
+    out_shape, in_shape = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    if _prod(out_shape) != _prod(in_shape):
+        raise ShapeMismatch(f"linalg.tensorinv: the product of the first {ind} dims of A {tuple(A.shape)} must "
+                            f"equal that of the rest")
+    n = _prod(out_shape)
+    return inv(A.reshape(n, n)).reshape(*in_shape, *out_shape)
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def tensorsolve(A: Tensor, B: Tensor, dims=None) -> Tensor:
+    """``X`` with ``tensordot(A, X, X.ndim) = B``: ``A`` reshaped to a square matrix over ``B``'s dims and the
+    rest; ``dims`` moves those dims of ``A`` to the end first.
+
+    >>> import pylucid
+    >>> A = pylucid.eye(6).reshape(2, 3, 6) * 2
+    >>> pylucid.linalg.tensorsolve(A, pylucid.ones(2, 3)).shape
+    (6,)
+    """
+    from .shape import movedim
+
+    check_tensor(A, "linalg.tensorsolve", "A")
+    check_tensor(B, "linalg.tensorsolve", "B")
+    if dims is not None:
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        A = movedim(A, dims, list(range(A.ndim - len(dims), A.ndim)))
+    x_shape = tuple(A.shape[B.ndim:])
+    if tuple(A.shape[:B.ndim]) != tuple(B.shape) or _prod(x_shape) != B.numel():
+        raise ShapeMismatch(f"linalg.tensorsolve: A {tuple(A.shape)} must start with B's shape {tuple(B.shape)} and "
+                            "its other dims must have as many elements as B")
+    n = B.numel()
+    return solve(A.reshape(n, n), B.reshape(n)).reshape(*x_shape)
+
+
+# ---------------------------------------------------------------- Vandermonde, Householder products
+def _powers(x, N):
+    """``[x^0, x^1, ..., x^(N-1)]`` on a new last dim, by a cumulative product (exact derivative at 0)."""
+    from .scan import cumprod
+    from .shape import cat, expand, unsqueeze
+
+    col = unsqueeze(x, -1)
+    ones = _const(x, x.device.backend.ones(tuple(x.shape) + (1,), dtype=x._data.dtype))
+    if N == 1:
+        return ones
+    return cumprod(cat([ones, expand(col, *x.shape, N - 1)], -1), -1)
+
+
+@declare(name="vander", namespaces="pylucid.linalg", method=False)
+def linalg_vander(x: Tensor, *, N: int | None = None) -> Tensor:  # noqa: N803
+    """``torch.linalg.vander``: the Vandermonde matrix ``V[..., i, j] = x[..., i]^j`` (increasing powers), of
+    shape ``(*, n, N)``; ``N`` defaults to ``n`` and must be greater than 1.
+
+    >>> import pylucid
+    >>> pylucid.linalg.vander(pylucid.tensor([1, 2, 3]))
+    tensor([[1, 1, 1],
+            [1, 2, 4],
+            [1, 3, 9]])
+    """
+    check_tensor(x, "linalg.vander", "x")
+    if x.ndim == 0:
+        raise ShapeMismatch("linalg.vander: x must have at least 1 dim, got a 0-d tensor")
+    N = x.shape[-1] if N is None else N  # noqa: N806
+    if not isinstance(N, int) or N <= 1:
+        raise ValueError(f"linalg.vander: N must be greater than 1, got {N!r}")
+    return _powers(x, N)
+
+
+@declare(method=False)
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:  # noqa: N803
+    """``torch.vander``: the Vandermonde matrix of a 1-d ``x``, powers ``N - 1`` down to 0 (``increasing``: up).
+
+    >>> import pylucid
+    >>> pylucid.vander(pylucid.tensor([1, 2, 3]), N=2)
+    tensor([[1, 1],
+            [2, 1],
+            [3, 1]])
+    """
+    from .shape import flip
+
+    check_tensor(x, "vander", "x")
+    if x.ndim != 1:
+        raise ShapeMismatch(f"vander: x must be 1-d, got shape {tuple(x.shape)}")
+    N = x.shape[0] if N is None else N  # noqa: N806
+    if not isinstance(N, int) or N < 0:
+        raise ValueError(f"vander: N must be a non-negative int, got {N!r}")
+    if N == 0:
+        return _const(x, x.device.backend.empty((x.shape[0], 0), dtype=x._data.dtype))
+    v = _powers(x, N)
+    return v if increasing else flip(v, [-1])
+
+
+@declare(namespaces="pylucid.linalg", method=False, aliases=())
+def householder_product(A: Tensor, tau: Tensor) -> Tensor:
+    """The first ``n`` columns of ``H_1 ... H_k``, ``H_i = I - tau_i v_i v_i^H`` with ``v_i`` the ``i``-th column
+    of ``A`` below the diagonal and 1 on it (LAPACK's ``orgqr``; ``A`` is (*, m, n), ``tau`` (*, k), ``k <= n <= m``).
+    A composite of matrix products, so it is differentiable in ``A`` and ``tau``.
+
+    >>> import pylucid
+    >>> pylucid.linalg.householder_product(pylucid.tensor([[1.0], [0.0]]), pylucid.tensor([2.0]))
+    tensor([[-1.],
+            [ 0.]])
+    """
+    from .elementwise import add, mul, sub
+    from .shape import unsqueeze
+
+    _check_matrix(A, "linalg.householder_product")
+    check_tensor(tau, "linalg.householder_product", "tau")
+    m, n = A.shape[-2:]
+    if n > m:
+        raise ShapeMismatch(f"linalg.householder_product: A must have at least as many rows as columns, got shape "
+                            f"{tuple(A.shape)}")
+    if tau.ndim < 1 or tau.shape[-1] > n or tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise ShapeMismatch(f"linalg.householder_product: tau must have shape (*A.shape[:-2], k) with k <= {n}, got "
+                            f"{tuple(tau.shape)} for A {tuple(A.shape)}")
+    k = tau.shape[-1]
+    be = A.device.backend
+    v = add(tril(A, -1), _const(A, be.eye(m, n, dtype=A._data.dtype)))
+    q = _const(A, be.broadcast_to(be.eye(m, n, dtype=A._data.dtype), tuple(A.shape)).copy())
+    for i in range(k - 1, -1, -1):  # Q = H_1 (H_2 (... (H_k E)))
+        vi = v[..., :, i:i + 1]
+        t = unsqueeze(unsqueeze(tau[..., i], -1), -1)
+        q = sub(q, mul(t, matmul(vi, matmul(_mH(vi), q))))
+    return q
+
+
+@declare(method=True)
+def orgqr(input: Tensor, tau: Tensor) -> Tensor:
+    """``torch.orgqr``: :func:`pylucid.linalg.householder_product`."""
+    return householder_product(input, tau)
+
+
+# ---------------------------------------------------------------- general eigen-decomposition
+class Eig(Op):
+    """Eigenvalues and right eigenvectors of a general square matrix (``be.eig``), complex for any input, each
+    eigenvector of unit norm (LAPACK's ``geev``, as PyTorch).
+
+    Gradient (PyTorch's ``linalg_eig_backward``), with ``E_ij = conj(l_j - l_i)``:
+    ``gA = V^{-H} (diag(gL) + (V^H gV - V^H V diag(re(V^H gV))) / E) V^H``, its
+    real part for a real ``A``. The eigenvectors are defined up to a phase
+    ``e^{i phi}``; a loss that depends on it is ill-defined and raises (as
+    PyTorch). Repeated eigenvalues make ``E`` vanish: inf/NaN through ``V``.
+    """
+
+    schema = OpSchema("eig", amp_policy=KEEP_INPUT, saves_output=True, family="linalg")
+    n_outputs = 2
+
+    @staticmethod
+    def forward(be, a, real_input):
+        return _lapack("linalg.eig", "the algorithm did not converge", be.eig, _compute(a))
+
+    def backward(self, gl, gv):
+        from .complex import imag, real
+        from .elementwise import add, div, mul, sub
+        from .shape import unsqueeze
+
+        w, v = self.output(0), self.output(1)
+        n = w.shape[-1]
+        vh = _mH(v)
+        if _is_zero(gv):
+            ga = mul(unsqueeze(gl, -1), vh)
+        else:
+            vhgv = matmul(vh, gv)
+            dg = _diagonal(vhgv)
+            be = v.device.backend
+            if not bool(be.allclose(imag(dg)._data, 0, rtol=1e-2, atol=1e-2)):
+                raise LinAlgError("linalg.eig: the eigenvectors are defined up to a phase e^{i phi} and the loss "
+                                  "depends on it, so its gradient is ill-defined")
+            ga = sub(vhgv, matmul(vh, mul(v, unsqueeze(real(dg).to(v.dtype), -2))))
+            from .complex import conj
+
+            wc = conj(w)
+            e = add(sub(unsqueeze(wc, -2), unsqueeze(wc, -1)), _eye(n, w).to(w.dtype))
+            ga = div(ga, e)
+            ga = sub(ga, diag_embed(_diagonal(ga)))
+            if not _is_zero(gl):
+                ga = add(ga, diag_embed(gl))
+            ga = matmul(ga, vh)
+        ga = solve(vh, ga)
+        return real(ga) if self.params["real_input"] else ga
+
+
+@declare(Eig, namespaces="pylucid.linalg", method=False)
+def eig(A: Tensor):
+    """``(eigenvalues, eigenvectors)`` of a batch of general square matrices, complex (complex64 for float32
+    input, complex128 for float64), eigenvectors of unit norm in the columns: ``A V = V diag(L)``.
+
+    >>> import pylucid
+    >>> L, V = pylucid.linalg.eig(pylucid.tensor([[2.0, 0.0], [0.0, 3.0]]))
+    >>> L
+    tensor([2.+0.j, 3.+0.j])
+    """
+    _check_square(A, "linalg.eig")
+    return apply(Eig, (A,), {"real_input": not A.dtype.is_complex})
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def eigvals(A: Tensor) -> Tensor:
+    """Eigenvalues of a general square matrix, complex; a composite of :func:`eig` (the eigenvalue gradient is
+    ``V^{-H} diag(gL) V^H``).
+
+    >>> import pylucid
+    >>> pylucid.linalg.eigvals(pylucid.tensor([[0.0, -1.0], [1.0, 0.0]]))
+    tensor([0.+1.j, 0.-1.j])
+    """
+    return eig(A)[0]
 
 
 class MatrixExp(Op):
