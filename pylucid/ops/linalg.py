@@ -1016,6 +1016,9 @@ class SolveTriangular(Op):
         sl = be.scipy_linalg
         dt = a.dtype
         a, b = _compute(a), _compute(b)
+        if a.size == 0 or b.size == 0:  # nothing to solve: the (broadcast) shape of B, as PyTorch
+            batch = be.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            return be.zeros(batch + b.shape[-2:], dtype=dt)
 
         def one(m, rhs):
             if left:
@@ -1069,7 +1072,7 @@ def _perm_from_pivots(be, piv, m):
     """Row permutations (``A[perm] = L U``) of ``m`` rows from LAPACK's 1-based sequential row swaps, over any
     batch (``min(m, n)`` swaps for an ``m x n`` matrix)."""
     p = be.to_numpy(piv)
-    flat = p.reshape(-1, p.shape[-1]) if p.ndim else p.reshape(1, 0)
+    flat = p.reshape(_prod(p.shape[:-1]), p.shape[-1]) if p.ndim else p.reshape(1, 0)
     perms = []
     for row in flat:
         perm = list(range(m))
@@ -1160,6 +1163,8 @@ class LuFactor(Op):
             lu, piv = sl.lu_factor(m, check_finite=False)
             return lu, (piv + 1).astype("int32")[:, None]
 
+        if a.size == 0:
+            return a.astype(dt, copy=True), be.zeros(a.shape[:-2] + (min(a.shape[-2:]),), dtype="int32")
         with warnings.catch_warnings():  # a singular matrix factors fine (lu_factor_ex reports it in info)
             warnings.simplefilter("ignore")
             lu, piv = _batch_loop(be, one, _compute(a))
@@ -1968,9 +1973,7 @@ class Pinv(Op):
         m, n = c.shape[-2:]
         if c.size == 0:
             return be.zeros(c.shape[:-2] + (n, m), dtype=a.dtype)
-        if rtol is None:
-            rtol = float(be.finfo(c.real.dtype).eps) * max(m, n) if atol is None or atol == 0 else 0.0
-        atol = 0.0 if atol is None else atol
+        rtol, atol = _tolerances(be, c, atol, rtol)
         if hermitian:
             w, v = be.linalg.eigh(c)
             cut = be.maximum(atol, rtol * be.abs(w).max(axis=-1, keepdims=True))
@@ -2012,10 +2015,41 @@ def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
             [0.0000, 0.0000]])
     """
     _check_matrix(A, "linalg.pinv")
-    for name, v in (("atol", atol), ("rtol", rtol)):
-        if isinstance(v, Tensor):
-            raise TypeError(f"linalg.pinv: {name} as a Tensor is not supported; pass a float")
+    atol, rtol = (_tol_param("linalg.pinv", A, name, v) for name, v in (("atol", atol), ("rtol", rtol)))
     return apply(Pinv, (A,), {"atol": atol, "rtol": rtol, "hermitian": bool(hermitian)})
+
+
+def _tol_param(op, A, name, v):
+    """A tolerance as a float, or a Tensor broadcastable to ``A``'s batch as a raw array with a trailing axis (it
+    broadcasts against the singular values); not differentiable."""
+    if v is None or isinstance(v, (int, float)) and not isinstance(v, bool):
+        return v
+    if not isinstance(v, Tensor):
+        raise TypeError(f"{op}: {name} must be a float or a Tensor, got {type(v).__name__}")
+    if v.dtype.is_complex:
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"{op}: {name} must be real, got {v.dtype}")
+    if v.device != A.device:
+        from ..errors import DeviceMismatch
+
+        raise DeviceMismatch(f"{op}: {name} is on {v.device}, A on {A.device}")
+    return v.detach()._data.astype(_real_np(A))[..., None]
+
+
+def _tolerances(be, c, atol, rtol):
+    """PyTorch's defaults: ``rtol = eps * max(m, n)`` unless ``atol > 0`` is given (then 0), element-wise for
+    tensor tolerances; ``atol`` defaults to 0."""
+    m, n = c.shape[-2:]
+    default = float(be.finfo(c.real.dtype).eps) * max(m, n)
+    if rtol is None:
+        if atol is None:
+            rtol = default
+        elif isinstance(atol, (int, float)):
+            rtol = 0.0 if atol > 0 else default
+        else:
+            rtol = be.where(atol > 0, 0.0, default)
+    return rtol, 0.0 if atol is None else atol
 
 
 @declare()
@@ -2024,13 +2058,27 @@ def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
     return pinv(input, rtol=rcond)
 
 
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
 @declare(namespaces="pylucid.linalg", method=False)
 def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
-    """Least-squares solution of ``A X = B``: ``(solution, residuals, rank, singular_values)`` as PyTorch's
-    default CPU driver ``gelsy`` (empty ``residuals`` and ``singular_values``).
+    """Least-squares solution of ``A X = B``: ``(solution, residuals, rank, singular_values)``, shaped per
+    ``driver`` as PyTorch's CPU drivers (default ``'gelsy'``):
+
+    - ``residuals`` (``(*, k)``: ``||A x - b||^2`` per column) only for tall ``A`` (``m > n``) and a driver other
+      than ``gelsy``; for ``gelsd``/``gelss`` only when every matrix has full rank ``n``; else empty ``(0,)``;
+    - ``rank``: the batch of numerical ranks (int64; singular values above ``rcond * s_max``, ``rcond``
+      defaulting to ``eps * max(m, n)``), empty for ``gels`` (which assumes full rank);
+    - ``singular_values`` ``(*, min(m, n))`` for ``gelsd``/``gelss``, else empty.
 
     The solution is the composite ``pinv(A) @ B`` (minimum norm for rank-deficient ``A``), so its gradient is
-    PyTorch's (``lstsq`` backward is the ``pinv`` one).
+    PyTorch's (``lstsq`` backward is the ``pinv`` one); the other outputs are not differentiable, as PyTorch.
+
+    >>> import pylucid
+    >>> r = pylucid.linalg.lstsq(pylucid.tensor([[1.0], [1.0]]), pylucid.tensor([[1.0], [3.0]]), driver="gelsd")
+    >>> r.solution.round(decimals=4), r.residuals.round(decimals=4), r.rank
+    (tensor([[2.]]), tensor([2.]), tensor(1))
     """
     from collections import namedtuple
 
@@ -2038,19 +2086,41 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
 
     _check_matrix(A, "linalg.lstsq")
     check_tensor(B, "linalg.lstsq", "B")
+    if driver is None:
+        driver = "gelsy"
+    if driver not in _LSTSQ_DRIVERS:
+        raise ValueError(f"linalg.lstsq: driver must be one of {_LSTSQ_DRIVERS} (or None), got {driver!r}")
+    if A.dtype != B.dtype:
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"linalg.lstsq: A and B must have the same dtype, got {A.dtype} and {B.dtype}")
     vector = B.ndim == A.ndim - 1
     b = unsqueeze(B, -1) if vector else B
     if b.shape[-2] != A.shape[-2]:
         raise ShapeMismatch(f"linalg.lstsq: A {tuple(A.shape)} and B {tuple(B.shape)} need the same number of rows")
     x = matmul(pinv(A, rtol=rcond), b)
     be = A.device.backend
-    s = be.linalg.svd(_compute(A._data), compute_uv=False)
     m, n = A.shape[-2:]
-    tol = (rcond if rcond is not None else float(be.finfo(s.dtype).eps) * max(m, n))
-    rank = (s > tol * (s.max(axis=-1, keepdims=True) if s.shape[-1] else 0)).sum(axis=-1).astype("int64")
-    empty = _new_tensor(be.empty((0,), dtype=_real_np(A)), A.device)
+    batch = tuple(A.shape[:-2])
+    rdt = _real_np(A)
+    s = be.linalg.svd(_compute(A._data), compute_uv=False).astype(rdt, copy=False) if A.numel() else \
+        be.zeros(batch + (min(m, n),), dtype=rdt)
+    tol = rcond if rcond is not None else float(be.finfo(s.dtype).eps) * max(m, n)
+    smax = s.max(axis=-1, keepdims=True) if s.shape[-1] else be.zeros(batch + (1,), dtype=rdt)
+    rank = be.asarray((s > tol * smax).sum(axis=-1)).astype("int64")
+    empty = _new_tensor(be.empty((0,), dtype=rdt), A.device)
+    residuals = empty
+    if m > n and driver != "gelsy" and (driver == "gels" or bool((rank == n).all())):
+        from .elementwise import abs as _abs
+        from .elementwise import square
+        from .reduction import sum as _sum
+
+        r = matmul(A.detach(), x.detach()) - b.detach()
+        residuals = _sum(square(_abs(r)), -2).detach()
     res = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
-    return res(squeeze(x, -1) if vector else x, empty, _new_tensor(be.asarray(rank), A.device), empty)
+    rank_t = _new_tensor(be.empty((0,), dtype="int64"), A.device) if driver == "gels" else _new_tensor(rank, A.device)
+    sv = _new_tensor(s, A.device) if driver in ("gelsd", "gelss") else empty
+    return res(squeeze(x, -1) if vector else x, residuals, rank_t, sv)
 
 
 # ---------------------------------------------------------------- norms
@@ -2107,6 +2177,8 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
         raise ValueError(f"linalg.matrix_norm: dim {tuple(dim)} names one dim twice")
     if ord == "fro":
         return vector_norm(A, 2, (d0, d1), keepdim)
+    if A.numel() == 0 and ord in (2, 1, float("inf")):  # a max over nothing is 0 here, as PyTorch
+        return _sum(_abs(A), (d0, d1), keepdim=keepdim)
     if ord in ("nuc", 2, -2):
         rest = [i for i in range(A.ndim) if i not in (d0, d1)]
         s = svdvals(permute(A, rest + [d0, d1]))
@@ -2221,10 +2293,13 @@ def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> 
     """Number of singular values above ``max(atol, rtol * s_max)`` (int64; not differentiable)."""
     _check_matrix(A, "linalg.matrix_rank")
     be = A.device.backend
-    s = be.linalg.svd(_compute(A._data), compute_uv=False)
-    m, n = A.shape[-2:]
-    if rtol is None:
-        rtol = float(be.finfo(s.dtype).eps) * max(m, n) if not atol else 0.0
+    atol, rtol = (_tol_param("linalg.matrix_rank", A, name, v) for name, v in (("atol", atol), ("rtol", rtol)))
+    c = _compute(A._data)
+    if c.size:
+        s = be.abs(be.linalg.eigvalsh(c)) if hermitian else be.linalg.svd(c, compute_uv=False)
+    else:
+        s = be.zeros(c.shape[:-2] + (min(c.shape[-2:]),), dtype=c.real.dtype)
+    rtol, atol = _tolerances(be, c, atol, rtol)
     smax = s.max(axis=-1, keepdims=True) if s.shape[-1] else be.zeros(s.shape[:-1] + (1,), dtype=s.dtype)
-    cut = be.maximum(atol or 0.0, rtol * smax)
+    cut = be.maximum(atol, rtol * smax)
     return _new_tensor(be.asarray((s > cut).sum(axis=-1)).astype("int64"), A.device)
