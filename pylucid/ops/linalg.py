@@ -388,6 +388,14 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
         da = [norm_dim(d, a.ndim, "tensordot") for d in da]
         db = [norm_dim(d, b.ndim, "tensordot") for d in db]
     for x, y in zip(da, db):
+        # a size-1 dim contracts with the sum over the other's dim (PyTorch's rule)
+        if a.shape[x] != b.shape[y] and 1 in (a.shape[x], b.shape[y]):
+            from .reduction import sum as _sum
+
+            if a.shape[x] == 1:
+                b = _sum(b, y, keepdim=True)
+            else:
+                a = _sum(a, x, keepdim=True)
         if a.shape[x] != b.shape[y]:
             raise ShapeMismatch(f"tensordot: contracted dims differ in size: shapes {tuple(a.shape)} (dim {x}) and "
                                 f"{tuple(b.shape)} (dim {y})")
@@ -618,6 +626,9 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
 def _scaled_sum(op, input, prod, beta, alpha):
     from .elementwise import add, mul
 
+    if not (prod.dtype.is_floating_point or prod.dtype.is_complex) and not isinstance(input, bool):
+        # integer products keep their dtype: PyTorch truncates float alpha/beta to integers there
+        alpha, beta = int(alpha), int(beta)
     if alpha != 1:
         prod = mul(prod, alpha)
     try:
@@ -1701,7 +1712,9 @@ class MatrixExp(Op):
 
     @staticmethod
     def forward(be, a):
+        # single precision runs in double: the scaling and squaring loses digits float32 cannot spare
         c = _compute(a)
+        c = c.astype("complex128" if c.dtype.kind == "c" else "float64")
         if c.ndim == 2:
             return be.scipy_linalg.expm(c).astype(a.dtype, copy=False)
         return _batch_loop(be, be.scipy_linalg.expm, c).astype(a.dtype, copy=False)
@@ -2108,15 +2121,16 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
     tol = rcond if rcond is not None else float(be.finfo(s.dtype).eps) * max(m, n)
     smax = s.max(axis=-1, keepdims=True) if s.shape[-1] else be.zeros(batch + (1,), dtype=rdt)
     rank = be.asarray((s > tol * smax).sum(axis=-1)).astype("int64")
+    from .elementwise import abs as _abs
+
     empty = _new_tensor(be.empty((0,), dtype=rdt), A.device)
-    residuals = empty
+    # residuals are differentiable, as PyTorch's (sum |A x - B|^2 over the rows); an empty one is still linked
+    residuals = _abs(x).reshape(-1)[:0]
     if m > n and driver != "gelsy" and (driver == "gels" or bool((rank == n).all())):
-        from .elementwise import abs as _abs
         from .elementwise import square
         from .reduction import sum as _sum
 
-        r = matmul(A.detach(), x.detach()) - b.detach()
-        residuals = _sum(square(_abs(r)), -2).detach()
+        residuals = _sum(square(_abs(matmul(A, x) - b)), -2)
     res = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
     rank_t = _new_tensor(be.empty((0,), dtype="int64"), A.device) if driver == "gels" else _new_tensor(rank, A.device)
     sv = _new_tensor(s, A.device) if driver in ("gelsd", "gelss") else empty
