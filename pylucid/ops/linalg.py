@@ -1704,6 +1704,190 @@ def eigvals(A: Tensor) -> Tensor:
     return eig(A)[0]
 
 
+# ---------------------------------------------------------------- Householder QR pieces (geqrf, ormqr), addbmm/addr
+class Geqrf(Op):
+    """LAPACK's ``geqrf``: ``(a, tau)`` with ``R`` in the upper triangle of ``a`` and the Householder vectors below
+    it (``be.linalg.qr(mode='raw')``, whose ``h`` comes transposed). PyTorch has no derivative and raises at
+    backward; so does pylucid."""
+
+    schema = OpSchema("geqrf", amp_policy=KEEP_INPUT, family="linalg")
+    n_outputs = 2
+
+    @staticmethod
+    def forward(be, a):
+        c = _compute(a)
+        if c.size == 0:
+            return c.astype(a.dtype, copy=True), be.zeros(c.shape[:-2] + (min(c.shape[-2:]),), dtype=a.dtype)
+        h, tau = be.linalg.qr(c, mode="raw")
+        return be.swapaxes(h, -1, -2).astype(a.dtype), tau.astype(a.dtype, copy=False)
+
+    def backward(self, ga, gtau):
+        raise NotImplementedError("geqrf: the derivative is not implemented (as in PyTorch); use linalg.qr")
+
+
+@declare(Geqrf, method=True)
+def geqrf(input: Tensor):
+    """``(a, tau)``: the QR factorisation in LAPACK's compact form, for :func:`householder_product` /
+    :func:`ormqr` (``Q = householder_product(a, tau)``, ``R = triu(a)``).
+
+    >>> import pylucid
+    >>> a, tau = pylucid.geqrf(pylucid.tensor([[3.0], [4.0]]))
+    >>> a.round(decimals=4), tau.round(decimals=4)
+    (tensor([[-5.0000],
+            [ 0.5000]]), tensor([1.6000]))
+    """
+    from collections import namedtuple
+
+    _check_matrix(input, "geqrf", "input")
+    return namedtuple("geqrf", ["a", "tau"])(*apply(Geqrf, (input,)))
+
+
+@declare(method=True)
+def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpose: bool = False) -> Tensor:
+    """``Q @ other`` (``left=False``: ``other @ Q``; ``transpose``: ``Q^H``) for the ``Q`` of Householder
+    reflectors ``(input, tau)`` (:func:`geqrf`), without forming it by LAPACK but as a composite of
+    :func:`householder_product` on ``input`` padded to a square, so it is differentiable in all three.
+
+    >>> import pylucid
+    >>> a, tau = pylucid.geqrf(pylucid.tensor([[3.0], [4.0]]))
+    >>> pylucid.ormqr(a, tau, pylucid.tensor([[3.0], [4.0]]), transpose=True).round(decimals=4)
+    tensor([[-5.],
+            [ 0.]])
+    """
+    from .shape import cat
+
+    _check_matrix(input, "ormqr", "input")
+    _check_matrix(other, "ormqr", "other")
+    check_tensor(tau, "ormqr", "tau")
+    mn = other.shape[-2] if left else other.shape[-1]
+    if input.shape[-2] != mn:
+        raise ShapeMismatch(f"ormqr: input {tuple(input.shape)} must have {mn} rows for other {tuple(other.shape)} "
+                            f"(left={left})")
+    if tau.shape[-1] > min(mn, input.shape[-1]):
+        raise ShapeMismatch(f"ormqr: tau {tuple(tau.shape)} has more reflectors than input {tuple(input.shape)}")
+    k = input.shape[-1]
+    if k < mn:
+        be = input.device.backend
+        input = cat([input, _const(input, be.zeros(tuple(input.shape[:-1]) + (mn - k,), dtype=input._data.dtype))], -1)
+    elif k > mn:
+        input = input[..., :mn]
+    q = householder_product(input, tau)
+    if transpose:
+        q = _mH(q)
+    return matmul(q, other) if left else matmul(other, q)
+
+
+@declare(inplace=True)
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """``beta * input + alpha * sum_b batch1[b] @ batch2[b]``; with ``beta=0`` ``input`` is ignored. A composite.
+
+    >>> import pylucid
+    >>> pylucid.addbmm(pylucid.zeros(2, 2), pylucid.ones(3, 2, 1), pylucid.ones(3, 1, 2))
+    tensor([[3., 3.],
+            [3., 3.]])
+    """
+    from .reduction import sum as _sum
+
+    return _scaled_sum("addbmm", input, _sum(bmm(batch1, batch2), 0), beta, alpha)
+
+
+@declare(inplace=True)
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """``beta * input + alpha * outer(vec1, vec2)``; with ``beta=0`` ``input`` is ignored. A composite.
+
+    >>> import pylucid
+    >>> pylucid.addr(pylucid.ones(2, 2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([1.0, 0.0]))
+    tensor([[2., 1.],
+            [3., 1.]])
+    """
+    check_tensor(vec1, "addr", "vec1")
+    check_tensor(vec2, "addr", "vec2")
+    if vec1.ndim != 1 or vec2.ndim != 1:
+        raise ShapeMismatch(f"addr: vec1 and vec2 must be 1-d, got shapes {tuple(vec1.shape)} and "
+                            f"{tuple(vec2.shape)}")
+    return _scaled_sum("addr", input, outer(vec1, vec2), beta, alpha)
+
+
+# ---------------------------------------------------------------- LDL factorisation (Bunch-Kaufman)
+class LdlFactor(Op):
+    """``A = L D L^T`` (``L D L^H``) with Bunch-Kaufman pivoting (``be.ldl_factor``: LAPACK's ``sytrf``/``hetrf``),
+    read from the lower triangle; ``(LD, pivots, info)``. No derivative, as PyTorch."""
+
+    schema = OpSchema("ldl_factor", amp_policy=KEEP_INPUT, differentiable=False, family="linalg")
+    n_outputs = 3
+
+    @staticmethod
+    def forward(be, a, hermitian):
+        ld, piv, info = be.ldl_factor(_compute(a), hermitian)
+        return ld.astype(a.dtype, copy=False), piv, info
+
+
+class LdlSolve(Op):
+    """``A X = B`` from :class:`LdlFactor`'s ``(LD, pivots)`` (``be.ldl_solve``: ``sytrs``/``hetrs``); no
+    derivative, as PyTorch."""
+
+    schema = OpSchema("ldl_solve", amp_policy=KEEP_INPUT, differentiable=False, family="linalg")
+    promote_args = (0, 2)
+
+    @staticmethod
+    def forward(be, ld, pivots, b, hermitian):
+        return be.ldl_solve(_compute(ld), pivots, _compute(b), hermitian).astype(ld.dtype, copy=False)
+
+
+@declare(LdlFactor, namespaces="pylucid.linalg", method=False)
+def ldl_factor_ex(A: Tensor, *, hermitian: bool = False, check_errors: bool = False):
+    """``(LD, pivots, info)``: the Bunch-Kaufman factorisation of a symmetric (``hermitian``: Hermitian) matrix
+    from its lower triangle, in LAPACK's compact form (``L`` unit lower below the diagonal of ``LD``, the 1x1 and
+    2x2 blocks of ``D`` on and next to it; 1-based int32 ``pivots``, negative for a 2x2 block). ``info > 0``: ``D``
+    is exactly singular there (``check_errors`` raises).
+
+    >>> import pylucid
+    >>> pylucid.linalg.ldl_factor_ex(pylucid.tensor([[4.0, 2.0], [2.0, 3.0]]))[0]
+    tensor([[4.0000, 0.0000],
+            [0.5000, 2.0000]])
+    """
+    from collections import namedtuple
+
+    _check_square(A, "linalg.ldl_factor_ex")
+    ld, piv, info = apply(LdlFactor, (A,), {"hermitian": bool(hermitian)})
+    if check_errors and bool(info._data.any()):
+        raise LinAlgError("linalg.ldl_factor_ex: D is exactly singular (info > 0); the factorisation cannot be used "
+                          "to solve")
+    return namedtuple("ldl_factor_ex", ["LD", "pivots", "info"])(ld, piv, info)
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def ldl_factor(A: Tensor, *, hermitian: bool = False):
+    """``(LD, pivots)`` of :func:`ldl_factor_ex`."""
+    from collections import namedtuple
+
+    ld, piv, _ = ldl_factor_ex(A, hermitian=hermitian)
+    return namedtuple("ldl_factor", ["LD", "pivots"])(ld, piv)
+
+
+@declare(LdlSolve, namespaces="pylucid.linalg", method=False)
+def ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool = False) -> Tensor:  # noqa: N803
+    """Solve ``A X = B`` from :func:`ldl_factor`'s output (batch dims broadcast).
+
+    >>> import pylucid
+    >>> LD, piv = pylucid.linalg.ldl_factor(pylucid.tensor([[4.0, 2.0], [2.0, 3.0]]))
+    >>> pylucid.linalg.ldl_solve(LD, piv, pylucid.tensor([[6.0], [5.0]]))
+    tensor([[1.],
+            [1.]])
+    """
+    _check_square(LD, "linalg.ldl_solve", "LD")
+    _check_matrix(B, "linalg.ldl_solve", "B")
+    check_tensor(pivots, "linalg.ldl_solve", "pivots")
+    if B.shape[-2] != LD.shape[-1] or tuple(pivots.shape[-1:]) != (LD.shape[-1],):
+        raise ShapeMismatch(f"linalg.ldl_solve: LD {tuple(LD.shape)}, pivots {tuple(pivots.shape)} and B "
+                            f"{tuple(B.shape)} do not match")
+    if pivots.dtype.is_floating_point or pivots.dtype.is_complex:
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"linalg.ldl_solve: pivots must be an integer tensor, got {pivots.dtype}")
+    return apply(LdlSolve, (LD, pivots, B), {"hermitian": bool(hermitian)})
+
+
 class MatrixExp(Op):
     """``exp(A) = sum_k A^k / k!`` (scipy's ``expm``). The gradient is the top-right block of
     ``exp([[A^H, g], [0, A^H]])`` (the Fréchet derivative's adjoint), itself a ``matrix_exp``."""

@@ -57,6 +57,11 @@ def _tri(n, *batch, seed=0, upper=False):
     return np.triu(a) if upper else np.tril(a)
 
 
+def _geqrf(a):
+    """LAPACK's compact QR of ``a`` (from PyTorch, as sample arrays for ormqr)."""
+    return tuple(t.numpy() for t in torch.geqrf(torch.tensor(a)))
+
+
 def _sq_samples(make=well, empty_gradcheck=True):
     return lambda: [Sample((make(3),), name="3x3"), Sample((make(2, 2),), name="batch"),
                     Sample((make(1),), name="1x1"),
@@ -383,4 +388,36 @@ ENTRIES = [
             lambda: [Sample((U(4, 3), U(2, seed=1))), Sample((U(2, 3, 3), U(2, 3, seed=1)), name="batch-square"),
                      Sample((U(3, 2), U(0, seed=1)), name="no-reflectors", grad_args=())], **_TOL),
     OpEntry("orgqr", pl.orgqr, torch.orgqr, lambda: [Sample((U(4, 3), U(3, seed=1)))], **_TOL),
+    # -- Householder QR pieces, LDL (no derivative in PyTorch), addbmm/addr -----------------------------------
+    OpEntry("geqrf", pl.geqrf, torch.geqrf,
+            lambda: [Sample((U(5, 3),)), Sample((U(2, 3, 4),), name="wide-batch"), Sample((np.zeros((0, 2)),),
+                                                                                        name="empty")],
+            grad=False, gradgrad=False, **_TOL),
+    OpEntry("ormqr", pl.ormqr, torch.ormqr,
+            lambda: [Sample((*_geqrf(U(4, 3)), U(4, 2, seed=1))),
+                     Sample((*_geqrf(U(4, 3)), U(2, 4, seed=1), False, True), name="right-transpose"),
+                     Sample((*_geqrf(U(4, 3)), U(4, 3, seed=1), True, True), name="left-transpose"),
+                     Sample((*_geqrf(U(2, 3, 3)), U(2, 3, 2, seed=1)), name="batch")], **_TOL),
+    OpEntry("addbmm", pl.addbmm, torch.addbmm,
+            lambda: [Sample((U(2, 3), U(4, 2, 5, seed=1), U(4, 5, 3, seed=2))),
+                     Sample((U(3), U(4, 2, 5, seed=1), U(4, 5, 3, seed=2)), {"beta": 0.5, "alpha": 2.0},
+                            "bcast-scaled"),
+                     Sample((U(2, 3), U(0, 2, 5, seed=1), U(0, 5, 3, seed=2)), name="empty-batch")], **_TOL),
+    OpEntry("addr", pl.addr, torch.addr,
+            lambda: [Sample((U(2, 3), U(2, seed=1), U(3, seed=2))),
+                     Sample((U(3), U(2, seed=1), U(3, seed=2)), {"beta": 0.5, "alpha": 2.0}, "bcast-scaled"),
+                     Sample((U(2, 3), U(2, seed=1), U(3, seed=2)), {"beta": 0}, "beta0", grad_args=(1, 2))], **_TOL),
+    OpEntry("ldl_factor", L.ldl_factor_ex, TL.ldl_factor_ex,
+            lambda: [Sample((sym(U(4, 4)),)), Sample((sym(U(2, 3, 3)),), name="batch"),
+                     Sample((np.array([[0.0, 1.0], [1.0, 0.0]]),), name="2x2-pivot"),
+                     Sample((np.zeros((2, 2)),), name="singular"), Sample((np.zeros((0, 0)),), name="empty")],
+            grad=False, gradgrad=False, amp=False, **_TOL),
+    OpEntry("linalg.ldl_factor", L.ldl_factor, TL.ldl_factor,
+            lambda: [Sample((sym(U(4, 4)),)), Sample((spd(3),), {"hermitian": True}, "hermitian")],
+            grad=False, gradgrad=False, **_TOL),
+    OpEntry("ldl_solve", lambda a, b, **k: L.ldl_solve(*L.ldl_factor(a, **k), b, **k),
+            lambda a, b, **k: TL.ldl_solve(*TL.ldl_factor(a, **k), b, **k),
+            lambda: [Sample((sym(U(4, 4)), U(4, 2, seed=1))), Sample((sym(U(2, 3, 3)), U(3, 1, seed=1)), name="bcast"),
+                     Sample((spd(3), U(3, 2, seed=1)), {"hermitian": True}, "hermitian")],
+            grad=False, gradgrad=False, amp=False, **_TOL),
 ]
