@@ -1313,10 +1313,42 @@ def torch_lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:  # 
 
 
 # ---------------------------------------------------------------- Cholesky and triangular front ends
-@declare(method=True)
+class CholeskySolve(Op):
+    """``X = A^{-1} B`` with ``A = L L^H`` (``upper``: ``U^H U``): two triangular solves reading the factor's
+    triangle. PyTorch's ``cholesky_solve_backward``: ``gB = cholesky_solve(g, L)``, ``C = gB X^H + X gB^H``,
+    ``gL = -C L`` (``upper``: ``-U C``): the gradient of ``A = L L^H`` for a full ``L`` (non-zero outside the
+    triangle too, as PyTorch)."""
+
+    schema = OpSchema("cholesky_solve", amp_policy=KEEP_INPUT, saves_input=True, saves_output=True, family="linalg")
+
+    @staticmethod
+    def forward(be, b, low, upper):
+        ct = be.swapaxes(be.conj(low), -1, -2)
+        if upper:  # A = U^H U: U^H Y = B, U X = Y
+            y = SolveTriangular.forward(be, ct, b, upper=False, left=True, unitriangular=False)
+            return SolveTriangular.forward(be, low, y, upper=True, left=True, unitriangular=False)
+        y = SolveTriangular.forward(be, low, b, upper=False, left=True, unitriangular=False)
+        return SolveTriangular.forward(be, ct, y, upper=True, left=True, unitriangular=False)
+
+    def backward(self, g):
+        from .elementwise import add, neg, sum_to_size
+
+        low, x = self.input(1), self.output()
+        upper = self.params["upper"]
+        sb, sl = self.shapes
+        gb = apply(CholeskySolve, (g, low), {"upper": upper})
+        gl = None
+        if self.next_edges[1] is not None:
+            c = matmul(gb, _mH(x))
+            c = add(c, _mH(c))
+            gl = sum_to_size(neg(matmul(low, c) if upper else matmul(c, low)), sl)
+        return sum_to_size(gb, sb) if self.next_edges[0] is not None else None, gl
+
+
+@declare(CholeskySolve, method=True)
 def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
-    """Solve ``A X = B`` given the Cholesky factor of ``A`` (``A = L L^H``, or ``U^H U`` with ``upper``); two
-    triangular solves (batch dims broadcast).
+    """Solve ``A X = B`` given the Cholesky factor of ``A`` (``A = L L^H``, or ``U^H U`` with ``upper``; only that
+    triangle is read); batch dims broadcast.
 
     >>> import pylucid
     >>> L = pylucid.tensor([[2.0, 0.0], [1.0, 1.0]])
@@ -1329,9 +1361,11 @@ def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     if B.shape[-2] != L.shape[-1]:
         raise ShapeMismatch(f"cholesky_solve: B {tuple(B.shape)} and L {tuple(L.shape)} need the same number of "
                             "rows")
-    if upper:
-        return solve_triangular(L, solve_triangular(_mH(L), B, upper=False), upper=True)
-    return solve_triangular(_mH(L), solve_triangular(L, B, upper=False), upper=True)
+    try:
+        return apply(CholeskySolve, (B, L), {"upper": bool(upper)})
+    except ValueError as exc:
+        raise ShapeMismatch(f"cholesky_solve: batch dims of B {tuple(B.shape)} and L {tuple(L.shape)} do not "
+                            f"broadcast: {exc}") from None
 
 
 @declare(method=True)
@@ -1524,9 +1558,9 @@ def tensorsolve(A: Tensor, B: Tensor, dims=None) -> Tensor:
         dims = [dims] if isinstance(dims, int) else list(dims)
         A = movedim(A, dims, list(range(A.ndim - len(dims), A.ndim)))
     x_shape = tuple(A.shape[B.ndim:])
-    if tuple(A.shape[:B.ndim]) != tuple(B.shape) or _prod(x_shape) != B.numel():
-        raise ShapeMismatch(f"linalg.tensorsolve: A {tuple(A.shape)} must start with B's shape {tuple(B.shape)} and "
-                            "its other dims must have as many elements as B")
+    if _prod(x_shape) != B.numel() or _prod(A.shape[:B.ndim]) != B.numel():
+        raise ShapeMismatch(f"linalg.tensorsolve: A {tuple(A.shape)} must have as many elements in its first "
+                            f"{B.ndim} dims and in the rest as B {tuple(B.shape)} has")
     n = B.numel()
     return solve(A.reshape(n, n), B.reshape(n)).reshape(*x_shape)
 
@@ -1556,8 +1590,8 @@ def linalg_vander(x: Tensor, *, N: int | None = None) -> Tensor:  # noqa: N803
             [1, 3, 9]])
     """
     check_tensor(x, "linalg.vander", "x")
-    if x.ndim == 0:
-        raise ShapeMismatch("linalg.vander: x must have at least 1 dim, got a 0-d tensor")
+    if x.ndim == 0:  # a 0-d x is one point, as PyTorch
+        x = x.reshape(1)
     N = x.shape[-1] if N is None else N  # noqa: N806
     if not isinstance(N, int) or N <= 1:
         raise ValueError(f"linalg.vander: N must be greater than 1, got {N!r}")
@@ -1613,6 +1647,8 @@ def householder_product(A: Tensor, tau: Tensor) -> Tensor:
                             f"{tuple(tau.shape)} for A {tuple(A.shape)}")
     k = tau.shape[-1]
     be = A.device.backend
+    if k == 0:  # no reflectors: the first n columns of I, still in A's graph (as PyTorch)
+        return add(mul(A, 0.0), _const(A, be.eye(m, n, dtype=A._data.dtype)))
     v = add(tril(A, -1), _const(A, be.eye(m, n, dtype=A._data.dtype)))
     q = _const(A, be.broadcast_to(be.eye(m, n, dtype=A._data.dtype), tuple(A.shape)).copy())
     for i in range(k - 1, -1, -1):  # Q = H_1 (H_2 (... (H_k E)))
@@ -1805,7 +1841,18 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
     if vec1.ndim != 1 or vec2.ndim != 1:
         raise ShapeMismatch(f"addr: vec1 and vec2 must be 1-d, got shapes {tuple(vec1.shape)} and "
                             f"{tuple(vec2.shape)}")
+    if vec1.dtype == vec2.dtype == input.dtype == _bool_dtype():  # PyTorch: logical and / or for bool
+        from .compare import logical_and, logical_or
+
+        prod = logical_and(outer(vec1, vec2), bool(alpha))
+        return logical_or(logical_and(input, bool(beta)), prod) if beta else prod
     return _scaled_sum("addr", input, outer(vec1, vec2), beta, alpha)
+
+
+def _bool_dtype():
+    from .. import dtypes
+
+    return dtypes.bool_
 
 
 # ---------------------------------------------------------------- LDL factorisation (Bunch-Kaufman)

@@ -322,8 +322,8 @@ ENTRIES = [
     OpEntry("lu_solve", pl.lu_solve, torch.lu_solve,
             lambda: [Sample((U(3, 2, seed=1), *(a.numpy() for a in torch.linalg.lu_factor(torch.tensor(well(3))))),
                             grad_args=(0, 1))], **_TOL),
-    # PyTorch's cholesky_solve/cholesky_inverse gradients are the full-matrix formula of A = L L^H; pylucid's
-    # is restricted to the triangle the solves read (docs/semantics/linalg_ops.md): the entries pass tril(L)
+    # the cholesky_solve/cholesky_inverse gradient is PyTorch's full-matrix formula of A = L L^H, while the solves
+    # read one triangle: finite differences agree with it on a tril(L) (triu) argument, so the entries pass one
     OpEntry("cholesky_solve", lambda b, l, upper=False: pl.cholesky_solve(b, l.triu() if upper else l.tril(), upper),
             lambda b, l, upper=False: torch.cholesky_solve(b, l.triu() if upper else l.tril(), upper),
             lambda: [Sample((U(3, 2, seed=1), _tri(3))), Sample((U(3, 2, seed=1), _tri(3, upper=True), True),
