@@ -1007,8 +1007,43 @@ def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
 
 @declare(namespaces="pylucid.linalg", method=False)
 def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
-    """``(L, info)``: like :func:`cholesky`; ``info`` is 0 (a non-positive-definite input raises)."""
-    return cholesky(A, upper=upper), _info_zeros(A)
+    """``(L, info)``: :func:`cholesky` that reports a matrix that is not positive-definite in ``info`` (LAPACK's:
+    the order of its first leading minor that is not) instead of raising; ``check_errors=True`` raises.
+
+    When some matrix of the batch fails, the whole ``L`` is returned detached, NaN for the failed matrices
+    (PyTorch leaves LAPACK's partial factor there).
+    """
+    _check_square(A, "linalg.cholesky_ex")
+    try:
+        return cholesky(A, upper=upper), _info_zeros(A)
+    except LinAlgError:
+        if check_errors:
+            raise
+    be = A.device.backend
+    n = A.shape[-1]
+    data = _compute(A.detach()._data)
+    flat = data.reshape((_prod(A.shape[:-2]), n, n))
+    outs, infos = [], []
+    for m in flat:
+        try:
+            low = be.linalg.cholesky(m)
+            infos.append(0)
+        except Exception:  # numpy's / CuPy's LinAlgError: find the first failing leading minor
+            low = be.full((n, n), be.nan, dtype=m.dtype)
+            k = next((k for k in range(1, n + 1) if not _is_pd(be, m[:k, :k])), n)
+            infos.append(k)
+        outs.append(be.conj(be.swapaxes(low, -1, -2)) if upper else low)
+    low = be.stack(outs).reshape(A.shape).astype(A._data.dtype, copy=False)
+    info = be.asarray(infos, dtype="int32").reshape(tuple(A.shape[:-2]))
+    return _const(A, low), _const(A, info)
+
+
+def _is_pd(be, m):
+    try:
+        low = be.linalg.cholesky(m)
+    except Exception:  # numpy.linalg.LinAlgError (CuPy returns NaN instead)
+        return False
+    return bool(be.isfinite(low).all())
 
 
 class SolveTriangular(Op):
