@@ -86,7 +86,8 @@ class FftC2C(Op):
     def forward(be, x, dims, sizes, norm, forward):
         x = _as_compute(be, x)
         fn = be.fft.fftn if forward else be.fft.ifftn
-        return fn(x, s=sizes, axes=dims, norm=norm).astype(_complex_of(x.dtype), copy=False)
+        with be.errstate():  # NaN/inf input gives NaN/inf bins, as PyTorch, without NumPy's warning
+            return fn(x, s=sizes, axes=dims, norm=norm).astype(_complex_of(x.dtype), copy=False)
 
     def backward(self, g):
         p = self.params
@@ -119,7 +120,8 @@ class FftR2C(Op):
     @staticmethod
     def forward(be, x, dims, sizes, norm):
         x = _as_compute(be, x)
-        return be.fft.rfftn(x, s=sizes, axes=dims, norm=norm).astype(_complex_of(x.dtype), copy=False)
+        with be.errstate():
+            return be.fft.rfftn(x, s=sizes, axes=dims, norm=norm).astype(_complex_of(x.dtype), copy=False)
 
     def backward(self, g):
         p = self.params
@@ -139,7 +141,8 @@ class FftC2R(Op):
     @staticmethod
     def forward(be, x, dims, sizes, norm):
         x = _as_compute(be, x)
-        out = be.fft.irfftn(x, s=sizes, axes=dims, norm=norm)
+        with be.errstate():
+            out = be.fft.irfftn(x, s=sizes, axes=dims, norm=norm)
         return out.astype(_real_of(x.dtype), copy=False)
 
     def backward(self, g):

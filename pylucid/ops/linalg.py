@@ -713,17 +713,17 @@ def matrix_power(input: Tensor, n: int) -> Tensor:
     tensor([[1., 3.],
             [0., 1.]])
     """
-    from .shape import broadcast_to
-
     check_tensor(input, "matrix_power")
     if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
         raise ShapeMismatch(f"matrix_power: expected a batch of square matrices, got shape {tuple(input.shape)}")
     if not isinstance(n, int) or isinstance(n, bool):
         raise TypeError(f"matrix_power: n must be an int, got {type(n).__name__}")
-    if n == 0:
+    if n == 0:  # the identity whatever the entries (NaN too), in the input's dtype; still in the graph (zero gradient)
+        from .indexing import where
+
         be = input.device.backend
-        eye = _new_tensor(be.eye(input.shape[-1], dtype=input._data.dtype), input.device)
-        return broadcast_to(eye, tuple(input.shape)) + input * 0  # keeps the graph: the gradient is zero
+        eye = be.broadcast_to(be.eye(input.shape[-1], dtype=input._data.dtype), tuple(input.shape))
+        return where(_const(input, be.zeros(tuple(input.shape), dtype=bool)), input, _const(input, eye.copy()))
     a = inverse(input) if n < 0 else input
     n = abs(n)
     result = None
@@ -774,7 +774,8 @@ class Det(Op):
 
     @staticmethod
     def forward(be, a):
-        return be.linalg.det(_compute(a)).astype(a.dtype)
+        with be.errstate():  # NaN/inf entries give a NaN determinant, as PyTorch, without NumPy's warning
+            return be.linalg.det(_compute(a)).astype(a.dtype)
 
     def backward(self, g):
         from .complex import conj
@@ -844,7 +845,8 @@ class Slogdet(Op):
 
     @staticmethod
     def forward(be, a):
-        sign, logabs = be.linalg.slogdet(_compute(a))
+        with be.errstate():
+            sign, logabs = be.linalg.slogdet(_compute(a))
         return sign.astype(a.dtype), logabs.astype(a.real.dtype if a.dtype.kind == "c" else a.dtype)
 
     def backward(self, g_sign, g_logabs):
@@ -975,7 +977,10 @@ class Cholesky(Op):
 
     @staticmethod
     def forward(be, a, upper):
-        low = _lapack("linalg.cholesky", "the input is not positive-definite", be.linalg.cholesky, _compute(a))
+        c = _compute(a)
+        if upper:  # LAPACK's uplo='U' reads the upper triangle: the lower one of A^H
+            c = be.conj(be.swapaxes(c, -1, -2))
+        low = _lapack("linalg.cholesky", "the input is not positive-definite", be.linalg.cholesky, c)
         low = low.astype(a.dtype, copy=False)
         return be.conj(be.swapaxes(low, -1, -2)) if upper else low
 
@@ -2565,6 +2570,8 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
 
     check_tensor(x, "linalg.vecdot", "x")
     check_tensor(y, "linalg.vecdot", "y")
+    _check_float(x, "linalg.vecdot")
+    _check_float(y, "linalg.vecdot")
     return _sum(mul(conj(x), y), dim)
 
 
@@ -2576,7 +2583,9 @@ def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> 
     atol, rtol = (_tol_param("linalg.matrix_rank", A, name, v) for name, v in (("atol", atol), ("rtol", rtol)))
     c = _compute(A._data)
     if c.size:
-        s = be.abs(be.linalg.eigvalsh(c)) if hermitian else be.linalg.svd(c, compute_uv=False)
+        s = _lapack("linalg.matrix_rank", "the decomposition did not converge",
+                    (lambda m: be.abs(be.linalg.eigvalsh(m))) if hermitian else
+                    (lambda m: be.linalg.svd(m, compute_uv=False)), c)
     else:
         s = be.zeros(c.shape[:-2] + (min(c.shape[-2:]),), dtype=c.real.dtype)
     rtol, atol = _tolerances(be, c, atol, rtol)

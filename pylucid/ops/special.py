@@ -30,7 +30,8 @@ _SPECIAL = ("pylucid.special",)
 
 def _sp(be, name, *args):
     """``be.special.<name>(*args)``; half precision goes through float32 (SciPy has no half kernels)."""
-    dt = next((a.dtype for a in args if hasattr(a, "dtype") and a.ndim >= 0 and a.dtype.kind == "f"), None)
+    # floating dtypes: NumPy's (kind "f") and ml_dtypes' bfloat16 (kind "V")
+    dt = next((a.dtype for a in args if hasattr(a, "dtype") and a.ndim >= 0 and a.dtype.kind in "fV"), None)
     fn = getattr(be.special, name)
     with be.errstate():
         if dt is not None and dt.itemsize == 2:
@@ -193,6 +194,12 @@ class Lgamma(_ScipyUnary):
 
     schema = _special_schema("lgamma")
     scipy_name = "gammaln"
+
+    @staticmethod
+    def forward(be, x):
+        out = _sp(be, "gammaln", x)
+        # PyTorch gives +inf at -inf (SciPy -inf): |Gamma| has no limit there, lgamma's poles are +inf
+        return be.where(be.isneginf(x), be.inf, out).astype(out.dtype, copy=False)
 
     def backward(self, g):
         from .elementwise import mul
@@ -385,7 +392,8 @@ class Sinc(Op):
     @staticmethod
     def forward(be, x):
         xf = x.astype("float32") if x.dtype.itemsize == 2 else x
-        return be.sinc(xf).astype(x.dtype, copy=False)
+        with be.errstate():  # sin(inf) is NaN, as PyTorch, without NumPy's warning
+            return be.sinc(xf).astype(x.dtype, copy=False)
 
     def backward(self, g):
         from .elementwise import cos, div, mul, sub
@@ -442,6 +450,9 @@ def ndtri(input: Tensor) -> Tensor:
     """
     from .elementwise import erfinv
 
+    check_tensor(input, "special.ndtri")
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):  # 2p - 1 must not wrap around in uint8
+        input = input.to(_dt.get_default_dtype())
     return erfinv(input * 2 - 1) * math.sqrt(2.0)
 
 
