@@ -640,19 +640,19 @@ def _scaled_sum(op, input, prod, beta, alpha):
                             f"{tuple(prod.shape)}") from None
 
 
-@declare()
+@declare(inplace=True)
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * (mat1 @ mat2)``; with ``beta=0`` ``input`` is ignored. Composite of ``mm``."""
     return _scaled_sum("addmm", input, mm(mat1, mat2), beta, alpha)
 
 
-@declare()
+@declare(inplace=True)
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * (mat @ vec)``; with ``beta=0`` ``input`` is ignored. Composite of ``mv``."""
     return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
 
 
-@declare()
+@declare(inplace=True)
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * bmm(batch1, batch2)``; with ``beta=0`` ``input`` is ignored. Composite of ``bmm``."""
     return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
