@@ -1975,6 +1975,83 @@ def ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool = False)
     return apply(LdlSolve, (LD, pivots, B), {"hermitian": bool(hermitian)})
 
 
+# ---------------------------------------------------------------- randomized low-rank SVD / PCA (Halko et al. 2009)
+def _approximate_basis(A, q, niter):
+    """An orthonormal ``(*, m, q)`` basis of the range of ``A`` by a Gaussian sketch and ``niter`` subspace
+    iterations (PyTorch's ``get_approximate_basis``)."""
+    from ..random import randn
+
+    r = randn(A.shape[-1], q, dtype=A.dtype, device=A.device)
+    Q = qr(matmul(A, r))[0]
+    for _ in range(niter):
+        Q = qr(matmul(_mH(A), Q))[0]
+        Q = qr(matmul(A, Q))[0]
+    return Q
+
+
+@declare(method=False)
+def svd_lowrank(A: Tensor, q: int | None = 6, niter: int | None = 2, M: Tensor | None = None):  # noqa: N803
+    """Randomized rank-``q`` SVD ``(U, S, V)`` with ``A - M ~ U diag(S) V^H`` (Halko et al. 2009, Algorithm 5,
+    as PyTorch): exact for a matrix of rank at most ``q``; the draws come from pylucid's generator. A composite,
+    differentiable through the QR and SVD it runs.
+
+    >>> import pylucid
+    >>> a = pylucid.outer(pylucid.tensor([1.0, 2.0, 2.0]), pylucid.tensor([3.0, 4.0]))
+    >>> pylucid.svd_lowrank(a, q=2)[1].round(decimals=4)
+    tensor([15.,  0.])
+    """
+    from .elementwise import sub
+
+    _check_matrix(A, "svd_lowrank")
+    q = 6 if q is None else q
+    niter = 2 if niter is None else niter
+    if not isinstance(q, int) or q < 1 or not isinstance(niter, int) or niter < 0:
+        raise ValueError(f"svd_lowrank: q must be a positive int and niter a non-negative int, got q={q!r}, "
+                         f"niter={niter!r}")
+    if not (A.dtype.is_floating_point or A.dtype.is_complex):
+        A = A.to(_default_float())
+    if M is not None:
+        A = sub(A, M)
+    m, n = A.shape[-2:]
+    wide = m < n
+    if wide:
+        A = _mH(A)
+    Q = _approximate_basis(A, q, niter)
+    u, s, vh = svd(matmul(_mH(Q), A), full_matrices=False)
+    U, V = matmul(Q, u), _mH(vh)
+    return (V, s, U) if wide else (U, s, V)
+
+
+def _default_float():
+    from .. import dtypes
+
+    return dtypes.get_default_dtype()
+
+
+@declare(method=False)
+def pca_lowrank(A: Tensor, q: int | None = None, center: bool = True, niter: int = 2):  # noqa: N803
+    """Randomized PCA: :func:`svd_lowrank` of ``A`` minus its column means (``center``), with ``q`` defaulting to
+    ``min(6, m, n)``; ``(U, S, V)``, the principal directions in ``V``.
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
+    >>> pylucid.pca_lowrank(x, q=1)[1].round(decimals=4)
+    tensor([3.1623])
+    """
+    from .reduction import mean
+
+    _check_matrix(A, "pca_lowrank")
+    m, n = A.shape[-2:]
+    q = min(6, m, n) if q is None else q
+    if not isinstance(q, int) or not 0 < q <= min(m, n):
+        raise ValueError(f"pca_lowrank: q must be an int in [1, min(m, n) = {min(m, n)}], got {q!r}")
+    if not (A.dtype.is_floating_point or A.dtype.is_complex):
+        A = A.to(_default_float())
+    if center:
+        A = A - mean(A, -2, keepdim=True)
+    return svd_lowrank(A, q, niter)
+
+
 class MatrixExp(Op):
     """``exp(A) = sum_k A^k / k!`` (scipy's ``expm``). The gradient is the top-right block of
     ``exp([[A^H, g], [0, A^H]])`` (the Fréchet derivative's adjoint), itself a ``matrix_exp``."""

@@ -62,6 +62,11 @@ def _geqrf(a):
     return tuple(t.numpy() for t in torch.geqrf(torch.tensor(a)))
 
 
+def _low_rank(m, n, r, *batch):
+    """An ``m x n`` matrix of rank ``r``."""
+    return U(*batch, m, r) @ U(*batch, r, n, seed=1)
+
+
 def _sq_samples(make=well, empty_gradcheck=True):
     return lambda: [Sample((make(3),), name="3x3"), Sample((make(2, 2),), name="batch"),
                     Sample((make(1),), name="1x1"),
@@ -420,4 +425,14 @@ ENTRIES = [
             lambda: [Sample((sym(U(4, 4)), U(4, 2, seed=1))), Sample((sym(U(2, 3, 3)), U(3, 1, seed=1)), name="bcast"),
                      Sample((spd(3), U(3, 2, seed=1)), {"hermitian": True}, "hermitian")],
             grad=False, gradgrad=False, amp=False, **_TOL),
+    # -- randomized low-rank SVD / PCA: on matrices of rank <= q the singular values (and their gradient
+    # u^T g v) do not depend on the random sketch; finite differences would (a new sketch per call)
+    OpEntry("svd_lowrank", lambda a, **k: pl.svd_lowrank(a, **k)[1], lambda a, **k: torch.svd_lowrank(a, **k)[1],
+            lambda: [Sample((_low_rank(7, 5, 3),), {"q": 3}, gradcheck=False),
+                     Sample((_low_rank(4, 6, 2, 2),), {"q": 2, "niter": 1}, "wide-batch", gradcheck=False)],
+            amp=False, **_TOL),
+    OpEntry("pca_lowrank", lambda a, **k: pl.pca_lowrank(a, **k)[1], lambda a, **k: torch.pca_lowrank(a, **k)[1],
+            lambda: [Sample((_low_rank(7, 5, 3),), {"q": 3}, gradcheck=False),
+                     Sample((_low_rank(6, 4, 2),), {"q": 2, "center": False}, "uncentered", gradcheck=False)],
+            amp=False, **_TOL),
 ]
