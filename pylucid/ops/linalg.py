@@ -1794,8 +1794,13 @@ class Geqrf(Op):
         c = _compute(a)
         if c.size == 0:
             return c.astype(a.dtype, copy=True), be.zeros(c.shape[:-2] + (min(c.shape[-2:]),), dtype=a.dtype)
-        h, tau = be.linalg.qr(c, mode="raw")
-        return be.swapaxes(h, -1, -2).astype(a.dtype), tau.astype(a.dtype, copy=False)
+
+        def one(m):  # one matrix at a time: mode='raw' is not batched in every CuPy
+            h, tau = be.linalg.qr(m, mode="raw")
+            return h.T, tau
+
+        h, tau = one(c) if c.ndim == 2 else _batch_loop(be, one, c)
+        return h.astype(a.dtype), tau.astype(a.dtype, copy=False)
 
     def backward(self, ga, gtau):
         raise NotImplementedError("geqrf: the derivative is not implemented (as in PyTorch); use linalg.qr")
