@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import pylucid as pl
+from pylucid.errors import LucidError
 
 
 def _grads(fn_pl, fn_t, x, create_graph=True):
@@ -121,3 +122,41 @@ def test_non_tensor_input_names_the_transform():
         pl.fft.rfft([1.0, 2.0])
     with pytest.raises(TypeError, match="fftshift: input must be a Tensor, got list"):
         pl.fft.fftshift([1.0, 2.0])
+
+
+# ---------------------------------------------------------------- stft / istft
+def test_stft_istft_round_trip_with_a_hann_window():
+    x = np.random.default_rng(0).standard_normal((2, 64))
+    w = np.hanning(17)[1:]  # periodic Hann of length 16
+    X = pl.stft(pl.tensor(x), 16, hop_length=4, window=pl.tensor(w), return_complex=True)
+    tX = torch.stft(torch.tensor(x), 16, hop_length=4, window=torch.tensor(w), return_complex=True)
+    np.testing.assert_allclose(X.numpy(), tX.numpy(), atol=1e-10)
+    y = pl.istft(X, 16, hop_length=4, window=pl.tensor(w), length=64)
+    np.testing.assert_allclose(y.numpy(), x, atol=1e-10)
+
+
+def test_stft_requires_return_complex_for_real_input_as_torch_2():
+    with pytest.raises(ValueError, match="stft: return_complex must be given"):
+        pl.stft(pl.ones(16), 8)
+    with pytest.raises(RuntimeError):
+        torch.stft(torch.ones(16), 8, window=torch.ones(8))
+    assert pl.stft(pl.ones(16), 8, return_complex=False).shape == (5, 9, 2)  # 1 + (16 + 8 - 8) // 2 frames
+
+
+def test_istft_rejects_a_window_that_does_not_overlap():
+    X = pl.stft(pl.ones(32), 8, hop_length=8, window=pl.ones(8), return_complex=True)
+    w = pl.tensor([0.0] * 4 + [1.0] * 4)
+    with pytest.raises(LucidError, match="istft: the window"):
+        pl.istft(X, 8, hop_length=8, window=w)
+
+
+@pytest.mark.parametrize("name", ["hfft2", "hfftn", "ihfft2", "ihfftn"])
+def test_hermitian_nd_transforms_invert_each_other(name):
+    x = np.random.default_rng(1).standard_normal((4, 6))
+    if name.startswith("i"):
+        spec = getattr(pl.fft, name)(pl.tensor(x))
+        back = getattr(pl.fft, name[1:])(spec, s=x.shape)
+        np.testing.assert_allclose(back.numpy(), x, atol=1e-12)
+    else:
+        np.testing.assert_allclose(getattr(pl.fft, name)(pl.tensor(x + 0j)).numpy(),
+                                   getattr(torch.fft, name)(torch.tensor(x + 0j)).numpy(), atol=1e-10)

@@ -201,3 +201,136 @@ def test_mv_and_products_without_broadcasting_name_their_layout():
         pl.bmm(pl.ones(2, 3, 4), pl.ones(3, 4, 5))
     with pytest.raises(TypeError, match="mm: mat2 must be a Tensor, got list"):
         pl.mm(pl.ones(2, 2), [[1.0, 0.0], [0.0, 1.0]])
+
+
+# ---------------------------------------------------------------- the torch-parity additions
+def _close(a, b, atol=1e-6):
+    a, b = a.detach().numpy(), b.detach().numpy()
+    assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
+    np.testing.assert_allclose(a, b, atol=atol, rtol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 5, 3)], ids=str)
+def test_lstsq_outputs_per_driver_match_torch(driver, shape):
+    a, b = U(*shape), U(*shape[:-1], 2, seed=1)
+    mine = L.lstsq(pl.tensor(a, requires_grad=True), pl.tensor(b), driver=driver)
+    ref = TL.lstsq(torch.tensor(a, requires_grad=True), torch.tensor(b), driver=driver)
+    for m, r in zip(mine, ref):
+        _close(m, r)
+        assert m.requires_grad == r.requires_grad
+
+
+def test_lstsq_residuals_need_full_rank_for_gelsd_and_are_differentiable():
+    a = U(5, 3)
+    a[:, 2] = a[:, 0]
+    assert L.lstsq(pl.tensor(a), pl.tensor(U(5, 2, seed=1)), driver="gelsd").residuals.shape == (0,)
+    a, b = U(5, 3), U(5, 2, seed=1)
+    A, TA = pl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    (g,) = pl.autograd.grad(L.lstsq(A, pl.tensor(b), driver="gelsd").residuals.sum(), [A])
+    (tg,) = torch.autograd.grad(TL.lstsq(TA, torch.tensor(b), driver="gelsd").residuals.sum(), [TA])
+    _close(g, tg)
+    with pytest.raises(ValueError, match="linalg.lstsq: driver must be one of"):
+        L.lstsq(A, pl.tensor(b), driver="gelsx")
+
+
+def test_tensor_tolerances_of_pinv_and_matrix_rank_match_torch():
+    a = U(3, 4, 4)
+    a[1, :, 3] = a[1, :, 0]
+    for kw in ({"atol": np.array([0.1, 5.0, 0.0])}, {"rtol": np.array([0.1, 0.5, 0.0])},
+               {"atol": np.array([0.0, 1.0, 2.0]), "rtol": np.array(0.2)}):
+        kp = {k: pl.tensor(v) for k, v in kw.items()}
+        kt = {k: torch.tensor(v) for k, v in kw.items()}
+        assert (L.matrix_rank(pl.tensor(a), **kp).numpy() == TL.matrix_rank(torch.tensor(a), **kt).numpy()).all()
+        _close(L.pinv(pl.tensor(a), **kp), TL.pinv(torch.tensor(a), **kt))
+
+
+@pytest.mark.parametrize("case", [
+    lambda m: m.linalg.solve_triangular(m.zeros(0, 0), m.zeros(0, 2), upper=True),
+    lambda m: m.linalg.solve_triangular(m.eye(2), m.zeros(2, 0), upper=False),
+    lambda m: m.linalg.lu_solve(*m.linalg.lu_factor(m.zeros(0, 0)), m.zeros(0, 2)),
+    lambda m: m.linalg.lu_solve(*m.linalg.lu_factor(m.zeros(2, 0, 0)), m.zeros(2, 1, 0), left=False),
+    lambda m: m.linalg.lu_factor(m.zeros(0, 3))[0],
+    lambda m: m.linalg.lu(m.zeros(0, 3))[2],
+    lambda m: m.linalg.matrix_norm(m.zeros(0, 3), 2),
+    lambda m: m.linalg.matrix_norm(m.zeros(3, 0), float("inf")),
+    lambda m: m.linalg.norm(m.zeros(0, 3), 1),
+    lambda m: m.linalg.norm(m.tensor(-3.0)),
+    lambda m: m.linalg.vector_norm(m.tensor(-2.0), 3, dim=0),
+    lambda m: m.linalg.ldl_solve(*m.linalg.ldl_factor(m.zeros(0, 0)), m.zeros(0, 2)),
+    lambda m: m.geqrf(m.zeros(0, 2))[1],
+], ids=["st-0x0", "st-no-rhs", "lu_solve-0x0", "lu_solve-empty-batch", "lu_factor-0x3", "lu-0x3", "mnorm2-empty",
+        "mnorm-inf-empty", "norm1-empty", "norm-0d", "vnorm-0d", "ldl-0x0", "geqrf-empty"])
+def test_empty_and_0d_inputs_match_torch(case):
+    _close(case(pl), case(torch))
+
+
+def test_lu_family_matches_torch_on_square_wide_and_tall():
+    for shape in ((3, 3), (3, 5), (5, 3), (2, 4, 3)):
+        a = U(*shape)
+        for m, r in zip(L.lu(pl.tensor(a)), TL.lu(torch.tensor(a))):
+            _close(m, r)
+        A, TA = pl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        cot = U(*shape, seed=2)
+        (g,) = pl.autograd.grad(L.lu_factor(A)[0], [A], [pl.tensor(cot)])
+        (tg,) = torch.autograd.grad(TL.lu_factor(TA)[0], [TA], [torch.tensor(cot)])
+        _close(g, tg)
+
+
+def test_ex_functions_report_singular_input_in_info():
+    sing = np.ones((2, 2))
+    _, info = L.solve_ex(pl.tensor(sing), pl.tensor(U(2, 1)))
+    assert int(info) == int(TL.solve_ex(torch.tensor(sing), torch.tensor(U(2, 1))).info) == 2
+    assert int(L.inv_ex(pl.tensor(sing))[1]) == 2
+    assert int(L.lu_factor_ex(pl.tensor(sing))[2]) == 2
+    a = np.array([[[4.0, 2, 0], [2, 1, 0], [0, 0, 1]], [[1.0, 0, 0], [0, 2, 0], [0, 0, 3]]])
+    low, info = L.cholesky_ex(pl.tensor(a))
+    assert info.numpy().tolist() == TL.cholesky_ex(torch.tensor(a)).info.numpy().tolist() == [2, 0]
+    _close(low[1], TL.cholesky(torch.tensor(a[1])))
+    with pytest.raises(L.LinAlgError, match="linalg.solve"):
+        L.solve_ex(pl.tensor(sing), pl.tensor(U(2, 1)), check_errors=True)
+    with pytest.raises(L.LinAlgError, match="linalg.lu_factor_ex"):
+        L.lu_factor_ex(pl.tensor(sing), check_errors=True)
+    assert float(L.cond(pl.tensor(sing), 1)) == float("inf")
+
+
+def test_eig_loss_that_depends_on_the_phase_raises_like_torch():
+    a = U(3, 3)
+    A = pl.tensor(a, requires_grad=True)
+    w, v = L.eig(A)
+    with pytest.raises(L.LinAlgError, match="linalg.eig: the eigenvectors are defined up to a phase"):
+        pl.autograd.grad(v.imag.sum(), [A])
+    with pytest.raises(RuntimeError, match="ill-defined"):
+        TA = torch.tensor(a, requires_grad=True)
+        torch.autograd.grad(TL.eig(TA)[1].imag.sum(), [TA])
+    # the eigenvalues alone: V^{-H} diag(gL) V^H, real for a real A
+    (g,) = pl.autograd.grad(L.eigvals(A).real.sum(), [A])
+    TA = torch.tensor(a, requires_grad=True)
+    (tg,) = torch.autograd.grad(TL.eigvals(TA).real.sum(), [TA])
+    _close(g, tg)
+
+
+def test_eig_is_complex_even_when_every_eigenvalue_is_real():
+    w, v = L.eig(pl.tensor(np.diag([1.0, 2.0]).astype(np.float32)))
+    assert w.dtype == pl.complex64 and v.dtype == pl.complex64
+
+
+def test_geqrf_backward_raises_not_implemented_naming_the_op():
+    a = pl.tensor(U(3, 2), requires_grad=True)
+    with pytest.raises(NotImplementedError, match="geqrf: the derivative is not implemented"):
+        pl.geqrf(a)[0].sum().backward()
+
+
+def test_householder_product_rebuilds_the_q_of_qr():
+    a = U(5, 3)
+    h, tau = pl.geqrf(pl.tensor(a))
+    q = L.householder_product(h, tau)
+    _close(q, TL.qr(torch.tensor(a)).Q)
+
+
+def test_tensorinv_and_tensorsolve_invert_tensordot():
+    a = well(6).reshape(6, 2, 3)
+    inv = L.tensorinv(pl.tensor(a), ind=1)
+    _close(pl.tensordot(inv, pl.tensor(a), 1), pl.eye(2 * 3).reshape(2, 3, 2, 3).to(pl.float64))
+    with pytest.raises(ShapeMismatch, match="linalg.tensorinv"):
+        L.tensorinv(pl.tensor(U(2, 3)), ind=1)

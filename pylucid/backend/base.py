@@ -65,6 +65,61 @@ class ArrayBackend:
 
         return scipy.linalg
 
+    def airy_ai(self, x):
+        """The Airy function ``Ai(x)`` (``scipy.special.airy``'s first output). CuPy's special library has no Airy
+        function, so the CUDA backend inherits this host round trip."""
+        import scipy.special
+
+        return self.asarray(scipy.special.airy(self.to_numpy(x))[0], dtype=x.dtype)
+
+    def eig(self, a):
+        """Eigenvalues and right eigenvectors of a batch of general square matrices, always complex
+        (``numpy.linalg.eig``, which returns real arrays when every eigenvalue is real). CuPy has no general
+        eigen-solver, so the CUDA backend inherits this host round trip."""
+        w, v = np.linalg.eig(self.to_numpy(a))
+        ct = np.result_type(w.dtype, np.complex64)
+        return self.asarray(w.astype(ct, copy=False)), self.asarray(v.astype(ct, copy=False))
+
+    def ldl_factor(self, a, hermitian: bool):
+        """Bunch-Kaufman ``A = L D L^T`` (``L D L^H`` with ``hermitian``) of a batch of matrices read from the
+        lower triangle: LAPACK's ``sytrf``/``hetrf`` (scipy) on the host, as ``(LD, pivots, info)`` with
+        LAPACK's 1-based int32 pivots (negative for 2x2 blocks). CuPy exposes no ``sytrf``: the CUDA backend
+        inherits this host round trip."""
+        from scipy.linalg import lapack
+
+        x = np.asarray(self.to_numpy(a))
+        n = x.shape[-1]
+        flat = x.reshape((int(np.prod(x.shape[:-2])), n, n))
+        ld = np.zeros_like(flat)
+        piv = np.zeros(flat.shape[:2], dtype=np.int32)
+        info = np.zeros(flat.shape[0], dtype=np.int32)
+        if flat.size:
+            fn = lapack.get_lapack_funcs("hetrf" if hermitian and x.dtype.kind == "c" else "sytrf", (flat[0],))
+            for i, m in enumerate(flat):
+                out, p, inf = fn(m, lower=1)
+                ld[i], piv[i], info[i] = np.tril(out), p, inf
+        return (self.asarray(ld.reshape(x.shape)), self.asarray(piv.reshape(x.shape[:-1])),
+                self.asarray(info.reshape(x.shape[:-2])))
+
+    def ldl_solve(self, ld, pivots, b, hermitian: bool):
+        """``A X = B`` from :meth:`ldl_factor`'s ``(LD, pivots)`` (LAPACK's ``sytrs``/``hetrs`` on the host,
+        batch dims broadcast)."""
+        from scipy.linalg import lapack
+
+        ld, pivots, b = (np.asarray(self.to_numpy(t)) for t in (ld, pivots, b))
+        batch = np.broadcast_shapes(ld.shape[:-2], pivots.shape[:-1], b.shape[:-2])
+        n, k = b.shape[-2:]
+        nb = int(np.prod(batch))
+        ld = np.broadcast_to(ld, batch + ld.shape[-2:]).reshape((nb, n, n))
+        pivots = np.broadcast_to(pivots, batch + pivots.shape[-1:]).reshape((nb, n))
+        b = np.broadcast_to(b, batch + (n, k)).reshape((nb, n, k))
+        out = np.zeros(b.shape, dtype=np.result_type(ld.dtype, b.dtype))
+        if out.size:
+            fn = lapack.get_lapack_funcs("hetrs" if hermitian and ld.dtype.kind == "c" else "sytrs", (ld[0], b[0]))
+            for i in range(out.shape[0]):
+                out[i] = fn(ld[i], pivots[i], b[i], lower=1)[0]
+        return self.asarray(out.reshape(batch + (n, k)))
+
     # -- conversion -------------------------------------------------------
     def asarray(self, data, dtype=None):
         return self.xp.asarray(data, dtype=dtype)

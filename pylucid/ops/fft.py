@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from .. import dtypes as _dt
 from .._tensor import Tensor
-from ..errors import DtypeMismatch, LucidError
+from ..errors import DtypeMismatch, LucidError, ShapeMismatch
 from ._op import Op, apply
 from ._utils import check_tensor, norm_dim
 from .registry import declare
@@ -86,7 +86,8 @@ class FftC2C(Op):
     def forward(be, x, dims, sizes, norm, forward):
         x = _as_compute(be, x)
         fn = be.fft.fftn if forward else be.fft.ifftn
-        return fn(x, s=sizes, axes=dims, norm=norm).astype(_complex_of(x.dtype), copy=False)
+        with be.errstate():  # NaN/inf input gives NaN/inf bins, as PyTorch, without NumPy's warning
+            return fn(x, s=sizes, axes=dims, norm=norm).astype(_complex_of(x.dtype), copy=False)
 
     def backward(self, g):
         p = self.params
@@ -119,7 +120,8 @@ class FftR2C(Op):
     @staticmethod
     def forward(be, x, dims, sizes, norm):
         x = _as_compute(be, x)
-        return be.fft.rfftn(x, s=sizes, axes=dims, norm=norm).astype(_complex_of(x.dtype), copy=False)
+        with be.errstate():
+            return be.fft.rfftn(x, s=sizes, axes=dims, norm=norm).astype(_complex_of(x.dtype), copy=False)
 
     def backward(self, g):
         p = self.params
@@ -139,7 +141,8 @@ class FftC2R(Op):
     @staticmethod
     def forward(be, x, dims, sizes, norm):
         x = _as_compute(be, x)
-        out = be.fft.irfftn(x, s=sizes, axes=dims, norm=norm)
+        with be.errstate():
+            out = be.fft.irfftn(x, s=sizes, axes=dims, norm=norm)
         return out.astype(_real_of(x.dtype), copy=False)
 
     def backward(self, g):
@@ -462,3 +465,247 @@ def fftshift(input: Tensor, dim=None) -> Tensor:
 def ifftshift(input: Tensor, dim=None) -> Tensor:
     """Inverse of :func:`fftshift`: roll each of ``dim`` by ``-(n // 2)``."""
     return _shift(input, dim, "ifftshift", -1)
+
+
+# ---------------------------------------------------------------- Hermitian n-d transforms
+@declare(namespaces="pylucid.fft", method=False)
+def hfftn(input: Tensor, s=None, dim=None, norm: str | None = None) -> Tensor:
+    """N-d DFT of a signal Hermitian-symmetric in every transformed dim, given by its half in the last: a real
+    output whose last size defaults to ``2 * (m - 1)``. A composite, as PyTorch computes it: a forward c2c
+    transform over the other dims, then ``irfft(conj(.))`` over the last with the dual norm.
+
+    >>> import pylucid
+    >>> pylucid.fft.hfftn(pylucid.tensor([[1.0, 0.0], [0.0, 0.0]]))
+    tensor([[1., 1.],
+            [1., 1.]])
+    """
+    from .complex import conj
+
+    norm = _check_norm(norm, "hfftn")
+    x = _prepare(input, "hfftn")
+    given = s is not None
+    dims, s = _n_dims(x, s, dim, "hfftn")
+    if not given:
+        s[-1] = 2 * (x.shape[dims[-1]] - 1)
+    _check_sizes(s, "hfftn")
+    if len(dims) > 1:
+        x = fftn(x, s[:-1], dims[:-1], norm)
+    return irfft(conj(x), s[-1], dims[-1], _DUAL[norm])
+
+
+@declare(namespaces="pylucid.fft", method=False)
+def hfft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None) -> Tensor:
+    """2-d :func:`hfftn` over ``dim`` (the last two by default)."""
+    return hfftn(input, s, dim, norm)
+
+
+@declare(namespaces="pylucid.fft", method=False)
+def ihfftn(input: Tensor, s=None, dim=None, norm: str | None = None) -> Tensor:
+    """Inverse of :func:`hfftn` for a real signal: the one-sided half of its inverse DFT (``conj(rfft)`` with the
+    dual norm over the last dim, then an inverse c2c over the others). A composite.
+
+    >>> import pylucid
+    >>> pylucid.fft.ihfftn(pylucid.ones(2, 2))
+    tensor([[1.-0.j, 0.-0.j],
+            [0.+0.j, 0.+0.j]])
+    """
+    from .complex import conj
+
+    norm = _check_norm(norm, "ihfftn")
+    x = _prepare(input, "ihfftn", real_only=True)
+    dims, s = _n_dims(x, s, dim, "ihfftn")
+    _check_sizes(s, "ihfftn")
+    out = conj(rfft(x, s[-1], dims[-1], _DUAL[norm]))
+    if len(dims) == 1:
+        return out
+    return ifftn(out, s[:-1], dims[:-1], norm)
+
+
+@declare(namespaces="pylucid.fft", method=False)
+def ihfft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None) -> Tensor:
+    """2-d :func:`ihfftn` over ``dim`` (the last two by default)."""
+    _prepare(input, "ihfft2", real_only=True)
+    return ihfftn(input, s, dim, norm)
+
+
+# ---------------------------------------------------------------- short-time Fourier transform
+def _stft_window(window, win_length, n_fft, like, op):
+    """The window (ones by default) zero-padded on both sides to ``n_fft``, centred as PyTorch."""
+    from ..creation import ones
+    from ..nn.functional import pad
+
+    if window is None:
+        window = ones(win_length, dtype=like.dtype.to_real(), device=like.device)
+    else:
+        check_tensor(window, op, "window")
+        if window.ndim != 1 or window.shape[0] != win_length:
+            raise ValueError(f"{op}: window must be 1-d of size win_length={win_length}, got shape "
+                             f"{tuple(window.shape)}")
+    if win_length < n_fft:
+        left = (n_fft - win_length) // 2
+        window = pad(window, (left, n_fft - win_length - left))
+    return window
+
+
+def _frame_index(be, n_frames, n_fft, hop):
+    return be.arange(n_frames, dtype="int64")[:, None] * hop + be.arange(n_fft, dtype="int64")[None, :]
+
+
+def _stft_lengths(op, n_fft, hop_length, win_length):
+    if not isinstance(n_fft, int) or n_fft <= 0:
+        raise ValueError(f"{op}: n_fft must be a positive int, got {n_fft!r}")
+    hop = n_fft // 4 if hop_length is None else hop_length
+    win = n_fft if win_length is None else win_length
+    if not isinstance(hop, int) or hop <= 0:
+        raise ValueError(f"{op}: hop_length must be a positive int, got {hop!r}")
+    if not isinstance(win, int) or not 0 < win <= n_fft:
+        raise ValueError(f"{op}: win_length must be an int in [1, n_fft={n_fft}], got {win!r}")
+    return hop, win
+
+
+@declare(method=True)
+def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
+         window: Tensor | None = None, center: bool = True, pad_mode: str = "reflect", normalized: bool = False,
+         onesided: bool | None = None, return_complex: bool | None = None) -> Tensor:
+    """Short-time Fourier transform ``X[f, t] = sum_k w[k] x[t hop + k] exp(-2 pi i f k / n_fft)``.
+
+    ``input`` is 1-d ``(L,)`` or batched ``(B, L)``; the result is
+    ``(B?, n_fft // 2 + 1, n_frames)`` (``onesided``, the default for real
+    input and window) or ``(B?, n_fft, n_frames)``. ``hop_length`` defaults to
+    ``n_fft // 4``, ``win_length`` to ``n_fft``, ``window`` to ones (zero-padded
+    to ``n_fft`` around the centre); ``center`` pads ``n_fft // 2`` on both
+    sides with ``pad_mode`` first; ``normalized`` scales by ``n_fft^{-1/2}``.
+    As in PyTorch 2, ``return_complex`` must be given for real input;
+    ``False`` returns ``view_as_real`` of the result. A composite (frames by
+    indexing, one FFT), differentiable in ``input`` and ``window``.
+
+    >>> import pylucid
+    >>> X = pylucid.stft(pylucid.ones(8), 4, hop_length=2, center=False, return_complex=True)
+    >>> X.shape, X[0]
+    ((3, 3), tensor([4.+0.j, 4.+0.j, 4.+0.j]))
+    """
+    from ..nn.functional import pad
+    from .complex import view_as_real
+    from .elementwise import mul
+    from .shape import transpose, unsqueeze
+
+    op = "stft"
+    check_tensor(input, op)
+    hop, win = _stft_lengths(op, n_fft, hop_length, win_length)
+    if return_complex is None:
+        if not input.dtype.is_complex and (window is None or not window.dtype.is_complex):
+            raise ValueError("stft: return_complex must be given explicitly for real inputs (as in PyTorch 2); "
+                             "return_complex=True is the recommended value")
+        return_complex = True
+    if input.ndim not in (1, 2):
+        raise ShapeMismatch(f"stft: expected a 1-d (L,) or 2-d (B, L) input, got shape {tuple(input.shape)}")
+    x = input if input.ndim == 2 else unsqueeze(input, 0)
+    x = _prepare(x, op)
+    if center:
+        p = n_fft // 2
+        if pad_mode not in ("reflect", "constant", "replicate", "circular"):
+            raise ValueError(f"stft: pad_mode must be 'reflect', 'constant', 'replicate' or 'circular', got "
+                             f"{pad_mode!r}")
+        x = pad(unsqueeze(x, 1), (p, p), mode=pad_mode)[:, 0]
+    length = x.shape[-1]
+    if not 0 < n_fft <= length:
+        raise ValueError(f"stft: n_fft={n_fft} must be in (0, {length}] (the padded input length)")
+    w = _stft_window(window, win, n_fft, x, op)
+    complex_case = x.dtype.is_complex or w.dtype.is_complex
+    if onesided is None:
+        onesided = not complex_case
+    elif onesided and complex_case:
+        raise ValueError("stft: onesided=True needs a real input and a real window")
+    n_frames = 1 + (length - n_fft) // hop
+    frames = x[:, _new_index(x, _frame_index(x.device.backend, n_frames, n_fft, hop))]  # (B, n_frames, n_fft)
+    frames = mul(frames, w)
+    norm = "ortho" if normalized else "backward"
+    spec = rfft(frames, dim=-1, norm=norm) if onesided else fft(frames, dim=-1, norm=norm)
+    out = transpose(spec, -1, -2)
+    if input.ndim == 1:
+        out = out[0]
+    return out if return_complex else view_as_real(out)
+
+
+def _new_index(like, arr):
+    from .._tensor import _new_tensor
+
+    return _new_tensor(arr, like.device)
+
+
+@declare(method=True)
+def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
+          window: Tensor | None = None, center: bool = True, normalized: bool = False, onesided: bool | None = None,
+          length: int | None = None, return_complex: bool = False) -> Tensor:
+    """Inverse of :func:`stft` by windowed overlap-add: ``y = sum_t w(n - t hop) frame_t(n - t hop) /
+    sum_t w(n - t hop)^2``.
+
+    ``input`` is ``(B?, n_freq, n_frames)`` complex; ``onesided`` defaults to
+    ``n_freq == n_fft // 2 + 1`` (an inverse ``rfft``), else a full inverse FFT
+    (real part unless ``return_complex``). ``center`` drops the ``n_fft // 2``
+    padded samples at both ends; ``length`` trims or zero-pads the result. A
+    window envelope below ``1e-11`` anywhere in the kept span is an error
+    (the overlap-add cannot be inverted there), as in PyTorch. A composite,
+    differentiable in ``input``.
+
+    >>> import pylucid
+    >>> x = pylucid.arange(8.0)
+    >>> w = pylucid.hann_window(4) if hasattr(pylucid, "hann_window") else pylucid.ones(4)
+    >>> X = pylucid.stft(x, 4, hop_length=1, window=w, return_complex=True)
+    >>> pylucid.istft(X, 4, hop_length=1, window=w, length=8).allclose(x, atol=1e-5)
+    True
+    """
+    from ..creation import zeros
+    from ..nn.functional import pad
+    from .complex import real
+    from .elementwise import div, mul
+    from .indexing import index_add
+    from .shape import transpose, unsqueeze
+
+    op = "istft"
+    check_tensor(input, op)
+    hop, win = _stft_lengths(op, n_fft, hop_length, win_length)
+    if not input.dtype.is_complex:
+        raise DtypeMismatch(f"istft: expected a complex input (stft(..., return_complex=True)), got {input.dtype}")
+    if input.ndim not in (2, 3):
+        raise ShapeMismatch(f"istft: expected a 2-d (n_freq, n_frames) or 3-d (B, n_freq, n_frames) input, got "
+                            f"shape {tuple(input.shape)}")
+    x = input if input.ndim == 3 else unsqueeze(input, 0)
+    n_freq, n_frames = x.shape[-2:]
+    if onesided is None:
+        onesided = n_freq != n_fft
+    if onesided and n_freq != n_fft // 2 + 1:
+        raise ShapeMismatch(f"istft: a one-sided input needs n_fft // 2 + 1 = {n_fft // 2 + 1} frequencies, got "
+                            f"{n_freq}")
+    if not onesided and n_freq != n_fft:
+        raise ShapeMismatch(f"istft: a two-sided input needs n_fft = {n_fft} frequencies, got {n_freq}")
+    if onesided and return_complex:
+        raise ValueError("istft: return_complex=True needs a two-sided input (onesided=False)")
+    w = _stft_window(window, win, n_fft, real(x) if x.dtype.is_complex else x, op)
+    norm = "ortho" if normalized else "backward"
+    frames = transpose(x, -1, -2)  # (B, n_frames, n_freq)
+    frames = irfft(frames, n_fft, -1, norm) if onesided else ifft(frames, n_fft, -1, norm)
+    if not onesided and not return_complex:
+        frames = real(frames)
+    frames = mul(frames, w)
+    total = n_fft + hop * (n_frames - 1)
+    be = x.device.backend
+    idx = _new_index(x, _frame_index(be, n_frames, n_fft, hop).reshape(-1))
+    y = index_add(zeros(x.shape[0], total, dtype=frames.dtype, device=x.device), 1, idx,
+                  frames.reshape(x.shape[0], -1))
+    env = index_add(zeros(total, dtype=w.dtype, device=x.device), 0, idx,
+                    mul(w, w).reshape(1, n_fft).expand(n_frames, n_fft).reshape(-1))
+    start = n_fft // 2 if center else 0
+    if length is not None:
+        end = start + length
+    else:
+        end = total - n_fft // 2 if center else total
+    stop = min(end, total)
+    y, env = y[:, start:stop], env[start:stop]
+    if env.numel() and bool((env.abs()._data < 1e-11).any()):
+        raise LucidError("istft: the window overlap-add envelope is below 1e-11 somewhere in the output span: "
+                         "the window and hop_length do not satisfy the NOLA condition")
+    y = div(y, env)
+    if end > total:
+        y = pad(y, (0, end - total))
+    return y[0] if input.ndim == 2 else y

@@ -13,6 +13,8 @@ core ops' complex convention (``mul``/``matmul`` send back ``g * conj(b)`` and
 
 from __future__ import annotations
 
+import warnings
+
 from .._tensor import Tensor, _new_tensor
 from ..errors import LucidError, ShapeMismatch
 from ._op import Op, apply
@@ -386,6 +388,14 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
         da = [norm_dim(d, a.ndim, "tensordot") for d in da]
         db = [norm_dim(d, b.ndim, "tensordot") for d in db]
     for x, y in zip(da, db):
+        # a size-1 dim contracts with the sum over the other's dim (PyTorch's rule)
+        if a.shape[x] != b.shape[y] and 1 in (a.shape[x], b.shape[y]):
+            from .reduction import sum as _sum
+
+            if a.shape[x] == 1:
+                b = _sum(b, y, keepdim=True)
+            else:
+                a = _sum(a, x, keepdim=True)
         if a.shape[x] != b.shape[y]:
             raise ShapeMismatch(f"tensordot: contracted dims differ in size: shapes {tuple(a.shape)} (dim {x}) and "
                                 f"{tuple(b.shape)} (dim {y})")
@@ -616,6 +626,9 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
 def _scaled_sum(op, input, prod, beta, alpha):
     from .elementwise import add, mul
 
+    if not (prod.dtype.is_floating_point or prod.dtype.is_complex) and not isinstance(input, bool):
+        # integer products keep their dtype: PyTorch truncates float alpha/beta to integers there
+        alpha, beta = int(alpha), int(beta)
     if alpha != 1:
         prod = mul(prod, alpha)
     try:
@@ -627,19 +640,19 @@ def _scaled_sum(op, input, prod, beta, alpha):
                             f"{tuple(prod.shape)}") from None
 
 
-@declare()
+@declare(inplace=True)
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * (mat1 @ mat2)``; with ``beta=0`` ``input`` is ignored. Composite of ``mm``."""
     return _scaled_sum("addmm", input, mm(mat1, mat2), beta, alpha)
 
 
-@declare()
+@declare(inplace=True)
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * (mat @ vec)``; with ``beta=0`` ``input`` is ignored. Composite of ``mv``."""
     return _scaled_sum("addmv", input, mv(mat, vec), beta, alpha)
 
 
-@declare()
+@declare(inplace=True)
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * bmm(batch1, batch2)``; with ``beta=0`` ``input`` is ignored. Composite of ``bmm``."""
     return _scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha)
@@ -700,17 +713,17 @@ def matrix_power(input: Tensor, n: int) -> Tensor:
     tensor([[1., 3.],
             [0., 1.]])
     """
-    from .shape import broadcast_to
-
     check_tensor(input, "matrix_power")
     if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
         raise ShapeMismatch(f"matrix_power: expected a batch of square matrices, got shape {tuple(input.shape)}")
     if not isinstance(n, int) or isinstance(n, bool):
         raise TypeError(f"matrix_power: n must be an int, got {type(n).__name__}")
-    if n == 0:
+    if n == 0:  # the identity whatever the entries (NaN too), in the input's dtype; still in the graph (zero gradient)
+        from .indexing import where
+
         be = input.device.backend
-        eye = _new_tensor(be.eye(input.shape[-1], dtype=input._data.dtype), input.device)
-        return broadcast_to(eye, tuple(input.shape)) + input * 0  # keeps the graph: the gradient is zero
+        eye = be.broadcast_to(be.eye(input.shape[-1], dtype=input._data.dtype), tuple(input.shape))
+        return where(_const(input, be.zeros(tuple(input.shape), dtype=bool)), input, _const(input, eye.copy()))
     a = inverse(input) if n < 0 else input
     n = abs(n)
     result = None
@@ -761,7 +774,8 @@ class Det(Op):
 
     @staticmethod
     def forward(be, a):
-        return be.linalg.det(_compute(a)).astype(a.dtype)
+        with be.errstate():  # NaN/inf entries give a NaN determinant, as PyTorch, without NumPy's warning
+            return be.linalg.det(_compute(a)).astype(a.dtype)
 
     def backward(self, g):
         from .complex import conj
@@ -831,7 +845,8 @@ class Slogdet(Op):
 
     @staticmethod
     def forward(be, a):
-        sign, logabs = be.linalg.slogdet(_compute(a))
+        with be.errstate():
+            sign, logabs = be.linalg.slogdet(_compute(a))
         return sign.astype(a.dtype), logabs.astype(a.real.dtype if a.dtype.kind == "c" else a.dtype)
 
     def backward(self, g_sign, g_logabs):
@@ -900,13 +915,6 @@ def _info_zeros(A):
     return zeros(*A.shape[:-2], dtype="int32", device=A.device)
 
 
-@declare(namespaces="pylucid.linalg", method=False)
-def inv_ex(A: Tensor, *, check_errors: bool = False):
-    """``(inverse, info)``: like :func:`inv`; ``info`` is 0 (a singular input raises unless caught)."""
-    return inv(A), _info_zeros(A)
-
-
-
 @declare()
 def inverse(input: Tensor) -> Tensor:
     """``torch.inverse``: the inverse of a batch of square matrices, as :func:`pylucid.linalg.inv`."""
@@ -969,7 +977,10 @@ class Cholesky(Op):
 
     @staticmethod
     def forward(be, a, upper):
-        low = _lapack("linalg.cholesky", "the input is not positive-definite", be.linalg.cholesky, _compute(a))
+        c = _compute(a)
+        if upper:  # LAPACK's uplo='U' reads the upper triangle: the lower one of A^H
+            c = be.conj(be.swapaxes(c, -1, -2))
+        low = _lapack("linalg.cholesky", "the input is not positive-definite", be.linalg.cholesky, c)
         low = low.astype(a.dtype, copy=False)
         return be.conj(be.swapaxes(low, -1, -2)) if upper else low
 
@@ -1001,8 +1012,43 @@ def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
 
 @declare(namespaces="pylucid.linalg", method=False)
 def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
-    """``(L, info)``: like :func:`cholesky`; ``info`` is 0 (a non-positive-definite input raises)."""
-    return cholesky(A, upper=upper), _info_zeros(A)
+    """``(L, info)``: :func:`cholesky` that reports a matrix that is not positive-definite in ``info`` (LAPACK's:
+    the order of its first leading minor that is not) instead of raising; ``check_errors=True`` raises.
+
+    When some matrix of the batch fails, the whole ``L`` is returned detached, NaN for the failed matrices
+    (PyTorch leaves LAPACK's partial factor there).
+    """
+    _check_square(A, "linalg.cholesky_ex")
+    try:
+        return cholesky(A, upper=upper), _info_zeros(A)
+    except LinAlgError:
+        if check_errors:
+            raise
+    be = A.device.backend
+    n = A.shape[-1]
+    data = _compute(A.detach()._data)
+    flat = data.reshape((_prod(A.shape[:-2]), n, n))
+    outs, infos = [], []
+    for m in flat:
+        try:
+            low = be.linalg.cholesky(m)
+            infos.append(0)
+        except Exception:  # numpy's / CuPy's LinAlgError: find the first failing leading minor
+            low = be.full((n, n), be.nan, dtype=m.dtype)
+            k = next((k for k in range(1, n + 1) if not _is_pd(be, m[:k, :k])), n)
+            infos.append(k)
+        outs.append(be.conj(be.swapaxes(low, -1, -2)) if upper else low)
+    low = be.stack(outs).reshape(A.shape).astype(A._data.dtype, copy=False)
+    info = be.asarray(infos, dtype="int32").reshape(tuple(A.shape[:-2]))
+    return _const(A, low), _const(A, info)
+
+
+def _is_pd(be, m):
+    try:
+        low = be.linalg.cholesky(m)
+    except Exception:  # numpy.linalg.LinAlgError (CuPy returns NaN instead)
+        return False
+    return bool(be.isfinite(low).all())
 
 
 class SolveTriangular(Op):
@@ -1021,6 +1067,9 @@ class SolveTriangular(Op):
         sl = be.scipy_linalg
         dt = a.dtype
         a, b = _compute(a), _compute(b)
+        if a.size == 0 or b.size == 0:  # nothing to solve: the (broadcast) shape of B, as PyTorch
+            batch = be.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            return be.zeros(batch + b.shape[-2:], dtype=dt)
 
         def one(m, rhs):
             if left:
@@ -1070,37 +1119,86 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, un
                             f"do not broadcast: {exc}") from None
 
 
-def _perm_from_pivots(be, piv):
-    """Row permutations (``A[perm] = L U``) from LAPACK's 1-based sequential row swaps, over any batch."""
+def _perm_from_pivots(be, piv, m):
+    """Row permutations (``A[perm] = L U``) of ``m`` rows from LAPACK's 1-based sequential row swaps, over any
+    batch (``min(m, n)`` swaps for an ``m x n`` matrix)."""
     p = be.to_numpy(piv)
-    flat = p.reshape(-1, p.shape[-1]) if p.ndim else p.reshape(1, 0)
+    flat = p.reshape(_prod(p.shape[:-1]), p.shape[-1]) if p.ndim else p.reshape(1, 0)
     perms = []
     for row in flat:
-        n = row.shape[0]
-        perm = list(range(n))
+        perm = list(range(m))
         for i, j in enumerate(row):
             j = int(j) - 1
+            if not 0 <= j < m:
+                raise ValueError(f"lu_unpack: pivot {j + 1} is out of range for {m} rows (pivots are 1-based)")
             perm[i], perm[j] = perm[j], perm[i]
         perms.append(perm)
     return perms, p.shape
 
 
 def _perm_matrix(like, piv):
-    """``P^T`` as a constant tensor: ``P^T A = L U``."""
+    """``P^T`` as a constant tensor (``P^T A = L U``) for the ``m`` rows of ``like``."""
     be = like.device.backend
-    perms, shape = _perm_from_pivots(be, piv._data)
     n = like.shape[-2]
+    perms, shape = _perm_from_pivots(be, piv._data, n)
     eye = be.eye(n, dtype=_real_np(like))
-    mats = be.stack([eye[be.asarray(perm, dtype="int64")] for perm in perms]) if perms else be.zeros((0, n, n))
+    if perms:
+        mats = be.stack([eye[be.asarray(perm, dtype="int64")] for perm in perms])
+    else:
+        mats = be.zeros((0, n, n), dtype=_real_np(like))
     return _const(like, mats.reshape(tuple(shape[:-1]) + (n, n)).astype(_real_np(like)))
+
+
+def _lu_backward(gl, gu, p, low, up):
+    """PyTorch's ``linalg_lu_backward`` for ``A = P L U`` with ``L`` (m, k) unit lower and ``U`` (k, n) upper:
+
+    - square: ``gA = P L^{-H} (tril(L^H gL, -1) + triu(gU U^H)) U^{-H}``;
+    - wide (m < n, ``U = [U1 | U2]``): ``gA1 = P L^{-H} (triu(gU1) + tril(L^H gL - triu(gU) U^H, -1) U1^{-H})``,
+      ``gA2 = P L^{-H} gU2``;
+    - tall (m > n, ``L = [L1; L2]``): ``gA1 = P (tril(gL1, -1) + L1^{-H} triu(gU U^H - L^H gL)) U^{-H}``,
+      ``gA2 = P gL2 U^{-H}``.
+    """
+    from .elementwise import add, sub
+    from .shape import cat
+
+    m, n = low.shape[-2], up.shape[-1]
+    k = min(m, n)
+    if m == n:
+        ga = add(tril(matmul(_mH(low), gl), -1), triu(matmul(gu, _mH(up))))
+        ga = solve_triangular(_mH(up), ga, upper=False, left=False)
+        ga = solve_triangular(_mH(low), ga, upper=True, unitriangular=True)
+    elif m < n:
+        u1 = up[..., :k]
+        ga = sub(matmul(_mH(low), gl), matmul(triu(gu), _mH(up)))
+        ga = solve_triangular(_mH(u1), tril(ga, -1), upper=False, left=False)
+        ga = cat([add(ga, triu(gu[..., :k])), gu[..., k:]], -1)
+        ga = solve_triangular(_mH(low), ga, upper=True, unitriangular=True)
+    else:
+        l1 = low[..., :k, :]
+        ga = sub(matmul(gu, _mH(up)), matmul(_mH(low), gl))
+        ga = solve_triangular(_mH(l1), triu(ga), upper=True, unitriangular=True)
+        ga = cat([add(ga, tril(gl[..., :k, :], -1)), gl[..., k:, :]], -2)
+        ga = solve_triangular(_mH(up), ga, upper=False, left=False)
+    return matmul(p, ga)
+
+
+def _unpack(lu):
+    """``(L, U)`` of a packed ``m x n`` factorisation: ``L`` (m, k) unit lower, ``U`` (k, n) upper."""
+    from .elementwise import add
+
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    eye = _const(lu, lu.device.backend.eye(m, k, dtype=lu._data.dtype))
+    return add(tril(lu[..., :, :k], -1), eye), triu(lu[..., :k, :])
 
 
 class LuFactor(Op):
     """Packed LU factorisation ``P^T A = L U`` (scipy's ``lu_factor``) with 1-based int32 pivots, as PyTorch.
 
-    Gradient (square ``A``, PyTorch's ``lu_factor_ex_backward``):
-    ``gA = P L^{-H} (tril(L^H gL, -1) + triu(gU U^H)) U^{-H}`` with ``gL``/``gU``
-    the strict lower / upper parts of the packed gradient.
+    Gradient: PyTorch's ``lu_factor_ex_backward``, the strict lower part of the
+    packed gradient (its first ``k`` columns) being ``gL`` and the upper part
+    (its first ``k`` rows) ``gU`` of :func:`_lu_backward`; square, wide and tall
+    matrices.
     """
 
     schema = OpSchema("lu_factor", amp_policy=KEEP_INPUT, saves_output=True, family="linalg")
@@ -1112,27 +1210,24 @@ class LuFactor(Op):
         sl = be.scipy_linalg
         dt = a.dtype
 
-        def one(m):
+        def one(m):  # square or rectangular: min(m, n) pivots
             lu, piv = sl.lu_factor(m, check_finite=False)
             return lu, (piv + 1).astype("int32")[:, None]
 
-        lu, piv = _batch_loop(be, one, _compute(a))
+        if a.size == 0:
+            return a.astype(dt, copy=True), be.zeros(a.shape[:-2] + (min(a.shape[-2:]),), dtype="int32")
+        with warnings.catch_warnings():  # a singular matrix factors fine (lu_factor_ex reports it in info)
+            warnings.simplefilter("ignore")
+            lu, piv = _batch_loop(be, one, _compute(a))
         return lu.astype(dt, copy=False), piv[..., 0]
 
     def backward(self, g, g_piv):
-        from .elementwise import add
-
         lu = self.output(0)
         m, n = lu.shape[-2:]
-        if m != n:
-            raise LucidError(f"linalg.lu_factor: the derivative is implemented for square matrices only, got "
-                             f"shape {tuple(lu.shape)}")
-        low = add(tril(lu, -1), _eye(n, lu))
-        up = triu(lu)
-        phi = add(tril(matmul(_mH(low), tril(g, -1)), -1), triu(matmul(triu(g), _mH(up))))
-        ga = solve_triangular(_mH(low), phi, upper=True, left=True, unitriangular=True)
-        ga = solve_triangular(_mH(up), ga, upper=False, left=False)
-        return matmul(_mT(_perm_matrix(lu, self.output(1))), ga)
+        k = min(m, n)
+        low, up = _unpack(lu)
+        return _lu_backward(tril(g[..., :, :k], -1), triu(g[..., :k, :]), _mT(_perm_matrix(lu, self.output(1))),
+                            low, up)
 
 
 @declare(LuFactor, namespaces="pylucid.linalg", method=False)
@@ -1170,6 +1265,798 @@ def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoin
     return solve_triangular(LU, y, upper=True)
 
 
+# ---------------------------------------------------------------- LU front ends (torch.lu, linalg.lu, lu_unpack)
+def _lu_info(LU):
+    """LAPACK's ``info`` of a packed LU factorisation: the 1-based index of the first zero on ``U``'s diagonal
+    (0 when there is none), int32 over the batch."""
+    be = LU.device.backend
+    d = be.diagonal(LU._data, axis1=-2, axis2=-1)
+    zero = d == 0
+    first = be.where(zero.any(axis=-1), be.argmax(zero, axis=-1) + 1, 0) if d.shape[-1] else be.zeros(d.shape[:-1])
+    return _new_tensor(be.asarray(first).astype("int32"), LU.device)
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False):
+    """``(LU, pivots, info)``: :func:`lu_factor` with LAPACK's ``info`` (``i > 0``: ``U[i-1, i-1]`` is exactly 0,
+    the matrix is singular; the factorisation is still returned). ``check_errors`` raises instead."""
+    LU, piv = lu_factor(A, pivot=pivot)
+    info = _lu_info(LU)
+    if check_errors and bool(info._data.any()):
+        raise LinAlgError(f"linalg.lu_factor_ex: U[{int(info._data.max()) - 1}] is exactly zero: the matrix is "
+                          "singular")
+    return LU, piv, info
+
+
+@declare(name="lu", method=True)
+def torch_lu(A: Tensor, pivot: bool = True, get_infos: bool = False):
+    """``torch.lu``: ``(LU, pivots)`` (and ``infos`` with ``get_infos``) as :func:`pylucid.linalg.lu_factor_ex`.
+
+    >>> import pylucid
+    >>> LU, piv = pylucid.lu(pylucid.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> LU
+    tensor([[3.0000, 4.0000],
+            [0.3333, 0.6667]])
+    """
+    LU, piv, info = lu_factor_ex(A, pivot=pivot)
+    return (LU, piv, info) if get_infos else (LU, piv)
+
+
+@declare(method=False)
+def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True, unpack_pivots: bool = True):  # noqa: N803
+    """``(P, L, U)`` with ``A = P L U`` from a packed factorisation: ``L`` (m, k) unit lower, ``U`` (k, n) upper,
+    ``P`` the (m, m) permutation of the 1-based ``LU_pivots``. ``unpack_data=False`` gives empty ``L``, ``U``;
+    ``unpack_pivots=False`` an empty ``P``. Differentiable in ``LU_data`` (``L``/``U`` are its triangles).
+
+    >>> import pylucid
+    >>> P, L, U = pylucid.lu_unpack(*pylucid.linalg.lu_factor(pylucid.tensor([[1.0, 2.0], [3.0, 4.0]])))
+    >>> P
+    tensor([[0., 1.],
+            [1., 0.]])
+    """
+    _check_matrix(LU_data, "lu_unpack", "LU_data")
+    check_tensor(LU_pivots, "lu_unpack", "LU_pivots")
+    m, n = LU_data.shape[-2:]
+    if LU_pivots.dtype.is_floating_point or LU_pivots.dtype.is_complex or tuple(LU_pivots.shape) != (
+            *LU_data.shape[:-2], min(m, n)):
+        raise ShapeMismatch(f"lu_unpack: LU_pivots must be an integer tensor of shape "
+                            f"{(*LU_data.shape[:-2], min(m, n))}, got {LU_pivots.dtype} of shape "
+                            f"{tuple(LU_pivots.shape)}")
+    be = LU_data.device.backend
+    empty = _const(LU_data, be.empty((0,), dtype=LU_data._data.dtype))
+    P = _mT(_perm_matrix(LU_data, LU_pivots)).to(LU_data.dtype) if unpack_pivots else empty
+    if not unpack_data:
+        return P, empty, empty
+    L, U = _unpack(LU_data)
+    return P, L, U
+
+
+@declare(name="lu", namespaces="pylucid.linalg", method=False)
+def linalg_lu(A: Tensor, *, pivot: bool = True):
+    """``torch.linalg.lu``: ``(P, L, U)`` with ``A = P L U`` for any ``m x n`` matrix; a composite of
+    :func:`lu_factor` and :func:`lu_unpack` (PyTorch's ``linalg_lu_backward``: square, wide and tall).
+
+    >>> import pylucid
+    >>> P, L, U = pylucid.linalg.lu(pylucid.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    >>> U
+    tensor([[3.0000, 4.0000],
+            [0.0000, 0.6667]])
+    """
+    _check_matrix(A, "linalg.lu")
+    return lu_unpack(*lu_factor(A, pivot=pivot))
+
+
+@declare(name="lu_solve", method=True)
+def torch_lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:  # noqa: N803
+    """``torch.lu_solve(b, LU_data, LU_pivots)``: :func:`pylucid.linalg.lu_solve` with ``b`` first."""
+    return lu_solve(LU_data, LU_pivots, b)
+
+
+# ---------------------------------------------------------------- Cholesky and triangular front ends
+class CholeskySolve(Op):
+    """``X = A^{-1} B`` with ``A = L L^H`` (``upper``: ``U^H U``): two triangular solves reading the factor's
+    triangle. PyTorch's ``cholesky_solve_backward``: ``gB = cholesky_solve(g, L)``, ``C = gB X^H + X gB^H``,
+    ``gL = -C L`` (``upper``: ``-U C``): the gradient of ``A = L L^H`` for a full ``L`` (non-zero outside the
+    triangle too, as PyTorch)."""
+
+    schema = OpSchema("cholesky_solve", amp_policy=KEEP_INPUT, saves_input=True, saves_output=True, family="linalg")
+
+    @staticmethod
+    def forward(be, b, low, upper):
+        ct = be.swapaxes(be.conj(low), -1, -2)
+        if upper:  # A = U^H U: U^H Y = B, U X = Y
+            y = SolveTriangular.forward(be, ct, b, upper=False, left=True, unitriangular=False)
+            return SolveTriangular.forward(be, low, y, upper=True, left=True, unitriangular=False)
+        y = SolveTriangular.forward(be, low, b, upper=False, left=True, unitriangular=False)
+        return SolveTriangular.forward(be, ct, y, upper=True, left=True, unitriangular=False)
+
+    def backward(self, g):
+        from .elementwise import add, neg, sum_to_size
+
+        low, x = self.input(1), self.output()
+        upper = self.params["upper"]
+        sb, sl = self.shapes
+        gb = apply(CholeskySolve, (g, low), {"upper": upper})
+        gl = None
+        if self.next_edges[1] is not None:
+            c = matmul(gb, _mH(x))
+            c = add(c, _mH(c))
+            gl = sum_to_size(neg(matmul(low, c) if upper else matmul(c, low)), sl)
+        return sum_to_size(gb, sb) if self.next_edges[0] is not None else None, gl
+
+
+@declare(CholeskySolve, method=True)
+def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
+    """Solve ``A X = B`` given the Cholesky factor of ``A`` (``A = L L^H``, or ``U^H U`` with ``upper``; only that
+    triangle is read); batch dims broadcast.
+
+    >>> import pylucid
+    >>> L = pylucid.tensor([[2.0, 0.0], [1.0, 1.0]])
+    >>> pylucid.cholesky_solve(pylucid.tensor([[4.0], [3.0]]), L)
+    tensor([[0.5000],
+            [1.0000]])
+    """
+    _check_matrix(B, "cholesky_solve", "B")
+    _check_square(L, "cholesky_solve", "L")
+    if B.shape[-2] != L.shape[-1]:
+        raise ShapeMismatch(f"cholesky_solve: B {tuple(B.shape)} and L {tuple(L.shape)} need the same number of "
+                            "rows")
+    try:
+        return apply(CholeskySolve, (B, L), {"upper": bool(upper)})
+    except ValueError as exc:
+        raise ShapeMismatch(f"cholesky_solve: batch dims of B {tuple(B.shape)} and L {tuple(L.shape)} do not "
+                            f"broadcast: {exc}") from None
+
+
+@declare(method=True)
+def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
+    """``A^{-1}`` from the Cholesky factor of ``A`` (``A = L L^H``, or ``U^H U`` with ``upper``).
+
+    >>> import pylucid
+    >>> pylucid.cholesky_inverse(pylucid.tensor([[2.0, 0.0], [0.0, 1.0]]))
+    tensor([[0.2500, 0.0000],
+            [0.0000, 1.0000]])
+    """
+    _check_square(L, "cholesky_inverse", "L")
+    return cholesky_solve(_eye(L.shape[-1], L).to(L.dtype), L, upper)  # the identity broadcasts over the batch
+
+
+@declare(name="cholesky", method=True)
+def torch_cholesky(input: Tensor, upper: bool = False) -> Tensor:
+    """``torch.cholesky`` (deprecated in PyTorch): :func:`pylucid.linalg.cholesky`."""
+    return cholesky(input, upper=upper)
+
+
+@declare(name="qr", method=False)
+def torch_qr(input: Tensor, some: bool = True):
+    """``torch.qr``: :func:`pylucid.linalg.qr` with ``mode='reduced'`` (``some``) or ``'complete'``."""
+    return qr(input, "reduced" if some else "complete")
+
+
+@declare(method=True)
+def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False):
+    """``torch.triangular_solve``: ``(solution, cloned_coefficient)`` of ``A X = b`` (``transpose``: ``A^T X = b``)
+    for triangular ``A``, batch dims broadcast.
+
+    >>> import pylucid
+    >>> pylucid.triangular_solve(pylucid.tensor([[2.0], [2.0]]), pylucid.tensor([[2.0, 1.0], [0.0, 1.0]]))[0]
+    tensor([[0.],
+            [2.]])
+    """
+    from collections import namedtuple
+
+    from .conversion import clone
+
+    _check_square(A, "triangular_solve", "A")
+    _check_matrix(b, "triangular_solve", "b")
+    a = _mT(A) if transpose else A
+    x = solve_triangular(a, b, upper=bool(upper) != bool(transpose), unitriangular=unitriangular)
+    if tuple(A.shape[:-2]) != tuple(x.shape[:-2]):  # the coefficient comes back broadcast to the batch
+        from .shape import expand
+
+        A = expand(A, *x.shape[:-2], *A.shape[-2:])
+    return namedtuple("triangular_solve", ["solution", "cloned_coefficient"])(x, clone(A))
+
+
+@declare(name="svd", method=True)
+def torch_svd(input: Tensor, some: bool = True, compute_uv: bool = True):
+    """``torch.svd``: ``(U, S, V)`` with ``A = U diag(S) V^H`` (``V``, not ``V^H``); ``some=False`` gives the full
+    square ``U`` and ``V``. ``compute_uv=False`` returns zero-filled ``U`` (m, m) and ``V`` (n, n).
+
+    >>> import pylucid
+    >>> U, S, V = pylucid.svd(pylucid.tensor([[0.0, 2.0], [1.0, 0.0]]))
+    >>> S
+    tensor([2., 1.])
+    """
+    from collections import namedtuple
+
+    _check_matrix(input, "svd", "input")
+    res = namedtuple("svd", ["U", "S", "V"])
+    if not compute_uv:
+        be = input.device.backend
+        m, n = input.shape[-2:]
+        bt = tuple(input.shape[:-2])
+        dt = input._data.dtype
+        return res(_const(input, be.zeros(bt + (m, m), dtype=dt)), svdvals(input),
+                   _const(input, be.zeros(bt + (n, n), dtype=dt)))
+    u, s, vh = svd(input, full_matrices=not some)
+    return res(u, s, _mH(vh))
+
+
+# ---------------------------------------------------------------- the *_ex solvers, cond, tensorinv/tensorsolve
+def _nan_like(like, shape):
+    be = like.device.backend
+    return _const(like, be.full(shape, be.nan, dtype=like._data.dtype))
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False):
+    """``(result, info)``: :func:`solve` that reports a singular ``A`` in ``info`` (LAPACK's: the 1-based index
+    of the zero pivot) instead of raising. The ``result`` of a failed solve is NaN (PyTorch leaves LAPACK's
+    unspecified values); ``check_errors=True`` raises :class:`LinAlgError`."""
+    _check_square(A, "linalg.solve_ex")
+    try:
+        return solve(A, B, left=left), _info_zeros(A)
+    except LinAlgError:
+        if check_errors:
+            raise
+    info = lu_factor_ex(A.detach())[2]
+    be = A.device.backend
+    shape = be.broadcast_shapes(tuple(A.shape[:-2]), tuple(B.shape[:-2])) + tuple(B.shape[-2:]) if B.ndim >= 2 \
+        else tuple(B.shape)
+    return _nan_like(A, shape), info
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def inv_ex(A: Tensor, *, check_errors: bool = False):
+    """``(inverse, info)``: :func:`inv` that reports a singular ``A`` in ``info`` (the 1-based index of the zero
+    pivot) instead of raising; the inverse of a singular matrix is NaN. ``check_errors=True`` raises."""
+    _check_square(A, "linalg.inv_ex")
+    try:
+        return inv(A), _info_zeros(A)
+    except LinAlgError:
+        if check_errors:
+            raise
+    return _nan_like(A, tuple(A.shape)), lu_factor_ex(A.detach())[2]
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def cond(A: Tensor, p=None) -> Tensor:
+    """Condition number ``||A||_p ||A^{-1}||_p``: for ``p`` in ``None, 2, -2`` the ratio of the largest and the
+    smallest singular values (any ``m x n``); for ``'fro', 'nuc', inf, -inf, 1, -1`` the product of the matrix
+    norms (square ``A``; a singular one gives ``inf``). Real-valued.
+
+    >>> import pylucid
+    >>> pylucid.linalg.cond(pylucid.tensor([[4.0, 0.0], [0.0, 0.5]]))
+    tensor(8.)
+    """
+    from .elementwise import div, mul
+
+    _check_matrix(A, "linalg.cond")
+    if p is None or (not isinstance(p, str) and p in (2, -2)):
+        s = svdvals(A)
+        if s.shape[-1] == 0:
+            return _const(A, A.device.backend.zeros(tuple(A.shape[:-2]), dtype=_real_np(A)))
+        big, small = s[..., 0], s[..., -1]
+        return div(small, big) if p == -2 else div(big, small)
+    if p not in ("fro", "nuc", 1, -1, float("inf"), float("-inf")):
+        raise ValueError(f"linalg.cond: p must be None, 'fro', 'nuc', 2, -2, 1, -1, inf or -inf, got {p!r}")
+    _check_square(A, "linalg.cond")
+    ainv, info = inv_ex(A)
+    out = mul(matrix_norm(A, p), matrix_norm(ainv, p))
+    if bool(info._data.any()):
+        from .indexing import where
+
+        out = where(_const(out, info._data != 0), float("inf"), out)
+    return out
+
+
+def _prod(shape):
+    out = 1
+    for d in shape:
+        out *= int(d)
+    return out
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def tensorinv(A: Tensor, ind: int = 2) -> Tensor:
+    """The inverse of ``A`` for :func:`tensordot` over ``ind`` dims: ``tensordot(tensorinv(A, ind), A, ind)`` is
+    the identity; ``A.shape[:ind]`` and ``A.shape[ind:]`` must have the same number of elements.
+
+    >>> import pylucid
+    >>> A = pylucid.eye(4).reshape(4, 2, 2) * 2
+    >>> pylucid.linalg.tensorinv(A, ind=1).shape
+    (2, 2, 4)
+    """
+    check_tensor(A, "linalg.tensorinv", "A")
+    if not isinstance(ind, int) or ind <= 0:
+        raise ValueError(f"linalg.tensorinv: ind must be a positive int, got {ind!r}")
+    out_shape, in_shape = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    if _prod(out_shape) != _prod(in_shape):
+        raise ShapeMismatch(f"linalg.tensorinv: the product of the first {ind} dims of A {tuple(A.shape)} must "
+                            f"equal that of the rest")
+    n = _prod(out_shape)
+    return inv(A.reshape(n, n)).reshape(*in_shape, *out_shape)
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def tensorsolve(A: Tensor, B: Tensor, dims=None) -> Tensor:
+    """``X`` with ``tensordot(A, X, X.ndim) = B``: ``A`` reshaped to a square matrix over ``B``'s dims and the
+    rest; ``dims`` moves those dims of ``A`` to the end first.
+
+    >>> import pylucid
+    >>> A = pylucid.eye(6).reshape(2, 3, 6) * 2
+    >>> pylucid.linalg.tensorsolve(A, pylucid.ones(2, 3)).shape
+    (6,)
+    """
+    from .shape import movedim
+
+    check_tensor(A, "linalg.tensorsolve", "A")
+    check_tensor(B, "linalg.tensorsolve", "B")
+    if dims is not None:
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        A = movedim(A, dims, list(range(A.ndim - len(dims), A.ndim)))
+    x_shape = tuple(A.shape[B.ndim:])
+    if _prod(x_shape) != B.numel() or _prod(A.shape[:B.ndim]) != B.numel():
+        raise ShapeMismatch(f"linalg.tensorsolve: A {tuple(A.shape)} must have as many elements in its first "
+                            f"{B.ndim} dims and in the rest as B {tuple(B.shape)} has")
+    n = B.numel()
+    return solve(A.reshape(n, n), B.reshape(n)).reshape(*x_shape)
+
+
+# ---------------------------------------------------------------- Vandermonde, Householder products
+def _powers(x, N):
+    """``[x^0, x^1, ..., x^(N-1)]`` on a new last dim, by a cumulative product (exact derivative at 0)."""
+    from .scan import cumprod
+    from .shape import cat, expand, unsqueeze
+
+    col = unsqueeze(x, -1)
+    ones = _const(x, x.device.backend.ones(tuple(x.shape) + (1,), dtype=x._data.dtype))
+    if N == 1:
+        return ones
+    return cumprod(cat([ones, expand(col, *x.shape, N - 1)], -1), -1)
+
+
+@declare(name="vander", namespaces="pylucid.linalg", method=False)
+def linalg_vander(x: Tensor, *, N: int | None = None) -> Tensor:  # noqa: N803
+    """``torch.linalg.vander``: the Vandermonde matrix ``V[..., i, j] = x[..., i]^j`` (increasing powers), of
+    shape ``(*, n, N)``; ``N`` defaults to ``n`` and must be greater than 1.
+
+    >>> import pylucid
+    >>> pylucid.linalg.vander(pylucid.tensor([1, 2, 3]))
+    tensor([[1, 1, 1],
+            [1, 2, 4],
+            [1, 3, 9]])
+    """
+    check_tensor(x, "linalg.vander", "x")
+    if x.ndim == 0:  # a 0-d x is one point, as PyTorch
+        x = x.reshape(1)
+    N = x.shape[-1] if N is None else N  # noqa: N806
+    if not isinstance(N, int) or N <= 1:
+        raise ValueError(f"linalg.vander: N must be greater than 1, got {N!r}")
+    return _powers(x, N)
+
+
+@declare(method=False)
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:  # noqa: N803
+    """``torch.vander``: the Vandermonde matrix of a 1-d ``x``, powers ``N - 1`` down to 0 (``increasing``: up).
+
+    >>> import pylucid
+    >>> pylucid.vander(pylucid.tensor([1, 2, 3]), N=2)
+    tensor([[1, 1],
+            [2, 1],
+            [3, 1]])
+    """
+    from .shape import flip
+
+    check_tensor(x, "vander", "x")
+    if x.ndim != 1:
+        raise ShapeMismatch(f"vander: x must be 1-d, got shape {tuple(x.shape)}")
+    N = x.shape[0] if N is None else N  # noqa: N806
+    if not isinstance(N, int) or N < 0:
+        raise ValueError(f"vander: N must be a non-negative int, got {N!r}")
+    if N == 0:
+        return _const(x, x.device.backend.empty((x.shape[0], 0), dtype=x._data.dtype))
+    v = _powers(x, N)
+    return v if increasing else flip(v, [-1])
+
+
+@declare(namespaces="pylucid.linalg", method=False, aliases=())
+def householder_product(A: Tensor, tau: Tensor) -> Tensor:
+    """The first ``n`` columns of ``H_1 ... H_k``, ``H_i = I - tau_i v_i v_i^H`` with ``v_i`` the ``i``-th column
+    of ``A`` below the diagonal and 1 on it (LAPACK's ``orgqr``; ``A`` is (*, m, n), ``tau`` (*, k), ``k <= n <= m``).
+    A composite of matrix products, so it is differentiable in ``A`` and ``tau``.
+
+    >>> import pylucid
+    >>> pylucid.linalg.householder_product(pylucid.tensor([[1.0], [0.0]]), pylucid.tensor([2.0]))
+    tensor([[-1.],
+            [ 0.]])
+    """
+    from .elementwise import add, mul, sub
+    from .shape import unsqueeze
+
+    _check_matrix(A, "linalg.householder_product")
+    check_tensor(tau, "linalg.householder_product", "tau")
+    m, n = A.shape[-2:]
+    if n > m:
+        raise ShapeMismatch(f"linalg.householder_product: A must have at least as many rows as columns, got shape "
+                            f"{tuple(A.shape)}")
+    if tau.ndim < 1 or tau.shape[-1] > n or tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise ShapeMismatch(f"linalg.householder_product: tau must have shape (*A.shape[:-2], k) with k <= {n}, got "
+                            f"{tuple(tau.shape)} for A {tuple(A.shape)}")
+    k = tau.shape[-1]
+    be = A.device.backend
+    if k == 0:  # no reflectors: the first n columns of I, still in A's graph (as PyTorch)
+        return add(mul(A, 0.0), _const(A, be.eye(m, n, dtype=A._data.dtype)))
+    v = add(tril(A, -1), _const(A, be.eye(m, n, dtype=A._data.dtype)))
+    q = _const(A, be.broadcast_to(be.eye(m, n, dtype=A._data.dtype), tuple(A.shape)).copy())
+    for i in range(k - 1, -1, -1):  # Q = H_1 (H_2 (... (H_k E)))
+        vi = v[..., :, i:i + 1]
+        t = unsqueeze(unsqueeze(tau[..., i], -1), -1)
+        q = sub(q, mul(t, matmul(vi, matmul(_mH(vi), q))))
+    return q
+
+
+@declare(method=True)
+def orgqr(input: Tensor, tau: Tensor) -> Tensor:
+    """``torch.orgqr``: :func:`pylucid.linalg.householder_product`."""
+    return householder_product(input, tau)
+
+
+# ---------------------------------------------------------------- general eigen-decomposition
+class Eig(Op):
+    """Eigenvalues and right eigenvectors of a general square matrix (``be.eig``), complex for any input, each
+    eigenvector of unit norm (LAPACK's ``geev``, as PyTorch).
+
+    Gradient (PyTorch's ``linalg_eig_backward``), with ``E_ij = conj(l_j - l_i)``:
+    ``gA = V^{-H} (diag(gL) + (V^H gV - V^H V diag(re(V^H gV))) / E) V^H``, its
+    real part for a real ``A``. The eigenvectors are defined up to a phase
+    ``e^{i phi}``; a loss that depends on it is ill-defined and raises (as
+    PyTorch). Repeated eigenvalues make ``E`` vanish: inf/NaN through ``V``.
+    """
+
+    schema = OpSchema("eig", amp_policy=KEEP_INPUT, saves_output=True, family="linalg")
+    n_outputs = 2
+
+    @staticmethod
+    def forward(be, a, real_input):
+        return _lapack("linalg.eig", "the algorithm did not converge", be.eig, _compute(a))
+
+    def backward(self, gl, gv):
+        from .complex import imag, real
+        from .elementwise import add, div, mul, sub
+        from .shape import unsqueeze
+
+        w, v = self.output(0), self.output(1)
+        n = w.shape[-1]
+        vh = _mH(v)
+        if _is_zero(gv):
+            ga = mul(unsqueeze(gl, -1), vh)
+        else:
+            vhgv = matmul(vh, gv)
+            dg = _diagonal(vhgv)
+            be = v.device.backend
+            if not bool(be.allclose(imag(dg)._data, 0, rtol=1e-2, atol=1e-2)):
+                raise LinAlgError("linalg.eig: the eigenvectors are defined up to a phase e^{i phi} and the loss "
+                                  "depends on it, so its gradient is ill-defined")
+            ga = sub(vhgv, matmul(vh, mul(v, unsqueeze(real(dg).to(v.dtype), -2))))
+            from .complex import conj
+
+            wc = conj(w)
+            e = add(sub(unsqueeze(wc, -2), unsqueeze(wc, -1)), _eye(n, w).to(w.dtype))
+            ga = div(ga, e)
+            ga = sub(ga, diag_embed(_diagonal(ga)))
+            if not _is_zero(gl):
+                ga = add(ga, diag_embed(gl))
+            ga = matmul(ga, vh)
+        ga = solve(vh, ga)
+        return real(ga) if self.params["real_input"] else ga
+
+
+@declare(Eig, namespaces="pylucid.linalg", method=False)
+def eig(A: Tensor):
+    """``(eigenvalues, eigenvectors)`` of a batch of general square matrices, complex (complex64 for float32
+    input, complex128 for float64), eigenvectors of unit norm in the columns: ``A V = V diag(L)``.
+
+    >>> import pylucid
+    >>> L, V = pylucid.linalg.eig(pylucid.tensor([[2.0, 0.0], [0.0, 3.0]]))
+    >>> L
+    tensor([2.+0.j, 3.+0.j])
+    """
+    _check_square(A, "linalg.eig")
+    return apply(Eig, (A,), {"real_input": not A.dtype.is_complex})
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def eigvals(A: Tensor) -> Tensor:
+    """Eigenvalues of a general square matrix, complex; a composite of :func:`eig` (the eigenvalue gradient is
+    ``V^{-H} diag(gL) V^H``).
+
+    >>> import pylucid
+    >>> pylucid.linalg.eigvals(pylucid.tensor([[0.0, -1.0], [1.0, 0.0]]))
+    tensor([0.+1.j, 0.-1.j])
+    """
+    return eig(A)[0]
+
+
+# ---------------------------------------------------------------- Householder QR pieces (geqrf, ormqr), addbmm/addr
+class Geqrf(Op):
+    """LAPACK's ``geqrf``: ``(a, tau)`` with ``R`` in the upper triangle of ``a`` and the Householder vectors below
+    it (``be.linalg.qr(mode='raw')``, whose ``h`` comes transposed). PyTorch has no derivative and raises at
+    backward; so does pylucid."""
+
+    schema = OpSchema("geqrf", amp_policy=KEEP_INPUT, family="linalg")
+    n_outputs = 2
+
+    @staticmethod
+    def forward(be, a):
+        c = _compute(a)
+        if c.size == 0:
+            return c.astype(a.dtype, copy=True), be.zeros(c.shape[:-2] + (min(c.shape[-2:]),), dtype=a.dtype)
+
+        def one(m):  # one matrix at a time: mode='raw' is not batched in every CuPy
+            h, tau = be.linalg.qr(m, mode="raw")
+            return h.T, tau
+
+        h, tau = one(c) if c.ndim == 2 else _batch_loop(be, one, c)
+        return h.astype(a.dtype), tau.astype(a.dtype, copy=False)
+
+    def backward(self, ga, gtau):
+        raise NotImplementedError("geqrf: the derivative is not implemented (as in PyTorch); use linalg.qr")
+
+
+@declare(Geqrf, method=True)
+def geqrf(input: Tensor):
+    """``(a, tau)``: the QR factorisation in LAPACK's compact form, for :func:`householder_product` /
+    :func:`ormqr` (``Q = householder_product(a, tau)``, ``R = triu(a)``).
+
+    >>> import pylucid
+    >>> a, tau = pylucid.geqrf(pylucid.tensor([[3.0], [4.0]]))
+    >>> a.round(decimals=4), tau.round(decimals=4)
+    (tensor([[-5.0000],
+            [ 0.5000]]), tensor([1.6000]))
+    """
+    from collections import namedtuple
+
+    _check_matrix(input, "geqrf", "input")
+    return namedtuple("geqrf", ["a", "tau"])(*apply(Geqrf, (input,)))
+
+
+@declare(method=True)
+def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpose: bool = False) -> Tensor:
+    """``Q @ other`` (``left=False``: ``other @ Q``; ``transpose``: ``Q^H``) for the ``Q`` of Householder
+    reflectors ``(input, tau)`` (:func:`geqrf`), without forming it by LAPACK but as a composite of
+    :func:`householder_product` on ``input`` padded to a square, so it is differentiable in all three.
+
+    >>> import pylucid
+    >>> a, tau = pylucid.geqrf(pylucid.tensor([[3.0], [4.0]]))
+    >>> pylucid.ormqr(a, tau, pylucid.tensor([[3.0], [4.0]]), transpose=True).round(decimals=4)
+    tensor([[-5.],
+            [ 0.]])
+    """
+    from .shape import cat
+
+    _check_matrix(input, "ormqr", "input")
+    _check_matrix(other, "ormqr", "other")
+    check_tensor(tau, "ormqr", "tau")
+    mn = other.shape[-2] if left else other.shape[-1]
+    if input.shape[-2] != mn:
+        raise ShapeMismatch(f"ormqr: input {tuple(input.shape)} must have {mn} rows for other {tuple(other.shape)} "
+                            f"(left={left})")
+    if tau.shape[-1] > min(mn, input.shape[-1]):
+        raise ShapeMismatch(f"ormqr: tau {tuple(tau.shape)} has more reflectors than input {tuple(input.shape)}")
+    k = input.shape[-1]
+    if k < mn:
+        be = input.device.backend
+        input = cat([input, _const(input, be.zeros(tuple(input.shape[:-1]) + (mn - k,), dtype=input._data.dtype))], -1)
+    elif k > mn:
+        input = input[..., :mn]
+    q = householder_product(input, tau)
+    if transpose:
+        q = _mH(q)
+    return matmul(q, other) if left else matmul(other, q)
+
+
+@declare(inplace=True)
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """``beta * input + alpha * sum_b batch1[b] @ batch2[b]``; with ``beta=0`` ``input`` is ignored. A composite.
+
+    >>> import pylucid
+    >>> pylucid.addbmm(pylucid.zeros(2, 2), pylucid.ones(3, 2, 1), pylucid.ones(3, 1, 2))
+    tensor([[3., 3.],
+            [3., 3.]])
+    """
+    from .reduction import sum as _sum
+
+    return _scaled_sum("addbmm", input, _sum(bmm(batch1, batch2), 0), beta, alpha)
+
+
+@declare(inplace=True)
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """``beta * input + alpha * outer(vec1, vec2)``; with ``beta=0`` ``input`` is ignored. A composite.
+
+    >>> import pylucid
+    >>> pylucid.addr(pylucid.ones(2, 2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([1.0, 0.0]))
+    tensor([[2., 1.],
+            [3., 1.]])
+    """
+    check_tensor(vec1, "addr", "vec1")
+    check_tensor(vec2, "addr", "vec2")
+    if vec1.ndim != 1 or vec2.ndim != 1:
+        raise ShapeMismatch(f"addr: vec1 and vec2 must be 1-d, got shapes {tuple(vec1.shape)} and "
+                            f"{tuple(vec2.shape)}")
+    if vec1.dtype == vec2.dtype == input.dtype == _bool_dtype():  # PyTorch: logical and / or for bool
+        from .compare import logical_and, logical_or
+
+        prod = logical_and(outer(vec1, vec2), bool(alpha))
+        return logical_or(logical_and(input, bool(beta)), prod) if beta else prod
+    return _scaled_sum("addr", input, outer(vec1, vec2), beta, alpha)
+
+
+def _bool_dtype():
+    from .. import dtypes
+
+    return dtypes.bool_
+
+
+# ---------------------------------------------------------------- LDL factorisation (Bunch-Kaufman)
+class LdlFactor(Op):
+    """``A = L D L^T`` (``L D L^H``) with Bunch-Kaufman pivoting (``be.ldl_factor``: LAPACK's ``sytrf``/``hetrf``),
+    read from the lower triangle; ``(LD, pivots, info)``. No derivative, as PyTorch."""
+
+    schema = OpSchema("ldl_factor", amp_policy=KEEP_INPUT, differentiable=False, family="linalg")
+    n_outputs = 3
+
+    @staticmethod
+    def forward(be, a, hermitian):
+        ld, piv, info = be.ldl_factor(_compute(a), hermitian)
+        return ld.astype(a.dtype, copy=False), piv, info
+
+
+class LdlSolve(Op):
+    """``A X = B`` from :class:`LdlFactor`'s ``(LD, pivots)`` (``be.ldl_solve``: ``sytrs``/``hetrs``); no
+    derivative, as PyTorch."""
+
+    schema = OpSchema("ldl_solve", amp_policy=KEEP_INPUT, differentiable=False, family="linalg")
+    promote_args = (0, 2)
+
+    @staticmethod
+    def forward(be, ld, pivots, b, hermitian):
+        return be.ldl_solve(_compute(ld), pivots, _compute(b), hermitian).astype(ld.dtype, copy=False)
+
+
+@declare(LdlFactor, namespaces="pylucid.linalg", method=False)
+def ldl_factor_ex(A: Tensor, *, hermitian: bool = False, check_errors: bool = False):
+    """``(LD, pivots, info)``: the Bunch-Kaufman factorisation of a symmetric (``hermitian``: Hermitian) matrix
+    from its lower triangle, in LAPACK's compact form (``L`` unit lower below the diagonal of ``LD``, the 1x1 and
+    2x2 blocks of ``D`` on and next to it; 1-based int32 ``pivots``, negative for a 2x2 block). ``info > 0``: ``D``
+    is exactly singular there (``check_errors`` raises).
+
+    >>> import pylucid
+    >>> pylucid.linalg.ldl_factor_ex(pylucid.tensor([[4.0, 2.0], [2.0, 3.0]]))[0]
+    tensor([[4.0000, 0.0000],
+            [0.5000, 2.0000]])
+    """
+    from collections import namedtuple
+
+    _check_square(A, "linalg.ldl_factor_ex")
+    ld, piv, info = apply(LdlFactor, (A,), {"hermitian": bool(hermitian)})
+    if check_errors and bool(info._data.any()):
+        raise LinAlgError("linalg.ldl_factor_ex: D is exactly singular (info > 0); the factorisation cannot be used "
+                          "to solve")
+    return namedtuple("ldl_factor_ex", ["LD", "pivots", "info"])(ld, piv, info)
+
+
+@declare(namespaces="pylucid.linalg", method=False)
+def ldl_factor(A: Tensor, *, hermitian: bool = False):
+    """``(LD, pivots)`` of :func:`ldl_factor_ex`."""
+    from collections import namedtuple
+
+    ld, piv, _ = ldl_factor_ex(A, hermitian=hermitian)
+    return namedtuple("ldl_factor", ["LD", "pivots"])(ld, piv)
+
+
+@declare(LdlSolve, namespaces="pylucid.linalg", method=False)
+def ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool = False) -> Tensor:  # noqa: N803
+    """Solve ``A X = B`` from :func:`ldl_factor`'s output (batch dims broadcast).
+
+    >>> import pylucid
+    >>> LD, piv = pylucid.linalg.ldl_factor(pylucid.tensor([[4.0, 2.0], [2.0, 3.0]]))
+    >>> pylucid.linalg.ldl_solve(LD, piv, pylucid.tensor([[6.0], [5.0]]))
+    tensor([[1.],
+            [1.]])
+    """
+    _check_square(LD, "linalg.ldl_solve", "LD")
+    _check_matrix(B, "linalg.ldl_solve", "B")
+    check_tensor(pivots, "linalg.ldl_solve", "pivots")
+    if B.shape[-2] != LD.shape[-1] or tuple(pivots.shape[-1:]) != (LD.shape[-1],):
+        raise ShapeMismatch(f"linalg.ldl_solve: LD {tuple(LD.shape)}, pivots {tuple(pivots.shape)} and B "
+                            f"{tuple(B.shape)} do not match")
+    if pivots.dtype.is_floating_point or pivots.dtype.is_complex:
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"linalg.ldl_solve: pivots must be an integer tensor, got {pivots.dtype}")
+    return apply(LdlSolve, (LD, pivots, B), {"hermitian": bool(hermitian)})
+
+
+# ---------------------------------------------------------------- randomized low-rank SVD / PCA (Halko et al. 2009)
+def _approximate_basis(A, q, niter):
+    """An orthonormal ``(*, m, q)`` basis of the range of ``A`` by a Gaussian sketch and ``niter`` subspace
+    iterations (PyTorch's ``get_approximate_basis``)."""
+    from ..random import randn
+
+    r = randn(A.shape[-1], q, dtype=A.dtype, device=A.device)
+    Q = qr(matmul(A, r))[0]
+    for _ in range(niter):
+        Q = qr(matmul(_mH(A), Q))[0]
+        Q = qr(matmul(A, Q))[0]
+    return Q
+
+
+@declare(method=False)
+def svd_lowrank(A: Tensor, q: int | None = 6, niter: int | None = 2, M: Tensor | None = None):  # noqa: N803
+    """Randomized rank-``q`` SVD ``(U, S, V)`` with ``A - M ~ U diag(S) V^H`` (Halko et al. 2009, Algorithm 5,
+    as PyTorch): exact for a matrix of rank at most ``q``; the draws come from pylucid's generator. A composite,
+    differentiable through the QR and SVD it runs.
+
+    >>> import pylucid
+    >>> a = pylucid.outer(pylucid.tensor([1.0, 2.0, 2.0]), pylucid.tensor([3.0, 4.0]))
+    >>> pylucid.svd_lowrank(a, q=2)[1].round(decimals=4)
+    tensor([15.,  0.])
+    """
+    from .elementwise import sub
+
+    _check_matrix(A, "svd_lowrank")
+    q = 6 if q is None else q
+    niter = 2 if niter is None else niter
+    if not isinstance(q, int) or q < 1 or not isinstance(niter, int) or niter < 0:
+        raise ValueError(f"svd_lowrank: q must be a positive int and niter a non-negative int, got q={q!r}, "
+                         f"niter={niter!r}")
+    if not (A.dtype.is_floating_point or A.dtype.is_complex):
+        A = A.to(_default_float())
+    if M is not None:
+        A = sub(A, M)
+    m, n = A.shape[-2:]
+    wide = m < n
+    if wide:
+        A = _mH(A)
+    Q = _approximate_basis(A, q, niter)
+    u, s, vh = svd(matmul(_mH(Q), A), full_matrices=False)
+    U, V = matmul(Q, u), _mH(vh)
+    return (V, s, U) if wide else (U, s, V)
+
+
+def _default_float():
+    from .. import dtypes
+
+    return dtypes.get_default_dtype()
+
+
+@declare(method=False)
+def pca_lowrank(A: Tensor, q: int | None = None, center: bool = True, niter: int = 2):  # noqa: N803
+    """Randomized PCA: :func:`svd_lowrank` of ``A`` minus its column means (``center``), with ``q`` defaulting to
+    ``min(6, m, n)``; ``(U, S, V)``, the principal directions in ``V``.
+
+    >>> import pylucid
+    >>> x = pylucid.tensor([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
+    >>> pylucid.pca_lowrank(x, q=1)[1].round(decimals=4)
+    tensor([3.1623])
+    """
+    from .reduction import mean
+
+    _check_matrix(A, "pca_lowrank")
+    m, n = A.shape[-2:]
+    q = min(6, m, n) if q is None else q
+    if not isinstance(q, int) or not 0 < q <= min(m, n):
+        raise ValueError(f"pca_lowrank: q must be an int in [1, min(m, n) = {min(m, n)}], got {q!r}")
+    if not (A.dtype.is_floating_point or A.dtype.is_complex):
+        A = A.to(_default_float())
+    if center:
+        A = A - mean(A, -2, keepdim=True)
+    return svd_lowrank(A, q, niter)
+
+
 class MatrixExp(Op):
     """``exp(A) = sum_k A^k / k!`` (scipy's ``expm``). The gradient is the top-right block of
     ``exp([[A^H, g], [0, A^H]])`` (the Fréchet derivative's adjoint), itself a ``matrix_exp``."""
@@ -1178,7 +2065,9 @@ class MatrixExp(Op):
 
     @staticmethod
     def forward(be, a):
+        # single precision runs in double: the scaling and squaring loses digits float32 cannot spare
         c = _compute(a)
+        c = c.astype("complex128" if c.dtype.kind == "c" else "float64")
         if c.ndim == 2:
             return be.scipy_linalg.expm(c).astype(a.dtype, copy=False)
         return _batch_loop(be, be.scipy_linalg.expm, c).astype(a.dtype, copy=False)
@@ -1450,9 +2339,7 @@ class Pinv(Op):
         m, n = c.shape[-2:]
         if c.size == 0:
             return be.zeros(c.shape[:-2] + (n, m), dtype=a.dtype)
-        if rtol is None:
-            rtol = float(be.finfo(c.real.dtype).eps) * max(m, n) if atol is None or atol == 0 else 0.0
-        atol = 0.0 if atol is None else atol
+        rtol, atol = _tolerances(be, c, atol, rtol)
         if hermitian:
             w, v = be.linalg.eigh(c)
             cut = be.maximum(atol, rtol * be.abs(w).max(axis=-1, keepdims=True))
@@ -1494,10 +2381,41 @@ def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
             [0.0000, 0.0000]])
     """
     _check_matrix(A, "linalg.pinv")
-    for name, v in (("atol", atol), ("rtol", rtol)):
-        if isinstance(v, Tensor):
-            raise TypeError(f"linalg.pinv: {name} as a Tensor is not supported; pass a float")
+    atol, rtol = (_tol_param("linalg.pinv", A, name, v) for name, v in (("atol", atol), ("rtol", rtol)))
     return apply(Pinv, (A,), {"atol": atol, "rtol": rtol, "hermitian": bool(hermitian)})
+
+
+def _tol_param(op, A, name, v):
+    """A tolerance as a float, or a Tensor broadcastable to ``A``'s batch as a raw array with a trailing axis (it
+    broadcasts against the singular values); not differentiable."""
+    if v is None or isinstance(v, (int, float)) and not isinstance(v, bool):
+        return v
+    if not isinstance(v, Tensor):
+        raise TypeError(f"{op}: {name} must be a float or a Tensor, got {type(v).__name__}")
+    if v.dtype.is_complex:
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"{op}: {name} must be real, got {v.dtype}")
+    if v.device != A.device:
+        from ..errors import DeviceMismatch
+
+        raise DeviceMismatch(f"{op}: {name} is on {v.device}, A on {A.device}")
+    return v.detach()._data.astype(_real_np(A))[..., None]
+
+
+def _tolerances(be, c, atol, rtol):
+    """PyTorch's defaults: ``rtol = eps * max(m, n)`` unless ``atol > 0`` is given (then 0), element-wise for
+    tensor tolerances; ``atol`` defaults to 0."""
+    m, n = c.shape[-2:]
+    default = float(be.finfo(c.real.dtype).eps) * max(m, n)
+    if rtol is None:
+        if atol is None:
+            rtol = default
+        elif isinstance(atol, (int, float)):
+            rtol = 0.0 if atol > 0 else default
+        else:
+            rtol = be.where(atol > 0, 0.0, default)
+    return rtol, 0.0 if atol is None else atol
 
 
 @declare()
@@ -1506,13 +2424,27 @@ def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
     return pinv(input, rtol=rcond)
 
 
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
 @declare(namespaces="pylucid.linalg", method=False)
 def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
-    """Least-squares solution of ``A X = B``: ``(solution, residuals, rank, singular_values)`` as PyTorch's
-    default CPU driver ``gelsy`` (empty ``residuals`` and ``singular_values``).
+    """Least-squares solution of ``A X = B``: ``(solution, residuals, rank, singular_values)``, shaped per
+    ``driver`` as PyTorch's CPU drivers (default ``'gelsy'``):
+
+    - ``residuals`` (``(*, k)``: ``||A x - b||^2`` per column) only for tall ``A`` (``m > n``) and a driver other
+      than ``gelsy``; for ``gelsd``/``gelss`` only when every matrix has full rank ``n``; else empty ``(0,)``;
+    - ``rank``: the batch of numerical ranks (int64; singular values above ``rcond * s_max``, ``rcond``
+      defaulting to ``eps * max(m, n)``), empty for ``gels`` (which assumes full rank);
+    - ``singular_values`` ``(*, min(m, n))`` for ``gelsd``/``gelss``, else empty.
 
     The solution is the composite ``pinv(A) @ B`` (minimum norm for rank-deficient ``A``), so its gradient is
-    PyTorch's (``lstsq`` backward is the ``pinv`` one).
+    PyTorch's (``lstsq`` backward is the ``pinv`` one); the other outputs are not differentiable, as PyTorch.
+
+    >>> import pylucid
+    >>> r = pylucid.linalg.lstsq(pylucid.tensor([[1.0], [1.0]]), pylucid.tensor([[1.0], [3.0]]), driver="gelsd")
+    >>> r.solution.round(decimals=4), r.residuals.round(decimals=4), r.rank
+    (tensor([[2.]]), tensor([2.]), tensor(1))
     """
     from collections import namedtuple
 
@@ -1520,19 +2452,42 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None):
 
     _check_matrix(A, "linalg.lstsq")
     check_tensor(B, "linalg.lstsq", "B")
+    if driver is None:
+        driver = "gelsy"
+    if driver not in _LSTSQ_DRIVERS:
+        raise ValueError(f"linalg.lstsq: driver must be one of {_LSTSQ_DRIVERS} (or None), got {driver!r}")
+    if A.dtype != B.dtype:
+        from ..errors import DtypeMismatch
+
+        raise DtypeMismatch(f"linalg.lstsq: A and B must have the same dtype, got {A.dtype} and {B.dtype}")
     vector = B.ndim == A.ndim - 1
     b = unsqueeze(B, -1) if vector else B
     if b.shape[-2] != A.shape[-2]:
         raise ShapeMismatch(f"linalg.lstsq: A {tuple(A.shape)} and B {tuple(B.shape)} need the same number of rows")
     x = matmul(pinv(A, rtol=rcond), b)
     be = A.device.backend
-    s = be.linalg.svd(_compute(A._data), compute_uv=False)
     m, n = A.shape[-2:]
-    tol = (rcond if rcond is not None else float(be.finfo(s.dtype).eps) * max(m, n))
-    rank = (s > tol * (s.max(axis=-1, keepdims=True) if s.shape[-1] else 0)).sum(axis=-1).astype("int64")
-    empty = _new_tensor(be.empty((0,), dtype=_real_np(A)), A.device)
+    batch = tuple(A.shape[:-2])
+    rdt = _real_np(A)
+    s = be.linalg.svd(_compute(A._data), compute_uv=False).astype(rdt, copy=False) if A.numel() else \
+        be.zeros(batch + (min(m, n),), dtype=rdt)
+    tol = rcond if rcond is not None else float(be.finfo(s.dtype).eps) * max(m, n)
+    smax = s.max(axis=-1, keepdims=True) if s.shape[-1] else be.zeros(batch + (1,), dtype=rdt)
+    rank = be.asarray((s > tol * smax).sum(axis=-1)).astype("int64")
+    from .elementwise import abs as _abs
+
+    empty = _new_tensor(be.empty((0,), dtype=rdt), A.device)
+    # residuals are differentiable, as PyTorch's (sum |A x - B|^2 over the rows); an empty one is still linked
+    residuals = _abs(x).reshape(-1)[:0]
+    if m > n and driver != "gelsy" and (driver == "gels" or bool((rank == n).all())):
+        from .elementwise import square
+        from .reduction import sum as _sum
+
+        residuals = _sum(square(_abs(matmul(A, x) - b)), -2)
     res = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
-    return res(squeeze(x, -1) if vector else x, empty, _new_tensor(be.asarray(rank), A.device), empty)
+    rank_t = _new_tensor(be.empty((0,), dtype="int64"), A.device) if driver == "gels" else _new_tensor(rank, A.device)
+    sv = _new_tensor(s, A.device) if driver in ("gelsd", "gelss") else empty
+    return res(squeeze(x, -1) if vector else x, residuals, rank_t, sv)
 
 
 # ---------------------------------------------------------------- norms
@@ -1589,6 +2544,8 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
         raise ValueError(f"linalg.matrix_norm: dim {tuple(dim)} names one dim twice")
     if ord == "fro":
         return vector_norm(A, 2, (d0, d1), keepdim)
+    if A.numel() == 0 and ord in (2, 1, float("inf")):  # a max over nothing is 0 here, as PyTorch
+        return _sum(_abs(A), (d0, d1), keepdim=keepdim)
     if ord in ("nuc", 2, -2):
         rest = [i for i in range(A.ndim) if i not in (d0, d1)]
         s = svdvals(permute(A, rest + [d0, d1]))
@@ -1695,6 +2652,8 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
 
     check_tensor(x, "linalg.vecdot", "x")
     check_tensor(y, "linalg.vecdot", "y")
+    _check_float(x, "linalg.vecdot")
+    _check_float(y, "linalg.vecdot")
     return _sum(mul(conj(x), y), dim)
 
 
@@ -1703,10 +2662,15 @@ def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> 
     """Number of singular values above ``max(atol, rtol * s_max)`` (int64; not differentiable)."""
     _check_matrix(A, "linalg.matrix_rank")
     be = A.device.backend
-    s = be.linalg.svd(_compute(A._data), compute_uv=False)
-    m, n = A.shape[-2:]
-    if rtol is None:
-        rtol = float(be.finfo(s.dtype).eps) * max(m, n) if not atol else 0.0
+    atol, rtol = (_tol_param("linalg.matrix_rank", A, name, v) for name, v in (("atol", atol), ("rtol", rtol)))
+    c = _compute(A._data)
+    if c.size:
+        s = _lapack("linalg.matrix_rank", "the decomposition did not converge",
+                    (lambda m: be.abs(be.linalg.eigvalsh(m))) if hermitian else
+                    (lambda m: be.linalg.svd(m, compute_uv=False)), c)
+    else:
+        s = be.zeros(c.shape[:-2] + (min(c.shape[-2:]),), dtype=c.real.dtype)
+    rtol, atol = _tolerances(be, c, atol, rtol)
     smax = s.max(axis=-1, keepdims=True) if s.shape[-1] else be.zeros(s.shape[:-1] + (1,), dtype=s.dtype)
-    cut = be.maximum(atol or 0.0, rtol * smax)
+    cut = be.maximum(atol, rtol * smax)
     return _new_tensor(be.asarray((s > cut).sum(axis=-1)).astype("int64"), A.device)

@@ -17,7 +17,7 @@ import math
 from .. import dtypes as _dt
 from .._tensor import Tensor, _new_tensor
 from ._op import Op, apply, operand
-from ._utils import check_tensor, norm_dim
+from ._utils import camel, check_tensor, norm_dim
 from .registry import declare, op_function
 from .schema import FORCE_FP32, OpSchema
 
@@ -30,7 +30,8 @@ _SPECIAL = ("pylucid.special",)
 
 def _sp(be, name, *args):
     """``be.special.<name>(*args)``; half precision goes through float32 (SciPy has no half kernels)."""
-    dt = next((a.dtype for a in args if hasattr(a, "dtype") and a.ndim >= 0 and a.dtype.kind == "f"), None)
+    # floating dtypes: NumPy's (kind "f") and ml_dtypes' bfloat16 (kind "V")
+    dt = next((a.dtype for a in args if hasattr(a, "dtype") and a.ndim >= 0 and a.dtype.kind in "fV"), None)
     fn = getattr(be.special, name)
     with be.errstate():
         if dt is not None and dt.itemsize == 2:
@@ -193,6 +194,12 @@ class Lgamma(_ScipyUnary):
 
     schema = _special_schema("lgamma")
     scipy_name = "gammaln"
+
+    @staticmethod
+    def forward(be, x):
+        out = _sp(be, "gammaln", x)
+        # PyTorch gives +inf at -inf (SciPy -inf): |Gamma| has no limit there, lgamma's poles are +inf
+        return be.where(be.isneginf(x), be.inf, out).astype(out.dtype, copy=False)
 
     def backward(self, g):
         from .elementwise import mul
@@ -385,7 +392,8 @@ class Sinc(Op):
     @staticmethod
     def forward(be, x):
         xf = x.astype("float32") if x.dtype.itemsize == 2 else x
-        return be.sinc(xf).astype(x.dtype, copy=False)
+        with be.errstate():  # sin(inf) is NaN, as PyTorch, without NumPy's warning
+            return be.sinc(xf).astype(x.dtype, copy=False)
 
     def backward(self, g):
         from .elementwise import cos, div, mul, sub
@@ -442,6 +450,9 @@ def ndtri(input: Tensor) -> Tensor:
     """
     from .elementwise import erfinv
 
+    check_tensor(input, "special.ndtri")
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):  # 2p - 1 must not wrap around in uint8
+        input = input.to(_dt.get_default_dtype())
     return erfinv(input * 2 - 1) * math.sqrt(2.0)
 
 
@@ -582,3 +593,338 @@ def xlogy(input, other) -> Tensor:
 def xlog1py(input, other) -> Tensor:
     """``input * log1p(other)``, with 0 where ``input == 0`` (``pylucid.special.xlog1py``)."""
     return _xlog(Xlog1py, "xlog1py", input, other)
+
+
+# ------------------------------------------------------------------------------------------ incomplete gamma, zeta
+def _binary_args(name, input, other):
+    input, other = operand(name, input), operand(name, other)
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        raise TypeError(f"{name}: expected at least one Tensor argument, got two numbers")
+    return input, other
+
+
+def _not_implemented(op, arg):
+    raise NotImplementedError(f"{op}: the derivative with respect to {arg!r} is not implemented (as in PyTorch)")
+
+
+class _IgammaFamily(Op):
+    """Regularised incomplete gamma ``P(a, x)`` / ``Q(a, x) = 1 - P(a, x)`` (``be.special.gammainc``/``gammaincc``).
+
+    ``dP/dx = x^(a-1) exp(-x) / Gamma(a)`` (``dQ/dx`` its negative), computed as
+    ``exp((a-1) log x - x - lgamma(a))``. There is no closed form for the
+    derivative with respect to ``a``: PyTorch raises there, so does pylucid.
+    """
+
+    scipy_name = ""
+    _sign = 1.0
+
+    @classmethod
+    def forward(cls, be, a, x):
+        a, x = _same_kind(be, a, x)
+        return _sp(be, cls.scipy_name, a, x)
+
+    def backward(self, g):
+        from .elementwise import exp, log, mul, sub, sum_to_size
+
+        if self.next_edges[0] is not None:
+            _not_implemented(self.schema.name, "input")
+        a, x = self.input(0), self.input(1)
+        lg = lgamma(a) if isinstance(a, Tensor) else math.lgamma(a)
+        d = exp(sub(sub(mul(log(x), a - 1.0), x), lg))
+        return None, sum_to_size(mul(g, d if self._sign > 0 else -d), self.shapes[1])
+
+
+class Igamma(_IgammaFamily):
+    schema = _special_schema("igamma")
+    scipy_name = "gammainc"
+
+
+class Igammac(_IgammaFamily):
+    schema = _special_schema("igammac")
+    scipy_name = "gammaincc"
+    _sign = -1.0
+
+
+@declare(Igamma, inplace=True)
+def igamma(input, other) -> Tensor:
+    """Regularised lower incomplete gamma ``P(a, x) = 1/Gamma(a) int_0^x t^(a-1) e^-t dt`` (``a = input``,
+    ``x = other``; ``pylucid.special.gammainc``). Differentiable in ``other`` only, as PyTorch.
+
+    >>> import pylucid
+    >>> pylucid.igamma(pylucid.tensor([1.0, 2.0]), pylucid.tensor([1.0, 1.0])).round(decimals=4)
+    tensor([0.6321, 0.2642])
+    """
+    return apply(Igamma, _binary_args("igamma", input, other))
+
+
+@declare(Igammac, inplace=True)
+def igammac(input, other) -> Tensor:
+    """Regularised upper incomplete gamma ``Q(a, x) = 1 - P(a, x)`` (``pylucid.special.gammaincc``).
+
+    >>> import pylucid
+    >>> pylucid.igammac(pylucid.tensor([1.0]), pylucid.tensor([1.0])).round(decimals=4)
+    tensor([0.3679])
+    """
+    return apply(Igammac, _binary_args("igammac", input, other))
+
+
+@declare(namespaces=_SPECIAL, method=False)
+def gammainc(input, other) -> Tensor:
+    """``torch.special.gammainc``: :func:`igamma`."""
+    return igamma(input, other)
+
+
+@declare(namespaces=_SPECIAL, method=False)
+def gammaincc(input, other) -> Tensor:
+    """``torch.special.gammaincc``: :func:`igammac`."""
+    return igammac(input, other)
+
+
+@declare(method=True, inplace=True)
+def mvlgamma(input: Tensor, p: int) -> Tensor:
+    """``torch.mvlgamma``: the multivariate log-gamma :func:`pylucid.special.multigammaln`."""
+    return multigammaln(input, p)
+
+
+class Zeta(Op):
+    """Hurwitz zeta ``zeta(x, q) = sum_{k>=0} (k + q)^-x`` (``be.special.zeta``).
+
+    ``d/dq = -x zeta(x + 1, q)``; PyTorch has no derivative with respect to
+    ``x`` and raises, as does pylucid.
+
+    >>> import pylucid
+    >>> pylucid.special.zeta(pylucid.tensor([2.0, 4.0]), 1.0).round(decimals=4)
+    tensor([1.6449, 1.0823])
+    """
+
+    schema = _special_schema("zeta")
+
+    @staticmethod
+    def forward(be, x, q):
+        x, q = _same_kind(be, x, q)
+        return _sp(be, "zeta", x, q)
+
+    def backward(self, g):
+        from .elementwise import mul, sum_to_size
+
+        if self.next_edges[0] is not None:
+            _not_implemented("special.zeta", "self")
+        x, q = self.input(0), self.input(1)
+        return None, sum_to_size(mul(g, mul(zeta(x + 1.0, q), -x)), self.shapes[1])
+
+
+@declare(Zeta, namespaces=_SPECIAL, method=False)
+def zeta(input, other) -> Tensor:
+    """The Hurwitz zeta function ``zeta(input, other)`` (the Riemann zeta at ``other = 1``)."""
+    return apply(Zeta, _binary_args("special.zeta", input, other))
+
+
+class Erfcx(Op):
+    """Scaled complementary error function ``exp(x^2) erfc(x)``, finite for large ``x``;
+    ``dx = (2 x erfcx(x) - 2/sqrt(pi)) g``.
+
+    >>> import pylucid
+    >>> pylucid.special.erfcx(pylucid.tensor([0.0, 30.0])).round(decimals=4)
+    tensor([1.0000, 0.0188])
+    """
+
+    schema = _special_schema("erfcx", saves_output=True)
+
+    @staticmethod
+    def forward(be, x):
+        return _sp(be, "erfcx", x)
+
+    def backward(self, g):
+        from .elementwise import mul, sub
+
+        return mul(g, sub(mul(mul(self.output(), self.input(0)), 2.0), 2.0 / _SQRT_PI))
+
+
+erfcx = op_function(Erfcx, namespaces=_SPECIAL, method=False)
+
+
+# ------------------------------------------------------------------------------------------ Bessel, Airy
+def _nodiff_schema(name: str) -> OpSchema:
+    """The special functions PyTorch gives no derivative (their outputs do not require grad)."""
+    return OpSchema(name, amp_policy=FORCE_FP32, real_valued=True, differentiable=False, family="special")
+
+
+class _Bessel(Op):
+    """Base of the Bessel-type functions without a derivative (as PyTorch): ``be.special.<scipy_name>``.
+
+    ``j0 j1 y0 y1`` are the Bessel functions of the first and second kind,
+    ``i0 i1 k0 k1`` the modified ones and ``k0e k1e`` the scaled
+    ``exp(x) K_n(x)``; ``y*``/``k*`` are ``-inf``/``inf`` at 0 and NaN for
+    ``x < 0``.
+    """
+
+    scipy_name = ""
+
+    @classmethod
+    def forward(cls, be, x):
+        return _sp(be, cls.scipy_name, x)
+
+
+def _bessel(name, scipy_name, doc):
+    cls = type(camel(name), (_Bessel,), {"schema": _nodiff_schema(name), "scipy_name": scipy_name, "__doc__": doc,
+                                          "__module__": __name__})
+    return cls, op_function(cls, namespaces=_SPECIAL, method=False)
+
+
+BesselJ0, bessel_j0 = _bessel("bessel_j0", "j0", """Bessel function of the first kind of order 0, ``J_0(x)``.
+
+    >>> import pylucid
+    >>> pylucid.special.bessel_j0(pylucid.tensor([0.0, 1.0])).round(decimals=4)
+    tensor([1.0000, 0.7652])
+    """)
+BesselJ1, bessel_j1 = _bessel("bessel_j1", "j1", "Bessel function of the first kind of order 1, ``J_1(x)``.")
+BesselY0, bessel_y0 = _bessel("bessel_y0", "y0", "Bessel function of the second kind of order 0 (``-inf`` at 0).")
+BesselY1, bessel_y1 = _bessel("bessel_y1", "y1", "Bessel function of the second kind of order 1 (``-inf`` at 0).")
+ModifiedBesselI0, modified_bessel_i0 = _bessel("modified_bessel_i0", "i0", "Modified Bessel function ``I_0(x)``.")
+ModifiedBesselI1, modified_bessel_i1 = _bessel("modified_bessel_i1", "i1", "Modified Bessel function ``I_1(x)``.")
+ModifiedBesselK0, modified_bessel_k0 = _bessel("modified_bessel_k0", "k0",
+                                               "Modified Bessel function of the second kind ``K_0(x)``.")
+ModifiedBesselK1, modified_bessel_k1 = _bessel("modified_bessel_k1", "k1",
+                                               "Modified Bessel function of the second kind ``K_1(x)``.")
+ScaledModifiedBesselK0, scaled_modified_bessel_k0 = _bessel("scaled_modified_bessel_k0", "k0e",
+                                                            "``exp(x) K_0(x)``, finite for large ``x``.")
+ScaledModifiedBesselK1, scaled_modified_bessel_k1 = _bessel("scaled_modified_bessel_k1", "k1e",
+                                                            "``exp(x) K_1(x)``, finite for large ``x``.")
+
+
+class SphericalBesselJ0(Op):
+    """Spherical Bessel function of the first kind of order 0, ``sin(x) / x`` (1 at 0); no derivative, as PyTorch.
+
+    Below ``|x| = 0.5`` the Taylor series ``1 - x^2/6 + x^4/120 - ...`` avoids the cancellation of ``sin(x)/x``.
+
+    >>> import pylucid
+    >>> pylucid.special.spherical_bessel_j0(pylucid.tensor([0.0, 1.5707964])).round(decimals=4)
+    tensor([1.0000, 0.6366])
+    """
+
+    schema = _nodiff_schema("spherical_bessel_j0")
+
+    @staticmethod
+    def forward(be, x):
+        xf = x.astype("float32") if x.dtype.itemsize == 2 else x
+        with be.errstate():
+            big = be.sin(xf) / xf
+            x2 = xf * xf
+            small = 1 + x2 * (-1 / 6 + x2 * (1 / 120 + x2 * (-1 / 5040 + x2 * (1 / 362880 + x2 * (-1 / 39916800)))))
+            out = be.where(be.abs(xf) < 0.5, small, big)
+        return out.astype(x.dtype, copy=False)
+
+
+spherical_bessel_j0 = op_function(SphericalBesselJ0, namespaces=_SPECIAL, method=False)
+
+
+class AiryAi(Op):
+    """Airy function ``Ai(x)``, a solution of ``y'' = x y`` decaying for ``x -> inf`` (``be.airy_ai``); no
+    derivative, as PyTorch.
+
+    >>> import pylucid
+    >>> pylucid.special.airy_ai(pylucid.tensor([0.0])).round(decimals=4)
+    tensor([0.3550])
+    """
+
+    schema = _nodiff_schema("airy_ai")
+
+    @staticmethod
+    def forward(be, x):
+        xf = x.astype("float32") if x.dtype.itemsize == 2 else x
+        with be.errstate():
+            return be.airy_ai(xf).astype(x.dtype, copy=False)
+
+
+airy_ai = op_function(AiryAi, namespaces=_SPECIAL, method=False)
+
+
+# ------------------------------------------------------------------------------------------ orthogonal polynomials
+def _poly_eval(be, kind, x, n):
+    """``p_n(x)`` of the family ``kind`` by its three-term recurrence, for an integer array ``n`` (truncated, as
+    PyTorch) broadcast against ``x``; ``n < 0`` gives 0. Every element runs the recurrence up to ``max(n)`` and
+    keeps its own step, so one pass serves the whole array (the cost is ``max(n)`` vector steps)."""
+    x, n = be.broadcast_arrays(x, n)
+    n = n.astype("int64")
+    one = be.ones_like(x)
+    first = {"t": x, "u": 2 * x, "v": 2 * x - 1, "w": 2 * x + 1, "h": 2 * x, "he": x, "l": 1 - x, "p": x}[kind]
+    out = be.where(n == 0, one, be.where(n == 1, first, 0 * x))
+    top = int(n.max()) if n.size else 0
+    p, q = one, first
+    for k in range(1, top):  # q = p_k, p = p_{k-1}  ->  p_{k+1}
+        if kind in ("t", "u", "v", "w"):
+            r = 2 * x * q - p
+        elif kind == "h":
+            r = 2 * x * q - 2 * k * p
+        elif kind == "he":
+            r = x * q - k * p
+        elif kind == "l":
+            r = ((2 * k + 1 - x) * q - k * p) / (k + 1)
+        else:  # legendre
+            r = ((2 * k + 1) * x * q - k * p) / (k + 1)
+        p, q = q, r
+        out = be.where(n == k + 1, r, out)
+    return out
+
+
+class _Polynomial(Op):
+    """Base of the orthogonal polynomials ``p_n(x)`` (PyTorch's ``special.*_polynomial_*``): ``n`` is truncated to
+    an integer, ``n < 0`` gives 0; evaluated by the three-term recurrence. No derivative, as PyTorch."""
+
+    kind = ""
+    shifted = False
+
+    @classmethod
+    def forward(cls, be, x, n):
+        x, n = _same_kind(be, x, n)
+        dt = x.dtype  # apply gave both operands the (floating) compute dtype
+        xf = x.astype("float32") if dt.itemsize == 2 else x
+        if cls.shifted:
+            xf = 2 * xf - 1
+        with be.errstate():
+            return _poly_eval(be, cls.kind, xf, be.asarray(n)).astype(dt, copy=False)
+
+
+_POLYS = {
+    "chebyshev_polynomial_t": ("t", False, "Chebyshev polynomial of the first kind ``T_n(x)``: "
+                                           "``T_{k+1} = 2x T_k - T_{k-1}``, ``T_0 = 1``, ``T_1 = x``.\n\n"
+                                           "    >>> import pylucid\n"
+                                           "    >>> x = pylucid.tensor([0.5, 2.0])\n"
+                                           "    >>> pylucid.special.chebyshev_polynomial_t(x, 3)\n"
+                                           "    tensor([-1., 26.])\n"),
+    "chebyshev_polynomial_u": ("u", False, "Chebyshev polynomial of the second kind ``U_n(x)`` (``U_1 = 2x``)."),
+    "chebyshev_polynomial_v": ("v", False, "Chebyshev polynomial of the third kind ``V_n(x)`` (``V_1 = 2x - 1``)."),
+    "chebyshev_polynomial_w": ("w", False, "Chebyshev polynomial of the fourth kind ``W_n(x)`` (``W_1 = 2x + 1``)."),
+    "shifted_chebyshev_polynomial_t": ("t", True, "``T_n(2x - 1)``: the Chebyshev polynomial on ``[0, 1]``."),
+    "shifted_chebyshev_polynomial_u": ("u", True, "``U_n(2x - 1)``."),
+    "shifted_chebyshev_polynomial_v": ("v", True, "``V_n(2x - 1)``."),
+    "shifted_chebyshev_polynomial_w": ("w", True, "``W_n(2x - 1)``."),
+    "hermite_polynomial_h": ("h", False, "Physicists' Hermite polynomial ``H_n(x)``: "
+                                         "``H_{k+1} = 2x H_k - 2k H_{k-1}``."),
+    "hermite_polynomial_he": ("he", False, "Probabilists' Hermite polynomial ``He_n(x)``: "
+                                           "``He_{k+1} = x He_k - k He_{k-1}``."),
+    "laguerre_polynomial_l": ("l", False, "Laguerre polynomial ``L_n(x)``: "
+                                          "``(k+1) L_{k+1} = (2k+1-x) L_k - k L_{k-1}``."),
+    "legendre_polynomial_p": ("p", False, "Legendre polynomial ``P_n(x)``: "
+                                          "``(k+1) P_{k+1} = (2k+1) x P_k - k P_{k-1}``."),
+}
+
+
+def _polynomial(name, kind, shifted, doc):
+    cls = type(camel(name), (_Polynomial,), {"schema": _nodiff_schema(name), "kind": kind, "shifted": shifted,
+                                             "__doc__": doc, "__module__": __name__})
+
+    def fn(input, n) -> Tensor:
+        return apply(cls, _binary_args(f"special.{name}", input, n))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return cls, declare(cls, namespaces=_SPECIAL, method=False)(fn)
+
+
+for _name, (_kind, _shifted, _doc) in _POLYS.items():
+    _cls, _fn = _polynomial(_name, _kind, _shifted, _doc)
+    globals()[_cls.__name__] = _cls
+    globals()[_name] = _fn
+del _name, _kind, _shifted, _doc, _cls, _fn
+

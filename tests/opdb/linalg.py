@@ -47,6 +47,26 @@ def _svd_t(a, **k):
     return _fix(u[..., :k_], vh[..., :k_, :], torch.sign) + (s,)
 
 
+def _phase(v, sgn):
+    """Eigenvectors with the phase fixed (first row real positive): the loss must not depend on the phase."""
+    return v * sgn(v[..., :1, :]).conj()
+
+
+def _tri(n, *batch, seed=0, upper=False):
+    a = well(n, *batch, seed=seed)
+    return np.triu(a) if upper else np.tril(a)
+
+
+def _geqrf(a):
+    """LAPACK's compact QR of ``a`` (from PyTorch, as sample arrays for ormqr)."""
+    return tuple(t.numpy() for t in torch.geqrf(torch.tensor(a)))
+
+
+def _low_rank(m, n, r, *batch):
+    """An ``m x n`` matrix of rank ``r``."""
+    return U(*batch, m, r) @ U(*batch, r, n, seed=1)
+
+
 def _sq_samples(make=well, empty_gradcheck=True):
     return lambda: [Sample((make(3),), name="3x3"), Sample((make(2, 2),), name="batch"),
                     Sample((make(1),), name="1x1"),
@@ -144,7 +164,9 @@ ENTRIES = [
                                              "linalg.solve_triangular: the triangular matrix is singular")],
             **_TOL),
     OpEntry("lu_factor", L.lu_factor, TL.lu_factor,
-            lambda: [Sample((U(3, 3),)), Sample((U(2, 2, 2),), name="batch", gradcheck=False)], **_TOL),
+            lambda: [Sample((U(3, 3),)), Sample((U(2, 2, 2),), name="batch", gradcheck=False),
+                     Sample((U(2, 3),), name="wide"), Sample((U(3, 2),), name="tall"),
+                     Sample((U(2, 4, 3),), name="tall-batch", gradcheck=False)], **_TOL),
     OpEntry("matrix_exp", L.matrix_exp, TL.matrix_exp,
             lambda: [Sample((U(3, 3),)), Sample((U(2, 2, 2),), name="batch"), Sample((np.zeros((2, 2)),), name="zero"),
                      Sample((np.array([[1.0]]),), name="1x1")], **_TOL),
@@ -277,4 +299,142 @@ ENTRIES = [
                      Sample((U(3, 4),), {"ord": "nuc"}, "nuc"), Sample((U(4),), {"ord": 3}, "vector-3"),
                      Sample((U(3, 4),), {"ord": 2}, "spectral")],
             runs=("norm",), **_TOL),
+    # -- torch.* front ends and the pylucid.linalg composites of the LU, Cholesky and SVD routines ------------
+    OpEntry("eig", lambda a: (lambda w, v: (w, _phase(v, pl.sgn)))(*L.eig(a)),
+            lambda a: (lambda w, v: (w, _phase(v, torch.sgn)))(*TL.eig(a)),
+            lambda: [Sample((U(3, 3),)), Sample((U(2, 3, 3, seed=3),), name="batch"),
+                     Sample((C(3, 3),), name="complex"), Sample((np.array([[2.0]]),), name="1x1"),
+                     Sample((np.zeros((0, 2, 2)),), name="empty-batch")],
+            amp=False, **_TOL),
+    OpEntry("linalg.eigvals", L.eigvals, TL.eigvals,
+            lambda: [Sample((U(3, 3),)), Sample((C(2, 2),), name="complex"),
+                     Sample((np.array([[0.0, -1.0], [1.0, 0.0]]),), name="rotation")], **_TOL),
+    OpEntry("lu", pl.lu, torch.lu,
+            lambda: [Sample((U(3, 3),)), Sample((U(2, 3, 4),), name="wide-batch"),
+                     Sample((U(3, 3),), {"get_infos": True}, "infos")], **_TOL),
+    OpEntry("lu_unpack", lambda a, **k: pl.lu_unpack(*L.lu_factor(a), **k),
+            lambda a, **k: torch.lu_unpack(*TL.lu_factor(a), **k),
+            lambda: [Sample((U(3, 3),)), Sample((U(4, 2),), name="tall"),
+                     Sample((U(2, 2, 4),), name="wide-batch", gradcheck=False),
+                     Sample((U(3, 3),), {"unpack_pivots": False}, "no-pivots"),
+                     Sample((U(3, 3),), {"unpack_data": False}, "no-data", grad_args=())], **_TOL),
+    OpEntry("linalg.lu", L.lu, TL.lu,
+            lambda: [Sample((U(3, 3),)), Sample((U(2, 3),), name="wide"), Sample((U(3, 2),), name="tall"),
+                     Sample((U(2, 4, 3),), name="tall-batch", gradcheck=False),
+                     Sample((np.zeros((0, 2, 2)),), name="empty-batch")],
+            **_TOL),
+    OpEntry("linalg.lu_factor_ex", L.lu_factor_ex, TL.lu_factor_ex,
+            lambda: [Sample((U(3, 3),)), Sample((U(2, 3, 4),), name="wide-batch"),
+                     Sample((np.ones((3, 3)),), name="singular", grad_args=())], **_TOL),
+    OpEntry("lu_solve", pl.lu_solve, torch.lu_solve,
+            lambda: [Sample((U(3, 2, seed=1), *(a.numpy() for a in torch.linalg.lu_factor(torch.tensor(well(3))))),
+                            grad_args=(0, 1))], **_TOL),
+    # the cholesky_solve/cholesky_inverse gradient is PyTorch's full-matrix formula of A = L L^H, while the solves
+    # read one triangle: finite differences agree with it on a tril(L) (triu) argument, so the entries pass one
+    OpEntry("cholesky_solve", lambda b, l, upper=False: pl.cholesky_solve(b, l.triu() if upper else l.tril(), upper),
+            lambda b, l, upper=False: torch.cholesky_solve(b, l.triu() if upper else l.tril(), upper),
+            lambda: [Sample((U(3, 2, seed=1), _tri(3))), Sample((U(2, 1, seed=1), _tri(2, upper=True), True),
+                                                                 name="upper"),
+                     Sample((U(2, 3, 1, seed=1), _tri(3)), name="batch-bcast", gradcheck=False)], **_TOL),
+    OpEntry("cholesky_inverse", lambda l, upper=False: pl.cholesky_inverse(l.triu() if upper else l.tril(), upper),
+            lambda l, upper=False: torch.cholesky_inverse(l.triu() if upper else l.tril(), upper),
+            lambda: [Sample((_tri(3),)), Sample((_tri(3, upper=True), True), name="upper"),
+                     Sample((_tri(2, 2),), name="batch")], **_TOL),
+    OpEntry("cholesky_solve", pl.cholesky_solve, torch.cholesky_solve, lambda: [Sample((U(3, 2, seed=1), _tri(3)))],
+            variant="direct", grad=False, **_TOL),
+    OpEntry("cholesky_inverse", pl.cholesky_inverse, torch.cholesky_inverse, lambda: [Sample((_tri(3),))],
+            variant="direct", grad=False, **_TOL),
+    OpEntry("cholesky", pl.cholesky, torch.cholesky,
+            lambda: [Sample((spd(3),)), Sample((spd(2),), {"upper": True}, "upper")], variant="torch",
+            gradcheck_max_numel=0, **_TOL),
+    OpEntry("qr", pl.qr, torch.qr, lambda: [Sample((U(4, 3),)), Sample((U(3, 3),), {"some": False}, "complete")],
+            variant="torch", **_TOL),
+    OpEntry("triangular_solve", pl.triangular_solve, torch.triangular_solve,
+            lambda: [Sample((U(3, 2, seed=1), _tri(3, upper=True))),
+                     Sample((U(3, 2, seed=1), _tri(3)), {"upper": False, "transpose": True}, "lower-transpose"),
+                     Sample((U(3, 1, seed=1), _tri(3, upper=True)), {"unitriangular": True}, "unit"),
+                     Sample((U(2, 3, 1, seed=1), _tri(3, upper=True)), name="batch-bcast")], **_TOL),
+    OpEntry("svd", lambda a, **k: (lambda u, s, v: _fix(u, v.mT, pl.sign) + (s,))(*pl.svd(a, **k)),
+            lambda a, **k: (lambda u, s, v: _fix(u, v.mT, torch.sign) + (s,))(*torch.svd(a, **k)),
+            lambda: [Sample((U(3, 3),)), Sample((U(4, 3),), name="tall"), Sample((U(2, 3, 4),), name="wide-batch")],
+            variant="torch", amp=False, **_TOL),
+    OpEntry("svd", lambda a, **k: pl.svd(a, **k)[1], lambda a, **k: torch.svd(a, **k)[1],
+            lambda: [Sample((U(4, 3),), {"some": False}, "full-values")], variant="torch-full", amp=False, **_TOL),
+    OpEntry("svd", pl.svd, torch.svd, lambda: [Sample((U(4, 3),), {"compute_uv": False}, "values")],
+            variant="torch-no-uv", amp=False, **_TOL),
+    # the norm-product reference is written out: PyTorch's own cond backward fails there (an in-place write into
+    # the output of inv_ex)
+    *[OpEntry("linalg.cond", L.cond, TL.cond if p in (None, 2, -2, "nuc") else
+              (lambda a, p: TL.matrix_norm(a, p) * TL.matrix_norm(TL.inv(a), p)),
+              lambda p=p: [Sample((well(3), p)), Sample((well(3, 2), p), name="batch")],
+              variant=str(p), **_TOL) for p in (None, 2, -2, "fro", "nuc", 1, -1, INF, -INF)],
+    OpEntry("linalg.cond", L.cond, TL.cond,
+            lambda: [Sample((U(3, 5),), name="wide"), Sample((np.ones((2, 2)), 1), name="singular", grad_args=())],
+            variant="edges", **_TOL),
+    OpEntry("linalg.solve_ex", L.solve_ex, TL.solve_ex,
+            lambda: [Sample((well(3), U(3, 2, seed=1))), Sample((well(2, 2), U(2, seed=1)), name="vector-batch"),
+                     Sample((well(3), U(2, 3, seed=1)), {"left": False}, "right")], **_TOL),
+    OpEntry("linalg.tensorinv", L.tensorinv, TL.tensorinv,
+            lambda: [Sample((well(6).reshape(6, 2, 3), 1)), Sample((well(4).reshape(2, 2, 2, 2),), name="ind2")],
+            **_TOL),
+    OpEntry("linalg.tensorsolve", L.tensorsolve, TL.tensorsolve,
+            lambda: [Sample((well(6).reshape(2, 3, 6), U(2, 3, seed=1))),
+                     Sample((well(6).reshape(6, 2, 3), U(2, 3, seed=1), (0,)), name="dims")], **_TOL),
+    OpEntry("linalg.vander", L.vander, TL.vander,
+            lambda: [Sample((U(3),)), Sample((U(2, 3),), {"N": 5}, "batch-N"),
+                     Sample((np.array([0.0, 1.5, -2.0]),), name="zero"), Sample((np.array([1, 2, 3]),), name="int")],
+            error_inputs=lambda: [ErrorInput((U(3),), {"N": 1}, ValueError,
+                                             "linalg.vander: N must be greater than 1")]),
+    # the reference builds the powers with pow: torch.vander's own backward fails (an in-place cumprod)
+    OpEntry("vander", pl.vander, lambda x, N=None, increasing=False: (lambda v: v if increasing else v.flip(-1))(
+                x.unsqueeze(-1) ** torch.arange(len(x) if N is None else N)),
+            lambda: [Sample((U(3),)), Sample((U(3), 4, True), name="increasing"),
+                     Sample((U(3), 1), name="N1", grad_args=()),
+                     Sample((U(0),), name="empty", grad_args=()), Sample((np.array([1, 2, 3]),), name="int")]),
+    OpEntry("linalg.householder_product", L.householder_product, TL.householder_product,
+            lambda: [Sample((U(4, 3), U(2, seed=1))), Sample((U(2, 3, 3), U(2, 3, seed=1)), name="batch-square"),
+                     Sample((U(3, 2), U(0, seed=1)), name="no-reflectors", grad_args=())], **_TOL),
+    OpEntry("orgqr", pl.orgqr, torch.orgqr, lambda: [Sample((U(4, 3), U(3, seed=1)))], **_TOL),
+    # -- Householder QR pieces, LDL (no derivative in PyTorch), addbmm/addr -----------------------------------
+    OpEntry("geqrf", pl.geqrf, torch.geqrf,
+            lambda: [Sample((U(5, 3),)), Sample((U(2, 3, 4),), name="wide-batch"), Sample((np.zeros((0, 2)),),
+                                                                                        name="empty")],
+            grad=False, gradgrad=False, **_TOL),
+    OpEntry("ormqr", pl.ormqr, torch.ormqr,
+            lambda: [Sample((*_geqrf(U(4, 3)), U(4, 2, seed=1))),
+                     Sample((*_geqrf(U(4, 3)), U(2, 4, seed=1), False, True), name="right-transpose"),
+                     Sample((*_geqrf(U(4, 3)), U(4, 3, seed=1), True, True), name="left-transpose"),
+                     Sample((*_geqrf(U(2, 3, 3)), U(2, 3, 2, seed=1)), name="batch")], **_TOL),
+    OpEntry("addbmm", pl.addbmm, torch.addbmm,
+            lambda: [Sample((U(2, 3), U(4, 2, 5, seed=1), U(4, 5, 3, seed=2))),
+                     Sample((U(3), U(4, 2, 5, seed=1), U(4, 5, 3, seed=2)), {"beta": 0.5, "alpha": 2.0},
+                            "bcast-scaled"),
+                     Sample((U(2, 3), U(0, 2, 5, seed=1), U(0, 5, 3, seed=2)), name="empty-batch")], **_TOL),
+    OpEntry("addr", pl.addr, torch.addr,
+            lambda: [Sample((U(2, 3), U(2, seed=1), U(3, seed=2))),
+                     Sample((U(3), U(2, seed=1), U(3, seed=2)), {"beta": 0.5, "alpha": 2.0}, "bcast-scaled"),
+                     Sample((U(2, 3), U(2, seed=1), U(3, seed=2)), {"beta": 0}, "beta0", grad_args=(1, 2))], **_TOL),
+    OpEntry("ldl_factor", L.ldl_factor_ex, TL.ldl_factor_ex,
+            lambda: [Sample((sym(U(4, 4)),)), Sample((sym(U(2, 3, 3)),), name="batch"),
+                     Sample((np.array([[0.0, 1.0], [1.0, 0.0]]),), name="2x2-pivot"),
+                     Sample((np.zeros((2, 2)),), name="singular"), Sample((np.zeros((0, 0)),), name="empty")],
+            grad=False, gradgrad=False, amp=False, **_TOL),
+    OpEntry("linalg.ldl_factor", L.ldl_factor, TL.ldl_factor,
+            lambda: [Sample((sym(U(4, 4)),)), Sample((spd(3),), {"hermitian": True}, "hermitian")],
+            grad=False, gradgrad=False, **_TOL),
+    OpEntry("ldl_solve", lambda a, b, **k: L.ldl_solve(*L.ldl_factor(a, **k), b, **k),
+            lambda a, b, **k: TL.ldl_solve(*TL.ldl_factor(a, **k), b, **k),
+            lambda: [Sample((sym(U(4, 4)), U(4, 2, seed=1))), Sample((sym(U(2, 3, 3)), U(3, 1, seed=1)), name="bcast"),
+                     Sample((spd(3), U(3, 2, seed=1)), {"hermitian": True}, "hermitian")],
+            grad=False, gradgrad=False, amp=False, **_TOL),
+    # -- randomized low-rank SVD / PCA: on matrices of rank <= q the singular values (and their gradient
+    # u^T g v) do not depend on the random sketch; finite differences would (a new sketch per call)
+    OpEntry("svd_lowrank", lambda a, **k: pl.svd_lowrank(a, **k)[1], lambda a, **k: torch.svd_lowrank(a, **k)[1],
+            lambda: [Sample((_low_rank(7, 5, 3),), {"q": 3}, gradcheck=False),
+                     Sample((_low_rank(4, 6, 2, 2),), {"q": 2, "niter": 1}, "wide-batch", gradcheck=False)],
+            amp=False, **_TOL),
+    OpEntry("pca_lowrank", lambda a, **k: pl.pca_lowrank(a, **k)[1], lambda a, **k: torch.pca_lowrank(a, **k)[1],
+            lambda: [Sample((_low_rank(7, 5, 3),), {"q": 3}, gradcheck=False),
+                     Sample((_low_rank(6, 4, 2),), {"q": 2, "center": False}, "uncentered", gradcheck=False)],
+            amp=False, **_TOL),
 ]

@@ -22,6 +22,24 @@ def _unary(lo, hi, extra=(), with_int=True):
     return f
 
 
+def _igamma_samples():
+    # d/d input (the shape parameter) is not implemented in PyTorch: only ``other`` is differentiated
+    return [Sample((U(3, 4, lo=0.5, hi=3), U(3, 4, lo=0.2, hi=3, seed=1)), grad_args=(1,)),
+            Sample((U(2, 1, 3, lo=0.5, hi=3), U(4, 1, lo=0.2, hi=3, seed=1)), name="broadcast", grad_args=(1,)),
+            Sample((np.array(1.5), U(3, lo=0.2, hi=3, seed=1)), name="0d", grad_args=(1,)),
+            Sample((U(0, 3, lo=0.5, hi=3), U(3, lo=0.2, hi=3)), name="empty", grad_args=(1,)),
+            Sample((np.array([0.0, 1.0, 2.0, 1.0]), np.array([1.0, 0.0, INF, 30.0])), name="edges", grad_args=())]
+
+
+def _poly_samples():
+    x = np.array([0.3, -0.7, 1.0, -1.0, 1.5, 0.9, 0.2, 0.0])
+    return [Sample((x, np.array([0, 1, 2, 3, 5, 10, -1, 4]))), Sample((U(3, 4, lo=-1, hi=1), 3), name="scalar-n"),
+            Sample((U(2, 1, lo=-1, hi=1), np.array([[2, 7, 12]])), name="broadcast"),
+            Sample((0.25, np.array([0, 1, 3])), name="scalar-x"), Sample((np.array(0.25), 4), name="0d"),
+            Sample((U(0, 3), 2), name="empty"), Sample((x, np.array([2.7, 3.2, 1.9, 0.0, 2.0, 1.0, 3.0, 2.0])),
+                                                      name="float-n")]
+
+
 def _softmax_samples():
     return [Sample((U(3, 4),), {"dim": 1}), Sample((U(2, 3, 4),), {"dim": 0}, "dim0"),
             Sample((noncontig(3, 4),), {"dim": -1}, "noncontig"), Sample((np.array(1.5),), {"dim": 0}, "0d"),
@@ -93,4 +111,40 @@ ENTRIES = [
                                                                    gradcheck=False)]),
     OpEntry("special.multigammaln", S.multigammaln, torch.special.multigammaln,
             lambda: [Sample((U(3, 4, lo=2.0, hi=4.0), 2)), Sample((U(3, lo=2.0, hi=4.0), 3), name="p3")]),
+    # -- incomplete gamma, zeta, erfcx ---------------------------------------------------------
+    *[OpEntry(n, f, t, _igamma_samples, atol=1e-5, rtol=1e-5) for n, f, t in (
+        ("igamma", pl.igamma, torch.igamma), ("igammac", pl.igammac, torch.igammac),
+        ("special.gammainc", S.gammainc, torch.special.gammainc),
+        ("special.gammaincc", S.gammaincc, torch.special.gammaincc))],
+    OpEntry("mvlgamma", pl.mvlgamma, torch.mvlgamma,
+            lambda: [Sample((U(3, 4, lo=2.0, hi=4.0), 2)), Sample((U(3, lo=1.5, hi=4.0), 3), name="p3"),
+                     Sample((np.array(2.5), 1), name="0d")]),
+    OpEntry("zeta", S.zeta, torch.special.zeta,
+            lambda: [Sample((U(3, 4, lo=1.5, hi=4), U(3, 4, lo=0.5, hi=3, seed=1)), grad_args=(1,)),
+                     Sample((U(2, 1, 3, lo=1.5, hi=4), U(4, 1, lo=0.5, hi=3, seed=1)), name="broadcast",
+                            grad_args=(1,)),
+                     Sample((2.0, U(3, lo=0.5, hi=3)), name="scalar-x"),
+                     Sample((U(3, lo=1.5, hi=4), 1.0), name="riemann", grad_args=()),
+                     Sample((np.array([1.0, 0.5, 2.0, 2.0]), np.array([1.0, 1.0, 0.0, -1.5])), name="edges",
+                            grad_args=()),
+                     Sample((U(0, 3, lo=1.5, hi=4), U(3, lo=0.5, hi=3)), name="empty", grad_args=(1,))],
+            atol=1e-4, rtol=1e-5),
+    OpEntry("erfcx", S.erfcx, torch.special.erfcx,
+            _unary(-2, 3, [Sample((np.array([30.0, -3.0, 1e3]),), name="tails")])),
+    # -- no derivative in PyTorch: Bessel-type functions and orthogonal polynomials -------------
+    *[OpEntry(n, getattr(S, n), getattr(torch.special, n), _unary(lo, hi, [Sample((np.array(edge),), name="edges")]),
+              grad=False, gradgrad=False, atol=1e-5, rtol=1e-5)
+      for n, lo, hi, edge in (
+          ("bessel_j0", -5, 5, [0.0, 30.0]), ("bessel_j1", -5, 5, [0.0, 30.0]),
+          ("bessel_y0", 0.1, 5, [0.0, -1.0, 30.0]), ("bessel_y1", 0.1, 5, [0.0, -1.0, 30.0]),
+          ("modified_bessel_i0", -3, 3, [0.0, 20.0]), ("modified_bessel_i1", -3, 3, [0.0, -20.0]),
+          ("modified_bessel_k0", 0.1, 5, [0.0, -1.0, 30.0]), ("modified_bessel_k1", 0.1, 5, [0.0, -1.0, 30.0]),
+          ("scaled_modified_bessel_k0", 0.1, 5, [0.0, -1.0, 300.0]),
+          ("scaled_modified_bessel_k1", 0.1, 5, [0.0, -1.0, 300.0]),
+          ("spherical_bessel_j0", -5, 5, [0.0, 1e-4, -0.49, 0.51, 100.0]),
+          ("airy_ai", -5, 3, [0.0, -20.0, 20.0]))],
+    *[OpEntry(n, getattr(S, n), getattr(torch.special, n), _poly_samples, grad=False, gradgrad=False, rtol=1e-5)
+      for n in sorted(k for k in dir(S) if k.endswith(("_polynomial_t", "_polynomial_u", "_polynomial_v",
+                                                          "_polynomial_w", "_polynomial_h", "_polynomial_he",
+                                                          "_polynomial_l", "_polynomial_p")))],
 ]
