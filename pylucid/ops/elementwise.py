@@ -2274,6 +2274,13 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
     from .linalg import _scaled_sum, outer
 
     check_tensor(input, "addr")
+    check_tensor(vec1, "addr", "vec1")
+    check_tensor(vec2, "addr", "vec2")
+    if vec1.ndim != 1 or vec2.ndim != 1:
+        from ..errors import ShapeMismatch
+
+        raise ShapeMismatch(f"addr: vec1 and vec2 must be 1-d, got shapes {tuple(vec1.shape)} and "
+                            f"{tuple(vec2.shape)}")
     ops = (input, vec1, vec2)
     if all(isinstance(t, Tensor) and t._data.dtype.kind in "iub" for t in ops) and any(
             isinstance(v, float) for v in (beta, alpha)):

@@ -1858,40 +1858,6 @@ def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpos
     return matmul(q, other) if left else matmul(other, q)
 
 
-@declare(inplace=True)
-def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
-    """``beta * input + alpha * sum_b batch1[b] @ batch2[b]``; with ``beta=0`` ``input`` is ignored. A composite.
-
-    >>> import pylucid
-    >>> pylucid.addbmm(pylucid.zeros(2, 2), pylucid.ones(3, 2, 1), pylucid.ones(3, 1, 2))
-    tensor([[3., 3.],
-            [3., 3.]])
-    """
-    from .reduction import sum as _sum
-
-    return _scaled_sum("addbmm", input, _sum(bmm(batch1, batch2), 0), beta, alpha)
-
-
-@declare(inplace=True)
-def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
-    """``beta * input + alpha * outer(vec1, vec2)``; with ``beta=0`` ``input`` is ignored. A composite.
-
-    >>> import pylucid
-    >>> pylucid.addr(pylucid.ones(2, 2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([1.0, 0.0]))
-    tensor([[2., 1.],
-            [3., 1.]])
-    """
-    check_tensor(vec1, "addr", "vec1")
-    check_tensor(vec2, "addr", "vec2")
-    if vec1.ndim != 1 or vec2.ndim != 1:
-        raise ShapeMismatch(f"addr: vec1 and vec2 must be 1-d, got shapes {tuple(vec1.shape)} and "
-                            f"{tuple(vec2.shape)}")
-    if vec1.dtype == vec2.dtype == input.dtype == _bool_dtype():  # PyTorch: logical and / or for bool
-        from .compare import logical_and, logical_or
-
-        prod = logical_and(outer(vec1, vec2), bool(alpha))
-        return logical_or(logical_and(input, bool(beta)), prod) if beta else prod
-    return _scaled_sum("addr", input, outer(vec1, vec2), beta, alpha)
 
 
 def _bool_dtype():
