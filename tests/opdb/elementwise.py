@@ -378,7 +378,8 @@ ENTRIES = [
                             {"beta": 3, "alpha": 2}, "bool"),
                      Sample((np.array([[1, 2], [3, 4]]), np.array([1, 2]), np.array([3, 4])), {"beta": 2, "alpha": 3},
                             "int")],
-            error_inputs=lambda: [ErrorInput((U(2, 3), U(2, 2), U(3)), exc=Exception, match="outer"),
+            error_inputs=lambda: [ErrorInput((U(2, 3), U(2, 2), U(3)), exc=Exception,
+                                             match="addr: vec1 and vec2 must be 1-d"),
                                   ErrorInput((np.ones((2, 2), dtype=np.int64), np.array([1, 2]), np.array([1, 2])),
                                              {"alpha": 0.5}, TypeError, "addr: for integer tensors")]),
 ]
