@@ -264,6 +264,91 @@ def mha_ref(q, k, v, w_in, b_in, w_out, b_out):
                                            training=False)
 
 
+
+def _sign(*shape, seed=0):
+    return np.where(rng(seed).uniform(size=shape) > 0.5, 1.0, -1.0)
+
+
+def loss_samples():
+    """The margin and likelihood losses: ``{name: [Sample, ...]}`` (2-d, 1-d/0-d, empty and reductions)."""
+    t = np.array([0, 3, 4, 1])
+    ml = np.array([[3, 0, -1, 1, 1], [1, 1, 2, -1, 0], [0, 1, 2, 3, 4], [-1, 0, 0, 0, 0]])
+    pos = U(4, 5, lo=0.2, hi=3.0, seed=3)
+    counts = np.round(U(4, 5, lo=0.0, hi=4.0, seed=4))
+    return {
+        "poisson_nll_loss": [
+            Sample((U(4, 5), counts)), Sample((U(4, 5), counts), {"full": True, "reduction": "none"}, "full",
+                                             grad_args=(0,)),
+            # Stirling's term: PyTorch's target gradient is NaN at y = 0 (the masked log 0), pylucid's finite
+            Sample((pos, counts), {"log_input": False, "full": True, "reduction": "sum"}, "rate", grad_args=(0,)),
+            Sample((np.array(0.3), np.array(2.0)), name="0d"), Sample((U(0, 3), U(0, 3)), name="empty"),
+            Sample((U(3, 4), U(4, lo=0, hi=3, seed=1)), {"reduction": "none"}, "broadcast")],
+        "gaussian_nll_loss": [
+            Sample((U(4, 5), U(4, 5, seed=1), pos)), Sample((U(4, 5), U(4, 5, seed=1), pos[:, 0]), {"full": True},
+                                                              "homoscedastic"),
+            Sample((U(4, 5), U(4, 5, seed=1), pos[:, :1]), {"reduction": "none"}, "one-dim"),
+            Sample((U(3, 5), U(3, 5, seed=1), 0.7), {"reduction": "sum"}, "float-var"),
+            Sample((U(3, 2), U(3, 2, seed=1), np.array([[1e-8, 0.5]] * 3)), name="clamped", gradcheck=False)],
+        "hinge_embedding_loss": [
+            Sample((U(4, 5), _sign(4, 5)), {"margin": 0.5}), Sample((U(6), _sign(6)), {"reduction": "none"}, "none"),
+            Sample((np.array(0.3), np.array(-1.0)), name="0d"), Sample((U(0, 2), U(0, 2)), name="empty")],
+        "soft_margin_loss": [
+            Sample((U(4, 5), _sign(4, 5))), Sample((U(6) * 30, _sign(6)), {"reduction": "none"}, "large"),
+            Sample((np.array(0.3), np.array(-1.0)), name="0d"), Sample((U(0, 2), U(0, 2)), name="empty")],
+        "multi_margin_loss": [
+            Sample((U(4, 5), t)), Sample((U(4, 5), t, 2, 0.5, U(5, lo=0.1, hi=1.0, seed=2)), {"reduction": "none"},
+                                         "p2-weight", grad_args=(0,)),
+            Sample((U(5), np.array([2])), {"reduction": "none"}, "1d"),
+            Sample((U(0, 5), np.zeros(0, dtype=np.int64)), {"reduction": "none"}, "empty")],
+        "multilabel_margin_loss": [
+            Sample((U(4, 5), ml)), Sample((U(4, 5), ml), {"reduction": "none"}, "none"),
+            Sample((U(5), ml[0]), {"reduction": "none"}, "1d")],
+        "multilabel_soft_margin_loss": [
+            Sample((U(4, 5), (U(4, 5, seed=1) > 0).astype(float))),
+            Sample((U(4, 5), U(4, 5, lo=0, hi=1, seed=1), U(5, lo=0.1, hi=1, seed=2)), {"reduction": "none"},
+                   "weight-soft"),
+            Sample((U(0, 3), U(0, 3)), {"reduction": "sum"}, "empty")],
+        "triplet_margin_with_distance_loss": [
+            Sample((U(4, 3), U(4, 3, seed=1), U(4, 3, seed=2))),
+            Sample((U(4, 3), U(4, 3, seed=1), U(4, 3, seed=2)), {"swap": True, "margin": 0.5, "reduction": "none"},
+                   "swap"),
+            Sample((U(4, 3), U(4, 3, seed=1), U(4, 3, seed=2)),
+                   {"distance_function": lambda a, b: ((a - b) ** 2).sum(-1)}, "custom-distance")],
+    }
+
+
+def loss_errors(name):
+    bad = {
+        "poisson_nll_loss": [ErrorInput((U(2), U(2)), {"reduction": "avg"}, ValueError, "poisson_nll_loss")],
+        "gaussian_nll_loss": [ErrorInput((U(2, 3), U(2, 3), U(3, 2, lo=0.1, hi=1)), exc=ValueError,
+                                         match="var is of incorrect size"),
+                              ErrorInput((U(2), U(2), np.array([-1.0, 1.0])), exc=ValueError, match="negative")],
+        "multi_margin_loss": [ErrorInput((U(2, 3), np.array([0, 1])), {"p": 3}, ValueError, "p == 1 and p == 2")],
+        "multilabel_margin_loss": [ErrorInput((U(2, 3), np.array([[0, 1, -1]])), exc=ShapeMismatch,
+                                              match="multilabel_margin_loss: target")],
+        "triplet_margin_with_distance_loss": [ErrorInput((U(2, 3), U(2, 3), U(2, 3)), {"margin": 0.0}, ValueError,
+                                                         "margin must be greater than 0")],
+    }
+    return lambda: bad.get(name, [ErrorInput(([1.0], U(2)), exc=TypeError, match=name)])
+
+
+def _input_grad_only(samples):
+    # PyTorch's kernels for these take no gradient for the target
+    for smp in samples:
+        smp.grad_args = (0,) if smp.grad_args is None else smp.grad_args
+    return samples
+
+
+def _loss_entries():
+    out = []
+    for name in loss_samples():
+        gg = name not in ("multi_margin_loss", "multilabel_margin_loss", "hinge_embedding_loss")
+        wrap = _input_grad_only if name in ("soft_margin_loss", "hinge_embedding_loss") else list
+        out.append(OpEntry(f"nn.functional.{name}", getattr(F, name), getattr(TF, name),
+                           lambda name=name, wrap=wrap: wrap(loss_samples()[name]), error_inputs=loss_errors(name),
+                           gradgrad=gg))
+    return out
+
 ENTRIES = [
     OpEntry("linear", F.linear, TF.linear, linear_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3), U(4, 5)), exc=ShapeMismatch, match="linear: input of shape")]),
@@ -384,5 +469,5 @@ ENTRIES = [
       for n, shape in (("dropout", (3, 4)), ("dropout1d", (2, 3, 4)), ("dropout2d", (2, 3, 2, 2)),
                        ("dropout3d", (1, 2, 2, 2, 2)), ("alpha_dropout", (3, 4)), ("feature_alpha_dropout", (2, 3,
                                                                                                              4)))],
+    *_loss_entries(),
 ]
-
