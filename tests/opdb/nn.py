@@ -349,6 +349,26 @@ def _loss_entries():
                            gradgrad=gg))
     return out
 
+
+def grid_sample_samples():
+    g2 = U(2, 2, 3, 2, lo=-1.3, hi=1.3, seed=1)
+    g3 = U(1, 2, 1, 2, 3, lo=-1.2, hi=1.2, seed=1)
+    out = [Sample((U(2, 2, 3, 4), g2), {"mode": m, "padding_mode": p, "align_corners": a}, f"{m}-{p}-{int(a)}",
+                  grad_args=(0,) if m == "nearest" else None)
+           for m in ("bilinear", "nearest", "bicubic") for p, a in (("zeros", False), ("border", True),
+                                                                     ("reflection", False), ("reflection", True))]
+    out += [Sample((U(1, 2, 2, 3, 3), g3), {"mode": m, "padding_mode": p, "align_corners": True}, f"3d-{m}-{p}",
+                   grad_args=(0,) if m == "nearest" else None)
+            for m, p in (("bilinear", "zeros"), ("bilinear", "reflection"), ("nearest", "border"))]
+    out += [Sample((U(1, 1, 3, 3), U(1, 0, 2, 2, seed=1)), {"align_corners": False}, "empty-grid")]
+    return out
+
+
+def affine_grid_samples():
+    return [Sample((U(2, 2, 3), (2, 1, 3, 4)), {"align_corners": False}),
+            Sample((U(1, 2, 3), (1, 3, 1, 5)), {"align_corners": True}, "unit-height"),
+            Sample((U(2, 3, 4), (2, 1, 2, 3, 2)), {"align_corners": False}, "3d")]
+
 ENTRIES = [
     OpEntry("linear", F.linear, TF.linear, linear_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3), U(4, 5)), exc=ShapeMismatch, match="linear: input of shape")]),
@@ -470,4 +490,12 @@ ENTRIES = [
                        ("dropout3d", (1, 2, 2, 2, 2)), ("alpha_dropout", (3, 4)), ("feature_alpha_dropout", (2, 3,
                                                                                                              4)))],
     *_loss_entries(),
+    OpEntry("nn.functional.grid_sample", F.grid_sample, TF.grid_sample, grid_sample_samples, gradcheck_max_numel=48,
+            error_inputs=lambda: [ErrorInput((U(1, 1, 2, 2), U(1, 2, 2, 2)), {"mode": "area"}, ValueError,
+                                             "grid_sample: mode='area'"),
+                                  ErrorInput((U(1, 1, 2, 2), U(1, 2, 2, 3)), exc=ShapeMismatch,
+                                             match="grid_sample: grid of shape")]),
+    OpEntry("nn.functional.affine_grid", F.affine_grid, TF.affine_grid, affine_grid_samples,
+            error_inputs=lambda: [ErrorInput((U(2, 2, 3), (2, 1, 2, 2, 2)), exc=ShapeMismatch,
+                                             match="affine_grid: expected theta")]),
 ]
