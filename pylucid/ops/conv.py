@@ -1202,9 +1202,8 @@ class _AdaptiveMaxPoolNd(_MaxPoolBase):
         return vals, _ravel(be, coords, x.shape[2:]).astype("int64")
 
 
-_ADAPTIVE_MAX = _nd_ops(_AdaptiveMaxPoolNd, "adaptive_max_pool{}d", dims=(1, 2), amp_policy=KEEP_INPUT,
-                       saves_output=True)
-AdaptiveMaxPool1d, AdaptiveMaxPool2d = _ADAPTIVE_MAX.values()
+_ADAPTIVE_MAX = _nd_ops(_AdaptiveMaxPoolNd, "adaptive_max_pool{}d", amp_policy=KEEP_INPUT, saves_output=True)
+AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = _ADAPTIVE_MAX.values()
 
 
 def _adaptive_max(nd, input, output_size, return_indices):
@@ -1238,6 +1237,17 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
     [4.0, 5.0, 7.0, 8.0]
     """
     return _adaptive_max(2, input, output_size, return_indices)
+
+
+@declare(**_DECLARE)
+def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
+    """Adaptive max pooling over ``(D, H, W)`` to ``output_size``; see :func:`adaptive_max_pool2d`.
+
+    >>> import pylucid
+    >>> pylucid.adaptive_max_pool3d(pylucid.arange(8.0).reshape(1, 1, 2, 2, 2), 1).flatten()
+    tensor([7.])
+    """
+    return _adaptive_max(3, input, output_size, return_indices)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -1292,3 +1302,27 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     y = reshape(input, (*lead, c, h // r, r, w // r, r))
     y = permute(y, tuple(range(nl)) + tuple(nl + i for i in (0, 2, 4, 1, 3)))
     return reshape(y, (*lead, c * r * r, h // r, w // r))
+
+
+@declare(namespaces=("pylucid", "pylucid.nn.functional"), aliases=("native_channel_shuffle",), method=False)
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """``(N, g*k, *) -> (N, k*g, *)``: channel ``i*k + j`` moves to ``j*g + i`` (ShuffleNet's shuffle), a
+    composite of reshape and transpose.
+
+    >>> import pylucid
+    >>> pylucid.channel_shuffle(pylucid.arange(6.0).reshape(1, 6, 1), 2).flatten()
+    tensor([0., 3., 1., 4., 2., 5.])
+    """
+    from .shape import reshape, transpose
+
+    check_tensor(input, "channel_shuffle")
+    g = int(groups)
+    if input.ndim < 3:
+        raise ShapeMismatch(f"channel_shuffle: expected at least 3 dims (N, C, *), got shape {tuple(input.shape)}")
+    if g <= 0:
+        raise ValueError(f"channel_shuffle: number of groups to divide channels in must be positive, got {groups}")
+    n, c, *sp = input.shape
+    if c % g:
+        raise ShapeMismatch(f"channel_shuffle: number of channels ({c}) must be divisible by groups ({g})")
+    y = transpose(reshape(input, (n, g, c // g, *sp)), 1, 2)
+    return reshape(y, (n, c, *sp))

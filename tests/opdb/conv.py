@@ -222,7 +222,7 @@ ENTRIES = [
       for nd in (1, 2, 3)],
     *[OpEntry(f"adaptive_max_pool{nd}d", getattr(pl, f"adaptive_max_pool{nd}d"), getattr(F, f"adaptive_max_pool{nd}d"),
               _adaptive_samples(nd, True), error_inputs=_adaptive_errors(nd, f"adaptive_max_pool{nd}d"))
-      for nd in (1, 2)],
+      for nd in (1, 2, 3)],
     _interp_entry("interpolate_nearest_1d", 1, "nearest"),
     _interp_entry("interpolate_nearest_2d", 2, "nearest"),
     _interp_entry("interpolate_nearest_3d", 3, "nearest"),
@@ -233,4 +233,8 @@ ENTRIES = [
             lambda: [Sample((U(1, 8, 2, 3), 2)), Sample((U(4, 2, 2), 2), name="unbatched")]),
     OpEntry("pixel_unshuffle", pl.pixel_unshuffle, F.pixel_unshuffle,
             lambda: [Sample((U(1, 2, 4, 6), 2)), Sample((U(1, 4, 4), 2), name="unbatched")]),
+    OpEntry("channel_shuffle", pl.channel_shuffle, F.channel_shuffle,
+            lambda: [Sample((U(2, 6, 2, 3), 3)), Sample((U(1, 4, 3), 2), name="1d"),
+                     Sample((U(1, 4, 2, 1, 2), 4), name="3d"), Sample((U(0, 4, 2), 2), name="empty-batch")],
+            error_inputs=lambda: [ErrorInput((U(1, 5, 2), 2), exc=ShapeMismatch, match="channel_shuffle: number of")]),
 ]

@@ -369,6 +369,48 @@ def affine_grid_samples():
             Sample((U(1, 2, 3), (1, 3, 1, 5)), {"align_corners": True}, "unit-height"),
             Sample((U(2, 3, 4), (2, 1, 2, 3, 2)), {"align_corners": False}, "3d")]
 
+
+def _distinct(*shape, seed=0):
+    return rng(seed).permutation(int(np.prod(shape))).reshape(shape).astype(float) / 8 - 1
+
+
+def unpool_samples(nd):
+    def f():
+        out = []
+        for name, shape, kw in (("basic", (2, 2) + (4, 6, 4)[:nd], {}),
+                                ("stride-pad", (1, 2) + (5, 4, 5)[:nd], {"stride": 2, "padding": 1}),  # no overlap
+                                ("unbatched", (2,) + (4, 4, 2)[:nd], {})):
+            x = torch.tensor(_distinct(*shape))
+            y, idx = getattr(TF, f"max_pool{nd}d")(x, 2, return_indices=True, **kw)
+            ukw = dict(kw, output_size=shape[-nd:]) if kw else kw
+            out.append(Sample((y.numpy(), idx.numpy(), 2), ukw, name, grad_args=(0,)))
+        x = torch.tensor(_distinct(1, 1, *(5,) * nd))
+        y, idx = getattr(TF, f"max_pool{nd}d")(x, 2, return_indices=True)
+        out.append(Sample((y.numpy(), idx.numpy(), 2), {"output_size": (5,) * nd}, "output-size", grad_args=(0,)))
+        return out
+    return f
+
+
+def lp_pool_samples(nd):
+    def f():
+        sp = (5, 4, 4)[:nd]
+        return [Sample((U(2, 2, *sp, lo=0.1, hi=2.0), 2, 2)),
+                Sample((U(1, 2, *sp, lo=0.1, hi=2.0, seed=1), 1.5, 3), {"stride": 1}, "p1.5-stride"),
+                Sample((U(2, *sp, lo=0.1, hi=2.0, seed=2), 3, 2), {"ceil_mode": True}, "unbatched-ceil")]
+    return f
+
+
+def fractional_samples(nd):
+    def f():
+        sp = (7, 6, 5)[:nd]
+        u = rng(5).uniform(size=(2, 2, nd))
+        return [Sample((_distinct(2, 2, *sp), 2, 3, None, False, u), name="size", grad_args=(0,)),
+                Sample((_distinct(2, 2, *sp, seed=1), 2, None, (0.5,) * nd, True, u), name="ratio-indices",
+                       grad_args=(0,)),
+                Sample((_distinct(2, *sp, seed=2), 2, 1, None, False, u[:1]), name="unbatched-global",
+                       grad_args=(0,))]
+    return f
+
 ENTRIES = [
     OpEntry("linear", F.linear, TF.linear, linear_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3), U(4, 5)), exc=ShapeMismatch, match="linear: input of shape")]),
@@ -498,4 +540,16 @@ ENTRIES = [
     OpEntry("nn.functional.affine_grid", F.affine_grid, TF.affine_grid, affine_grid_samples,
             error_inputs=lambda: [ErrorInput((U(2, 2, 3), (2, 1, 2, 2, 2)), exc=ShapeMismatch,
                                              match="affine_grid: expected theta")]),
+    *[OpEntry(f"nn.functional.max_unpool{nd}d", getattr(F, f"max_unpool{nd}d"), getattr(TF, f"max_unpool{nd}d"),
+              unpool_samples(nd), gradgrad=nd < 3,
+              error_inputs=lambda nd=nd: [ErrorInput((U(1, 1, *(2,) * nd), np.full((1, 1) + (2,) * nd, 99), 2),
+                                                     exc=IndexError, match=f"max_unpool{nd}d: found an invalid")])
+      for nd in (1, 2, 3)],
+    *[OpEntry(f"nn.functional.lp_pool{nd}d", getattr(F, f"lp_pool{nd}d"), getattr(TF, f"lp_pool{nd}d"),
+              lp_pool_samples(nd), gradgrad=nd < 3) for nd in (1, 2, 3)],
+    *[OpEntry(f"nn.functional.fractional_max_pool{nd}d", getattr(F, f"fractional_max_pool{nd}d"),
+              getattr(TF, f"fractional_max_pool{nd}d"), fractional_samples(nd),
+              error_inputs=lambda nd=nd: [ErrorInput((U(1, 1, *(4,) * nd), 3), {"output_size": 3}, ValueError,
+                                                     "too large")])
+      for nd in (2, 3)],
 ]

@@ -12,11 +12,12 @@ True
 """
 
 from . import (  # noqa: F401
-    activation, batchnorm, container, conv, dropout, flatten, fold, instancenorm, linear, loss, module, normalization,
-    pixelshuffle, pooling, rnn, sparse, transformer, upsampling, utils
+    activation, batchnorm, channelshuffle, container, conv, dropout, flatten, fold, instancenorm, linear, loss, module,
+    normalization, pixelshuffle, pooling, rnn, sparse, transformer, upsampling, utils
 )
 from .activation import *  # noqa: F401,F403
 from .batchnorm import *  # noqa: F401,F403
+from .channelshuffle import *  # noqa: F401,F403
 from .container import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
