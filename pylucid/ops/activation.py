@@ -575,3 +575,27 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     tensor([-1.,  2.])
     """
     return _result(input, where(gt(input, threshold), input, value), inplace, "threshold_")
+
+
+@declare(namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False, *, generator=None) -> Tensor:
+    """Randomized leaky ReLU: ``x`` where ``x > 0``, else ``a x``.
+
+    In training ``a ~ U(lower, upper)`` per element, drawn from pylucid's generator (``generator=``, or the
+    global one: ``pylucid.manual_seed``), and the gradient is ``a`` there; in evaluation
+    ``a = (lower + upper) / 2`` (``leaky_relu``). A composite.
+
+    >>> import pylucid
+    >>> pylucid.rrelu(pylucid.tensor([-3.0, 2.0]), 0.25, 0.75)
+    tensor([-1.5000,  2.0000])
+    """
+    from .. import random as _random
+
+    if not (isinstance(lower, (int, float)) and isinstance(upper, (int, float))) or lower > upper:
+        raise ValueError(f"rrelu: expected numbers lower <= upper, got lower={lower!r}, upper={upper!r}")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace=inplace)
+    u = _random.rand(*input.shape, generator=generator, dtype=input.dtype, device=input.device)
+    out = where(gt(input, 0), input, mul(input, add(mul(u, upper - lower), lower)))
+    return _result(input, out, inplace, "rrelu_")
