@@ -420,19 +420,29 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
 
 @declare(**_F)
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
-    """``x / max(||x||_p, eps)`` along ``dim``."""
+    """``x / max(||x||_p, eps)`` along ``dim`` (``p = 0``: the count of non-zeros, which has no gradient)."""
     nrm = _vector_norm(input, p, dim, keepdim=True)
     return input / _clamp_min(nrm, eps)
 
 
+def _safe_root(s: Tensor, p: float) -> Tensor:
+    # s^(1/p) with gradient 0 (not 0 * inf) where s = 0: PyTorch's norm backward at the zero vector
+    pos = s > 0
+    return _pl.where(pos, _pl.where(pos, s, 1.0 + 0.0 * s) ** (1.0 / p), 0.0 * s)
+
+
 def _vector_norm(x: Tensor, p: float, dim, keepdim: bool = False) -> Tensor:
     if p == 2:
-        return _pl.sqrt((x * x).sum(dim, keepdim=keepdim))
+        return _safe_root((x * x).sum(dim, keepdim=keepdim), 2.0)
     if p == 1:
         return _pl.abs(x).sum(dim, keepdim=keepdim)
+    if p == 0:
+        return (x != 0).sum(dim, keepdim=keepdim).to(x.dtype)
     if p == math.inf:
         return _pl.amax(_pl.abs(x), dim, keepdim=keepdim)
-    return (_pl.abs(x) ** p).sum(dim, keepdim=keepdim) ** (1.0 / p)
+    if p == -math.inf:
+        return _pl.amin(_pl.abs(x), dim, keepdim=keepdim)
+    return _safe_root((_pl.abs(x) ** p).sum(dim, keepdim=keepdim), p)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -575,10 +585,26 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
 
 @declare(**_F)
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
-    """``sum(x1 x2) / (max(||x1||, eps) * max(||x2||, eps))`` along ``dim`` (PyTorch's clamping of each norm)."""
-    n1 = _clamp_min(_pl.sqrt((x1 * x1).sum(dim)), eps)
-    n2 = _clamp_min(_pl.sqrt((x2 * x2).sum(dim)), eps)
-    return (x1 * x2).sum(dim) / (n1 * n2)
+    """``sum((x1 / max(||x1||, eps)) (x2 / max(||x2||, eps)))`` along ``dim``, after broadcasting ``x1`` with
+    ``x2`` (the norms are taken over the broadcast shape). As PyTorch, each norm is clamped outside autograd:
+    the gradient sees the clamped value but flows through the norm as if unclamped.
+
+    >>> import pylucid
+    >>> cosine_similarity(pylucid.tensor([[1.0], [2.0]]), pylucid.tensor([[3.0, 4.0]])).round(decimals=4)
+    tensor([0.7071, 0.7071])
+    """
+    check_tensor(x1, "cosine_similarity", "x1")
+    check_tensor(x2, "cosine_similarity", "x2")
+    if not x1.is_floating_point() and not x1.is_complex():
+        x1 = x1.to(_pl.get_default_dtype())
+    if not x2.is_floating_point() and not x2.is_complex():
+        x2 = x2.to(_pl.get_default_dtype())
+    x1, x2 = _pl.broadcast_tensors(x1, x2)
+    n1 = _vector_norm(x1, 2, dim, keepdim=True)
+    n2 = _vector_norm(x2, 2, dim, keepdim=True)
+    n1 = n1 + (_clamp_min(n1, eps) - n1).detach()
+    n2 = n2 + (_clamp_min(n2, eps) - n2).detach()
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
 @declare(**_F)

@@ -21,8 +21,10 @@ from __future__ import annotations
 from .. import dtypes as _dt
 from .._state import state
 from .._tensor import _TENSOR_TYPES, Tensor, _new_tensor
+from ..errors import ShapeMismatch
 from ._op import Op, apply
-from ._utils import keepdim_shape
+from ._utils import check_tensor, keepdim_shape
+from .registry import declare
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -1144,3 +1146,41 @@ def sdpa_op(query, key, value, additive_mask=None, dropout_mask=None, scale: flo
     """The attention output (the op's ``lse`` output stays with its node for the backward)."""
     return apply(ScaledDotProductAttention, (query, key, value, additive_mask, dropout_mask),
                  {"scale": float(scale), "drop_scale": float(dropout_scale), "causal": bool(causal)})[0]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# distances (a composite of public ops)
+# ----------------------------------------------------------------------------------------------------------
+@declare(namespaces=("pylucid", "pylucid.nn.functional"), method=False)
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:
+    """The ``p``-norm distances between the rows of ``input`` ``(N, M)``: ``||x_i - x_j||_p`` for ``i < j``, in
+    row-major order, shape ``(N (N - 1) / 2,)``. ``p = 0`` counts the differing coordinates; the gradient is 0 at
+    a zero distance (PyTorch's rule).
+
+    >>> import pylucid
+    >>> pdist(pylucid.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])).round(decimals=4)
+    tensor([5.0000, 1.0000, 4.2426])
+    """
+    import pylucid as pl
+
+    check_tensor(input, "pdist")
+    if input.ndim != 2:
+        raise ShapeMismatch(f"pdist: expected a 2-D input (N, M), got shape {list(input.shape)}")
+    if not input.is_floating_point():
+        raise TypeError(f"pdist: expected a floating input, got {input.dtype}")
+    if not p >= 0:
+        raise ValueError(f"pdist: p must be non-negative, got {p}")
+    n = input.shape[0]
+    rows = pl.arange(n, device=input.device)
+    pairs = pl.nonzero(rows.reshape(n, 1) < rows.reshape(1, n))
+    d = pl.abs(input[pairs[:, 0]] - input[pairs[:, 1]])
+    if p == 0:  # differentiable with gradient 0, as in PyTorch
+        return (d != 0).sum(-1).to(d.dtype) + 0.0 * d.sum(-1)
+    if p == 1:
+        return d.sum(-1)
+    if p == float("inf"):
+        return pl.amax(d, -1)
+    s = (d * d if p == 2 else d ** p).sum(-1)
+    pos = s > 0
+    # s^(1/p) with gradient 0 (not 0 * inf) at s = 0
+    return pl.where(pos, pl.where(pos, s, 1.0 + 0.0 * s) ** (1.0 / p), 0.0 * s)
