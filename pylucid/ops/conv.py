@@ -973,6 +973,22 @@ def _axis_matrix(be, kind, n_in, n_out, scale, align_corners):
         src = be.floor((dst + 0.5) * scale) if kind == "nearest-exact" else be.floor(dst * scale)
         m[rows, be.minimum(src.astype("int64"), n_in - 1)] = 1.0
         return m
+    if kind == "cubic":
+        # PyTorch's upsample_bicubic2d: the source index is not clamped at 0; the 4 taps at floor(src) - 1 .. + 2
+        # are clamped into the input (edge replication), weighted by the cubic convolution kernel (a = -0.75)
+        if align_corners:
+            src = dst * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+        else:
+            src = (dst + 0.5) * scale - 0.5
+        f = be.floor(src)
+        t = src - f
+        a = -0.75
+        near = lambda x: ((a + 2) * x - (a + 3)) * x * x + 1  # noqa: E731 - |x| <= 1
+        far = lambda x: ((a * x - 5 * a) * x + 8 * a) * x - 4 * a  # noqa: E731 - 1 < |x| < 2
+        for k, w in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t))):
+            idx = be.minimum(be.maximum(f.astype("int64") + (k - 1), 0), n_in - 1)
+            be.scatter_add(m, (rows, idx), w)
+        return m
     if align_corners:
         src = dst * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
     else:
@@ -1041,6 +1057,7 @@ _RESAMPLE = {
     ("linear", 1): _register_resample("interpolate_linear", PROMOTE),
     ("linear", 2): _register_resample("interpolate_bilinear", PROMOTE),
     ("linear", 3): _register_resample("interpolate_trilinear", PROMOTE),
+    ("cubic", 2): _register_resample("interpolate_bicubic", PROMOTE),
     ("adaptive", 1): _register_resample("adaptive_avg_pool1d", KEEP_INPUT),
     ("adaptive", 2): _register_resample("adaptive_avg_pool2d", KEEP_INPUT),
     ("adaptive", 3): _register_resample("adaptive_avg_pool3d", KEEP_INPUT),
@@ -1055,9 +1072,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
 
     Modes: ``'nearest'`` (source index ``floor(dst * scale)``),
     ``'nearest-exact'`` (``floor((dst + 0.5) * scale)``), ``'linear'`` (3-d
-    input), ``'bilinear'`` (4-d), ``'trilinear'`` (5-d), with
-    ``align_corners``. As PyTorch, when ``scale_factor`` is given (and not
-    recomputed) the scale used is ``1/scale_factor``, not ``in/out``.
+    input), ``'bilinear'`` (4-d), ``'trilinear'`` (5-d), ``'bicubic'`` (4-d:
+    cubic convolution with ``a = -0.75``, taps clamped at the edges), with
+    ``align_corners``; ``'area'`` is adaptive average pooling to the output
+    size. As PyTorch, when ``scale_factor`` is given and not recomputed
+    (``recompute_scale_factor``) the scale used is ``1/scale_factor``, not
+    ``in/out``. ``antialias=True`` is not supported (NotImplementedError).
     Separable: each spatial dim is a gather (nearest) or a small GEMM with
     its interpolation matrix; the backward applies the transposed matrices.
 
@@ -1074,22 +1094,27 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     if nd < 1 or nd > 3:
         raise ShapeMismatch(f"{op}: expected a 3-d, 4-d or 5-d (N, C, *spatial) input, got shape {tuple(input.shape)}")
     if antialias:
+        if mode not in ("bilinear", "bicubic") or nd != 2:
+            raise ValueError(f"{op}: anti-alias option is restricted to bilinear and bicubic modes and requires a "
+                             f"4-D tensor as input, got mode={mode!r} and shape {tuple(input.shape)}")
         raise NotImplementedError(f"{op}: antialias=True is not supported")
-    if mode in ("nearest", "nearest-exact"):
+    if mode in ("nearest", "nearest-exact", "area"):
         kind = mode
         if align_corners is not None:
             raise ValueError(f"{op}: align_corners option can only be set with the interpolating modes: linear | "
                              f"bilinear | bicubic | trilinear, got mode={mode!r}")
-    elif mode in _MODE_DIMS:
-        if _MODE_DIMS[mode] != nd:
-            raise ShapeMismatch(f"{op}: mode {mode!r} expects a {_MODE_DIMS[mode] + 2}-d input, got shape "
-                                f"{tuple(input.shape)}")
-        kind = "linear"
+    elif mode in _MODE_DIMS or mode == "bicubic":
+        want = _MODE_DIMS.get(mode, 2)
+        if want != nd:
+            raise ShapeMismatch(f"{op}: mode {mode!r} expects a {want + 2}-d input, got shape {tuple(input.shape)}")
+        kind = "cubic" if mode == "bicubic" else "linear"
     else:
         raise NotImplementedError(f"{op}: mode {mode!r} is not supported; accepted: 'nearest', 'nearest-exact', "
-                                  "'linear', 'bilinear', 'trilinear'")
+                                  "'linear', 'bilinear', 'bicubic', 'trilinear', 'area'")
     if (size is None) == (scale_factor is None):
         raise ValueError(f"{op}: exactly one of size or scale_factor must be given")
+    if size is not None and recompute_scale_factor:
+        raise ValueError(f"{op}: recompute_scale_factor is not meaningful with an explicit size")
     in_sp = input.shape[2:]
     if size is not None:
         out_sp = _tup(size, nd, "size", op, 1)
@@ -1104,10 +1129,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         out_sp = tuple(int(math.floor(in_sp[i] * sf[i])) for i in range(nd))
         scales = (tuple(in_sp[i] / out_sp[i] for i in range(nd)) if recompute_scale_factor
                   else tuple(1.0 / v for v in sf))
-    if kind == "linear" and align_corners:
+    if kind == "area":  # PyTorch's 'area' is adaptive average pooling to the output size
+        return _adaptive_avg(nd, input, out_sp)
+    if kind in ("linear", "cubic") and align_corners:
         scales = (0.0,) * nd  # unused: align_corners maps corners to corners
     axes = tuple((kind, in_sp[i], out_sp[i], scales[i], bool(align_corners)) for i in range(nd))
-    key = ("nearest" if kind.startswith("nearest") else "linear", nd)
+    key = ("nearest" if kind.startswith("nearest") else kind, nd)
     return apply(_RESAMPLE[key], (input,), {"axes": axes})
 
 

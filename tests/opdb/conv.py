@@ -127,7 +127,7 @@ def _pool_errors(nd, name):
 
 def _interp_entry(name, nd, mode, dtypes=("float32", "float64")):
     sp = {1: (5,), 2: (4, 3), 3: (3, 2, 3)}[nd]
-    is_linear = mode == "linear"
+    is_linear = mode in ("linear", "cubic")
 
     def samples():
         out = [
@@ -140,11 +140,15 @@ def _interp_entry(name, nd, mode, dtypes=("float32", "float64")):
             out.append(Sample((U(1, 2, *sp, seed=4),), {"size": tuple(s + 3 for s in sp), "align_corners": True},
                               "align-corners"))
             out.append(Sample((U(1, 1, *sp, seed=5),), {"size": (1,) * nd, "align_corners": True}, "align-size1"))
+            out.append(Sample((U(1, 2, *sp, seed=6),), {"scale_factor": 1.7, "recompute_scale_factor": True},
+                              "recompute-scale"))
+            out.append(Sample((U(1, 2, *sp, seed=7),), {"scale_factor": 0.6}, "down-scale"))
         else:
             out.append(Sample((U(1, 2, *sp, seed=4),), {"scale_factor": 1.5, "exact": True}, "nearest-exact"))
         return out
 
-    full_mode = {1: "linear", 2: "bilinear", 3: "trilinear"}[nd] if is_linear else "nearest"
+    full_mode = ("bicubic" if mode == "cubic" else {1: "linear", 2: "bilinear", 3: "trilinear"}[nd]) if is_linear \
+        else "nearest"
 
     def op(x, exact=False, mode=None, **kw):
         return pl.nn.functional.interpolate(x, mode=mode or ("nearest-exact" if exact else full_mode), **kw)
@@ -154,7 +158,12 @@ def _interp_entry(name, nd, mode, dtypes=("float32", "float64")):
 
     def errors():
         return [ErrorInput((U(1, 1, *sp),), {}, ValueError, "interpolate: exactly one of size or scale_factor"),
-                ErrorInput((U(1, 1, *sp),), {"size": 3, "mode": "bicubic"}, NotImplementedError, "bicubic")]
+                ErrorInput((U(1, 1, *sp),), {"size": 3, "mode": "bicubic", "antialias": True}, NotImplementedError,
+                           "antialias"),
+                ErrorInput((U(1, 1, *sp),), {"size": 3, "mode": "area", "align_corners": True}, ValueError,
+                           "align_corners"),
+                ErrorInput((U(1, 1, *sp),), {"size": 3, "recompute_scale_factor": True}, ValueError,
+                           "recompute_scale_factor is not meaningful")]
 
     return OpEntry(name, op, ref, samples, dtypes=dtypes, error_inputs=errors if nd == 2 else lambda: [],
                    covers=("interpolate",))
@@ -229,6 +238,14 @@ ENTRIES = [
     _interp_entry("interpolate_linear", 1, "linear"),
     _interp_entry("interpolate_bilinear", 2, "linear"),
     _interp_entry("interpolate_trilinear", 3, "linear"),
+    _interp_entry("interpolate_bicubic", 2, "cubic"),
+    # mode='area' is adaptive average pooling to the output size
+    *[OpEntry(f"adaptive_avg_pool{nd}d", lambda x, **kw: pl.nn.functional.interpolate(x, mode="area", **kw),
+              lambda x, **kw: F.interpolate(x, mode="area", **kw),
+              lambda nd=nd: [Sample((U(2, 2, *(5, 4, 3)[:nd]),), {"size": (3, 2, 2)[:nd]}, "down"),
+                             Sample((U(1, 2, *(5, 4, 3)[:nd], seed=1),), {"scale_factor": 0.5}, "scale"),
+                             Sample((U(1, 2, *(2, 3, 2)[:nd], seed=2),), {"size": (3, 5, 3)[:nd]}, "up")],
+              variant="area") for nd in (1, 2, 3)],
     OpEntry("pixel_shuffle", pl.pixel_shuffle, F.pixel_shuffle,
             lambda: [Sample((U(1, 8, 2, 3), 2)), Sample((U(4, 2, 2), 2), name="unbatched")]),
     OpEntry("pixel_unshuffle", pl.pixel_unshuffle, F.pixel_unshuffle,
