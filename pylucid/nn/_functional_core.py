@@ -579,8 +579,48 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 @declare(**_F)
 def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
-    """Pad the last ``len(pad)//2`` dims (``pad = (left_last, right_last, left_prev, ...)``); ``pylucid.pad``."""
-    return _pl.pad(input, pad, mode=mode, value=value)
+    """Pad the last ``len(pad)//2`` dims (``pad = (left_last, right_last, left_prev, ...)``); ``pylucid.pad``.
+
+    Negative pads crop, in every mode, as PyTorch: ``reflect``/``replicate`` map each output position
+    ``-left .. n + right - 1`` to its source by the mode's rule; ``circular`` crops first, then wraps around
+    what is left.
+
+    >>> import pylucid
+    >>> pad(pylucid.arange(6.0).reshape(1, 1, 6), (-1, 2), mode="reflect")
+    tensor([[[1., 2., 3., 4., 5., 4., 3.]]])
+    """
+    check_tensor(input, "pad")
+    pads = tuple(int(p) for p in pad) if isinstance(pad, (list, tuple)) else pad
+    if mode == "constant" or not isinstance(pads, tuple) or min(pads, default=0) >= 0 or len(pads) % 2 \
+            or len(pads) // 2 > input.ndim:
+        return _pl.pad(input, pad, mode=mode, value=value)
+    if mode not in ("reflect", "replicate", "circular"):
+        return _pl.pad(input, pad, mode=mode, value=value)
+    if value not in (None, 0):
+        raise ValueError(f"pad: value is only used in constant mode, got mode={mode!r} and value={value}")
+    x = input
+    for i in range(len(pads) // 2):
+        d = input.ndim - 1 - i
+        left, right = pads[2 * i], pads[2 * i + 1]
+        n = input.shape[d]
+        if n + left + right <= 0 or n == 0:
+            raise ValueError(f"pad: padding {pads} leaves no element in dim {d} of size {n}")
+        if mode == "reflect" and (left >= n or right >= n):
+            raise ValueError(f"pad: reflect padding {(left, right)} must be smaller than the size {n} of dim {d}")
+        if mode == "circular":
+            lo, hi = max(-left, 0), n - max(-right, 0)
+            x = x.narrow(d, lo, hi - lo)
+            continue
+        src = _pl.arange(-left, n + right, device=input.device)
+        if mode == "reflect":
+            src = _pl.abs(src)
+            src = _pl.where(src >= n, 2 * (n - 1) - src, src)
+        else:
+            src = _pl.clamp(src, 0, n - 1)
+        x = _pl.index_select(x, d, src)
+    if mode == "circular":
+        return _pl.pad(x, tuple(max(p, 0) for p in pads), mode="circular")
+    return x
 
 
 @declare(**_F)

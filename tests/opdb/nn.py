@@ -457,7 +457,11 @@ ENTRIES = [
             grad=False, amp=False),
     OpEntry("nn.functional.pad", F.pad, TF.pad,
             lambda: [Sample((U(1, 2, 5), (2, 1)), {"mode": "reflect"}), Sample((U(3, 4), (1, 1, 2, 0)), {"value": 0.5},
-                                                                                  "value")]),
+                                                                                  "value"),
+                     # negative pads crop, in every mode
+                     *[Sample((U(1, 2, 4, 5), (-1, 2, 1, -2)), {"mode": m}, f"negative-{m}")
+                       for m in ("constant", "reflect", "replicate", "circular")],
+                     Sample((U(1, 2, 6), (2, -3)), {"mode": "circular"}, "negative-circular-1d")]),
     OpEntry("nn.functional.bilinear", F.bilinear, TF.bilinear,
             lambda: [Sample((U(3, 2), U(3, 4, seed=1), U(5, 2, 4, seed=2), U(5, seed=3))),
                      Sample((U(3, 2), U(3, 4, seed=1), U(5, 2, 4, seed=2)), name="no-bias")]),
