@@ -565,8 +565,16 @@ class _ConvTransposeNd(Op):
         nd = len(kernel)
         length = _prod(x.shape[2:])
         cout = w.shape[1] * gr
-        cols = reshape(_unfold_t(g, kernel, p["dilation"], p["pads"], p["stride"]),
-                       (n, gr, cout // gr * _prod(kernel), length))
+        cols = _unfold_t(g, kernel, p["dilation"], p["pads"], p["stride"])
+        in_sp = tuple(x.shape[2:])
+        win_sp = tuple(_conv_out(g.shape[2 + i], kernel[i], p["stride"][i], *p["pads"][i], p["dilation"][i])
+                       for i in range(nd))
+        if win_sp != in_sp:
+            # output_padding >= stride (allowed when it is below the dilation) adds windows past the input's
+            # last position: they met no input in the forward, drop them
+            cols = reshape(cols, (n, cols.shape[1]) + win_sp)[(slice(None), slice(None))
+                                                               + tuple(slice(0, v) for v in in_sp)]
+        cols = reshape(cols, (n, gr, cout // gr * _prod(kernel), length))
         gx = gw = gb = None
         if self.next_edges[0] is not None:
             gx = reshape(matmul(reshape(w, (gr, cin // gr, -1)), cols), x.shape)

@@ -74,6 +74,9 @@ def _conv_t_samples(nd):
             Sample((U(1, 2, *sp), U(2, 2, *k, seed=1)), {"stride": 2, "padding": 1, "output_padding": 1},
                    "stride-outpad"),
             Sample((U(1, 4, *sp), U(4, 1, *k, seed=1), U(2, seed=2)), {"groups": 2, "dilation": 2}, "groups-dilation"),
+            # output_padding >= stride, allowed below the dilation: windows past the input in the backward
+            Sample((U(1, 4, *sp), U(4, 2, *k, seed=1)), {"groups": 2, "dilation": 3, "output_padding": 2},
+                   "outpad-past-stride"),
             Sample((NC(2, 2, *sp), U(2, 2, *k, seed=1)), name="noncontig"),
             Sample((U(2, *sp), U(2, 2, *k, seed=1)), name="unbatched"),
         ]
