@@ -338,7 +338,7 @@ class _ConvNd(Op):
 
     @staticmethod
     def forward(be, x, w, b, stride, pads, dilation, groups):
-        if be.name == "cuda":
+        if be.name == "cuda" and x.dtype.kind not in "iu":  # cuDNN has no integer convolution
             y = be.conv_nd(x, w, b, stride, pads, dilation, groups)
             if y is not None:
                 return y
@@ -420,14 +420,34 @@ def _check_float(x, op):
         raise DtypeMismatch(f"{op}: expected a floating point input, got {x.dtype}")
 
 
-def _conv_inputs(op, nd, input, weight, bias, groups, layout):
+def _check_conv_dtypes(op, input, weight, bias, transposed):
+    """PyTorch's CPU kernels: float inputs as before; integer convolutions are exact in their own dtype (any
+    integer dtype; transposed ones int64 only), with input, weight and bias of one dtype; bool is not
+    implemented."""
+    cat = input.dtype.category
+    if cat >= _dt.FLOAT and weight.dtype.category >= _dt.FLOAT:
+        return
+    for name, t in (("input", input), ("weight", weight), ("bias", bias)):
+        if t is not None and t.dtype == _dt.bool_:
+            raise NotImplementedError(f"{op}: not implemented for bool {name}")
+    if input.dtype.category >= _dt.COMPLEX or weight.dtype.category >= _dt.COMPLEX:
+        raise DtypeMismatch(f"{op}: input ({input.dtype}) and weight ({weight.dtype}) must have the same dtype")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.dtype != input.dtype:
+            raise DtypeMismatch(f"{op}: input ({input.dtype}) and {name} ({t.dtype}) must have the same dtype")
+    if transposed and input.dtype != _dt.int64:
+        raise NotImplementedError(f"{op}: integer transposed convolution is implemented for int64 only, got "
+                                  f"{input.dtype}")
+
+
+def _conv_inputs(op, nd, input, weight, bias, groups, layout, transposed=False):
     """The checks convolutions and transposed convolutions share; ``layout`` names the weight's dims.
     Returns (input with a batch dim, whether one was added)."""
     check_tensor(input, op)
     check_tensor(weight, op, "weight")
     if bias is not None:
         check_tensor(bias, op, "bias")
-    _check_float(input, op)
+    _check_conv_dtypes(op, input, weight, bias, transposed)
     x, added = _batched(input, nd, op)
     if weight.ndim != nd + 2:
         raise ShapeMismatch(f"{op}: expected a {nd + 2}-d weight ({layout}, *kernel), got shape {tuple(weight.shape)}")
@@ -537,7 +557,7 @@ class _ConvTransposeNd(Op):
 
     @staticmethod
     def forward(be, x, w, b, stride, pads, dilation, groups, size):
-        if be.name == "cuda":
+        if be.name == "cuda" and x.dtype.kind not in "iu":
             y = be.conv_transpose_nd(x, w, b, stride, pads, dilation, groups, size)
             if y is not None:
                 return y
@@ -596,7 +616,7 @@ ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = _CONV_T.values()
 
 def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
     op = f"conv_transpose{nd}d"
-    x, added = _conv_inputs(op, nd, input, weight, bias, groups, "in_channels, out_channels/groups")
+    x, added = _conv_inputs(op, nd, input, weight, bias, groups, "in_channels, out_channels/groups", True)
     cin = x.shape[1]
     if weight.shape[0] != cin or cin % groups:
         raise ShapeMismatch(f"{op}: weight {tuple(weight.shape)} expects {weight.shape[0]} input channels "

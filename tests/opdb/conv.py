@@ -11,7 +11,7 @@ import numpy as np
 import torch.nn.functional as F
 
 import pylucid as pl
-from pylucid.errors import ShapeMismatch
+from pylucid.errors import DtypeMismatch, ShapeMismatch
 from tests.opdb import ErrorInput, OpEntry, Sample, rng
 
 
@@ -45,8 +45,27 @@ def _conv_samples(nd):
             Sample((NC(2, 2, *sp), U(2, 2, *k, seed=1)), name="noncontig"),
             Sample((U(2, *sp), U(2, 2, *k, seed=1)), name="unbatched"),
             Sample((U(0, 2, *sp), U(2, 2, *k, seed=1), U(2, seed=2)), name="empty-batch"),
+            # integer convolution: exact, in the input's dtype (PyTorch's CPU kernel)
+            Sample((_ints(1, 4, *sp), _ints(2, 2, *k, seed=1), _ints(2, seed=2)), {"groups": 2, "stride": 2},
+                   "int64"),
+            Sample((_ints(1, 2, *sp).astype(np.int32), _ints(2, 2, *k, seed=1).astype(np.int32)), name="int32"),
         ]
     return f
+
+
+def _ints(*shape, seed=0):
+    return rng(seed).integers(-3, 4, size=shape).astype(np.int64)
+
+
+def _int_conv_errors(name, transposed):
+    sp = (1, 2, 3, 3)[:2 + int(name[-2])]
+    k = (2, 2, 2, 2)[:2 + int(name[-2])]
+    out = [ErrorInput((_ints(*sp).astype(bool), _ints(*k).astype(bool)), exc=NotImplementedError, match="bool"),
+           ErrorInput((_ints(*sp), U(*k)), exc=DtypeMismatch, match=f"{name}: input .* and weight")]
+    if transposed:
+        out.append(ErrorInput((_ints(*sp).astype(np.int32), _ints(*k).astype(np.int32)), exc=NotImplementedError,
+                              match="int64 only"))
+    return out
 
 
 def _conv_errors(nd):
@@ -60,6 +79,7 @@ def _conv_errors(nd):
             ErrorInput((U(1, 2, *sp), U(2, 2, *k)), {"padding": "same", "stride": 2}, ValueError, "same"),
             ErrorInput((U(1, 2, *sp), U(2, 2, *k)), {"padding": "full"}, ValueError, "invalid padding string"),
             ErrorInput((U(*k), U(2, 2, *k)), {}, ShapeMismatch, f"{name}: expected a {nd + 1}-d"),
+            *_int_conv_errors(name, False),
         ]
     return f
 
@@ -79,6 +99,7 @@ def _conv_t_samples(nd):
                    "outpad-past-stride"),
             Sample((NC(2, 2, *sp), U(2, 2, *k, seed=1)), name="noncontig"),
             Sample((U(2, *sp), U(2, 2, *k, seed=1)), name="unbatched"),
+            Sample((_ints(1, 2, *sp), _ints(2, 2, *k, seed=1), _ints(2, seed=2)), {"stride": 2}, "int64"),
         ]
     return f
 
@@ -223,7 +244,8 @@ ENTRIES = [
     *[OpEntry(f"conv_transpose{nd}d", getattr(pl, f"conv_transpose{nd}d"), getattr(F, f"conv_transpose{nd}d"),
               _conv_t_samples(nd), atol=1e-5, rtol=1e-5,
               error_inputs=lambda nd=nd: [ErrorInput((U(1, 2, *(3,) * nd), U(2, 2, *(2,) * nd)),
-                                                     {"stride": 2, "output_padding": 2}, ValueError, "output_padding")])
+                                                     {"stride": 2, "output_padding": 2}, ValueError, "output_padding"),
+                                          *_int_conv_errors(f"conv_transpose{nd}d", True)])
       for nd in (1, 2, 3)],
     *[OpEntry(f"max_pool{nd}d", getattr(pl, f"max_pool{nd}d"), getattr(F, f"max_pool{nd}d"), _pool_samples(nd, True),
               error_inputs=_pool_errors(nd, f"max_pool{nd}d")) for nd in (1, 2, 3)],
