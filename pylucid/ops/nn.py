@@ -1067,8 +1067,8 @@ class ScaledDotProductAttention(Op):
     besides ``o`` (kept by ``save_extra``). On CUDA, half-precision (B, H, L, E) inputs without a dropout
     mask go through cuDNN's flash kernels (forward and first-order backward; the T x T matrix never
     exists); elsewhere the scores are materialised. Gradients (graph mode, differentiable again):
-    ``dv = P^T g``, ``dS = P (dP - rowsum(dP P))``, ``dq = dS k scale``, ``dk = dS^T q scale``; the
-    additive mask gets no gradient.
+    ``dv = P^T g``, ``dS = P (dP - rowsum(dP P))``, ``dq = dS k scale``, ``dk = dS^T q scale``; a float
+    additive mask that requires grad gets ``dS`` (summed over its broadcast dims).
     """
 
     schema = OpSchema("scaled_dot_product_attention", amp_policy=FORCE_FP32, saves_input=True, family="nn")
@@ -1105,31 +1105,37 @@ class ScaledDotProductAttention(Op):
 
         q, k, v, mask, drop = (self.input(i) for i in range(5))
         scale, ds = self.params["scale"], self.params["drop_scale"]
+        em = self.next_edges[3] if len(self.next_edges) > 3 else None
         s = matmul(q, transpose(k, -1, -2)) * scale
         if mask is not None:
-            s = s + mask.detach()
+            # kept in the graph when the mask takes a gradient, so that gradient is differentiable again
+            s = s + (mask if em is not None else mask.detach())
         if self.params["causal"]:
             s = s + _const(self, _causal_arr(self.device.backend, s.shape[-2], s.shape[-1], s.dtype.numpy_dtype))
         p = _softmax_t(s, -1)
         pd = p * drop.to(p.dtype) * ds if drop is not None else p
         eq, ek, ev = self.next_edges[:3]
         gv = sum_to_size(matmul(transpose(pd, -1, -2), g), self.shapes[2]) if ev is not None else None
-        gq = gk = None
-        if eq is not None or ek is not None:
+        gq = gk = gm = None
+        if eq is not None or ek is not None or em is not None:
             dp = matmul(g, transpose(v, -1, -2))
             if drop is not None:
                 dp = dp * drop.to(dp.dtype) * ds
-            dsc = p * (dp - _sum(dp * p, -1, keepdim=True)) * scale
+            # the gradient of the (masked, scaled) scores: the additive mask's gradient as it is
+            dss = p * (dp - _sum(dp * p, -1, keepdim=True))
+            if em is not None:
+                gm = sum_to_size(dss, self.shapes[3])
+            dsc = dss * scale
             if eq is not None:
                 gq = sum_to_size(matmul(dsc, k), self.shapes[0])
             if ek is not None:
                 gk = sum_to_size(matmul(transpose(dsc, -1, -2), q), self.shapes[1])
-        return gq, gk, gv, None, None
+        return gq, gk, gv, gm, None
 
     def backward_fast(self, be, g, _g_lse=None):
         """First order: cuDNN's flash backward when the forward ran on it (a float32 ``lse`` of half
         inputs), else the graph formula on raw arrays."""
-        if be.name == "cuda" and self.input(4) is None:
+        if be.name == "cuda" and self.input(4) is None and (len(self.next_edges) < 4 or self.next_edges[3] is None):
             o, lse = self.extra
             if lse.dtype.itemsize == 4 and o.dtype.itemsize == 2:
                 mask = self.input(3)

@@ -224,7 +224,8 @@ def sdpa_samples():
         Sample((U(1, 2, 3, 2), U(1, 2, 4, 2, seed=1), U(1, 2, 4, 3, seed=2), causal), name="bool-mask"),
         Sample((U(2, 3, 2), U(2, 3, 2, seed=1), U(2, 3, 2, seed=2)), {"is_causal": True}, name="causal"),
         Sample((U(2, 3, 2), U(2, 4, 2, seed=1), U(2, 4, 2, seed=2), U(3, 4, seed=3)), {"scale": 0.3},
-               name="float-mask-scale", grad_args=(0, 1, 2)),
+               name="float-mask-scale"),
+        Sample((U(2, 3, 2), U(2, 4, 2, seed=1), U(2, 4, 2, seed=2), U(2, 3, 4, seed=3)), name="float-mask-full"),
         Sample((U(2, 3, 2), U(1, 4, 2, seed=1), U(1, 4, 2, seed=2)), name="broadcast-batch"),
         Sample((_nc(3, 2), _nc(4, 2, seed=1), U(4, 2, seed=2)), name="noncontig"),
     ]
