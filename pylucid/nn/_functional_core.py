@@ -716,6 +716,23 @@ def _repeat_heads(x, rep):
     return x.reshape(shp[:-3] + (shp[-3] * rep,) + shp[-2:])
 
 
+def _canonical_mask(mask, name, dtype):
+    # PyTorch's MHA convention: a bool mask is True where attention is NOT allowed; float masks are additive
+    if mask is None:
+        return None
+    if mask.dtype is _pl.bool:
+        return _pl.where(mask, float("-inf"), 0.0).to(dtype)
+    if not mask.is_floating_point():
+        raise TypeError(f"multi_head_attention_forward: only bool and floating types of {name} are supported, "
+                        f"got {mask.dtype}")
+    return mask
+
+
+def _pad_last(mask):
+    # one more key position (bias_k / the zero attention), not masked
+    return None if mask is None else pad(mask, (0, 1))
+
+
 @declare(**_F)
 def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
                                  bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
@@ -723,10 +740,16 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
                                  use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
                                  v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
                                  is_causal=False):
-    """PyTorch's functional multi-head attention on sequence-first ``(L, N, E)`` inputs (or unbatched ``(L, E)``)."""
-    if bias_k is not None or bias_v is not None or add_zero_attn or static_k is not None or static_v is not None:
-        raise NotImplementedError("multi_head_attention_forward: bias_k/bias_v/add_zero_attn/static_k/static_v "
-                                  "are not supported by pylucid")
+    """PyTorch's functional multi-head attention on sequence-first ``(L, N, E)`` inputs (or unbatched ``(L, E)``).
+
+    As PyTorch: ``bias_k``/``bias_v`` ``(1, 1, E)`` append one key/value position, ``add_zero_attn`` one of
+    zeros (after the heads are split); ``static_k``/``static_v`` ``(N*H, S, E/H)`` replace the projected keys/
+    values; bool masks are True where attention is NOT allowed, float masks are added; ``attn_mask`` is
+    ``(L, S)`` or ``(N*H, L, S)``; ``is_causal`` is only a hint that ``attn_mask`` is the causal mask.
+    Returns ``(output, weights)``, the weights ``(N, L, S)`` averaged over the heads
+    (``average_attn_weights``) or ``(N, H, L, S)``, None unless ``need_weights``.
+    """
+    op = "multi_head_attention_forward"
     unbatched = query.ndim == 2
     if unbatched:
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
@@ -734,10 +757,25 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
             key_padding_mask = key_padding_mask.unsqueeze(0)
     L, N, E = query.shape
     S = key.shape[0]
+    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask", query.dtype)
+    if is_causal and attn_mask is None:
+        raise ValueError(f"{op}: need attn_mask if specifying the is_causal hint (e.g. "
+                         "Transformer.generate_square_subsequent_mask)")
+    if is_causal and key_padding_mask is None and not need_weights:
+        attn_mask = None  # the hint: sdpa applies the causal mask itself
+    else:
+        attn_mask = _canonical_mask(attn_mask, "attn_mask", query.dtype)
+        if key_padding_mask is not None:
+            is_causal = False
     if E != embed_dim_to_check:
-        raise ShapeMismatch(f"multi_head_attention_forward: expected embed_dim {embed_dim_to_check}, got {E}")
+        raise ShapeMismatch(f"{op}: expected embed_dim {embed_dim_to_check}, got {E}")
     hd = E // num_heads
+    if hd * num_heads != E:
+        raise ValueError(f"{op}: embed_dim {E} not divisible by num_heads {num_heads}")
     if use_separate_proj_weight:
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise ShapeMismatch(f"{op}: key's sequence and batch dims {list(key.shape[:2])} do not match value's "
+                                f"{list(value.shape[:2])}")
         bq = bk = bv = None
         if in_proj_bias is not None:
             bq, bk, bv = in_proj_bias[:E], in_proj_bias[E:2 * E], in_proj_bias[2 * E:]
@@ -745,50 +783,74 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         k = linear(key, k_proj_weight, bk)
         v = linear(value, v_proj_weight, bv)
     else:
+        if tuple(key.shape) != tuple(value.shape):
+            raise ShapeMismatch(f"{op}: key shape {list(key.shape)} does not match value shape {list(value.shape)}")
         w = in_proj_weight
         b = in_proj_bias
         q = linear(query, w[:E], None if b is None else b[:E])
         k = linear(key, w[E:2 * E], None if b is None else b[E:2 * E])
         v = linear(value, w[2 * E:], None if b is None else b[2 * E:])
-    # (L, N, E) -> (N, H, L, hd)
-    q = q.reshape(L, N, num_heads, hd).permute(1, 2, 0, 3)
-    k = k.reshape(S, N, num_heads, hd).permute(1, 2, 0, 3)
-    v = v.reshape(S, N, num_heads, hd).permute(1, 2, 0, 3)
-    mask = None
     if attn_mask is not None:
-        am = attn_mask
-        if am.dtype is _pl.bool:
-            am = _pl.where(am, float("-inf"), 0.0).to(q.dtype)  # PyTorch MHA: True = NOT allowed
-        if am.ndim == 3:
-            am = am.reshape(N, num_heads, L, S)
-        mask = am
-    elif is_causal:
-        rows = _pl.arange(L, device=q.device).reshape(L, 1)
-        cols = _pl.arange(S, device=q.device).reshape(1, S)
-        mask = _pl.where(cols <= rows, 0.0, float("-inf")).to(q.dtype)
+        if attn_mask.ndim == 2:
+            if tuple(attn_mask.shape) != (L, S):
+                raise ShapeMismatch(f"{op}: the 2-D attn_mask has shape {list(attn_mask.shape)}, expected {[L, S]}")
+            attn_mask = attn_mask.unsqueeze(0)
+        elif attn_mask.ndim == 3:
+            if tuple(attn_mask.shape) != (N * num_heads, L, S):
+                raise ShapeMismatch(f"{op}: the 3-D attn_mask has shape {list(attn_mask.shape)}, expected "
+                                    f"{[N * num_heads, L, S]}")
+        else:
+            raise ShapeMismatch(f"{op}: attn_mask must be 2-D or 3-D, got {attn_mask.ndim}-D")
+    if (bias_k is None) != (bias_v is None):
+        raise ValueError(f"{op}: bias_k and bias_v must be given together")
+    if bias_k is not None:
+        if static_k is not None or static_v is not None:
+            raise ValueError(f"{op}: bias_k/bias_v cannot be added to static_k/static_v")
+        k = _pl.cat([k, bias_k.reshape(1, 1, E).expand(1, N, E)])
+        v = _pl.cat([v, bias_v.reshape(1, 1, E).expand(1, N, E)])
+        attn_mask = _pad_last(attn_mask)
+        key_padding_mask = _pad_last(key_padding_mask)
+    # (L, N, E) -> (N*H, L, hd), PyTorch's head layout (static_k/static_v come in it)
+    q = q.reshape(L, N * num_heads, hd).transpose(0, 1)
+    k = k.reshape(k.shape[0], N * num_heads, hd).transpose(0, 1) if static_k is None else static_k
+    v = v.reshape(v.shape[0], N * num_heads, hd).transpose(0, 1) if static_v is None else static_v
+    for name, t in (("static_k", static_k), ("static_v", static_v)):
+        if t is not None and (t.ndim != 3 or t.shape[0] != N * num_heads or t.shape[2] != hd):
+            raise ShapeMismatch(f"{op}: expected {name} of shape ({N * num_heads}, S, {hd}), got {list(t.shape)}")
+    if add_zero_attn:
+        zeros = _pl.zeros(N * num_heads, 1, hd, dtype=k.dtype, device=k.device)
+        k = _pl.cat([k, zeros], 1)
+        v = _pl.cat([v, zeros.to(v.dtype)], 1)
+        attn_mask = _pad_last(attn_mask)
+        key_padding_mask = _pad_last(key_padding_mask)
+    src = k.shape[1]
     if key_padding_mask is not None:
-        kpm = key_padding_mask
-        if kpm.dtype is _pl.bool:
-            kpm = _pl.where(kpm, float("-inf"), 0.0).to(q.dtype)
-        kpm = kpm.reshape(N, 1, 1, S)
-        mask = kpm if mask is None else mask + kpm
+        if tuple(key_padding_mask.shape) != (N, src):
+            raise ShapeMismatch(f"{op}: expected key_padding_mask of shape {[N, src]}, got "
+                                f"{list(key_padding_mask.shape)}")
+        kpm = key_padding_mask.reshape(N, 1, 1, src).expand(N, num_heads, 1, src).reshape(N * num_heads, 1, src)
+        attn_mask = kpm if attn_mask is None else attn_mask + kpm
     if not training:
         dropout_p = 0.0
     if need_weights:
-        sc = 1.0 / math.sqrt(hd)
-        s = _pl.matmul(q * sc, k.transpose(-1, -2))
-        if mask is not None:
-            s = s + mask
+        s = _pl.matmul(q * math.sqrt(1.0 / hd), k.transpose(-1, -2))
+        if attn_mask is not None:
+            s = s + attn_mask
         attn = softmax(s, -1)
         attn_d = dropout(attn, dropout_p) if dropout_p > 0 else attn
-        out = _pl.matmul(attn_d, v)
+        out = _pl.matmul(attn_d, v)  # (N*H, L, hd)
+        out = out.transpose(0, 1).reshape(L, N, E)
+        attn = attn.reshape(N, num_heads, L, src)
+        if average_attn_weights:
+            attn = attn.mean(1)
     else:
-        out = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        if attn_mask is not None:
+            attn_mask = attn_mask.unsqueeze(0) if attn_mask.shape[0] == 1 else attn_mask.reshape(N, num_heads, -1, src)
+        out = scaled_dot_product_attention(q.reshape(N, num_heads, L, hd), k.reshape(N, num_heads, src, hd),
+                                           v.reshape(N, num_heads, src, hd), attn_mask, dropout_p, is_causal)
+        out = out.permute(2, 0, 1, 3).reshape(L, N, E)
         attn = None
-    out = out.permute(2, 0, 1, 3).reshape(L, N, E)
     out = linear(out, out_proj_weight, out_proj_bias)
-    if attn is not None and average_attn_weights:
-        attn = attn.mean(1)
     if unbatched:
         out = out.squeeze(1)
         if attn is not None:

@@ -412,6 +412,17 @@ def fractional_samples(nd):
                        grad_args=(0,))]
     return f
 
+def mha_kv(q, k, v, w_in, b_in, w_out, b_out, bias_k, bias_v):
+    """``multi_head_attention_forward`` with ``bias_k``/``bias_v``, a zero attention position, per-head weights."""
+    return F.multi_head_attention_forward(q, k, v, 4, 2, w_in, b_in, bias_k, bias_v, True, 0.0, w_out, b_out,
+                                          training=False, average_attn_weights=False)
+
+
+def mha_kv_ref(q, k, v, w_in, b_in, w_out, b_out, bias_k, bias_v):
+    return TF.multi_head_attention_forward(q, k, v, 4, 2, w_in, b_in, bias_k, bias_v, True, 0.0, w_out, b_out,
+                                           training=False, average_attn_weights=False)
+
+
 ENTRIES = [
     OpEntry("linear", F.linear, TF.linear, linear_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3), U(4, 5)), exc=ShapeMismatch, match="linear: input of shape")]),
@@ -528,6 +539,11 @@ ENTRIES = [
             lambda: [Sample((U(3, 2, 4), U(3, 2, 4, seed=1), U(3, 2, 4, seed=2), U(12, 4, seed=3) * 0.5,
                              U(12, seed=4), U(4, 4, seed=5) * 0.5, U(4, seed=6)), name="self-shapes")],
             gradgrad=False, atol=1e-5, rtol=1e-5, gradcheck_max_numel=48),
+    OpEntry("nn.functional.multi_head_attention_forward", mha_kv, mha_kv_ref,
+            lambda: [Sample((U(3, 2, 4), U(2, 2, 4, seed=1), U(2, 2, 4, seed=2), U(12, 4, seed=3) * 0.5,
+                             U(12, seed=4), U(4, 4, seed=5) * 0.5, U(4, seed=6), U(1, 1, 4, seed=7),
+                             U(1, 1, 4, seed=8)), name="bias-kv-zero-attn")],
+            variant="bias-kv", gradgrad=False, atol=1e-5, rtol=1e-5, gradcheck_max_numel=40),
     *[OpEntry(f"nn.functional.{n}", getattr(F, n), getattr(TF, n), lambda: [Sample((U(1, 2, 3, 3),),
                                                                                    {"scale_factor": 2})])
       for n in ("upsample_nearest", "upsample_bilinear")],
