@@ -303,6 +303,18 @@ def test_pool_shuffle_and_rrelu_modules():
     assert np.allclose(nn.Softmax2d()(pl.tensor(x)).sum(1).numpy(), 1.0)
 
 
+@pytest.mark.parametrize("kind", ["ConstantPad", "ZeroPad", "ReflectionPad", "ReplicationPad", "CircularPad"])
+def test_padding_and_distance_modules(kind):
+    for nd in (1, 2, 3):
+        args = ((1, 2, 0, 1, 2, 1)[:2 * nd],) + ((0.5,) if kind == "ConstantPad" else ())
+        pm, tm = getattr(nn, f"{kind}{nd}d")(*args), getattr(torch.nn, f"{kind}{nd}d")(*args)
+        assert repr(pm) == repr(tm)
+        compare_module(pm, tm, arr(2, 3, 4, 5)[(0,) * (3 - nd)])
+    compare_module(nn.CosineSimilarity(0), torch.nn.CosineSimilarity(0), arr(4, 3), arr(4, 1))
+    compare_module(nn.PairwiseDistance(1.0, keepdim=True), torch.nn.PairwiseDistance(1.0, keepdim=True), arr(4, 3),
+                   arr(4, 3))
+
+
 def test_weighted_losses_and_kl_batchmean():
     x = arr(5, 4)
     t = np.array([0, 3, 1, 1, 2])
