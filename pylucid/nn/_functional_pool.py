@@ -11,6 +11,8 @@ tensor([[[0., 4., 0., 3.]]])
 
 from __future__ import annotations
 
+import inspect
+
 import pylucid as _pl
 
 from .._tensor import Tensor
@@ -260,3 +262,36 @@ def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_r
     """
     return _fractional_max_pool(3, input, kernel_size, output_size, output_ratio, return_indices, _random_samples)
 
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the ``*_with_indices`` forms: the pool with ``return_indices=True``
+# ---------------------------------------------------------------------------------------------------------------------
+def _with_indices(pool, nd: int):
+    name = f"{pool.__name__}_with_indices"
+    sig = inspect.signature(pool)
+
+    def fn(input: Tensor, *args, **kwargs):
+        bound = sig.bind(input, *args, **kwargs)
+        bound.arguments["return_indices"] = True
+        return pool(*bound.args, **bound.kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__signature__ = sig
+    fn.__doc__ = f"``{pool.__name__}(..., return_indices=True)``: the pooled values and their flat input indices."
+    return declare(name=name, **_F)(fn)
+
+
+def _declare_with_indices():
+    from ..ops import conv as _C
+
+    out = {}
+    for nd in (1, 2, 3):
+        out[f"max_pool{nd}d"] = _with_indices(getattr(_C, f"max_pool{nd}d"), nd)
+        out[f"adaptive_max_pool{nd}d"] = _with_indices(getattr(_C, f"adaptive_max_pool{nd}d"), nd)
+    out["fractional_max_pool2d"] = _with_indices(fractional_max_pool2d, 2)
+    out["fractional_max_pool3d"] = _with_indices(fractional_max_pool3d, 3)
+    return out
+
+
+_WITH_INDICES = _declare_with_indices()

@@ -595,4 +595,19 @@ ENTRIES = [
               error_inputs=lambda nd=nd: [ErrorInput((U(1, 1, *(4,) * nd), 3), {"output_size": 3}, ValueError,
                                                      "too large")])
       for nd in (2, 3)],
+    # the ``*_with_indices`` forms (values and indices; the indices carry no gradient)
+    *[OpEntry(f"nn.functional.max_pool{nd}d_with_indices", getattr(F, f"max_pool{nd}d_with_indices"),
+              getattr(TF, f"max_pool{nd}d_with_indices"),
+              lambda nd=nd: [Sample((_distinct(2, 2, *(5, 4, 4)[:nd]), 2)),
+                             Sample((_distinct(1, 2, *(6, 5, 4)[:nd], seed=1), 3, 2, 1), name="stride-pad")])
+      for nd in (1, 2, 3)],
+    *[OpEntry(f"nn.functional.adaptive_max_pool{nd}d_with_indices", getattr(F, f"adaptive_max_pool{nd}d_with_indices"),
+              getattr(TF, f"adaptive_max_pool{nd}d_with_indices"),
+              lambda nd=nd: [Sample((_distinct(2, 2, *(5, 4, 4)[:nd]), 3))]) for nd in (1, 2, 3)],
+    *[OpEntry(f"nn.functional.fractional_max_pool{nd}d_with_indices",
+              getattr(F, f"fractional_max_pool{nd}d_with_indices"),
+              getattr(TF, f"fractional_max_pool{nd}d_with_indices"),
+              lambda nd=nd: [Sample((_distinct(2, 2, *(7, 6, 5)[:nd]), 2, 3, None, False,
+                                     rng(5).uniform(size=(2, 2, nd))), grad_args=(0,))])
+      for nd in (2, 3)],
 ]
