@@ -484,7 +484,9 @@ def _embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float, norm_ty
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Look up rows of ``weight`` (``(num_embeddings, dim)``) at integer ``input``; the ``padding_idx`` row gets
-    no gradient; ``max_norm`` renormalises the looked-up rows in place first.
+    no gradient; ``max_norm`` renormalises the looked-up rows in place first. ``scale_grad_by_freq`` divides each
+    row's gradient by how often its index occurs in ``input``; ``sparse=True`` gives a dense gradient (pylucid has
+    no sparse tensors).
 
     >>> import pylucid
     >>> embedding(pylucid.tensor([2, 0]), pylucid.arange(6.0).reshape(3, 2))
@@ -495,13 +497,20 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     check_tensor(weight, "embedding", "weight")
     if weight.ndim != 2:
         raise ShapeMismatch(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got {list(weight.shape)}")
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: scale_grad_by_freq and sparse gradients are not supported by pylucid")
     _check_indices("embedding", input, weight.shape[0])
     pidx = _norm_padding_idx(padding_idx, weight.shape[0])
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
-    return _nn_ops.embedding_op(weight, input, pidx)
+    out = _nn_ops.embedding_op(weight, input, pidx)
+    if scale_grad_by_freq and weight.requires_grad and input.numel():
+        flat = input.reshape(-1).long()
+        counts = _pl.zeros(weight.shape[0], dtype=_pl.int64, device=weight.device)
+        counts = counts.scatter_add(0, flat, _pl.ones_like(flat))
+        scale = (1.0 / counts[flat].to(out.dtype)).reshape(tuple(input.shape) + (1,))
+        # the value of ``out``, the gradient of ``out * scale``
+        scaled = out * scale
+        out = scaled + (out - scaled).detach()
+    return out
 
 
 @declare(**_F)

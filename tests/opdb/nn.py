@@ -184,6 +184,9 @@ def embedding_samples():
         Sample((np.array(3), U(5, 3)), name="0d-idx"),
         Sample((np.zeros((0,), dtype=np.int64), U(5, 3)), name="empty"),
         Sample((np.array([2, 0]), _nc(4, 3)), name="noncontig"),
+        # the gradient is scaled on purpose: compared with PyTorch's, not with finite differences
+        Sample((np.array([[1, 1, 4], [1, 2, 4]]), U(5, 3)), {"scale_grad_by_freq": True},
+               name="scale-grad-by-freq", gradcheck=False),
     ]
 
 
