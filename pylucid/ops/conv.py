@@ -894,6 +894,9 @@ class _AvgPoolNd(Op):
         y = be.sum(win, axis=tuple(range(2, 2 + nd)))
         div = _avg_divisor(be, y.dtype, x.shape[2:], kernel, stride, pads, out_sp, count_include_pad,
                            divisor_override)
+        if x.dtype.kind == "i":  # int64 (PyTorch's CPU kernel): the quotient truncated toward zero
+            d = div if div is not None else int(divisor_override)
+            return (be.abs(y) // d * be.sign(y)).astype(y.dtype)
         return y / (div if div is not None else divisor_override)
 
     def _scaled(self, be):
@@ -926,7 +929,8 @@ AvgPool1d, AvgPool2d, AvgPool3d = _AVGPOOL.values()
 def _avg_pool(nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     op = f"avg_pool{nd}d"
     check_tensor(input, op)
-    _check_float(input, op)
+    if input.dtype.category < _dt.FLOAT and input.dtype != _dt.int64:
+        raise NotImplementedError(f"{op}: not implemented for {input.dtype} (integer input: int64 only)")
     x, added = _batched(input, nd, op)
     k, s, _, pads, _ = _pool_geometry(op, x, nd, kernel_size, stride, padding, 1, ceil_mode)
     if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override == 0):

@@ -129,6 +129,8 @@ def _pool_samples(nd, maxpool):
             out += [
                 Sample((X(1, 2, *sp, seed=5),), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True,
                                                  "count_include_pad": False}, "exclude-pad"),
+                # int64 (PyTorch's CPU kernel): the quotient truncated toward zero
+                Sample((_ints(1, 2, *sp, seed=7) * 3,), {"kernel_size": 3, "stride": 2, "padding": 1}, "int64"),
             ]
             if nd > 1:
                 out.append(Sample((X(1, 2, *sp, seed=6),), {"kernel_size": 2, "padding": 1, "divisor_override": 3},
