@@ -169,6 +169,26 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
 
 
 @declare(**_F)
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1, *,
+                   generator=None) -> Tensor:
+    """A sample of the Gumbel-softmax distribution: ``softmax((logits + g) / tau)``, ``g = -log(E)``, ``E ~ Exp(1)``.
+
+    ``hard=True`` returns the one-hot of the sample's argmax, with the soft sample's gradient (straight-through).
+    The noise comes from pylucid's generator (``generator=``, or ``pylucid.manual_seed``); ``eps`` is unused, as
+    in PyTorch.
+    """
+    check_tensor(logits, "gumbel_softmax", "logits")
+    u = _pl.rand(*logits.shape, generator=generator, dtype=logits.dtype, device=logits.device)
+    gumbels = -_pl.log(-_pl.log1p(-u))  # u in [0, 1): -log1p(-u) ~ Exp(1), finite
+    y_soft = softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return y_soft
+    index = _pl.argmax(y_soft.detach(), dim, keepdim=True)
+    y_hard = _pl.zeros_like(logits).scatter(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+@declare(**_F)
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     return softmax(-input, dim, dtype=dtype)
 

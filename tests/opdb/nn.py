@@ -426,6 +426,12 @@ def mha_kv_ref(q, k, v, w_in, b_in, w_out, b_out, bias_k, bias_v):
                                            training=False, average_attn_weights=False)
 
 
+def _gumbel_rows(o):
+    """The sums along the sampled dim (-1 for the 2-d samples, 1 for the 3-d one): 1 in both frameworks."""
+    o = np.asarray(o)
+    return np.round(o.sum(-1 if o.ndim < 3 else 1), 5)
+
+
 ENTRIES = [
     OpEntry("linear", F.linear, TF.linear, linear_samples,
             error_inputs=lambda: [ErrorInput((U(2, 3), U(4, 5)), exc=ShapeMismatch, match="linear: input of shape")]),
@@ -613,4 +619,9 @@ ENTRIES = [
               lambda nd=nd: [Sample((_distinct(2, 2, *(7, 6, 5)[:nd]), 2, 3, None, False,
                                      rng(5).uniform(size=(2, 2, nd))), grad_args=(0,))])
       for nd in (2, 3)],
+    # a sampler: shapes, dtypes, repeatability; the rows of a soft sample sum to 1, a hard one is one-hot
+    OpEntry("nn.functional.gumbel_softmax", F.gumbel_softmax, TF.gumbel_softmax,
+            lambda: [Sample((U(3, 4),), {"tau": 0.5}), Sample((U(2, 3, 4),), {"hard": True, "dim": 1}, "hard"),
+                     Sample((U(0, 3),), name="empty")],
+            random=True, grad=False, amp=False, postprocess=_gumbel_rows),
 ]
