@@ -985,26 +985,25 @@ def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
 # ----------------------------------------------------------------------------------------------------------
 # separable linear resampling: interpolation and adaptive average pooling
 # ----------------------------------------------------------------------------------------------------------
-def _axis_matrix(be, kind, n_in, n_out, scale, align_corners):
-    """The (n_out, n_in) matrix of one spatial dim of a separable linear resampling.
+def _axis_taps(be, kind, n_in, n_out, scale, align_corners):
+    """The taps of one spatial dim of a separable linear resampling: ``(idx, w, valid)``, each (n_out, T),
+    output ``i`` = ``sum_t w[i, t] x[idx[i, t]]`` over the taps where ``valid`` (None: all are).
 
-    ``kind``: 'nearest' / 'nearest-exact' (one-hot rows), 'linear' (two taps,
-    PyTorch's source-index rule), 'adaptive' (row i averages the input window
-    ``[floor(i*n_in/n_out), ceil((i+1)*n_in/n_out))``).
+    ``kind``: 'nearest' / 'nearest-exact' (one tap), 'linear' (two taps, PyTorch's source-index rule; a tap of
+    weight 0 is still a tap, as in its kernel), 'cubic' (four), 'adaptive' (the input window
+    ``[floor(i*n_in/n_out), ceil((i+1)*n_in/n_out))``, padded to the longest window).
     """
-    m = be.zeros((n_out, n_in), dtype="float64")
     dst = be.arange(n_out, dtype="float64")
-    rows = be.arange(n_out)
     if kind == "adaptive":
         start = (be.arange(n_out) * n_in) // n_out
         end = -((-(be.arange(n_out) + 1) * n_in) // n_out)
-        cols = be.arange(n_in)
-        inside = (cols[None, :] >= start[:, None]) & (cols[None, :] < end[:, None])
-        return inside / (end - start)[:, None]
+        k = max(int((end - start).max()), 1) if n_out else 1
+        pos = start[:, None] + be.arange(k)[None, :]
+        valid = pos < end[:, None]
+        return be.minimum(pos, end[:, None] - 1), valid / (end - start)[:, None], valid
     if kind in ("nearest", "nearest-exact"):
         src = be.floor((dst + 0.5) * scale) if kind == "nearest-exact" else be.floor(dst * scale)
-        m[rows, be.minimum(src.astype("int64"), n_in - 1)] = 1.0
-        return m
+        return be.minimum(src.astype("int64"), n_in - 1)[:, None], be.ones((n_out, 1)), None
     if kind == "cubic":
         # PyTorch's upsample_bicubic2d: the source index is not clamped at 0; the 4 taps at floor(src) - 1 .. + 2
         # are clamped into the input (edge replication), weighted by the cubic convolution kernel (a = -0.75)
@@ -1017,10 +1016,8 @@ def _axis_matrix(be, kind, n_in, n_out, scale, align_corners):
         a = -0.75
         near = lambda x: ((a + 2) * x - (a + 3)) * x * x + 1  # noqa: E731 - |x| <= 1
         far = lambda x: ((a * x - 5 * a) * x + 8 * a) * x - 4 * a  # noqa: E731 - 1 < |x| < 2
-        for k, w in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t))):
-            idx = be.minimum(be.maximum(f.astype("int64") + (k - 1), 0), n_in - 1)
-            be.scatter_add(m, (rows, idx), w)
-        return m
+        idx = be.stack([be.minimum(be.maximum(f.astype("int64") + (k - 1), 0), n_in - 1) for k in range(4)], 1)
+        return idx, be.stack((far(t + 1), near(t), near(1 - t), far(2 - t)), 1), None
     if align_corners:
         src = dst * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
     else:
@@ -1028,9 +1025,33 @@ def _axis_matrix(be, kind, n_in, n_out, scale, align_corners):
     i0 = be.minimum(be.floor(src).astype("int64"), n_in - 1)
     i1 = be.minimum(i0 + 1, n_in - 1)
     lam = src - i0
-    be.scatter_add(m, (rows, i0), 1.0 - lam)
-    be.scatter_add(m, (rows, i1), lam)
+    return be.stack((i0, i1), 1), be.stack((1.0 - lam, lam), 1), None
+
+
+def _axis_matrix(be, kind, n_in, n_out, scale, align_corners):
+    """The (n_out, n_in) matrix of one spatial dim of a separable linear resampling (its taps, scattered)."""
+    idx, w, _ = _axis_taps(be, kind, n_in, n_out, scale, align_corners)
+    m = be.zeros((n_out, n_in), dtype="float64")
+    rows = be.arange(n_out)
+    for t in range(idx.shape[1]):
+        be.scatter_add(m, (rows, idx[:, t]), w[:, t])
     return m
+
+
+def _resample_taps(be, y, taps, ax):
+    """The resampling of one dim applied tap by tap (not as a GEMM): an inf or NaN input then reaches only the
+    outputs that read it (a GEMM spreads ``0 * inf = NaN`` over every output), as PyTorch's per-pixel kernels."""
+    idx, w, valid = taps
+    shape = [1] * y.ndim
+    shape[ax] = idx.shape[0]
+    out = None
+    with be.errstate():
+        for t in range(idx.shape[1]):
+            term = be.take(y, idx[:, t], axis=ax) * w[:, t].reshape(shape).astype(y.dtype)
+            if valid is not None:
+                term = be.where(valid[:, t].reshape(shape), term, 0)
+            out = term if out is None else out + term
+    return out.astype(y.dtype, copy=False)
 
 
 class _SeparableResample(Op):
@@ -1046,15 +1067,21 @@ class _SeparableResample(Op):
     def forward(be, x, axes):
         y = x
         nd = len(axes)
+        finite = None
         for i, (kind, n_in, n_out, scale, align) in enumerate(axes):
             ax = x.ndim - nd + i
             if kind in ("nearest", "nearest-exact"):
                 dst = be.arange(n_out, dtype="float64")
                 src = be.floor((dst + 0.5) * scale) if kind == "nearest-exact" else be.floor(dst * scale)
                 y = be.take(y, be.minimum(src.astype("int64"), n_in - 1), axis=ax)
-            else:
+                continue
+            if finite is None:
+                finite = bool(be.isfinite(x).all())
+            if finite:
                 m = _axis_matrix(be, kind, n_in, n_out, scale, align).astype(x.dtype)
                 y = be.moveaxis(be.matmul(m, be.moveaxis(y, ax, -2)), -2, ax)
+            else:
+                y = _resample_taps(be, y, _axis_taps(be, kind, n_in, n_out, scale, align), ax)
         return y
 
     def backward(self, g):

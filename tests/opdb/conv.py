@@ -169,6 +169,10 @@ def _interp_entry(name, nd, mode, dtypes=("float32", "float64")):
             out.append(Sample((U(1, 2, *sp, seed=6),), {"scale_factor": 1.7, "recompute_scale_factor": True},
                               "recompute-scale"))
             out.append(Sample((U(1, 2, *sp, seed=7),), {"scale_factor": 0.6}, "down-scale"))
+            # an inf reaches only the outputs that read it (NaN where a zero-weight tap meets it, as PyTorch)
+            xi = U(1, 2, *sp, seed=8)
+            xi.flat[0], xi.flat[3] = -np.inf, np.inf
+            out.append(Sample((xi,), {"scale_factor": 1.7}, "non-finite", gradcheck=False))
         else:
             out.append(Sample((U(1, 2, *sp, seed=4),), {"scale_factor": 1.5, "exact": True}, "nearest-exact"))
         return out
