@@ -891,7 +891,8 @@ class _AvgPoolNd(Op):
     def forward(be, x, kernel, stride, pads, count_include_pad, divisor_override):
         nd = len(kernel)
         win, out_sp = _im2col(be, x, kernel, (1,) * nd, pads, stride)
-        y = be.sum(win, axis=tuple(range(2, 2 + nd)))
+        with be.errstate():  # inf + -inf in a window is NaN, as in PyTorch, without a warning
+            y = be.sum(win, axis=tuple(range(2, 2 + nd)))
         div = _avg_divisor(be, y.dtype, x.shape[2:], kernel, stride, pads, out_sp, count_include_pad,
                            divisor_override)
         if x.dtype.kind == "i":  # int64 (PyTorch's CPU kernel): the quotient truncated toward zero
