@@ -72,7 +72,8 @@ def _maximum(a, b):
 
 
 def _clamp_min(x: Tensor, v: float) -> Tensor:
-    return _pl.where(x > v, x, v)
+    # max(x, v) keeping NaN, as PyTorch's clamp_min (a bare ``where(x > v, x, v)`` would turn NaN into v)
+    return _pl.where((x > v) | _pl.isnan(x), x, v)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
