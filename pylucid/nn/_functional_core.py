@@ -21,6 +21,7 @@ import math
 
 import pylucid as _pl
 
+from .. import dtypes as _dt
 from .._tensor import Tensor
 from ..errors import ShapeMismatch
 from ..ops import nn as _nn_ops
@@ -435,7 +436,10 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
     for i in range(size):
         piece = padded[:, i:i + C]
         acc = piece if acc is None else acc + piece
-    div = (acc * (alpha / size) + k) ** beta
+    if acc.dtype.category < _dt.FLOAT:  # PyTorch averages integer squares with an int64 avg_pool: truncated
+        div = ((acc // size) * alpha + k) ** beta
+    else:
+        div = (acc * (alpha / size) + k) ** beta
     return input / div
 
 
