@@ -1056,12 +1056,12 @@ def _resample_taps(be, y, taps, ax):
 
 
 class _SeparableResample(Op):
-    """``y = x`` with a matrix ``A_i`` applied along each spatial dim (nearest/linear interpolation,
+    """``y = x`` with a matrix ``A_i`` applied along each spatial dim (nearest/linear/cubic interpolation,
     adaptive average pooling): linear, so ``dx`` applies ``A_i^T`` to ``g`` (graph mode via ``matmul``).
 
     ``axes``: per spatial dim ``(kind, n_in, n_out, scale, align_corners)``.
-    Nearest forward is a gather (exact in every dtype); the others are one
-    GEMM per dim.
+    Nearest forward is a gather (exact in every dtype); linear and cubic add their 2 or 4 weighted taps
+    (so an inf or NaN reaches only the outputs that read it); adaptive pooling is one GEMM per dim.
     """
 
     @staticmethod
@@ -1076,13 +1076,17 @@ class _SeparableResample(Op):
                 src = be.floor((dst + 0.5) * scale) if kind == "nearest-exact" else be.floor(dst * scale)
                 y = be.take(y, be.minimum(src.astype("int64"), n_in - 1), axis=ax)
                 continue
-            if finite is None:
-                finite = bool(be.isfinite(x).all())
-            if finite:
-                m = _axis_matrix(be, kind, n_in, n_out, scale, align).astype(x.dtype)
-                y = be.moveaxis(be.matmul(m, be.moveaxis(y, ax, -2)), -2, ax)
-            else:
-                y = _resample_taps(be, y, _axis_taps(be, kind, n_in, n_out, scale, align), ax)
+            if kind == "adaptive":
+                # windows may be long: a GEMM, unless a non-finite input must stay local (checked on the CPU only:
+                # on CUDA the check would cost a device sync per call)
+                if finite is None:
+                    finite = be.name == "cuda" or bool(be.isfinite(x).all())
+                if finite:
+                    m = _axis_matrix(be, kind, n_in, n_out, scale, align).astype(x.dtype)
+                    y = be.moveaxis(be.matmul(m, be.moveaxis(y, ax, -2)), -2, ax)
+                    continue
+            # interpolation: 2 (linear) or 4 (cubic) taps per output, as PyTorch's kernels
+            y = _resample_taps(be, y, _axis_taps(be, kind, n_in, n_out, scale, align), ax)
         return y
 
     def backward(self, g):
