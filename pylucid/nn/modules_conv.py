@@ -392,9 +392,13 @@ class _MaxUnpoolNd(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0) -> None:
         super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
+        # stored as tuples, as PyTorch's (_single/_pair/_triple)
+        def nt(v):
+            return tuple(v) if isinstance(v, (list, tuple)) else (v,) * self._nd
+
+        self.kernel_size = nt(kernel_size)
+        self.stride = nt(stride if stride is not None else kernel_size)
+        self.padding = nt(padding)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
