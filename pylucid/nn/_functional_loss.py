@@ -144,11 +144,13 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
 
 
 def _class_batch(op, input, target):
+    """True for an unbatched input: ``(C,)``, or 0-d (one class)."""
     check_tensor(input, op)
     check_tensor(target, op, "target")
-    if input.ndim not in (1, 2) or input.ndim == 1 and input.shape[0] == 0:
-        raise ShapeMismatch(f"{op}: expected a non-empty 1-D or 2-D input (N, C), got shape {list(input.shape)}")
-    return input.ndim == 1
+    if input.ndim > 2 or input.ndim == 1 and input.shape[0] == 0:
+        raise ShapeMismatch(f"{op}: expected a 0-D, non-empty 1-D or 2-D input (N, C), got shape "
+                            f"{list(input.shape)}")
+    return input.ndim < 2
 
 
 @declare(**_F)
@@ -165,7 +167,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 are supported, got p={p}")
     unbatched = _class_batch("multi_margin_loss", input, target)
-    x = input.unsqueeze(0) if unbatched else input
+    x = input.reshape(1, -1) if unbatched else input
     y = target.reshape(-1)
     N, C = x.shape
     if y.shape[0] != N:
@@ -203,8 +205,8 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction("multilabel_margin_loss", reduction)
     unbatched = _class_batch("multilabel_margin_loss", input, target)
-    x = input.unsqueeze(0) if unbatched else input
-    t = target.unsqueeze(0) if target.ndim == 1 else target
+    x = input.reshape(1, -1) if unbatched else input
+    t = target.reshape(1, -1) if target.ndim < 2 else target
     if tuple(t.shape) != tuple(x.shape):
         raise ShapeMismatch(f"multilabel_margin_loss: target of shape {list(target.shape)} does not match the "
                             f"input of shape {list(input.shape)}")
@@ -223,7 +225,7 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
     w = count.unsqueeze(2) * (~is_target).unsqueeze(1).to(x.dtype)
     loss = (z * w).sum((1, 2)) / C
     if unbatched and reduction == "none":
-        return loss.squeeze(0)
+        return loss.reshape(())
     return _reduce(loss, reduction)
 
 

@@ -303,10 +303,13 @@ def loss_samples():
             Sample((U(4, 5), t)), Sample((U(4, 5), t, 2, 0.5, U(5, lo=0.1, hi=1.0, seed=2)), {"reduction": "none"},
                                          "p2-weight", grad_args=(0,)),
             Sample((U(5), np.array([2])), {"reduction": "none"}, "1d"),
+            Sample((U(5), np.array(2)), {"reduction": "none"}, "1d-0d-target"),
+            Sample((np.array(0.7), np.array(0)), name="0d"),
             Sample((U(0, 5), np.zeros(0, dtype=np.int64)), {"reduction": "none"}, "empty")],
         "multilabel_margin_loss": [
             Sample((U(4, 5), ml)), Sample((U(4, 5), ml), {"reduction": "none"}, "none"),
-            Sample((U(5), ml[0]), {"reduction": "none"}, "1d")],
+            Sample((U(5), ml[0]), {"reduction": "none"}, "1d"),
+            Sample((np.array(0.7), np.array(0)), {"reduction": "none"}, "0d")],
         "multilabel_soft_margin_loss": [
             Sample((U(4, 5), (U(4, 5, seed=1) > 0).astype(float))),
             Sample((U(4, 5), U(4, 5, lo=0, hi=1, seed=1), U(5, lo=0.1, hi=1, seed=2)), {"reduction": "none"},
