@@ -77,12 +77,15 @@ def _max_unpool(nd, input, indices, kernel_size, stride, padding, output_size):
     total = 1
     for s in out_sp:
         total *= s
-    flat_idx = idx.reshape(N, C, -1)
+    n_src = 1
+    for v in x.shape[2:]:
+        n_src *= v
+    flat_idx = idx.reshape(N, C, n_src)  # explicit sizes: an empty batch has no -1 to infer
     if flat_idx.numel() and (bool((flat_idx < 0).any()) or bool((flat_idx >= total).any())):
         raise IndexError(f"{op}: found an invalid max index (expected indices in [0, {total}) for output size "
                          f"{list(out_sp)})")
     out = _pl.zeros(N, C, total, dtype=x.dtype, device=x.device)
-    out = _pl.scatter(out, 2, flat_idx, x.reshape(N, C, -1))
+    out = _pl.scatter(out, 2, flat_idx, x.reshape(N, C, n_src))
     out = out.reshape((N, C) + out_sp)
     return out.squeeze(0) if unbatched else out
 
@@ -224,7 +227,11 @@ def _fractional_max_pool(nd, input, kernel_size, output_size, output_ratio, retu
     for o in out_sp:
         n_out *= o
     lin = lin.expand(*([N, C] + list(out_sp) + list(kernel))).reshape(N, C, n_out, n_win)
-    win = _pl.gather(x.reshape(N, C, -1), 2, lin.reshape(N, C, -1)).reshape(N, C, n_out, n_win)
+    n_in = 1
+    for v in in_sp:
+        n_in *= v
+    # explicit sizes: an empty batch has no -1 to infer
+    win = _pl.gather(x.reshape(N, C, n_in), 2, lin.reshape(N, C, n_out * n_win)).reshape(N, C, n_out, n_win)
     am = _pl.argmax(win.detach(), -1, keepdim=True)
     vals = _pl.gather(win, 3, am).reshape((N, C) + out_sp)
     idx = _pl.gather(lin, 3, am).reshape((N, C) + out_sp)

@@ -132,8 +132,14 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     N, C = input.shape[:2]
     sizes = tuple(input.shape[2:])
     out_sp = tuple(grid.shape[1:-1])
-    flat = input.reshape(N, C, -1)
-    g = grid.reshape(N, -1, nd)
+    n_in = n_pts = 1
+    for v in sizes:
+        n_in *= v
+    for v in out_sp:
+        n_pts *= v
+    # explicit sizes: an empty batch or grid has no -1 to infer
+    flat = input.reshape(N, C, n_in)
+    g = grid.reshape(N, n_pts, nd)
     # grid's last dim is (x, y[, z]): innermost dim first; pos[i] goes with sizes[i] (outermost first)
     pos = [_unnormalize(g[..., nd - 1 - i], sizes[i], align_corners) for i in range(nd)]
     if mode == "bicubic":

@@ -415,7 +415,8 @@ def fractional_samples(nd):
                 Sample((_distinct(2, 2, *sp, seed=1), 2, None, (0.5,) * nd, True, u), name="ratio-indices",
                        grad_args=(0,)),
                 Sample((_distinct(2, *sp, seed=2), 2, 1, None, False, u[:1]), name="unbatched-global",
-                       grad_args=(0,))]
+                       grad_args=(0,)),
+                Sample((U(0, 2, *sp), 2, 3, None, True, u[:0]), name="empty-batch", grad_args=(0,))]
     return f
 
 def mha_kv(q, k, v, w_in, b_in, w_out, b_out, bias_k, bias_v):
