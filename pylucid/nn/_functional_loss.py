@@ -270,3 +270,31 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
         d_s = dist(positive, negative)
         d_neg = _pl.where(d_s < d_neg, d_s, d_neg)
     return _reduce(_relu(margin + d_pos - d_neg), reduction)
+
+
+@declare(**_F)
+def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *, linear_bias: Tensor | None = None,
+                         weight: Tensor | None = None, reduction: str = "mean", ignore_index: int | None = None,
+                         label_smoothing: float = 0.0, options=None) -> Tensor:
+    """``cross_entropy(linear(input, linear_weight, linear_bias), target, ...)``.
+
+    ``linear_weight``: ``(C, in)``, or ``(C, d_1, ..., d_K, in)`` for a K-dimensional loss (logits
+    ``(*, C, d_1, ..., d_K)``); ``ignore_index=None`` ignores no target. ``options`` (PyTorch's chunking of the
+    batch, a memory optimisation) is accepted and does not change the result: the logits are materialised.
+    """
+    from ._functional_core import cross_entropy
+
+    check_tensor(input, "linear_cross_entropy")
+    check_tensor(linear_weight, "linear_cross_entropy", "linear_weight")
+    if linear_weight.ndim < 2 or input.ndim < 1 or input.shape[-1] != linear_weight.shape[-1]:
+        raise ShapeMismatch(f"linear_cross_entropy: input {list(input.shape)} and linear_weight "
+                            f"{list(linear_weight.shape)} do not match (expected (*, in) and (C, *d, in))")
+    out_shape = tuple(linear_weight.shape[:-1])
+    w2 = linear_weight.reshape(-1, linear_weight.shape[-1])
+    b2 = None if linear_bias is None else linear_bias.reshape(-1)
+    logits = _pl.matmul(input, w2.transpose(0, 1))
+    if b2 is not None:
+        logits = logits + b2
+    logits = logits.reshape(tuple(input.shape[:-1]) + out_shape)
+    return cross_entropy(logits, target, weight, reduction=reduction,
+                         ignore_index=-100 if ignore_index is None else ignore_index, label_smoothing=label_smoothing)
