@@ -665,7 +665,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 
     >>> import pylucid
     >>> cosine_similarity(pylucid.tensor([[1.0], [2.0]]), pylucid.tensor([[3.0, 4.0]])).round(decimals=4)
-    tensor([0.7071, 0.7071])
+    tensor([0.9899, 0.9899])
     """
     check_tensor(x1, "cosine_similarity", "x1")
     check_tensor(x2, "cosine_similarity", "x2")

@@ -998,7 +998,8 @@ def _axis_taps(be, kind, n_in, n_out, scale, align_corners):
     if kind == "adaptive":
         start = (be.arange(n_out) * n_in) // n_out
         end = -((-(be.arange(n_out) + 1) * n_in) // n_out)
-        k = max(int((end - start).max()), 1) if n_out else 1
+        # the longest window, on the host (no device sync)
+        k = max([-((-(i + 1) * n_in) // n_out) - (i * n_in) // n_out for i in range(n_out)], default=1)
         pos = start[:, None] + be.arange(k)[None, :]
         valid = pos < end[:, None]
         return be.minimum(pos, end[:, None] - 1), valid / (end - start)[:, None], valid
