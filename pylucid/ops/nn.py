@@ -1196,34 +1196,3 @@ def _p_norm_last(d: Tensor, p: float) -> Tensor:
     pos = s > 0
     # s^(1/p) with gradient 0 (not 0 * inf) at s = 0
     return pl.where(pos, pl.where(pos, s, 1.0 + 0.0 * s) ** (1.0 / p), 0.0 * s)
-
-
-@declare(namespaces=("pylucid",), method=False)
-def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
-    """The ``p``-norm distances between the rows of ``x1`` ``(*, P, M)`` and of ``x2`` ``(*, R, M)``:
-    ``(*, P, R)``, batch dims broadcast. Computed from the pairwise differences for every ``compute_mode``
-    (PyTorch's matrix-product form for ``p = 2`` agrees to rounding); the gradient is 0 at a zero distance.
-
-    >>> import pylucid
-    >>> cdist(pylucid.tensor([[0.0, 0.0], [1.0, 1.0]]), pylucid.tensor([[3.0, 4.0]]))
-    tensor([[5.0000],
-            [3.6056]])
-    """
-    import pylucid as pl
-
-    check_tensor(x1, "cdist", "x1")
-    check_tensor(x2, "cdist", "x2")
-    if x1.ndim < 2 or x2.ndim < 2:
-        raise ShapeMismatch(f"cdist: expected tensors of at least 2 dims, got shapes {list(x1.shape)} and "
-                            f"{list(x2.shape)}")
-    if x1.shape[-1] != x2.shape[-1]:
-        raise ShapeMismatch(f"cdist: x1 and x2 must have the same number of columns, got {x1.shape[-1]} and "
-                            f"{x2.shape[-1]}")
-    if not x1.is_floating_point() or x1.dtype != x2.dtype:
-        raise TypeError(f"cdist: expected floating x1 and x2 of one dtype, got {x1.dtype} and {x2.dtype}")
-    if not p >= 0:
-        raise ValueError(f"cdist: p must be non-negative, got {p}")
-    if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
-                            "donot_use_mm_for_euclid_dist"):
-        raise ValueError(f"cdist: {compute_mode!r} is not a valid compute_mode")
-    return _p_norm_last(pl.abs(x1.unsqueeze(-2) - x2.unsqueeze(-3)), p)
