@@ -150,6 +150,38 @@ def test_multihead_attention():
         close(pw, tw)
 
 
+@pytest.mark.parametrize("kw", [
+    {"add_bias_kv": True}, {"add_zero_attn": True, "bias": False},
+    {"add_bias_kv": True, "add_zero_attn": True, "kdim": 3, "vdim": 5, "batch_first": True}])
+def test_multihead_attention_bias_kv_zero_attn(kw):
+    bf = kw.get("batch_first", False)
+    q = arr(2, 3, 4) if bf else arr(3, 2, 4)
+    k = arr(2, 5, kw.get("kdim", 4)) if bf else arr(5, 2, kw.get("kdim", 4))
+    v = arr(2, 5, kw.get("vdim", 4)) if bf else arr(5, 2, kw.get("vdim", 4))
+    kpm = np.zeros((2, 5), dtype=bool)
+    kpm[0, -1] = True
+    am = arr(3, 5)
+
+    def call(m, q_, k_, v_, **extra):
+        mk = pl.tensor if isinstance(q_, pl.Tensor) else torch.tensor
+        return m(q_, k_, v_, key_padding_mask=mk(kpm), attn_mask=mk(am), **extra)
+
+    torch.manual_seed(0)
+    tm = torch.nn.MultiheadAttention(4, 2, **kw)
+    pm = nn.MultiheadAttention(4, 2, **kw)
+    compare_module(pm, tm, q, k, v, call=call)
+    assert (pm.bias_k is not None) == kw.get("add_bias_kv", False)
+    # per-head weights and the sdpa path (need_weights=False)
+    po, pw = call(pm, pl.tensor(q), pl.tensor(k), pl.tensor(v), average_attn_weights=False)
+    to, tw = call(tm, torch.tensor(q), torch.tensor(k), torch.tensor(v), average_attn_weights=False)
+    close(po, to)
+    close(pw, tw)
+    po, pw = call(pm, pl.tensor(q), pl.tensor(k), pl.tensor(v), need_weights=False)
+    to, _ = call(tm, torch.tensor(q), torch.tensor(k), torch.tensor(v), need_weights=False)
+    close(po, to)
+    assert pw is None
+
+
 @pytest.mark.parametrize("norm_first,act", [(False, "relu"), (True, "gelu")])
 def test_transformer_layers(norm_first, act):
     kw = dict(dim_feedforward=16, dropout=0.0, batch_first=True, norm_first=norm_first, activation=act)
@@ -225,6 +257,62 @@ def test_loss_modules(reduction):
     _loss_case("MarginRankingLoss", (arr(4), arr(4), sign), dict(r, margin=0.2), int_pos=(2,))
     _loss_case("TripletMarginLoss", (x, y, arr(4, 3)), dict(r, margin=0.5))
     _loss_case("TripletMarginLoss", (x, y, arr(4, 3)), dict(r, p=1.0, swap=True))
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_margin_and_likelihood_loss_modules(reduction):
+    x, y = arr(4, 3), arr(4, 3)
+    r = {"reduction": reduction}
+    sign = np.where(arr(4, 3) > 0, 1.0, -1.0)
+    _loss_case("PoissonNLLLoss", (x, np.round(arr(4, 3, lo=0, hi=4))), dict(r, full=True), int_pos=(1,))
+    _loss_case("GaussianNLLLoss", (x, y, arr(4, 3, lo=0.1, hi=2)), dict(r, full=True))
+    _loss_case("HingeEmbeddingLoss", (x, sign), dict(r, margin=0.5), int_pos=(1,))
+    _loss_case("SoftMarginLoss", (x, sign), r, int_pos=(1,))
+    _loss_case("MultiMarginLoss", (x, np.array([0, 2, 1, 2])), dict(r, p=2, margin=0.7), int_pos=(1,))
+    _loss_case("MultiLabelMarginLoss", (x, np.array([[0, 2, -1], [1, -1, 0], [2, 1, 0], [-1, 0, 0]])), r,
+               int_pos=(1,))
+    _loss_case("MultiLabelSoftMarginLoss", (x, (y > 0).astype(float)), r, int_pos=(1,))
+    _loss_case("TripletMarginWithDistanceLoss", (x, y, arr(4, 3)), dict(r, margin=0.5, swap=True))
+
+
+def test_pool_shuffle_and_rrelu_modules():
+    x = R.permutation(2 * 4 * 6 * 6).reshape(2, 4, 6, 6) / 10.0
+    compare_module(nn.LPPool2d(2, 2), torch.nn.LPPool2d(2, 2), x + 1.0)
+    compare_module(nn.LPPool1d(3, 3, stride=2), torch.nn.LPPool1d(3, 3, stride=2), x[0] + 1.0)
+    compare_module(nn.ChannelShuffle(2), torch.nn.ChannelShuffle(2), x)
+    compare_module(nn.AdaptiveMaxPool3d((2, 3, 2)), torch.nn.AdaptiveMaxPool3d((2, 3, 2)), x[:, None])
+    u = arr(2, 4, 2, lo=0, hi=1)
+    pf = nn.FractionalMaxPool2d(2, output_size=3, _random_samples=pl.tensor(u))
+    tf = torch.nn.FractionalMaxPool2d(2, output_size=3, _random_samples=torch.tensor(u))
+    compare_module(pf, tf, x)
+    pv, pi = nn.MaxPool2d(2, return_indices=True)(pl.tensor(x))
+    tv, ti = torch.nn.MaxPool2d(2, return_indices=True)(torch.tensor(x))
+    close(nn.MaxUnpool2d(2)(pv, pi), torch.nn.MaxUnpool2d(2)(tv, ti))
+    close(nn.MaxUnpool2d(2)(pv, pi, output_size=(7, 7)), torch.nn.MaxUnpool2d(2)(tv, ti, output_size=(7, 7)))
+    # RReLU: the mean slope in eval; slopes within [lower, upper] in training, repeatable under one seed
+    m = nn.RReLU(0.1, 0.3)
+    compare_module(m.eval(), torch.nn.RReLU(0.1, 0.3).eval(), arr(3, 4) + 0.013)
+    m.train()
+    xn = pl.tensor(-np.abs(arr(200)) - 0.1)
+    pl.manual_seed(5)
+    a = m(xn) / xn
+    pl.manual_seed(5)
+    b = m(xn) / xn
+    assert np.array_equal(a.numpy(), b.numpy())
+    assert a.numpy().min() >= 0.1 and a.numpy().max() <= 0.3 and a.numpy().std() > 0.01
+    assert np.allclose(nn.Softmax2d()(pl.tensor(x)).sum(1).numpy(), 1.0)
+
+
+@pytest.mark.parametrize("kind", ["ConstantPad", "ZeroPad", "ReflectionPad", "ReplicationPad", "CircularPad"])
+def test_padding_and_distance_modules(kind):
+    for nd in (1, 2, 3):
+        args = ((1, 2, 0, 1, 2, 1)[:2 * nd],) + ((0.5,) if kind == "ConstantPad" else ())
+        pm, tm = getattr(nn, f"{kind}{nd}d")(*args), getattr(torch.nn, f"{kind}{nd}d")(*args)
+        assert repr(pm) == repr(tm)
+        compare_module(pm, tm, arr(2, 3, 4, 5)[(0,) * (3 - nd)])
+    compare_module(nn.CosineSimilarity(0), torch.nn.CosineSimilarity(0), arr(4, 3), arr(4, 1))
+    compare_module(nn.PairwiseDistance(1.0, keepdim=True), torch.nn.PairwiseDistance(1.0, keepdim=True), arr(4, 3),
+                   arr(4, 3))
 
 
 def test_weighted_losses_and_kl_batchmean():

@@ -21,6 +21,7 @@ import math
 
 import pylucid as _pl
 
+from .. import dtypes as _dt
 from .._tensor import Tensor
 from ..errors import ShapeMismatch
 from ..ops import nn as _nn_ops
@@ -72,7 +73,8 @@ def _maximum(a, b):
 
 
 def _clamp_min(x: Tensor, v: float) -> Tensor:
-    return _pl.where(x > v, x, v)
+    # max(x, v) keeping NaN, as PyTorch's clamp_min (a bare ``where(x > v, x, v)`` would turn NaN into v)
+    return _pl.where((x > v) | _pl.isnan(x), x, v)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -166,6 +168,26 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
     if dtype is not None:
         input = input.to(dtype)
     return _pl.log_softmax(input, dim)
+
+
+@declare(**_F)
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1, *,
+                   generator=None) -> Tensor:
+    """A sample of the Gumbel-softmax distribution: ``softmax((logits + g) / tau)``, ``g = -log(E)``, ``E ~ Exp(1)``.
+
+    ``hard=True`` returns the one-hot of the sample's argmax, with the soft sample's gradient (straight-through).
+    The noise comes from pylucid's generator (``generator=``, or ``pylucid.manual_seed``); ``eps`` is unused, as
+    in PyTorch.
+    """
+    check_tensor(logits, "gumbel_softmax", "logits")
+    u = _pl.rand(*logits.shape, generator=generator, dtype=logits.dtype, device=logits.device)
+    gumbels = -_pl.log(-_pl.log1p(-u))  # u in [0, 1): -log1p(-u) ~ Exp(1), finite
+    y_soft = softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return y_soft
+    index = _pl.argmax(y_soft.detach(), dim, keepdim=True)
+    y_hard = _pl.zeros_like(logits).scatter(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
 
 
 @declare(**_F)
@@ -409,25 +431,38 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
     for i in range(size):
         piece = padded[:, i:i + C]
         acc = piece if acc is None else acc + piece
-    div = (acc * (alpha / size) + k) ** beta
+    if acc.dtype.category < _dt.FLOAT:  # PyTorch averages integer squares with an int64 avg_pool: truncated
+        div = ((acc // size) * alpha + k) ** beta
+    else:
+        div = (acc * (alpha / size) + k) ** beta
     return input / div
 
 
 @declare(**_F)
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
-    """``x / max(||x||_p, eps)`` along ``dim``."""
+    """``x / max(||x||_p, eps)`` along ``dim`` (``p = 0``: the count of non-zeros, which has no gradient)."""
     nrm = _vector_norm(input, p, dim, keepdim=True)
     return input / _clamp_min(nrm, eps)
 
 
+def _safe_root(s: Tensor, p: float) -> Tensor:
+    # s^(1/p) with gradient 0 (not 0 * inf) where s = 0: PyTorch's norm backward at the zero vector
+    pos = s > 0
+    return _pl.where(pos, _pl.where(pos, s, 1.0 + 0.0 * s) ** (1.0 / p), 0.0 * s)
+
+
 def _vector_norm(x: Tensor, p: float, dim, keepdim: bool = False) -> Tensor:
     if p == 2:
-        return _pl.sqrt((x * x).sum(dim, keepdim=keepdim))
+        return _safe_root((x * x).sum(dim, keepdim=keepdim), 2.0)
     if p == 1:
         return _pl.abs(x).sum(dim, keepdim=keepdim)
+    if p == 0:
+        return (x != 0).sum(dim, keepdim=keepdim).to(x.dtype)
     if p == math.inf:
         return _pl.amax(_pl.abs(x), dim, keepdim=keepdim)
-    return (_pl.abs(x) ** p).sum(dim, keepdim=keepdim) ** (1.0 / p)
+    if p == -math.inf:
+        return _pl.amin(_pl.abs(x), dim, keepdim=keepdim)
+    return _safe_root((_pl.abs(x) ** p).sum(dim, keepdim=keepdim), p)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -471,7 +506,9 @@ def _embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float, norm_ty
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Look up rows of ``weight`` (``(num_embeddings, dim)``) at integer ``input``; the ``padding_idx`` row gets
-    no gradient; ``max_norm`` renormalises the looked-up rows in place first.
+    no gradient; ``max_norm`` renormalises the looked-up rows in place first. ``scale_grad_by_freq`` divides each
+    row's gradient by how often its index occurs in ``input``; ``sparse=True`` gives a dense gradient (pylucid has
+    no sparse tensors).
 
     >>> import pylucid
     >>> embedding(pylucid.tensor([2, 0]), pylucid.arange(6.0).reshape(3, 2))
@@ -482,13 +519,20 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     check_tensor(weight, "embedding", "weight")
     if weight.ndim != 2:
         raise ShapeMismatch(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got {list(weight.shape)}")
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: scale_grad_by_freq and sparse gradients are not supported by pylucid")
     _check_indices("embedding", input, weight.shape[0])
     pidx = _norm_padding_idx(padding_idx, weight.shape[0])
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
-    return _nn_ops.embedding_op(weight, input, pidx)
+    out = _nn_ops.embedding_op(weight, input, pidx)
+    if scale_grad_by_freq and weight.requires_grad and input.numel():
+        flat = input.reshape(-1).long()
+        counts = _pl.zeros(weight.shape[0], dtype=_pl.int64, device=weight.device)
+        counts = counts.scatter_add(0, flat, _pl.ones_like(flat))
+        scale = (1.0 / counts[flat].to(out.dtype)).reshape(tuple(input.shape) + (1,))
+        # the value of ``out``, the gradient of ``out * scale``
+        scaled = out * scale
+        out = scaled + (out - scaled).detach()
+    return out
 
 
 @declare(**_F)
@@ -566,16 +610,72 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 @declare(**_F)
 def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
-    """Pad the last ``len(pad)//2`` dims (``pad = (left_last, right_last, left_prev, ...)``); ``pylucid.pad``."""
-    return _pl.pad(input, pad, mode=mode, value=value)
+    """Pad the last ``len(pad)//2`` dims (``pad = (left_last, right_last, left_prev, ...)``); ``pylucid.pad``.
+
+    Negative pads crop, in every mode, as PyTorch: ``reflect``/``replicate`` map each output position
+    ``-left .. n + right - 1`` to its source by the mode's rule; ``circular`` crops first, then wraps around
+    what is left.
+
+    >>> import pylucid
+    >>> pad(pylucid.arange(6.0).reshape(1, 1, 6), (-1, 2), mode="reflect")
+    tensor([[[1., 2., 3., 4., 5., 4., 3.]]])
+    """
+    check_tensor(input, "pad")
+    pads = tuple(int(p) for p in pad) if isinstance(pad, (list, tuple)) else pad
+    if mode == "constant" or not isinstance(pads, tuple) or min(pads, default=0) >= 0 or len(pads) % 2 \
+            or len(pads) // 2 > input.ndim:
+        return _pl.pad(input, pad, mode=mode, value=value)
+    if mode not in ("reflect", "replicate", "circular"):
+        return _pl.pad(input, pad, mode=mode, value=value)
+    if value not in (None, 0):
+        raise ValueError(f"pad: value is only used in constant mode, got mode={mode!r} and value={value}")
+    x = input
+    for i in range(len(pads) // 2):
+        d = input.ndim - 1 - i
+        left, right = pads[2 * i], pads[2 * i + 1]
+        n = input.shape[d]
+        if n + left + right <= 0 or n == 0:
+            raise ValueError(f"pad: padding {pads} leaves no element in dim {d} of size {n}")
+        if mode == "reflect" and (left >= n or right >= n):
+            raise ValueError(f"pad: reflect padding {(left, right)} must be smaller than the size {n} of dim {d}")
+        if mode == "circular":
+            lo, hi = max(-left, 0), n - max(-right, 0)
+            x = x.narrow(d, lo, hi - lo)
+            continue
+        src = _pl.arange(-left, n + right, device=input.device)
+        if mode == "reflect":
+            src = _pl.abs(src)
+            src = _pl.where(src >= n, 2 * (n - 1) - src, src)
+        else:
+            src = _pl.clamp(src, 0, n - 1)
+        x = _pl.index_select(x, d, src)
+    if mode == "circular":
+        return _pl.pad(x, tuple(max(p, 0) for p in pads), mode="circular")
+    return x
 
 
 @declare(**_F)
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
-    """``sum(x1 x2) / (max(||x1||, eps) * max(||x2||, eps))`` along ``dim`` (PyTorch's clamping of each norm)."""
-    n1 = _clamp_min(_pl.sqrt((x1 * x1).sum(dim)), eps)
-    n2 = _clamp_min(_pl.sqrt((x2 * x2).sum(dim)), eps)
-    return (x1 * x2).sum(dim) / (n1 * n2)
+    """``sum((x1 / max(||x1||, eps)) (x2 / max(||x2||, eps)))`` along ``dim``, after broadcasting ``x1`` with
+    ``x2`` (the norms are taken over the broadcast shape). As PyTorch, each norm is clamped outside autograd:
+    the gradient sees the clamped value but flows through the norm as if unclamped.
+
+    >>> import pylucid
+    >>> cosine_similarity(pylucid.tensor([[1.0], [2.0]]), pylucid.tensor([[3.0, 4.0]])).round(decimals=4)
+    tensor([0.9899, 0.9899])
+    """
+    check_tensor(x1, "cosine_similarity", "x1")
+    check_tensor(x2, "cosine_similarity", "x2")
+    if not x1.is_floating_point() and not x1.is_complex():
+        x1 = x1.to(_pl.get_default_dtype())
+    if not x2.is_floating_point() and not x2.is_complex():
+        x2 = x2.to(_pl.get_default_dtype())
+    x1, x2 = _pl.broadcast_tensors(x1, x2)
+    n1 = _vector_norm(x1, 2, dim, keepdim=True)
+    n2 = _vector_norm(x2, 2, dim, keepdim=True)
+    n1 = n1 + (_clamp_min(n1, eps) - n1).detach()
+    n2 = n2 + (_clamp_min(n2, eps) - n2).detach()
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
 @declare(**_F)
@@ -647,6 +747,23 @@ def _repeat_heads(x, rep):
     return x.reshape(shp[:-3] + (shp[-3] * rep,) + shp[-2:])
 
 
+def _canonical_mask(mask, name, dtype):
+    # PyTorch's MHA convention: a bool mask is True where attention is NOT allowed; float masks are additive
+    if mask is None:
+        return None
+    if mask.dtype is _pl.bool:
+        return _pl.where(mask, float("-inf"), 0.0).to(dtype)
+    if not mask.is_floating_point():
+        raise TypeError(f"multi_head_attention_forward: only bool and floating types of {name} are supported, "
+                        f"got {mask.dtype}")
+    return mask
+
+
+def _pad_last(mask):
+    # one more key position (bias_k / the zero attention), not masked
+    return None if mask is None else pad(mask, (0, 1))
+
+
 @declare(**_F)
 def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
                                  bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
@@ -654,10 +771,16 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
                                  use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
                                  v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
                                  is_causal=False):
-    """PyTorch's functional multi-head attention on sequence-first ``(L, N, E)`` inputs (or unbatched ``(L, E)``)."""
-    if bias_k is not None or bias_v is not None or add_zero_attn or static_k is not None or static_v is not None:
-        raise NotImplementedError("multi_head_attention_forward: bias_k/bias_v/add_zero_attn/static_k/static_v "
-                                  "are not supported by pylucid")
+    """PyTorch's functional multi-head attention on sequence-first ``(L, N, E)`` inputs (or unbatched ``(L, E)``).
+
+    As PyTorch: ``bias_k``/``bias_v`` ``(1, 1, E)`` append one key/value position, ``add_zero_attn`` one of
+    zeros (after the heads are split); ``static_k``/``static_v`` ``(N*H, S, E/H)`` replace the projected keys/
+    values; bool masks are True where attention is NOT allowed, float masks are added; ``attn_mask`` is
+    ``(L, S)`` or ``(N*H, L, S)``; ``is_causal`` is only a hint that ``attn_mask`` is the causal mask.
+    Returns ``(output, weights)``, the weights ``(N, L, S)`` averaged over the heads
+    (``average_attn_weights``) or ``(N, H, L, S)``, None unless ``need_weights``.
+    """
+    op = "multi_head_attention_forward"
     unbatched = query.ndim == 2
     if unbatched:
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
@@ -665,10 +788,25 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
             key_padding_mask = key_padding_mask.unsqueeze(0)
     L, N, E = query.shape
     S = key.shape[0]
+    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask", query.dtype)
+    if is_causal and attn_mask is None:
+        raise ValueError(f"{op}: need attn_mask if specifying the is_causal hint (e.g. "
+                         "Transformer.generate_square_subsequent_mask)")
+    if is_causal and key_padding_mask is None and not need_weights:
+        attn_mask = None  # the hint: sdpa applies the causal mask itself
+    else:
+        attn_mask = _canonical_mask(attn_mask, "attn_mask", query.dtype)
+        if key_padding_mask is not None:
+            is_causal = False
     if E != embed_dim_to_check:
-        raise ShapeMismatch(f"multi_head_attention_forward: expected embed_dim {embed_dim_to_check}, got {E}")
+        raise ShapeMismatch(f"{op}: expected embed_dim {embed_dim_to_check}, got {E}")
     hd = E // num_heads
+    if hd * num_heads != E:
+        raise ValueError(f"{op}: embed_dim {E} not divisible by num_heads {num_heads}")
     if use_separate_proj_weight:
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise ShapeMismatch(f"{op}: key's sequence and batch dims {list(key.shape[:2])} do not match value's "
+                                f"{list(value.shape[:2])}")
         bq = bk = bv = None
         if in_proj_bias is not None:
             bq, bk, bv = in_proj_bias[:E], in_proj_bias[E:2 * E], in_proj_bias[2 * E:]
@@ -676,50 +814,74 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         k = linear(key, k_proj_weight, bk)
         v = linear(value, v_proj_weight, bv)
     else:
+        if tuple(key.shape) != tuple(value.shape):
+            raise ShapeMismatch(f"{op}: key shape {list(key.shape)} does not match value shape {list(value.shape)}")
         w = in_proj_weight
         b = in_proj_bias
         q = linear(query, w[:E], None if b is None else b[:E])
         k = linear(key, w[E:2 * E], None if b is None else b[E:2 * E])
         v = linear(value, w[2 * E:], None if b is None else b[2 * E:])
-    # (L, N, E) -> (N, H, L, hd)
-    q = q.reshape(L, N, num_heads, hd).permute(1, 2, 0, 3)
-    k = k.reshape(S, N, num_heads, hd).permute(1, 2, 0, 3)
-    v = v.reshape(S, N, num_heads, hd).permute(1, 2, 0, 3)
-    mask = None
     if attn_mask is not None:
-        am = attn_mask
-        if am.dtype is _pl.bool:
-            am = _pl.where(am, float("-inf"), 0.0).to(q.dtype)  # PyTorch MHA: True = NOT allowed
-        if am.ndim == 3:
-            am = am.reshape(N, num_heads, L, S)
-        mask = am
-    elif is_causal:
-        rows = _pl.arange(L, device=q.device).reshape(L, 1)
-        cols = _pl.arange(S, device=q.device).reshape(1, S)
-        mask = _pl.where(cols <= rows, 0.0, float("-inf")).to(q.dtype)
+        if attn_mask.ndim == 2:
+            if tuple(attn_mask.shape) != (L, S):
+                raise ShapeMismatch(f"{op}: the 2-D attn_mask has shape {list(attn_mask.shape)}, expected {[L, S]}")
+            attn_mask = attn_mask.unsqueeze(0)
+        elif attn_mask.ndim == 3:
+            if tuple(attn_mask.shape) != (N * num_heads, L, S):
+                raise ShapeMismatch(f"{op}: the 3-D attn_mask has shape {list(attn_mask.shape)}, expected "
+                                    f"{[N * num_heads, L, S]}")
+        else:
+            raise ShapeMismatch(f"{op}: attn_mask must be 2-D or 3-D, got {attn_mask.ndim}-D")
+    if (bias_k is None) != (bias_v is None):
+        raise ValueError(f"{op}: bias_k and bias_v must be given together")
+    if bias_k is not None:
+        if static_k is not None or static_v is not None:
+            raise ValueError(f"{op}: bias_k/bias_v cannot be added to static_k/static_v")
+        k = _pl.cat([k, bias_k.reshape(1, 1, E).expand(1, N, E)])
+        v = _pl.cat([v, bias_v.reshape(1, 1, E).expand(1, N, E)])
+        attn_mask = _pad_last(attn_mask)
+        key_padding_mask = _pad_last(key_padding_mask)
+    # (L, N, E) -> (N*H, L, hd), PyTorch's head layout (static_k/static_v come in it)
+    q = q.reshape(L, N * num_heads, hd).transpose(0, 1)
+    k = k.reshape(k.shape[0], N * num_heads, hd).transpose(0, 1) if static_k is None else static_k
+    v = v.reshape(v.shape[0], N * num_heads, hd).transpose(0, 1) if static_v is None else static_v
+    for name, t in (("static_k", static_k), ("static_v", static_v)):
+        if t is not None and (t.ndim != 3 or t.shape[0] != N * num_heads or t.shape[2] != hd):
+            raise ShapeMismatch(f"{op}: expected {name} of shape ({N * num_heads}, S, {hd}), got {list(t.shape)}")
+    if add_zero_attn:
+        zeros = _pl.zeros(N * num_heads, 1, hd, dtype=k.dtype, device=k.device)
+        k = _pl.cat([k, zeros], 1)
+        v = _pl.cat([v, zeros.to(v.dtype)], 1)
+        attn_mask = _pad_last(attn_mask)
+        key_padding_mask = _pad_last(key_padding_mask)
+    src = k.shape[1]
     if key_padding_mask is not None:
-        kpm = key_padding_mask
-        if kpm.dtype is _pl.bool:
-            kpm = _pl.where(kpm, float("-inf"), 0.0).to(q.dtype)
-        kpm = kpm.reshape(N, 1, 1, S)
-        mask = kpm if mask is None else mask + kpm
+        if tuple(key_padding_mask.shape) != (N, src):
+            raise ShapeMismatch(f"{op}: expected key_padding_mask of shape {[N, src]}, got "
+                                f"{list(key_padding_mask.shape)}")
+        kpm = key_padding_mask.reshape(N, 1, 1, src).expand(N, num_heads, 1, src).reshape(N * num_heads, 1, src)
+        attn_mask = kpm if attn_mask is None else attn_mask + kpm
     if not training:
         dropout_p = 0.0
     if need_weights:
-        sc = 1.0 / math.sqrt(hd)
-        s = _pl.matmul(q * sc, k.transpose(-1, -2))
-        if mask is not None:
-            s = s + mask
+        s = _pl.matmul(q * math.sqrt(1.0 / hd), k.transpose(-1, -2))
+        if attn_mask is not None:
+            s = s + attn_mask
         attn = softmax(s, -1)
         attn_d = dropout(attn, dropout_p) if dropout_p > 0 else attn
-        out = _pl.matmul(attn_d, v)
+        out = _pl.matmul(attn_d, v)  # (N*H, L, hd)
+        out = out.transpose(0, 1).reshape(L, N, E)
+        attn = attn.reshape(N, num_heads, L, src)
+        if average_attn_weights:
+            attn = attn.mean(1)
     else:
-        out = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        if attn_mask is not None:
+            attn_mask = attn_mask.unsqueeze(0) if attn_mask.shape[0] == 1 else attn_mask.reshape(N, num_heads, -1, src)
+        out = scaled_dot_product_attention(q.reshape(N, num_heads, L, hd), k.reshape(N, num_heads, src, hd),
+                                           v.reshape(N, num_heads, src, hd), attn_mask, dropout_p, is_causal)
+        out = out.permute(2, 0, 1, 3).reshape(L, N, E)
         attn = None
-    out = out.permute(2, 0, 1, 3).reshape(L, N, E)
     out = linear(out, out_proj_weight, out_proj_bias)
-    if attn is not None and average_attn_weights:
-        attn = attn.mean(1)
     if unbatched:
         out = out.squeeze(1)
         if attn is not None:

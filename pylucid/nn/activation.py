@@ -14,7 +14,7 @@ from .module import Module, Parameter
 
 __all__ = ["ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid", "Tanh", "Softplus", "Mish", "ELU", "SELU", "CELU",
            "LeakyReLU", "PReLU", "Hardtanh", "Hardsigmoid", "Hardswish", "LogSigmoid", "Softsign", "Tanhshrink",
-           "Softshrink", "Hardshrink", "Threshold", "GLU", "Softmax", "LogSoftmax", "Softmin"]
+           "Softshrink", "Hardshrink", "Threshold", "GLU", "Softmax", "LogSoftmax", "Softmin", "RReLU", "Softmax2d"]
 
 
 class _Inplace(Module):
@@ -154,6 +154,23 @@ class LeakyReLU(Module):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
+class RReLU(Module):
+    """Randomized leaky ReLU: slopes ``U(lower, upper)`` per element in training (pylucid's generator), their
+    mean in evaluation; see :func:`pylucid.rrelu`."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False) -> None:
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input):
+        return _pl.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
 class PReLU(Module):
     """``max(0, x) + a * min(0, x)`` with a learnable ``a`` (one, or one per channel), initialised to ``init``."""
 
@@ -256,3 +273,12 @@ class LogSoftmax(Softmax):
 class Softmin(Softmax):
     def forward(self, input):
         return F.softmin(input, self.dim)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels (dim ``-3``) of a ``(N, C, H, W)`` or ``(C, H, W)`` input."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected a 3-D or 4-D input, got {input.ndim}-D")
+        return F.softmax(input, -3)

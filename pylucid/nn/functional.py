@@ -12,7 +12,7 @@ True
 """
 
 from ..ops import registry as _registry
-from . import _functional_conv, _functional_core  # noqa: F401 - importing them declares their functions
+from . import _functional_conv, _functional_core, _functional_loss, _functional_pool, _functional_sampling  # noqa: F401 - importing them declares them
 
 globals().update(_registry.namespace("pylucid.nn.functional"))
 __all__ = sorted(_registry.namespace("pylucid.nn.functional"))

@@ -21,6 +21,7 @@ import pylucid as _pl
 
 from .. import dtypes as _dt
 from ..ops import conv as _C
+from . import _functional_pool as _FP
 from . import init
 from .module import Module, Parameter, _set_params
 
@@ -28,7 +29,8 @@ __all__ = [
     "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MaxPool1d", "MaxPool2d",
     "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d",
     "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
-    "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold",
+    "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold", "AdaptiveMaxPool3d", "MaxUnpool1d", "MaxUnpool2d",
+    "MaxUnpool3d", "LPPool1d", "LPPool2d", "LPPool3d", "FractionalMaxPool2d", "FractionalMaxPool3d", "ChannelShuffle",
 ]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
@@ -379,6 +381,128 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     _nd = 2
 
 
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """Adaptive max pooling over ``(D, H, W)``; see :func:`pylucid.adaptive_max_pool3d`."""
+
+    _nd = 3
+
+
+class _MaxUnpoolNd(Module):
+    _nd = 2
+
+    def __init__(self, kernel_size, stride=None, padding=0) -> None:
+        super().__init__()
+        # stored as tuples, as PyTorch's (_single/_pair/_triple)
+        def nt(v):
+            return tuple(v) if isinstance(v, (list, tuple)) else (v,) * self._nd
+
+        self.kernel_size = nt(kernel_size)
+        self.stride = nt(stride if stride is not None else kernel_size)
+        self.padding = nt(padding)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+    def forward(self, input, indices, output_size=None):
+        return getattr(_FP, f"max_unpool{self._nd}d")(input, indices, self.kernel_size, self.stride, self.padding,
+                                                      output_size)
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """The partial inverse of ``MaxPool1d``; see :func:`pylucid.nn.functional.max_unpool1d`."""
+
+    _nd = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """The partial inverse of ``MaxPool2d``; see :func:`pylucid.nn.functional.max_unpool2d`."""
+
+    _nd = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The partial inverse of ``MaxPool3d``; see :func:`pylucid.nn.functional.max_unpool3d`."""
+
+    _nd = 3
+
+
+class _LPPoolNd(Module):
+    _nd = 2
+
+    def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
+    def extra_repr(self) -> str:
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+    def forward(self, input):
+        return getattr(_FP, f"lp_pool{self._nd}d")(input, float(self.norm_type), self.kernel_size, self.stride,
+                                                   self.ceil_mode)
+
+
+class LPPool1d(_LPPoolNd):
+    """Power-average pooling; see :func:`pylucid.nn.functional.lp_pool1d`."""
+
+    _nd = 1
+
+
+class LPPool2d(_LPPoolNd):
+    """2-D power-average pooling; see :func:`pylucid.nn.functional.lp_pool2d`."""
+
+    _nd = 2
+
+
+class LPPool3d(_LPPoolNd):
+    """3-D power-average pooling; see :func:`pylucid.nn.functional.lp_pool3d`."""
+
+    _nd = 3
+
+
+class _FractionalMaxPoolNd(Module):
+    _nd = 2
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False,
+                 _random_samples=None) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError(f"{name}: only one of output_size and output_ratio may be specified")
+        if output_ratio is not None:
+            ratios = output_ratio if isinstance(output_ratio, (list, tuple)) else (output_ratio,) * self._nd
+            if not all(0 < r < 1 for r in ratios):
+                raise ValueError(f"{name}: output_ratio must be between 0 and 1 (got {output_ratio})")
+        self.kernel_size = kernel_size
+        self.output_size = output_size
+        self.output_ratio = output_ratio
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+
+    def forward(self, input):
+        return getattr(_FP, f"fractional_max_pool{self._nd}d")(
+            input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
+            _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Fractional max pooling (random window starts from pylucid's generator); see
+    :func:`pylucid.nn.functional.fractional_max_pool2d`."""
+
+    _nd = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """3-D fractional max pooling; see :func:`pylucid.nn.functional.fractional_max_pool3d`."""
+
+    _nd = 3
+
+
 # ----------------------------------------------------------------------------------------------------------
 # resampling and folding
 # ----------------------------------------------------------------------------------------------------------
@@ -455,6 +579,20 @@ class PixelUnshuffle(Module):
 
     def forward(self, input):
         return _C.pixel_unshuffle(input, self.downscale_factor)
+
+
+class ChannelShuffle(Module):
+    """``(N, g*k, *) -> (N, k*g, *)``; see :func:`pylucid.channel_shuffle`."""
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
+
+    def forward(self, input):
+        return _C.channel_shuffle(input, self.groups)
 
 
 class Unfold(Module):

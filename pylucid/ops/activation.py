@@ -11,6 +11,7 @@ boundaries (``clamp`` does), ``leaky_relu'(0) = negative_slope``, ``elu'(0) = al
 
 from __future__ import annotations
 
+from .. import dtypes as _dt
 from .._tensor import Tensor
 from ._op import Op, check_inplace_leaf, commit_inplace
 from ._utils import conj_if_complex
@@ -552,7 +553,8 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """
     if lambd < 0:
         raise ValueError(f"softshrink: lambd must be >= 0, got {lambd}")
-    return where(gt(input, lambd), sub(input, lambd), where(lt(input, -lambd), add(input, lambd), 0.0))
+    # the inner branch is x * 0, not 0: NaN stays NaN, as in PyTorch
+    return where(gt(input, lambd), sub(input, lambd), where(lt(input, -lambd), add(input, lambd), mul(input, 0.0)))
 
 
 @declare(namespaces=_NAMESPACES)
@@ -563,7 +565,8 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     >>> pylucid.hardshrink(pylucid.tensor([-1.0, 0.2, 1.0]))
     tensor([-1.,  0.,  1.])
     """
-    return where(gt(abs(input), lambd), input, 0.0)
+    # zero inside the band [-lambd, lambd]; NaN is outside it and stays NaN, as in PyTorch
+    return where(logical_and(le(input, lambd), le(-lambd, input)), 0.0, input)
 
 
 @declare(namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
@@ -574,4 +577,35 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     >>> pylucid.threshold(pylucid.tensor([0.5, 2.0]), 1.0, -1.0)
     tensor([-1.,  2.])
     """
-    return _result(input, where(gt(input, threshold), input, value), inplace, "threshold_")
+    # PyTorch's kernel: ``x <= threshold ? value : x`` (NaN is kept), compared in the op math type (float32 for
+    # half inputs); integer inputs take the threshold and value cast to integers and stay integer
+    x = input
+    if input.dtype.category < _dt.FLOAT:
+        threshold, value = int(threshold), int(value)
+    elif input.dtype.itemsize == 2:
+        x = input.float()
+    return _result(input, where(le(x, threshold), value, input), inplace, "threshold_")
+
+
+@declare(namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False, *, generator=None) -> Tensor:
+    """Randomized leaky ReLU: ``x`` where ``x > 0``, else ``a x``.
+
+    In training ``a ~ U(lower, upper)`` per element, drawn from pylucid's generator (``generator=``, or the
+    global one: ``pylucid.manual_seed``), and the gradient is ``a`` there; in evaluation
+    ``a = (lower + upper) / 2`` (``leaky_relu``). A composite.
+
+    >>> import pylucid
+    >>> pylucid.rrelu(pylucid.tensor([-3.0, 2.0]), 0.25, 0.75)
+    tensor([-1.5000,  2.0000])
+    """
+    from .. import random as _random
+
+    if not (isinstance(lower, (int, float)) and isinstance(upper, (int, float))) or lower > upper:
+        raise ValueError(f"rrelu: expected numbers lower <= upper, got lower={lower!r}, upper={upper!r}")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace=inplace)
+    u = _random.rand(*input.shape, generator=generator, dtype=input.dtype, device=input.device)
+    out = where(gt(input, 0), input, mul(input, add(mul(u, upper - lower), lower)))
+    return _result(input, out, inplace, "rrelu_")

@@ -338,7 +338,7 @@ class _ConvNd(Op):
 
     @staticmethod
     def forward(be, x, w, b, stride, pads, dilation, groups):
-        if be.name == "cuda":
+        if be.name == "cuda" and x.dtype.kind not in "iu":  # cuDNN has no integer convolution
             y = be.conv_nd(x, w, b, stride, pads, dilation, groups)
             if y is not None:
                 return y
@@ -420,14 +420,34 @@ def _check_float(x, op):
         raise DtypeMismatch(f"{op}: expected a floating point input, got {x.dtype}")
 
 
-def _conv_inputs(op, nd, input, weight, bias, groups, layout):
+def _check_conv_dtypes(op, input, weight, bias, transposed):
+    """PyTorch's CPU kernels: float inputs as before; integer convolutions are exact in their own dtype (any
+    integer dtype; transposed ones int64 only), with input, weight and bias of one dtype; bool is not
+    implemented."""
+    cat = input.dtype.category
+    if cat >= _dt.FLOAT and weight.dtype.category >= _dt.FLOAT:
+        return
+    for name, t in (("input", input), ("weight", weight), ("bias", bias)):
+        if t is not None and t.dtype == _dt.bool_:
+            raise NotImplementedError(f"{op}: not implemented for bool {name}")
+    if input.dtype.category >= _dt.COMPLEX or weight.dtype.category >= _dt.COMPLEX:
+        raise DtypeMismatch(f"{op}: input ({input.dtype}) and weight ({weight.dtype}) must have the same dtype")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.dtype != input.dtype:
+            raise DtypeMismatch(f"{op}: input ({input.dtype}) and {name} ({t.dtype}) must have the same dtype")
+    if transposed and input.dtype != _dt.int64:
+        raise NotImplementedError(f"{op}: integer transposed convolution is implemented for int64 only, got "
+                                  f"{input.dtype}")
+
+
+def _conv_inputs(op, nd, input, weight, bias, groups, layout, transposed=False):
     """The checks convolutions and transposed convolutions share; ``layout`` names the weight's dims.
     Returns (input with a batch dim, whether one was added)."""
     check_tensor(input, op)
     check_tensor(weight, op, "weight")
     if bias is not None:
         check_tensor(bias, op, "bias")
-    _check_float(input, op)
+    _check_conv_dtypes(op, input, weight, bias, transposed)
     x, added = _batched(input, nd, op)
     if weight.ndim != nd + 2:
         raise ShapeMismatch(f"{op}: expected a {nd + 2}-d weight ({layout}, *kernel), got shape {tuple(weight.shape)}")
@@ -537,7 +557,7 @@ class _ConvTransposeNd(Op):
 
     @staticmethod
     def forward(be, x, w, b, stride, pads, dilation, groups, size):
-        if be.name == "cuda":
+        if be.name == "cuda" and x.dtype.kind not in "iu":
             y = be.conv_transpose_nd(x, w, b, stride, pads, dilation, groups, size)
             if y is not None:
                 return y
@@ -565,8 +585,16 @@ class _ConvTransposeNd(Op):
         nd = len(kernel)
         length = _prod(x.shape[2:])
         cout = w.shape[1] * gr
-        cols = reshape(_unfold_t(g, kernel, p["dilation"], p["pads"], p["stride"]),
-                       (n, gr, cout // gr * _prod(kernel), length))
+        cols = _unfold_t(g, kernel, p["dilation"], p["pads"], p["stride"])
+        in_sp = tuple(x.shape[2:])
+        win_sp = tuple(_conv_out(g.shape[2 + i], kernel[i], p["stride"][i], *p["pads"][i], p["dilation"][i])
+                       for i in range(nd))
+        if win_sp != in_sp:
+            # output_padding >= stride (allowed when it is below the dilation) adds windows past the input's
+            # last position: they met no input in the forward, drop them
+            cols = reshape(cols, (n, cols.shape[1]) + win_sp)[(slice(None), slice(None))
+                                                               + tuple(slice(0, v) for v in in_sp)]
+        cols = reshape(cols, (n, gr, cout // gr * _prod(kernel), length))
         gx = gw = gb = None
         if self.next_edges[0] is not None:
             gx = reshape(matmul(reshape(w, (gr, cin // gr, -1)), cols), x.shape)
@@ -588,7 +616,7 @@ ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = _CONV_T.values()
 
 def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
     op = f"conv_transpose{nd}d"
-    x, added = _conv_inputs(op, nd, input, weight, bias, groups, "in_channels, out_channels/groups")
+    x, added = _conv_inputs(op, nd, input, weight, bias, groups, "in_channels, out_channels/groups", True)
     cin = x.shape[1]
     if weight.shape[0] != cin or cin % groups:
         raise ShapeMismatch(f"{op}: weight {tuple(weight.shape)} expects {weight.shape[0]} input channels "
@@ -864,9 +892,13 @@ class _AvgPoolNd(Op):
     def forward(be, x, kernel, stride, pads, count_include_pad, divisor_override):
         nd = len(kernel)
         win, out_sp = _im2col(be, x, kernel, (1,) * nd, pads, stride)
-        y = be.sum(win, axis=tuple(range(2, 2 + nd)))
+        with be.errstate():  # inf + -inf in a window is NaN, as in PyTorch, without a warning
+            y = be.sum(win, axis=tuple(range(2, 2 + nd)))
         div = _avg_divisor(be, y.dtype, x.shape[2:], kernel, stride, pads, out_sp, count_include_pad,
                            divisor_override)
+        if x.dtype.kind == "i":  # int64 (PyTorch's CPU kernel): the quotient truncated toward zero
+            d = div if div is not None else int(divisor_override)
+            return (be.abs(y) // d * be.sign(y)).astype(y.dtype)
         return y / (div if div is not None else divisor_override)
 
     def _scaled(self, be):
@@ -899,7 +931,8 @@ AvgPool1d, AvgPool2d, AvgPool3d = _AVGPOOL.values()
 def _avg_pool(nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     op = f"avg_pool{nd}d"
     check_tensor(input, op)
-    _check_float(input, op)
+    if input.dtype.category < _dt.FLOAT and input.dtype != _dt.int64:
+        raise NotImplementedError(f"{op}: not implemented for {input.dtype} (integer input: int64 only)")
     x, added = _batched(input, nd, op)
     k, s, _, pads, _ = _pool_geometry(op, x, nd, kernel_size, stride, padding, 1, ceil_mode)
     if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override == 0):
@@ -954,26 +987,40 @@ def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
 # ----------------------------------------------------------------------------------------------------------
 # separable linear resampling: interpolation and adaptive average pooling
 # ----------------------------------------------------------------------------------------------------------
-def _axis_matrix(be, kind, n_in, n_out, scale, align_corners):
-    """The (n_out, n_in) matrix of one spatial dim of a separable linear resampling.
+def _axis_taps(be, kind, n_in, n_out, scale, align_corners):
+    """The taps of one spatial dim of a separable linear resampling: ``(idx, w, valid)``, each (n_out, T),
+    output ``i`` = ``sum_t w[i, t] x[idx[i, t]]`` over the taps where ``valid`` (None: all are).
 
-    ``kind``: 'nearest' / 'nearest-exact' (one-hot rows), 'linear' (two taps,
-    PyTorch's source-index rule), 'adaptive' (row i averages the input window
-    ``[floor(i*n_in/n_out), ceil((i+1)*n_in/n_out))``).
+    ``kind``: 'nearest' / 'nearest-exact' (one tap), 'linear' (two taps, PyTorch's source-index rule; a tap of
+    weight 0 is still a tap, as in its kernel), 'cubic' (four), 'adaptive' (the input window
+    ``[floor(i*n_in/n_out), ceil((i+1)*n_in/n_out))``, padded to the longest window).
     """
-    m = be.zeros((n_out, n_in), dtype="float64")
     dst = be.arange(n_out, dtype="float64")
-    rows = be.arange(n_out)
     if kind == "adaptive":
         start = (be.arange(n_out) * n_in) // n_out
         end = -((-(be.arange(n_out) + 1) * n_in) // n_out)
-        cols = be.arange(n_in)
-        inside = (cols[None, :] >= start[:, None]) & (cols[None, :] < end[:, None])
-        return inside / (end - start)[:, None]
+        # the longest window, on the host (no device sync)
+        k = max([-((-(i + 1) * n_in) // n_out) - (i * n_in) // n_out for i in range(n_out)], default=1)
+        pos = start[:, None] + be.arange(k)[None, :]
+        valid = pos < end[:, None]
+        return be.minimum(pos, end[:, None] - 1), valid / (end - start)[:, None], valid
     if kind in ("nearest", "nearest-exact"):
         src = be.floor((dst + 0.5) * scale) if kind == "nearest-exact" else be.floor(dst * scale)
-        m[rows, be.minimum(src.astype("int64"), n_in - 1)] = 1.0
-        return m
+        return be.minimum(src.astype("int64"), n_in - 1)[:, None], be.ones((n_out, 1)), None
+    if kind == "cubic":
+        # PyTorch's upsample_bicubic2d: the source index is not clamped at 0; the 4 taps at floor(src) - 1 .. + 2
+        # are clamped into the input (edge replication), weighted by the cubic convolution kernel (a = -0.75)
+        if align_corners:
+            src = dst * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+        else:
+            src = (dst + 0.5) * scale - 0.5
+        f = be.floor(src)
+        t = src - f
+        a = -0.75
+        near = lambda x: ((a + 2) * x - (a + 3)) * x * x + 1  # noqa: E731 - |x| <= 1
+        far = lambda x: ((a * x - 5 * a) * x + 8 * a) * x - 4 * a  # noqa: E731 - 1 < |x| < 2
+        idx = be.stack([be.minimum(be.maximum(f.astype("int64") + (k - 1), 0), n_in - 1) for k in range(4)], 1)
+        return idx, be.stack((far(t + 1), near(t), near(1 - t), far(2 - t)), 1), None
     if align_corners:
         src = dst * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
     else:
@@ -981,33 +1028,67 @@ def _axis_matrix(be, kind, n_in, n_out, scale, align_corners):
     i0 = be.minimum(be.floor(src).astype("int64"), n_in - 1)
     i1 = be.minimum(i0 + 1, n_in - 1)
     lam = src - i0
-    be.scatter_add(m, (rows, i0), 1.0 - lam)
-    be.scatter_add(m, (rows, i1), lam)
+    return be.stack((i0, i1), 1), be.stack((1.0 - lam, lam), 1), None
+
+
+def _axis_matrix(be, kind, n_in, n_out, scale, align_corners):
+    """The (n_out, n_in) matrix of one spatial dim of a separable linear resampling (its taps, scattered)."""
+    idx, w, _ = _axis_taps(be, kind, n_in, n_out, scale, align_corners)
+    m = be.zeros((n_out, n_in), dtype="float64")
+    rows = be.arange(n_out)
+    for t in range(idx.shape[1]):
+        be.scatter_add(m, (rows, idx[:, t]), w[:, t])
     return m
 
 
+def _resample_taps(be, y, taps, ax):
+    """The resampling of one dim applied tap by tap (not as a GEMM): an inf or NaN input then reaches only the
+    outputs that read it (a GEMM spreads ``0 * inf = NaN`` over every output), as PyTorch's per-pixel kernels."""
+    idx, w, valid = taps
+    shape = [1] * y.ndim
+    shape[ax] = idx.shape[0]
+    out = None
+    with be.errstate():
+        for t in range(idx.shape[1]):
+            term = be.take(y, idx[:, t], axis=ax) * w[:, t].reshape(shape).astype(y.dtype)
+            if valid is not None:
+                term = be.where(valid[:, t].reshape(shape), term, 0)
+            out = term if out is None else out + term
+    return out.astype(y.dtype, copy=False)
+
+
 class _SeparableResample(Op):
-    """``y = x`` with a matrix ``A_i`` applied along each spatial dim (nearest/linear interpolation,
+    """``y = x`` with a matrix ``A_i`` applied along each spatial dim (nearest/linear/cubic interpolation,
     adaptive average pooling): linear, so ``dx`` applies ``A_i^T`` to ``g`` (graph mode via ``matmul``).
 
     ``axes``: per spatial dim ``(kind, n_in, n_out, scale, align_corners)``.
-    Nearest forward is a gather (exact in every dtype); the others are one
-    GEMM per dim.
+    Nearest forward is a gather (exact in every dtype); linear and cubic add their 2 or 4 weighted taps
+    (so an inf or NaN reaches only the outputs that read it); adaptive pooling is one GEMM per dim.
     """
 
     @staticmethod
     def forward(be, x, axes):
         y = x
         nd = len(axes)
+        finite = None
         for i, (kind, n_in, n_out, scale, align) in enumerate(axes):
             ax = x.ndim - nd + i
             if kind in ("nearest", "nearest-exact"):
                 dst = be.arange(n_out, dtype="float64")
                 src = be.floor((dst + 0.5) * scale) if kind == "nearest-exact" else be.floor(dst * scale)
                 y = be.take(y, be.minimum(src.astype("int64"), n_in - 1), axis=ax)
-            else:
-                m = _axis_matrix(be, kind, n_in, n_out, scale, align).astype(x.dtype)
-                y = be.moveaxis(be.matmul(m, be.moveaxis(y, ax, -2)), -2, ax)
+                continue
+            if kind == "adaptive":
+                # windows may be long: a GEMM, unless a non-finite input must stay local (checked on the CPU only:
+                # on CUDA the check would cost a device sync per call)
+                if finite is None:
+                    finite = be.name == "cuda" or bool(be.isfinite(x).all())
+                if finite:
+                    m = _axis_matrix(be, kind, n_in, n_out, scale, align).astype(x.dtype)
+                    y = be.moveaxis(be.matmul(m, be.moveaxis(y, ax, -2)), -2, ax)
+                    continue
+            # interpolation: 2 (linear) or 4 (cubic) taps per output, as PyTorch's kernels
+            y = _resample_taps(be, y, _axis_taps(be, kind, n_in, n_out, scale, align), ax)
         return y
 
     def backward(self, g):
@@ -1042,6 +1123,7 @@ _RESAMPLE = {
     ("linear", 1): _register_resample("interpolate_linear", PROMOTE),
     ("linear", 2): _register_resample("interpolate_bilinear", PROMOTE),
     ("linear", 3): _register_resample("interpolate_trilinear", PROMOTE),
+    ("cubic", 2): _register_resample("interpolate_bicubic", PROMOTE),
     ("adaptive", 1): _register_resample("adaptive_avg_pool1d", KEEP_INPUT),
     ("adaptive", 2): _register_resample("adaptive_avg_pool2d", KEEP_INPUT),
     ("adaptive", 3): _register_resample("adaptive_avg_pool3d", KEEP_INPUT),
@@ -1056,9 +1138,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
 
     Modes: ``'nearest'`` (source index ``floor(dst * scale)``),
     ``'nearest-exact'`` (``floor((dst + 0.5) * scale)``), ``'linear'`` (3-d
-    input), ``'bilinear'`` (4-d), ``'trilinear'`` (5-d), with
-    ``align_corners``. As PyTorch, when ``scale_factor`` is given (and not
-    recomputed) the scale used is ``1/scale_factor``, not ``in/out``.
+    input), ``'bilinear'`` (4-d), ``'trilinear'`` (5-d), ``'bicubic'`` (4-d:
+    cubic convolution with ``a = -0.75``, taps clamped at the edges), with
+    ``align_corners``; ``'area'`` is adaptive average pooling to the output
+    size. As PyTorch, when ``scale_factor`` is given and not recomputed
+    (``recompute_scale_factor``) the scale used is ``1/scale_factor``, not
+    ``in/out``. ``antialias=True`` is not supported (NotImplementedError).
     Separable: each spatial dim is a gather (nearest) or a small GEMM with
     its interpolation matrix; the backward applies the transposed matrices.
 
@@ -1075,22 +1160,27 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     if nd < 1 or nd > 3:
         raise ShapeMismatch(f"{op}: expected a 3-d, 4-d or 5-d (N, C, *spatial) input, got shape {tuple(input.shape)}")
     if antialias:
+        if mode not in ("bilinear", "bicubic") or nd != 2:
+            raise ValueError(f"{op}: anti-alias option is restricted to bilinear and bicubic modes and requires a "
+                             f"4-D tensor as input, got mode={mode!r} and shape {tuple(input.shape)}")
         raise NotImplementedError(f"{op}: antialias=True is not supported")
-    if mode in ("nearest", "nearest-exact"):
+    if mode in ("nearest", "nearest-exact", "area"):
         kind = mode
         if align_corners is not None:
             raise ValueError(f"{op}: align_corners option can only be set with the interpolating modes: linear | "
                              f"bilinear | bicubic | trilinear, got mode={mode!r}")
-    elif mode in _MODE_DIMS:
-        if _MODE_DIMS[mode] != nd:
-            raise ShapeMismatch(f"{op}: mode {mode!r} expects a {_MODE_DIMS[mode] + 2}-d input, got shape "
-                                f"{tuple(input.shape)}")
-        kind = "linear"
+    elif mode in _MODE_DIMS or mode == "bicubic":
+        want = _MODE_DIMS.get(mode, 2)
+        if want != nd:
+            raise ShapeMismatch(f"{op}: mode {mode!r} expects a {want + 2}-d input, got shape {tuple(input.shape)}")
+        kind = "cubic" if mode == "bicubic" else "linear"
     else:
         raise NotImplementedError(f"{op}: mode {mode!r} is not supported; accepted: 'nearest', 'nearest-exact', "
-                                  "'linear', 'bilinear', 'trilinear'")
+                                  "'linear', 'bilinear', 'bicubic', 'trilinear', 'area'")
     if (size is None) == (scale_factor is None):
         raise ValueError(f"{op}: exactly one of size or scale_factor must be given")
+    if size is not None and recompute_scale_factor:
+        raise ValueError(f"{op}: recompute_scale_factor is not meaningful with an explicit size")
     in_sp = input.shape[2:]
     if size is not None:
         out_sp = _tup(size, nd, "size", op, 1)
@@ -1105,10 +1195,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         out_sp = tuple(int(math.floor(in_sp[i] * sf[i])) for i in range(nd))
         scales = (tuple(in_sp[i] / out_sp[i] for i in range(nd)) if recompute_scale_factor
                   else tuple(1.0 / v for v in sf))
-    if kind == "linear" and align_corners:
+    if kind == "area":  # PyTorch's 'area' is adaptive average pooling to the output size
+        return _adaptive_avg(nd, input, out_sp)
+    if kind in ("linear", "cubic") and align_corners:
         scales = (0.0,) * nd  # unused: align_corners maps corners to corners
     axes = tuple((kind, in_sp[i], out_sp[i], scales[i], bool(align_corners)) for i in range(nd))
-    key = ("nearest" if kind.startswith("nearest") else "linear", nd)
+    key = ("nearest" if kind.startswith("nearest") else kind, nd)
     return apply(_RESAMPLE[key], (input,), {"axes": axes})
 
 
@@ -1203,9 +1295,8 @@ class _AdaptiveMaxPoolNd(_MaxPoolBase):
         return vals, _ravel(be, coords, x.shape[2:]).astype("int64")
 
 
-_ADAPTIVE_MAX = _nd_ops(_AdaptiveMaxPoolNd, "adaptive_max_pool{}d", dims=(1, 2), amp_policy=KEEP_INPUT,
-                       saves_output=True)
-AdaptiveMaxPool1d, AdaptiveMaxPool2d = _ADAPTIVE_MAX.values()
+_ADAPTIVE_MAX = _nd_ops(_AdaptiveMaxPoolNd, "adaptive_max_pool{}d", amp_policy=KEEP_INPUT, saves_output=True)
+AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = _ADAPTIVE_MAX.values()
 
 
 def _adaptive_max(nd, input, output_size, return_indices):
@@ -1239,6 +1330,17 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
     [4.0, 5.0, 7.0, 8.0]
     """
     return _adaptive_max(2, input, output_size, return_indices)
+
+
+@declare(**_DECLARE)
+def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
+    """Adaptive max pooling over ``(D, H, W)`` to ``output_size``; see :func:`adaptive_max_pool2d`.
+
+    >>> import pylucid
+    >>> pylucid.adaptive_max_pool3d(pylucid.arange(8.0).reshape(1, 1, 2, 2, 2), 1).flatten()
+    tensor([7.])
+    """
+    return _adaptive_max(3, input, output_size, return_indices)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -1293,3 +1395,27 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     y = reshape(input, (*lead, c, h // r, r, w // r, r))
     y = permute(y, tuple(range(nl)) + tuple(nl + i for i in (0, 2, 4, 1, 3)))
     return reshape(y, (*lead, c * r * r, h // r, w // r))
+
+
+@declare(namespaces=("pylucid", "pylucid.nn.functional"), aliases=("native_channel_shuffle",), method=False)
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """``(N, g*k, *) -> (N, k*g, *)``: channel ``i*k + j`` moves to ``j*g + i`` (ShuffleNet's shuffle), a
+    composite of reshape and transpose.
+
+    >>> import pylucid
+    >>> pylucid.channel_shuffle(pylucid.arange(6.0).reshape(1, 6, 1), 2).flatten()
+    tensor([0., 3., 1., 4., 2., 5.])
+    """
+    from .shape import reshape, transpose
+
+    check_tensor(input, "channel_shuffle")
+    g = int(groups)
+    if input.ndim < 3:
+        raise ShapeMismatch(f"channel_shuffle: expected at least 3 dims (N, C, *), got shape {tuple(input.shape)}")
+    if g <= 0:
+        raise ValueError(f"channel_shuffle: number of groups to divide channels in must be positive, got {groups}")
+    n, c, *sp = input.shape
+    if c % g:
+        raise ShapeMismatch(f"channel_shuffle: number of channels ({c}) must be divisible by groups ({g})")
+    y = transpose(reshape(input, (n, g, c // g, *sp)), 1, 2)
+    return reshape(y, (n, c, *sp))

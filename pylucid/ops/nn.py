@@ -21,8 +21,10 @@ from __future__ import annotations
 from .. import dtypes as _dt
 from .._state import state
 from .._tensor import _TENSOR_TYPES, Tensor, _new_tensor
+from ..errors import ShapeMismatch
 from ._op import Op, apply
-from ._utils import keepdim_shape
+from ._utils import check_tensor, keepdim_shape
+from .registry import declare
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -1083,8 +1085,8 @@ class ScaledDotProductAttention(Op):
     besides ``o`` (kept by ``save_extra``). On CUDA, half-precision (B, H, L, E) inputs without a dropout
     mask go through cuDNN's flash kernels (forward and first-order backward; the T x T matrix never
     exists); elsewhere the scores are materialised. Gradients (graph mode, differentiable again):
-    ``dv = P^T g``, ``dS = P (dP - rowsum(dP P))``, ``dq = dS k scale``, ``dk = dS^T q scale``; the
-    additive mask gets no gradient.
+    ``dv = P^T g``, ``dS = P (dP - rowsum(dP P))``, ``dq = dS k scale``, ``dk = dS^T q scale``; a float
+    additive mask that requires grad gets ``dS`` (summed over its broadcast dims).
     """
 
     # Promote (PyTorch's autocast list), not the reference table's ForceFP32: the softmax and its statistics are
@@ -1124,31 +1126,37 @@ class ScaledDotProductAttention(Op):
 
         q, k, v, mask, drop = (self.input(i) for i in range(5))
         scale, ds = self.params["scale"], self.params["drop_scale"]
+        em = self.next_edges[3] if len(self.next_edges) > 3 else None
         s = matmul(q, transpose(k, -1, -2)) * scale
         if mask is not None:
-            s = s + mask.detach()
+            # kept in the graph when the mask takes a gradient, so that gradient is differentiable again
+            s = s + (mask if em is not None else mask.detach())
         if self.params["causal"]:
             s = s + _const(self, _causal_arr(self.device.backend, s.shape[-2], s.shape[-1], s.dtype.numpy_dtype))
         p = _softmax_t(s, -1)
         pd = p * drop.to(p.dtype) * ds if drop is not None else p
         eq, ek, ev = self.next_edges[:3]
         gv = sum_to_size(matmul(transpose(pd, -1, -2), g), self.shapes[2]) if ev is not None else None
-        gq = gk = None
-        if eq is not None or ek is not None:
+        gq = gk = gm = None
+        if eq is not None or ek is not None or em is not None:
             dp = matmul(g, transpose(v, -1, -2))
             if drop is not None:
                 dp = dp * drop.to(dp.dtype) * ds
-            dsc = p * (dp - _sum(dp * p, -1, keepdim=True)) * scale
+            # the gradient of the (masked, scaled) scores: the additive mask's gradient as it is
+            dss = p * (dp - _sum(dp * p, -1, keepdim=True))
+            if em is not None:
+                gm = sum_to_size(dss, self.shapes[3])
+            dsc = dss * scale
             if eq is not None:
                 gq = sum_to_size(matmul(dsc, k), self.shapes[0])
             if ek is not None:
                 gk = sum_to_size(matmul(transpose(dsc, -1, -2), q), self.shapes[1])
-        return gq, gk, gv, None, None
+        return gq, gk, gv, gm, None
 
     def backward_fast(self, be, g, _g_lse=None):
         """First order: cuDNN's flash backward when the forward ran on it (a float32 ``lse`` of half
         inputs), else the graph formula on raw arrays."""
-        if be.name == "cuda" and self.input(4) is None:
+        if be.name == "cuda" and self.input(4) is None and (len(self.next_edges) < 4 or self.next_edges[3] is None):
             o, lse = self.extra
             if lse.dtype.itemsize == 4 and o.dtype.itemsize == 2:
                 mask = self.input(3)
@@ -1165,3 +1173,47 @@ def sdpa_op(query, key, value, additive_mask=None, dropout_mask=None, scale: flo
     """The attention output (the op's ``lse`` output stays with its node for the backward)."""
     return apply(ScaledDotProductAttention, (query, key, value, additive_mask, dropout_mask),
                  {"scale": float(scale), "drop_scale": float(dropout_scale), "causal": bool(causal)})[0]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# distances (a composite of public ops)
+# ----------------------------------------------------------------------------------------------------------
+@declare(namespaces=("pylucid", "pylucid.nn.functional"), method=False)
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:
+    """The ``p``-norm distances between the rows of ``input`` ``(N, M)``: ``||x_i - x_j||_p`` for ``i < j``, in
+    row-major order, shape ``(N (N - 1) / 2,)``. ``p = 0`` counts the differing coordinates; the gradient is 0 at
+    a zero distance (PyTorch's rule).
+
+    >>> import pylucid
+    >>> pdist(pylucid.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])).round(decimals=4)
+    tensor([5.0000, 1.0000, 4.2426])
+    """
+    import pylucid as pl
+
+    check_tensor(input, "pdist")
+    if input.ndim != 2:
+        raise ShapeMismatch(f"pdist: expected a 2-D input (N, M), got shape {list(input.shape)}")
+    if not input.is_floating_point():
+        raise TypeError(f"pdist: expected a floating input, got {input.dtype}")
+    if not p >= 0:
+        raise ValueError(f"pdist: p must be non-negative, got {p}")
+    n = input.shape[0]
+    rows = pl.arange(n, device=input.device)
+    pairs = pl.nonzero(rows.reshape(n, 1) < rows.reshape(1, n))
+    return _p_norm_last(pl.abs(input[pairs[:, 0]] - input[pairs[:, 1]]), p)
+
+
+def _p_norm_last(d: Tensor, p: float) -> Tensor:
+    """``||.||_p`` over the last dim of the absolute differences ``d``, with gradient 0 at a zero distance."""
+    import pylucid as pl
+
+    if p == 0:  # differentiable with gradient 0, as in PyTorch
+        return (d != 0).sum(-1).to(d.dtype) + 0.0 * d.sum(-1)
+    if p == 1:
+        return d.sum(-1)
+    if p == float("inf"):
+        return pl.amax(d, -1) if d.shape[-1] else d.sum(-1)
+    s = (d * d if p == 2 else d ** p).sum(-1)
+    pos = s > 0
+    # s^(1/p) with gradient 0 (not 0 * inf) at s = 0
+    return pl.where(pos, pl.where(pos, s, 1.0 + 0.0 * s) ** (1.0 / p), 0.0 * s)

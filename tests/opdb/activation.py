@@ -118,4 +118,12 @@ ENTRIES = [
     OpEntry("nn.functional.prelu", F.prelu, TF.prelu,
             lambda: [Sample((U(2, 3, 4), U(3, seed=1)), name="per-channel"),
                      Sample((U(2, 3), U(1, seed=1)), name="shared")]),
+    # evaluation: leaky_relu with the mean slope
+    OpEntry("rrelu", pl.rrelu, torch.rrelu,
+            with_samples(unary_samples(), Sample((U(3, 4), 0.1, 0.5), name="bounds")),
+            error_inputs=lambda: [ErrorInput((U(2), 0.5, 0.1), exc=ValueError, match="rrelu: expected numbers")]),
+    # training: one slope per element from pylucid's generator (shapes, dtypes and repeatability are compared)
+    OpEntry("rrelu", F.rrelu, TF.rrelu, lambda: [Sample((U(3, 4), 0.1, 0.3, True)), Sample((U(0, 2), 0.1, 0.3, True),
+                                                                                          name="empty")],
+            variant="train", random=True, grad=False, amp=False),
 ]

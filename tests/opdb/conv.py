@@ -11,7 +11,7 @@ import numpy as np
 import torch.nn.functional as F
 
 import pylucid as pl
-from pylucid.errors import ShapeMismatch
+from pylucid.errors import DtypeMismatch, ShapeMismatch
 from tests.opdb import ErrorInput, OpEntry, Sample, rng
 
 
@@ -45,8 +45,27 @@ def _conv_samples(nd):
             Sample((NC(2, 2, *sp), U(2, 2, *k, seed=1)), name="noncontig"),
             Sample((U(2, *sp), U(2, 2, *k, seed=1)), name="unbatched"),
             Sample((U(0, 2, *sp), U(2, 2, *k, seed=1), U(2, seed=2)), name="empty-batch"),
+            # integer convolution: exact, in the input's dtype (PyTorch's CPU kernel)
+            Sample((_ints(1, 4, *sp), _ints(2, 2, *k, seed=1), _ints(2, seed=2)), {"groups": 2, "stride": 2},
+                   "int64"),
+            Sample((_ints(1, 2, *sp).astype(np.int32), _ints(2, 2, *k, seed=1).astype(np.int32)), name="int32"),
         ]
     return f
+
+
+def _ints(*shape, seed=0):
+    return rng(seed).integers(-3, 4, size=shape).astype(np.int64)
+
+
+def _int_conv_errors(name, transposed):
+    sp = (1, 2, 3, 3)[:2 + int(name[-2])]
+    k = (2, 2, 2, 2)[:2 + int(name[-2])]
+    out = [ErrorInput((_ints(*sp).astype(bool), _ints(*k).astype(bool)), exc=NotImplementedError, match="bool"),
+           ErrorInput((_ints(*sp), U(*k)), exc=DtypeMismatch, match=f"{name}: input .* and weight")]
+    if transposed:
+        out.append(ErrorInput((_ints(*sp).astype(np.int32), _ints(*k).astype(np.int32)), exc=NotImplementedError,
+                              match="int64 only"))
+    return out
 
 
 def _conv_errors(nd):
@@ -60,6 +79,7 @@ def _conv_errors(nd):
             ErrorInput((U(1, 2, *sp), U(2, 2, *k)), {"padding": "same", "stride": 2}, ValueError, "same"),
             ErrorInput((U(1, 2, *sp), U(2, 2, *k)), {"padding": "full"}, ValueError, "invalid padding string"),
             ErrorInput((U(*k), U(2, 2, *k)), {}, ShapeMismatch, f"{name}: expected a {nd + 1}-d"),
+            *_int_conv_errors(name, False),
         ]
     return f
 
@@ -74,8 +94,12 @@ def _conv_t_samples(nd):
             Sample((U(1, 2, *sp), U(2, 2, *k, seed=1)), {"stride": 2, "padding": 1, "output_padding": 1},
                    "stride-outpad"),
             Sample((U(1, 4, *sp), U(4, 1, *k, seed=1), U(2, seed=2)), {"groups": 2, "dilation": 2}, "groups-dilation"),
+            # output_padding >= stride, allowed below the dilation: windows past the input in the backward
+            Sample((U(1, 4, *sp), U(4, 2, *k, seed=1)), {"groups": 2, "dilation": 3, "output_padding": 2},
+                   "outpad-past-stride"),
             Sample((NC(2, 2, *sp), U(2, 2, *k, seed=1)), name="noncontig"),
             Sample((U(2, *sp), U(2, 2, *k, seed=1)), name="unbatched"),
+            Sample((_ints(1, 2, *sp), _ints(2, 2, *k, seed=1), _ints(2, seed=2)), {"stride": 2}, "int64"),
         ]
     return f
 
@@ -105,6 +129,8 @@ def _pool_samples(nd, maxpool):
             out += [
                 Sample((X(1, 2, *sp, seed=5),), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True,
                                                  "count_include_pad": False}, "exclude-pad"),
+                # int64 (PyTorch's CPU kernel): the quotient truncated toward zero
+                Sample((_ints(1, 2, *sp, seed=7) * 3,), {"kernel_size": 3, "stride": 2, "padding": 1}, "int64"),
             ]
             if nd > 1:
                 out.append(Sample((X(1, 2, *sp, seed=6),), {"kernel_size": 2, "padding": 1, "divisor_override": 3},
@@ -127,7 +153,7 @@ def _pool_errors(nd, name):
 
 def _interp_entry(name, nd, mode, dtypes=("float32", "float64")):
     sp = {1: (5,), 2: (4, 3), 3: (3, 2, 3)}[nd]
-    is_linear = mode == "linear"
+    is_linear = mode in ("linear", "cubic")
 
     def samples():
         out = [
@@ -140,11 +166,19 @@ def _interp_entry(name, nd, mode, dtypes=("float32", "float64")):
             out.append(Sample((U(1, 2, *sp, seed=4),), {"size": tuple(s + 3 for s in sp), "align_corners": True},
                               "align-corners"))
             out.append(Sample((U(1, 1, *sp, seed=5),), {"size": (1,) * nd, "align_corners": True}, "align-size1"))
+            out.append(Sample((U(1, 2, *sp, seed=6),), {"scale_factor": 1.7, "recompute_scale_factor": True},
+                              "recompute-scale"))
+            out.append(Sample((U(1, 2, *sp, seed=7),), {"scale_factor": 0.6}, "down-scale"))
+            # an inf reaches only the outputs that read it (NaN where a zero-weight tap meets it, as PyTorch)
+            xi = U(1, 2, *sp, seed=8)
+            xi.flat[0], xi.flat[3] = -np.inf, np.inf
+            out.append(Sample((xi,), {"scale_factor": 1.7}, "non-finite", gradcheck=False))
         else:
             out.append(Sample((U(1, 2, *sp, seed=4),), {"scale_factor": 1.5, "exact": True}, "nearest-exact"))
         return out
 
-    full_mode = {1: "linear", 2: "bilinear", 3: "trilinear"}[nd] if is_linear else "nearest"
+    full_mode = ("bicubic" if mode == "cubic" else {1: "linear", 2: "bilinear", 3: "trilinear"}[nd]) if is_linear \
+        else "nearest"
 
     def op(x, exact=False, mode=None, **kw):
         return pl.nn.functional.interpolate(x, mode=mode or ("nearest-exact" if exact else full_mode), **kw)
@@ -154,7 +188,12 @@ def _interp_entry(name, nd, mode, dtypes=("float32", "float64")):
 
     def errors():
         return [ErrorInput((U(1, 1, *sp),), {}, ValueError, "interpolate: exactly one of size or scale_factor"),
-                ErrorInput((U(1, 1, *sp),), {"size": 3, "mode": "bicubic"}, NotImplementedError, "bicubic")]
+                ErrorInput((U(1, 1, *sp),), {"size": 3, "mode": "bicubic", "antialias": True}, NotImplementedError,
+                           "antialias"),
+                ErrorInput((U(1, 1, *sp),), {"size": 3, "mode": "area", "align_corners": True}, ValueError,
+                           "align_corners"),
+                ErrorInput((U(1, 1, *sp),), {"size": 3, "recompute_scale_factor": True}, ValueError,
+                           "recompute_scale_factor is not meaningful")]
 
     return OpEntry(name, op, ref, samples, dtypes=dtypes, error_inputs=errors if nd == 2 else lambda: [],
                    covers=("interpolate",))
@@ -211,7 +250,8 @@ ENTRIES = [
     *[OpEntry(f"conv_transpose{nd}d", getattr(pl, f"conv_transpose{nd}d"), getattr(F, f"conv_transpose{nd}d"),
               _conv_t_samples(nd), atol=1e-5, rtol=1e-5,
               error_inputs=lambda nd=nd: [ErrorInput((U(1, 2, *(3,) * nd), U(2, 2, *(2,) * nd)),
-                                                     {"stride": 2, "output_padding": 2}, ValueError, "output_padding")])
+                                                     {"stride": 2, "output_padding": 2}, ValueError, "output_padding"),
+                                          *_int_conv_errors(f"conv_transpose{nd}d", True)])
       for nd in (1, 2, 3)],
     *[OpEntry(f"max_pool{nd}d", getattr(pl, f"max_pool{nd}d"), getattr(F, f"max_pool{nd}d"), _pool_samples(nd, True),
               error_inputs=_pool_errors(nd, f"max_pool{nd}d")) for nd in (1, 2, 3)],
@@ -222,15 +262,27 @@ ENTRIES = [
       for nd in (1, 2, 3)],
     *[OpEntry(f"adaptive_max_pool{nd}d", getattr(pl, f"adaptive_max_pool{nd}d"), getattr(F, f"adaptive_max_pool{nd}d"),
               _adaptive_samples(nd, True), error_inputs=_adaptive_errors(nd, f"adaptive_max_pool{nd}d"))
-      for nd in (1, 2)],
+      for nd in (1, 2, 3)],
     _interp_entry("interpolate_nearest_1d", 1, "nearest"),
     _interp_entry("interpolate_nearest_2d", 2, "nearest"),
     _interp_entry("interpolate_nearest_3d", 3, "nearest"),
     _interp_entry("interpolate_linear", 1, "linear"),
     _interp_entry("interpolate_bilinear", 2, "linear"),
     _interp_entry("interpolate_trilinear", 3, "linear"),
+    _interp_entry("interpolate_bicubic", 2, "cubic"),
+    # mode='area' is adaptive average pooling to the output size
+    *[OpEntry(f"adaptive_avg_pool{nd}d", lambda x, **kw: pl.nn.functional.interpolate(x, mode="area", **kw),
+              lambda x, **kw: F.interpolate(x, mode="area", **kw),
+              lambda nd=nd: [Sample((U(2, 2, *(5, 4, 3)[:nd]),), {"size": (3, 2, 2)[:nd]}, "down"),
+                             Sample((U(1, 2, *(5, 4, 3)[:nd], seed=1),), {"scale_factor": 0.5}, "scale"),
+                             Sample((U(1, 2, *(2, 3, 2)[:nd], seed=2),), {"size": (3, 5, 3)[:nd]}, "up")],
+              variant="area") for nd in (1, 2, 3)],
     OpEntry("pixel_shuffle", pl.pixel_shuffle, F.pixel_shuffle,
             lambda: [Sample((U(1, 8, 2, 3), 2)), Sample((U(4, 2, 2), 2), name="unbatched")]),
     OpEntry("pixel_unshuffle", pl.pixel_unshuffle, F.pixel_unshuffle,
             lambda: [Sample((U(1, 2, 4, 6), 2)), Sample((U(1, 4, 4), 2), name="unbatched")]),
+    OpEntry("channel_shuffle", pl.channel_shuffle, F.channel_shuffle,
+            lambda: [Sample((U(2, 6, 2, 3), 3)), Sample((U(1, 4, 3), 2), name="1d"),
+                     Sample((U(1, 4, 2, 1, 2), 4), name="3d"), Sample((U(0, 4, 2), 2), name="empty-batch")],
+            error_inputs=lambda: [ErrorInput((U(1, 5, 2), 2), exc=ShapeMismatch, match="channel_shuffle: number of")]),
 ]

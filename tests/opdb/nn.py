@@ -184,6 +184,9 @@ def embedding_samples():
         Sample((np.array(3), U(5, 3)), name="0d-idx"),
         Sample((np.zeros((0,), dtype=np.int64), U(5, 3)), name="empty"),
         Sample((np.array([2, 0]), _nc(4, 3)), name="noncontig"),
+        # the gradient is scaled on purpose: compared with PyTorch's, not with finite differences
+        Sample((np.array([[1, 1, 4], [1, 2, 4]]), U(5, 3)), {"scale_grad_by_freq": True},
+               name="scale-grad-by-freq", gradcheck=False),
     ]
 
 
@@ -224,7 +227,8 @@ def sdpa_samples():
         Sample((U(1, 2, 3, 2), U(1, 2, 4, 2, seed=1), U(1, 2, 4, 3, seed=2), causal), name="bool-mask"),
         Sample((U(2, 3, 2), U(2, 3, 2, seed=1), U(2, 3, 2, seed=2)), {"is_causal": True}, name="causal"),
         Sample((U(2, 3, 2), U(2, 4, 2, seed=1), U(2, 4, 2, seed=2), U(3, 4, seed=3)), {"scale": 0.3},
-               name="float-mask-scale", grad_args=(0, 1, 2)),
+               name="float-mask-scale"),
+        Sample((U(2, 3, 2), U(2, 4, 2, seed=1), U(2, 4, 2, seed=2), U(2, 3, 4, seed=3)), name="float-mask-full"),
         Sample((U(2, 3, 2), U(1, 4, 2, seed=1), U(1, 4, 2, seed=2)), name="broadcast-batch"),
         Sample((_nc(3, 2), _nc(4, 2, seed=1), U(4, 2, seed=2)), name="noncontig"),
     ]
@@ -262,6 +266,174 @@ def mha(q, k, v, w_in, b_in, w_out, b_out):
 def mha_ref(q, k, v, w_in, b_in, w_out, b_out):
     return TF.multi_head_attention_forward(q, k, v, 4, 2, w_in, b_in, None, None, False, 0.0, w_out, b_out,
                                            training=False)
+
+
+
+def _sign(*shape, seed=0):
+    return np.where(rng(seed).uniform(size=shape) > 0.5, 1.0, -1.0)
+
+
+def loss_samples():
+    """The margin and likelihood losses: ``{name: [Sample, ...]}`` (2-d, 1-d/0-d, empty and reductions)."""
+    t = np.array([0, 3, 4, 1])
+    ml = np.array([[3, 0, -1, 1, 1], [1, 1, 2, -1, 0], [0, 1, 2, 3, 4], [-1, 0, 0, 0, 0]])
+    pos = U(4, 5, lo=0.2, hi=3.0, seed=3)
+    counts = np.round(U(4, 5, lo=0.0, hi=4.0, seed=4))
+    return {
+        "poisson_nll_loss": [
+            Sample((U(4, 5), counts)), Sample((U(4, 5), counts), {"full": True, "reduction": "none"}, "full",
+                                             grad_args=(0,)),
+            # Stirling's term: PyTorch's target gradient is NaN at y = 0 (the masked log 0), pylucid's finite
+            Sample((pos, counts), {"log_input": False, "full": True, "reduction": "sum"}, "rate", grad_args=(0,)),
+            Sample((np.array(0.3), np.array(2.0)), name="0d"), Sample((U(0, 3), U(0, 3)), name="empty"),
+            Sample((U(3, 4), U(4, lo=0, hi=3, seed=1)), {"reduction": "none"}, "broadcast")],
+        "gaussian_nll_loss": [
+            Sample((U(4, 5), U(4, 5, seed=1), pos)), Sample((U(4, 5), U(4, 5, seed=1), pos[:, 0]), {"full": True},
+                                                              "homoscedastic"),
+            Sample((U(4, 5), U(4, 5, seed=1), pos[:, :1]), {"reduction": "none"}, "one-dim"),
+            Sample((U(3, 5), U(3, 5, seed=1), 0.7), {"reduction": "sum"}, "float-var"),
+            Sample((U(3, 2), U(3, 2, seed=1), np.array([[1e-8, 0.5]] * 3)), name="clamped", gradcheck=False)],
+        "hinge_embedding_loss": [
+            Sample((U(4, 5), _sign(4, 5)), {"margin": 0.5}), Sample((U(6), _sign(6)), {"reduction": "none"}, "none"),
+            Sample((np.array(0.3), np.array(-1.0)), name="0d"), Sample((U(0, 2), U(0, 2)), name="empty")],
+        "soft_margin_loss": [
+            Sample((U(4, 5), _sign(4, 5))), Sample((U(6) * 30, _sign(6)), {"reduction": "none"}, "large"),
+            Sample((np.array(0.3), np.array(-1.0)), name="0d"), Sample((U(0, 2), U(0, 2)), name="empty")],
+        "multi_margin_loss": [
+            Sample((U(4, 5), t)), Sample((U(4, 5), t, 2, 0.5, U(5, lo=0.1, hi=1.0, seed=2)), {"reduction": "none"},
+                                         "p2-weight", grad_args=(0,)),
+            Sample((U(5), np.array([2])), {"reduction": "none"}, "1d"),
+            Sample((U(5), np.array(2)), {"reduction": "none"}, "1d-0d-target"),
+            Sample((np.array(0.7), np.array(0)), name="0d"),
+            Sample((U(0, 5), np.zeros(0, dtype=np.int64)), {"reduction": "none"}, "empty")],
+        "multilabel_margin_loss": [
+            Sample((U(4, 5), ml)), Sample((U(4, 5), ml), {"reduction": "none"}, "none"),
+            Sample((U(5), ml[0]), {"reduction": "none"}, "1d"),
+            Sample((np.array(0.7), np.array(0)), {"reduction": "none"}, "0d")],
+        "multilabel_soft_margin_loss": [
+            Sample((U(4, 5), (U(4, 5, seed=1) > 0).astype(float))),
+            Sample((U(4, 5), U(4, 5, lo=0, hi=1, seed=1), U(5, lo=0.1, hi=1, seed=2)), {"reduction": "none"},
+                   "weight-soft"),
+            Sample((U(0, 3), U(0, 3)), {"reduction": "sum"}, "empty")],
+        "triplet_margin_with_distance_loss": [
+            Sample((U(4, 3), U(4, 3, seed=1), U(4, 3, seed=2))),
+            Sample((U(4, 3), U(4, 3, seed=1), U(4, 3, seed=2)), {"swap": True, "margin": 0.5, "reduction": "none"},
+                   "swap"),
+            Sample((U(4, 3), U(4, 3, seed=1), U(4, 3, seed=2)),
+                   {"distance_function": lambda a, b: ((a - b) ** 2).sum(-1)}, "custom-distance")],
+    }
+
+
+def loss_errors(name):
+    bad = {
+        "poisson_nll_loss": [ErrorInput((U(2), U(2)), {"reduction": "avg"}, ValueError, "poisson_nll_loss")],
+        "gaussian_nll_loss": [ErrorInput((U(2, 3), U(2, 3), U(3, 2, lo=0.1, hi=1)), exc=ValueError,
+                                         match="var is of incorrect size"),
+                              ErrorInput((U(2), U(2), np.array([-1.0, 1.0])), exc=ValueError, match="negative")],
+        "multi_margin_loss": [ErrorInput((U(2, 3), np.array([0, 1])), {"p": 3}, ValueError, "p == 1 and p == 2")],
+        "multilabel_margin_loss": [ErrorInput((U(2, 3), np.array([[0, 1, -1]])), exc=ShapeMismatch,
+                                              match="multilabel_margin_loss: target")],
+        "triplet_margin_with_distance_loss": [ErrorInput((U(2, 3), U(2, 3), U(2, 3)), {"margin": 0.0}, ValueError,
+                                                         "margin must be greater than 0")],
+    }
+    return lambda: bad.get(name, [ErrorInput(([1.0], U(2)), exc=TypeError, match=name)])
+
+
+def _input_grad_only(samples):
+    # PyTorch's kernels for these take no gradient for the target
+    for smp in samples:
+        smp.grad_args = (0,) if smp.grad_args is None else smp.grad_args
+    return samples
+
+
+def _loss_entries():
+    out = []
+    for name in loss_samples():
+        gg = name not in ("multi_margin_loss", "multilabel_margin_loss", "hinge_embedding_loss")
+        wrap = _input_grad_only if name in ("soft_margin_loss", "hinge_embedding_loss") else list
+        out.append(OpEntry(f"nn.functional.{name}", getattr(F, name), getattr(TF, name),
+                           lambda name=name, wrap=wrap: wrap(loss_samples()[name]), error_inputs=loss_errors(name),
+                           gradgrad=gg))
+    return out
+
+
+def grid_sample_samples():
+    g2 = U(2, 2, 3, 2, lo=-1.3, hi=1.3, seed=1)
+    g3 = U(1, 2, 1, 2, 3, lo=-1.2, hi=1.2, seed=1)
+    out = [Sample((U(2, 2, 3, 4), g2), {"mode": m, "padding_mode": p, "align_corners": a}, f"{m}-{p}-{int(a)}",
+                  grad_args=(0,) if m == "nearest" else None)
+           for m in ("bilinear", "nearest", "bicubic") for p, a in (("zeros", False), ("border", True),
+                                                                     ("reflection", False), ("reflection", True))]
+    out += [Sample((U(1, 2, 2, 3, 3), g3), {"mode": m, "padding_mode": p, "align_corners": True}, f"3d-{m}-{p}",
+                   grad_args=(0,) if m == "nearest" else None)
+            for m, p in (("bilinear", "zeros"), ("bilinear", "reflection"), ("nearest", "border"))]
+    out += [Sample((U(1, 1, 3, 3), U(1, 0, 2, 2, seed=1)), {"align_corners": False}, "empty-grid")]
+    return out
+
+
+def affine_grid_samples():
+    return [Sample((U(2, 2, 3), (2, 1, 3, 4)), {"align_corners": False}),
+            Sample((U(1, 2, 3), (1, 3, 1, 5)), {"align_corners": True}, "unit-height"),
+            Sample((U(2, 3, 4), (2, 1, 2, 3, 2)), {"align_corners": False}, "3d")]
+
+
+def _distinct(*shape, seed=0):
+    return rng(seed).permutation(int(np.prod(shape))).reshape(shape).astype(float) / 8 - 1
+
+
+def unpool_samples(nd):
+    def f():
+        out = []
+        for name, shape, kw in (("basic", (2, 2) + (4, 6, 4)[:nd], {}),
+                                ("stride-pad", (1, 2) + (5, 4, 5)[:nd], {"stride": 2, "padding": 1}),  # no overlap
+                                ("unbatched", (2,) + (4, 4, 2)[:nd], {})):
+            x = torch.tensor(_distinct(*shape))
+            y, idx = getattr(TF, f"max_pool{nd}d")(x, 2, return_indices=True, **kw)
+            ukw = dict(kw, output_size=shape[-nd:]) if kw else kw
+            out.append(Sample((y.numpy(), idx.numpy(), 2), ukw, name, grad_args=(0,)))
+        x = torch.tensor(_distinct(1, 1, *(5,) * nd))
+        y, idx = getattr(TF, f"max_pool{nd}d")(x, 2, return_indices=True)
+        out.append(Sample((y.numpy(), idx.numpy(), 2), {"output_size": (5,) * nd}, "output-size", grad_args=(0,)))
+        return out
+    return f
+
+
+def lp_pool_samples(nd):
+    def f():
+        sp = (5, 4, 4)[:nd]
+        return [Sample((U(2, 2, *sp, lo=0.1, hi=2.0), 2, 2)),
+                Sample((U(1, 2, *sp, lo=0.1, hi=2.0, seed=1), 1.5, 3), {"stride": 1}, "p1.5-stride"),
+                Sample((U(2, *sp, lo=0.1, hi=2.0, seed=2), 3, 2), {"ceil_mode": True}, "unbatched-ceil")]
+    return f
+
+
+def fractional_samples(nd):
+    def f():
+        sp = (7, 6, 5)[:nd]
+        u = rng(5).uniform(size=(2, 2, nd))
+        return [Sample((_distinct(2, 2, *sp), 2, 3, None, False, u), name="size", grad_args=(0,)),
+                Sample((_distinct(2, 2, *sp, seed=1), 2, None, (0.5,) * nd, True, u), name="ratio-indices",
+                       grad_args=(0,)),
+                Sample((_distinct(2, *sp, seed=2), 2, 1, None, False, u[:1]), name="unbatched-global",
+                       grad_args=(0,)),
+                Sample((U(0, 2, *sp), 2, 3, None, True, u[:0]), name="empty-batch", grad_args=(0,))]
+    return f
+
+def mha_kv(q, k, v, w_in, b_in, w_out, b_out, bias_k, bias_v):
+    """``multi_head_attention_forward`` with ``bias_k``/``bias_v``, a zero attention position, per-head weights."""
+    return F.multi_head_attention_forward(q, k, v, 4, 2, w_in, b_in, bias_k, bias_v, True, 0.0, w_out, b_out,
+                                          training=False, average_attn_weights=False)
+
+
+def mha_kv_ref(q, k, v, w_in, b_in, w_out, b_out, bias_k, bias_v):
+    return TF.multi_head_attention_forward(q, k, v, 4, 2, w_in, b_in, bias_k, bias_v, True, 0.0, w_out, b_out,
+                                           training=False, average_attn_weights=False)
+
+
+def _gumbel_rows(o):
+    """The sums along the sampled dim (-1 for the 2-d samples, 1 for the 3-d one): 1 in both frameworks."""
+    o = np.asarray(o)
+    return np.round(o.sum(-1 if o.ndim < 3 else 1), 5)
 
 
 ENTRIES = [
@@ -310,17 +482,33 @@ ENTRIES = [
             grad=False, amp=False),
     OpEntry("nn.functional.pad", F.pad, TF.pad,
             lambda: [Sample((U(1, 2, 5), (2, 1)), {"mode": "reflect"}), Sample((U(3, 4), (1, 1, 2, 0)), {"value": 0.5},
-                                                                                  "value")]),
+                                                                                  "value"),
+                     # negative pads crop, in every mode
+                     *[Sample((U(1, 2, 4, 5), (-1, 2, 1, -2)), {"mode": m}, f"negative-{m}")
+                       for m in ("constant", "reflect", "replicate", "circular")],
+                     Sample((U(1, 2, 6), (2, -3)), {"mode": "circular"}, "negative-circular-1d")]),
     OpEntry("nn.functional.bilinear", F.bilinear, TF.bilinear,
             lambda: [Sample((U(3, 2), U(3, 4, seed=1), U(5, 2, 4, seed=2), U(5, seed=3))),
                      Sample((U(3, 2), U(3, 4, seed=1), U(5, 2, 4, seed=2)), name="no-bias")]),
     OpEntry("nn.functional.cosine_similarity", F.cosine_similarity, TF.cosine_similarity,
-            lambda: [Sample((U(3, 4), U(3, 4, seed=1))), Sample((U(3, 4), U(4, seed=1)), {"dim": -1}, "broadcast")]),
+            lambda: [Sample((U(3, 4), U(3, 4, seed=1))), Sample((U(3, 4), U(4, seed=1)), {"dim": -1}, "broadcast"),
+                     # the norms are taken over the broadcast shape
+                     Sample((U(3, 1), U(1, 4, seed=1)), {"dim": 1}, "broadcast-along-dim"),
+                     Sample((U(3, 1, 2), U(1, 4, 2, seed=1)), {"dim": 0}, "broadcast-3d"),
+                     Sample((np.zeros((2, 3)), U(2, 3, seed=1)), name="zero-norm", gradcheck=False)]),
     OpEntry("nn.functional.pairwise_distance", F.pairwise_distance, TF.pairwise_distance,
             lambda: [Sample((U(3, 4), U(3, 4, seed=1))), Sample((U(3, 4), U(3, 4, seed=1)), {"p": 1.0, "keepdim": True},
                                                                  "p1-keep")]),
     OpEntry("nn.functional.normalize", F.normalize, TF.normalize,
-            lambda: [Sample((U(3, 4),)), Sample((U(3, 4),), {"p": 1.0, "dim": 0}, "p1-dim0")]),
+            lambda: [Sample((U(3, 4),)), Sample((U(3, 4),), {"p": 1.0, "dim": 0}, "p1-dim0"),
+                     Sample((U(3, 4) * (U(3, 4, seed=1) > 0),), {"p": 0}, "p0", gradcheck=False),
+                     Sample((U(3, 4),), {"p": 3.0, "dim": -1}, "p3")]),
+    OpEntry("pdist", pylucid.pdist, torch.pdist,
+            lambda: [Sample((U(5, 3),)), Sample((U(4, 2),), {"p": 1.0}, "p1"), Sample((U(4, 3),), {"p": 0}, "p0"),
+                     Sample((U(4, 3),), {"p": 3.0}, "p3"), Sample((U(4, 3),), {"p": float("inf")}, "inf"),
+                     Sample((U(1, 3),), name="one-row"),  # (0, M): PyTorch 2.13 CPU segfaults in its backward
+                     Sample((np.array([[1.0, 2.0], [1.0, 2.0], [0.0, 1.0]]),), name="zero-distance", gradcheck=False)],
+            error_inputs=lambda: [ErrorInput((U(2, 3, 4),), exc=ShapeMismatch, match="pdist: expected a 2-D")]),
     *[OpEntry(f"nn.functional.{n}", getattr(F, n), getattr(TF, n), regression_samples(extra), gradgrad=gg)
       for n, extra, gg in (("l1_loss", None, False), ("smooth_l1_loss", {"beta": 0.7}, False))],
     OpEntry("nn.functional.kl_div", F.kl_div, TF.kl_div,
@@ -364,6 +552,11 @@ ENTRIES = [
             lambda: [Sample((U(3, 2, 4), U(3, 2, 4, seed=1), U(3, 2, 4, seed=2), U(12, 4, seed=3) * 0.5,
                              U(12, seed=4), U(4, 4, seed=5) * 0.5, U(4, seed=6)), name="self-shapes")],
             gradgrad=False, atol=1e-5, rtol=1e-5, gradcheck_max_numel=48),
+    OpEntry("nn.functional.multi_head_attention_forward", mha_kv, mha_kv_ref,
+            lambda: [Sample((U(3, 2, 4), U(2, 2, 4, seed=1), U(2, 2, 4, seed=2), U(12, 4, seed=3) * 0.5,
+                             U(12, seed=4), U(4, 4, seed=5) * 0.5, U(4, seed=6), U(1, 1, 4, seed=7),
+                             U(1, 1, 4, seed=8)), name="bias-kv-zero-attn")],
+            variant="bias-kv", gradgrad=False, atol=1e-5, rtol=1e-5, gradcheck_max_numel=40),
     *[OpEntry(f"nn.functional.{n}", getattr(F, n), getattr(TF, n), lambda: [Sample((U(1, 2, 3, 3),),
                                                                                    {"scale_factor": 2})])
       for n in ("upsample_nearest", "upsample_bilinear")],
@@ -384,5 +577,51 @@ ENTRIES = [
       for n, shape in (("dropout", (3, 4)), ("dropout1d", (2, 3, 4)), ("dropout2d", (2, 3, 2, 2)),
                        ("dropout3d", (1, 2, 2, 2, 2)), ("alpha_dropout", (3, 4)), ("feature_alpha_dropout", (2, 3,
                                                                                                              4)))],
+    *_loss_entries(),
+    OpEntry("nn.functional.grid_sample", F.grid_sample, TF.grid_sample, grid_sample_samples, gradcheck_max_numel=48,
+            error_inputs=lambda: [ErrorInput((U(1, 1, 2, 2), U(1, 2, 2, 2)), {"mode": "area"}, ValueError,
+                                             "grid_sample: mode='area'"),
+                                  ErrorInput((U(1, 1, 2, 2), U(1, 2, 2, 3)), exc=ShapeMismatch,
+                                             match="grid_sample: grid of shape")]),
+    OpEntry("nn.functional.affine_grid", F.affine_grid, TF.affine_grid, affine_grid_samples,
+            error_inputs=lambda: [ErrorInput((U(2, 2, 3), (2, 1, 2, 2, 2)), exc=ShapeMismatch,
+                                             match="affine_grid: expected theta")]),
+    *[OpEntry(f"nn.functional.max_unpool{nd}d", getattr(F, f"max_unpool{nd}d"), getattr(TF, f"max_unpool{nd}d"),
+              unpool_samples(nd), gradgrad=nd < 3,
+              error_inputs=lambda nd=nd: [ErrorInput((U(1, 1, *(2,) * nd), np.full((1, 1) + (2,) * nd, 99), 2),
+                                                     exc=IndexError, match=f"max_unpool{nd}d: found an invalid")])
+      for nd in (1, 2, 3)],
+    *[OpEntry(f"nn.functional.lp_pool{nd}d", getattr(F, f"lp_pool{nd}d"), getattr(TF, f"lp_pool{nd}d"),
+              lp_pool_samples(nd), gradgrad=nd < 3) for nd in (1, 2, 3)],
+    *[OpEntry(f"nn.functional.fractional_max_pool{nd}d", getattr(F, f"fractional_max_pool{nd}d"),
+              getattr(TF, f"fractional_max_pool{nd}d"), fractional_samples(nd),
+              error_inputs=lambda nd=nd: [ErrorInput((U(1, 1, *(4,) * nd), 3), {"output_size": 3}, ValueError,
+                                                     "too large")])
+      for nd in (2, 3)],
+    # the ``*_with_indices`` forms (values and indices; the indices carry no gradient)
+    *[OpEntry(f"nn.functional.max_pool{nd}d_with_indices", getattr(F, f"max_pool{nd}d_with_indices"),
+              getattr(TF, f"max_pool{nd}d_with_indices"),
+              lambda nd=nd: [Sample((_distinct(2, 2, *(5, 4, 4)[:nd]), 2)),
+                             Sample((_distinct(1, 2, *(6, 5, 4)[:nd], seed=1), 3, 2, 1), name="stride-pad")])
+      for nd in (1, 2, 3)],
+    *[OpEntry(f"nn.functional.adaptive_max_pool{nd}d_with_indices", getattr(F, f"adaptive_max_pool{nd}d_with_indices"),
+              getattr(TF, f"adaptive_max_pool{nd}d_with_indices"),
+              lambda nd=nd: [Sample((_distinct(2, 2, *(5, 4, 4)[:nd]), 3))]) for nd in (1, 2, 3)],
+    *[OpEntry(f"nn.functional.fractional_max_pool{nd}d_with_indices",
+              getattr(F, f"fractional_max_pool{nd}d_with_indices"),
+              getattr(TF, f"fractional_max_pool{nd}d_with_indices"),
+              lambda nd=nd: [Sample((_distinct(2, 2, *(7, 6, 5)[:nd]), 2, 3, None, False,
+                                     rng(5).uniform(size=(2, 2, nd))), grad_args=(0,))])
+      for nd in (2, 3)],
+    # a sampler: shapes, dtypes, repeatability; the rows of a soft sample sum to 1, a hard one is one-hot
+    OpEntry("nn.functional.gumbel_softmax", F.gumbel_softmax, TF.gumbel_softmax,
+            lambda: [Sample((U(3, 4),), {"tau": 0.5}), Sample((U(2, 3, 4),), {"hard": True, "dim": 1}, "hard"),
+                     Sample((U(0, 3),), name="empty")],
+            random=True, grad=False, amp=False, postprocess=_gumbel_rows),
+    OpEntry("nn.functional.linear_cross_entropy", F.linear_cross_entropy, TF.linear_cross_entropy,
+            lambda: [Sample((U(8, 3), U(4, 3, seed=1), I(8, hi=4, seed=2))),
+                     Sample((U(3), U(4, 3, seed=1), np.array(2)), name="unbatched"),
+                     Sample((U(4, 3), U(2, 3, 3, seed=1), I(4, 3, hi=2, seed=2)), {"reduction": "sum"}, "k-dim"),
+                     Sample((U(5, 3), U(4, 3, seed=1), I(5, hi=4, seed=2)), {"label_smoothing": 0.1,
+                                                                             "ignore_index": 1}, "smoothing")]),
 ]
-

@@ -12,13 +12,15 @@ True
 """
 
 from . import (  # noqa: F401
-    activation, batchnorm, container, conv, dropout, flatten, fold, instancenorm, linear, loss, module, normalization,
-    pixelshuffle, pooling, rnn, sparse, transformer, upsampling, utils
+    activation, batchnorm, channelshuffle, container, conv, distance, dropout, flatten, fold, instancenorm, linear,
+    loss, module, normalization, padding, pixelshuffle, pooling, rnn, sparse, transformer, upsampling, utils
 )
 from .activation import *  # noqa: F401,F403
 from .batchnorm import *  # noqa: F401,F403
+from .channelshuffle import *  # noqa: F401,F403
 from .container import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
+from .distance import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .flatten import *  # noqa: F401,F403
 from .fold import *  # noqa: F401,F403
@@ -27,6 +29,7 @@ from .linear import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .module import Module  # noqa: F401
 from .normalization import *  # noqa: F401,F403
+from .padding import *  # noqa: F401,F403
 from .pixelshuffle import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403

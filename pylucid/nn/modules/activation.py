@@ -22,9 +22,11 @@ from ..activation import (  # noqa: F401
     PReLU,
     ReLU,
     ReLU6,
+    RReLU,
     Sigmoid,
     SiLU,
     Softmax,
+    Softmax2d,
     Softmin,
     Softplus,
     Softshrink,
@@ -38,5 +40,5 @@ from ..transformer import MultiheadAttention  # noqa: F401
 __all__ = [
     "Threshold", "ReLU", "Hardtanh", "ReLU6", "Sigmoid", "Hardsigmoid", "Tanh", "SiLU", "Mish", "Hardswish", "ELU",
     "CELU", "SELU", "GLU", "GELU", "Hardshrink", "LeakyReLU", "LogSigmoid", "Softplus", "Softshrink", "PReLU",
-    "Softsign", "Tanhshrink", "Softmin", "Softmax", "LogSoftmax", "MultiheadAttention",
+    "Softsign", "Tanhshrink", "Softmin", "Softmax", "LogSoftmax", "MultiheadAttention", "RReLU", "Softmax2d",
 ]

@@ -3,25 +3,8 @@
 The classes are :mod:`pylucid.nn`'s own, so ``pylucid.nn.modules.loss.X is pylucid.nn.X``.
 """
 
-from ..loss import (  # noqa: F401
-    BCELoss,
-    BCEWithLogitsLoss,
-    CosineEmbeddingLoss,
-    CrossEntropyLoss,
-    CTCLoss,
-    HuberLoss,
-    KLDivLoss,
-    L1Loss,
-    MarginRankingLoss,
-    MSELoss,
-    NLLLoss,
-    SmoothL1Loss,
-    TripletMarginLoss,
-    _Loss,
-    _WeightedLoss,
-)
+from .. import loss as _loss
+from ..loss import *  # noqa: F401,F403
+from ..loss import _Loss, _WeightedLoss  # noqa: F401
 
-__all__ = [
-    "L1Loss", "NLLLoss", "KLDivLoss", "MSELoss", "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "HuberLoss",
-    "CrossEntropyLoss", "CosineEmbeddingLoss", "MarginRankingLoss", "TripletMarginLoss", "CTCLoss",
-]
+__all__ = list(_loss.__all__)
