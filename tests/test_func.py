@@ -530,7 +530,9 @@ def test_jvp_property_over_the_op_database():
             # the forward rules assume real tensors (docs/semantics/func.md; angle's samples compute with complex
             # intermediates); torch's logcumsumexp tangent
             # underflows to 0 on this sample where the exact one is the input's own tangent
-            if not s.gradcheck or (e.name, s.name) == ("logcumsumexp", "huge-rising") or e.name == "angle" or any(
+            # eig's outputs are complex (complex tangents are outside the forward rules, docs/semantics/func.md)
+            skip_op = e.name in ("angle", "eig")
+            if not s.gradcheck or (e.name, s.name) == ("logcumsumexp", "huge-rising") or skip_op or any(
                     isinstance(a, np.ndarray) and a.dtype.kind == "c" for a in s.args):
                 continue
             args = list(s.args)
