@@ -16,8 +16,8 @@ fails while the committed stubs differ from what this script generates. ``--chec
 """
 
 from __future__ import annotations
-
 import __future__
+
 import argparse
 import ast
 import builtins
@@ -74,7 +74,7 @@ def _registry_modules() -> list[str]:
 
     out = []
     for ns in sorted(registry._NAMESPACES):
-        mod = importlib.import_module(ns)
+        importlib.import_module(ns)
         fns = registry.namespace(ns).values()
         if any(getattr(fn, "__module__", ns) != ns for fn in fns):
             out.append(ns)
@@ -302,12 +302,7 @@ class _Stub:
         return [f"{name}: {t}{ignore}"]
 
     def _method_return(self, fn, cls) -> str:
-        from pylucid.ops import registry
-
-        sig = self._method_signature(fn, cls)
-        if registry.declaration_of(fn) is None and fn.__name__ not in cls.__dict__:
-            pass
-        return sig.rsplit(" -> ", 1)[1]
+        return self._method_signature(fn, cls).rsplit(" -> ", 1)[1]
 
     def _method_signature(self, fn, cls) -> str:
         """A method of ``cls``: hand-written (first parameter self) or installed from a declaration."""
