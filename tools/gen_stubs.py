@@ -206,13 +206,21 @@ class _Stub:
         parts: list[str] = [self_name] if method or drop_first else []
         if method and not drop_first and params and params[0].kind is not params[0].VAR_POSITIONAL:
             params = params[1:]  # a method's own first parameter is self already
+        tensor_arg = None
+        if not (method or drop_first) and _is_op_declaration(fn):
+            # an op needs at least one Tensor argument: a sole required ``input`` must be the Tensor
+            required = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                        and p.default is p.empty]
+            no_star = all(p.kind is not p.VAR_POSITIONAL for p in params)
+            if no_star and [p.name for p in required] == ["input"] and required[0].annotation is sig.empty:
+                tensor_arg = "input"
         star_done = False
         for i, p in enumerate(params):
             if p.kind is p.KEYWORD_ONLY and not star_done:
                 parts.append("*")
                 star_done = True
             text = p.name
-            ann = self.annotation(p.annotation, scope)
+            ann = self.annotation(p.annotation, scope) if p.name != tensor_arg else self.annotation("Tensor", {})
             if p.kind is p.VAR_POSITIONAL:
                 text, star_done = "*" + p.name, True
             elif p.kind is p.VAR_KEYWORD:
@@ -359,6 +367,19 @@ def _returns_self(fn, cls, seen=frozenset()) -> bool:
     return bool(rets) and all(gives_self(r.value) for r in rets)
 
 
+def _is_declared(fn) -> bool:
+    from pylucid.ops import registry
+
+    return registry.declaration_of(fn) is not None
+
+
+def _is_op_declaration(fn) -> bool:
+    from pylucid.ops import registry
+
+    d = registry.declaration_of(fn)
+    return d is not None and d.op is not None
+
+
 def _declared_base(fn, cls):
     """The declared function an in-place variant or reflected dunder was made from."""
     from pylucid.ops import registry
@@ -430,7 +451,12 @@ def render(modname: str, stubbed: set[str]) -> str:
             continue
         if callable(v) and isinstance(v, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)) \
                 or hasattr(v, "__signature__"):
-            body.append(f"def {n}{stub.signature(v)}: ...")
+            base = _declared_base(v, None) if getattr(v, "_pylucid_declared", None) and not _is_declared(v) else None
+            if base is not None:  # an in-place variant exported as a function (``pylucid.relu_``)
+                sig = stub.signature(base).rsplit(" -> ", 1)[0] + f" -> {stub.annotation('Tensor', {})}"
+            else:
+                sig = stub.signature(v)
+            body.append(f"def {n}{sig}: ...")
             continue
         if callable(v) and getattr(v, "__module__", None) in ("typing", "collections.abc"):
             name = getattr(v, "_name", None) or getattr(v, "__name__", None)
