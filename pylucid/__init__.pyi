@@ -28,6 +28,7 @@ from pylucid import serialization as serialization
 from pylucid import signal as signal
 from pylucid import special as special
 from pylucid import utils as utils
+from pylucid._state import _GlobalFlags as _p_GlobalFlags
 from pylucid._tensor import Tensor as Tensor
 from pylucid._tensor import Tensor as _Tensor
 from pylucid.autograd.grad_mode import enable_grad as enable_grad
@@ -46,6 +47,7 @@ from pylucid.ops.sorting import ValuesIndices as _ValuesIndices
 from pylucid.random import Generator as Generator
 from pylucid.random import Generator as _Generator
 
+_flags: _p_GlobalFlags
 def abs(input: _Tensor) -> _Tensor: ...
 def absolute(input: _Tensor) -> _Tensor: ...
 def acos(input: _Tensor) -> _Tensor: ...

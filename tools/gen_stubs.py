@@ -408,7 +408,8 @@ def _instance_attributes(cls: type) -> set[str]:
 
 
 def _public_names(mod) -> list[str]:
-    """Every name a stub of ``mod`` must bind: its public names, and private ones it defines itself."""
+    """Every name a stub of ``mod`` must bind: its public names, the private functions and classes it defines,
+    and its private data (``_TENSOR_TYPES``: other pylucid modules import them)."""
     names = set(getattr(mod, "__all__", ()))
     for n, v in vars(mod).items():
         if n.startswith("__") or isinstance(v, __future__._Feature):
@@ -420,6 +421,8 @@ def _public_names(mod) -> list[str]:
         elif not n.startswith("_") and isinstance(v, types.ModuleType) and v.__name__.startswith(mod.__name__ + "."):
             names.add(n)  # submodules: ``pylucid.nn`` is reachable as an attribute
         elif not n.startswith("_") and not isinstance(v, types.ModuleType):
+            names.add(n)
+        elif not isinstance(v, types.ModuleType) and not callable(v):
             names.add(n)
     return sorted(names)
 

@@ -4,6 +4,7 @@ import builtins
 from typing import Any, Callable as Callable, Iterable as Iterable, Iterator as Iterator, ParamSpec, Protocol, TypeVar
 from collections import OrderedDict as OrderedDict
 from collections import OrderedDict as _OrderedDict
+from itertools import count as _count
 from pylucid._state import _ThreadState as _p_ThreadState
 from pylucid._tensor import Tensor as Tensor
 from pylucid._tensor import Tensor as _Tensor
@@ -203,6 +204,7 @@ class _ParameterContainer(Module):
 def _addindent(s: builtins.str, n: builtins.int) -> builtins.str: ...
 def _as_parameter(value) -> Any: ...
 def _fmt_shape(shape) -> builtins.str: ...
+_hook_ids: _count
 def _list_position(self, idx: builtins.int) -> builtins.int: ...
 
 
