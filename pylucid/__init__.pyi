@@ -47,6 +47,7 @@ from pylucid.ops.sorting import ValuesIndices as _ValuesIndices
 from pylucid.random import Generator as Generator
 from pylucid.random import Generator as _Generator
 
+__version__: builtins.str
 _flags: _p_GlobalFlags
 def abs(input: _Tensor) -> _Tensor: ...
 def absolute(input: _Tensor) -> _Tensor: ...

@@ -412,6 +412,8 @@ def _public_names(mod) -> list[str]:
     and its private data (``_TENSOR_TYPES``: other pylucid modules import them)."""
     names = set(getattr(mod, "__all__", ()))
     for n, v in vars(mod).items():
+        if n == "__version__":
+            names.add(n)
         if n.startswith("__") or isinstance(v, __future__._Feature):
             continue
         if not n.startswith("_") and not hasattr(mod, "__all__"):
