@@ -25,7 +25,7 @@ from pylucid.func import functional_call, grad, vmap
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--tiny", action="store_true", help="a few seconds on a sliver of the data (CI)")
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--clip", type=float, default=1.0, help="per-sample gradient norm bound C")

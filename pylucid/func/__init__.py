@@ -20,6 +20,8 @@ tensor([[2., 0.],
 
 from __future__ import annotations
 
+from typing import Any
+
 from contextlib import contextmanager
 
 from ._core import BatchedTensor, DualTensor
@@ -57,7 +59,8 @@ def _swapped(module, tensors: dict, strict: bool):
             table[leaf] = old
 
 
-def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *, tie_weights: bool = True,
+def functional_call(module: Any, parameter_and_buffer_dicts: Any, args: Any = (), kwargs: Any = None, *,
+                    tie_weights: bool = True,
                     strict: bool = False):
     """Call ``module(*args, **kwargs)`` with its parameters and buffers replaced by the given tensors.
 
@@ -88,7 +91,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
         return module(*args, **(kwargs or {}))
 
 
-def stack_module_state(models):
+def stack_module_state(models: Any) -> Any:
     """``(params, buffers)``: each model's parameters and buffers stacked along a new leading dim.
 
     For ensembles: ``vmap(lambda p, b, x: functional_call(base, (p, b), (x,)))(params, buffers, xs)``.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any, Callable
 
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad
@@ -24,7 +25,8 @@ _RANDOMNESS = ("error", "different", "same")
 
 
 # ------------------------------------------------------------------ vmap
-def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size: int | None = None):
+def vmap(func: Callable[..., Any], in_dims: Any = 0, out_dims: Any = 0, randomness: str = "error", *,
+         chunk_size: int | None = None) -> Callable[..., Any]:
     """Vectorise ``func`` over a batch dimension of its inputs.
 
     ``vmap(f)(x)`` equals ``stack([f(x[i]) for i in range(x.shape[0])])``, computed in one pass: each op
@@ -259,7 +261,7 @@ def _grads(outs, leaves, grad_outputs, keep, retain):
     return res
 
 
-def grad_and_value(func, argnums=0, has_aux: bool = False):
+def grad_and_value(func: Callable[..., Any], argnums: Any = 0, has_aux: bool = False) -> Callable[..., Any]:
     """``(gradient, value)`` of a function returning one element: ``torch.func.grad_and_value``.
 
     ``argnums`` (an int or a tuple) picks the positional arguments to differentiate; each may be a
@@ -302,7 +304,7 @@ def _tree_detach(tree, keep):
     return tree_unflatten([_detach(x, keep) for x in leaves], spec)
 
 
-def grad(func, argnums=0, has_aux: bool = False):
+def grad(func: Callable[..., Any], argnums: Any = 0, has_aux: bool = False) -> Callable[..., Any]:
     """The gradient of a function returning one element: ``torch.func.grad``.
 
     ``grad(f)(x)`` equals ``pylucid.autograd.grad(f(x), x)`` but is itself a function, so it nests
@@ -326,7 +328,7 @@ def grad(func, argnums=0, has_aux: bool = False):
     return wrapped
 
 
-def vjp(func, *primals, has_aux: bool = False):
+def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
     """``(output, vjp_fn)``: ``vjp_fn(cotangents)`` returns the vector-Jacobian products, one per primal.
 
     >>> import pylucid
@@ -361,7 +363,8 @@ def vjp(func, *primals, has_aux: bool = False):
     return out_d, vjp_fn
 
 
-def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size: int | None = None):
+def jacrev(func: Callable[..., Any], argnums: Any = 0, *, has_aux: bool = False,
+           chunk_size: int | None = None) -> Callable[..., Any]:
     """The Jacobian by reverse mode: one ``vjp`` vectorised (``vmap``) over the rows of the identity.
 
     The result has shape ``output.shape + input.shape`` (tuples for several ``argnums``).
@@ -431,7 +434,8 @@ def _reshape(t, shape):
 
 
 # ------------------------------------------------------------------ forward mode
-def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False):
+def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool = False,
+        has_aux: bool = False) -> Any:
     """``(func(*primals), J·tangents)`` by forward mode: a tangent carried through every op.
 
     ``primals`` and ``tangents`` are tuples of matching (pytrees of) Tensors.
@@ -480,7 +484,8 @@ def _undual(tree, lv):
                            for x in leaves], spec)
 
 
-def jacfwd(func, argnums=0, has_aux: bool = False, *, randomness: str = "error"):
+def jacfwd(func: Callable[..., Any], argnums: Any = 0, has_aux: bool = False, *,
+           randomness: str = "error") -> Callable[..., Any]:
     """The Jacobian by forward mode: one ``jvp`` vectorised (``vmap``) over the identity's columns.
 
     Shape ``output.shape + input.shape``. ``hessian(f) = jacfwd(jacrev(f))``.
@@ -543,7 +548,7 @@ def _tree_zeros(tree):
     return tree_unflatten([_zeros(x) if isinstance(x, Tensor) else x for x in leaves], spec)
 
 
-def hessian(func, argnums=0):
+def hessian(func: Callable[..., Any], argnums: Any = 0) -> Callable[..., Any]:
     """The Hessian of a scalar function: ``jacfwd(jacrev(func, argnums), argnums)``.
 
     >>> import pylucid
@@ -555,7 +560,7 @@ def hessian(func, argnums=0):
     return jacfwd(jacrev(func, argnums), argnums)
 
 
-def linearize(func, *primals):
+def linearize(func: Callable[..., Any], *primals: Any) -> Any:
     """``(func(*primals), jvp_fn)``: ``jvp_fn(*tangents)`` is the Jacobian-vector product at ``primals``.
 
     Each call of ``jvp_fn`` runs forward mode at the fixed primals (PyTorch traces the linearised
