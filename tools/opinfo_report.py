@@ -1,0 +1,194 @@
+"""Coverage and agreement of pylucid against PyTorch's OpInfo database.
+
+    PYTHONPATH=. python tools/opinfo_report.py [--full] [--markdown FILE] [--only NAME[,NAME]]
+    PYTHONPATH=. python tools/opinfo_report.py --op NAME --kind forward|grad|gradgrad --dtype float64 --sample I
+
+The first form runs tests/test_opinfo.py's checks on every OpInfo and prints
+how many OpInfos matched a pylucid op and the share of forward, first-order
+and second-order samples that agree with PyTorch (``--full``: every sample,
+as ``PYLUCID_OPINFO_FULL=1``); ``--markdown`` also writes the per-family list
+of unmatched and disagreeing OpInfos. The second form re-runs one sample and
+prints its traceback (the reproducer the list gives for each failure).
+
+Counting: the database's entries (one per OpInfo, variants separate) minus
+the sparse, prototype and internal ones (``tests.test_opinfo.excluded``: names
+starting with ``_``, ``torch.``, ``sparse.``, ``jiterator_``, ``to_sparse``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# family modules -> the helper that owns them
+OWNERS = {
+    "elementwise": "mathops", "reduction": "mathops", "compare": "mathops", "scan": "mathops",
+    "sorting": "mathops", "linalg": "linalgops", "fft": "linalgops", "special": "linalgops",
+    "nn": "nnops", "conv": "nnops", "activation": "nnops", "shape": "opinfo", "indexing": "opinfo",
+    "conversion": "opinfo", "complex": "opinfo", "random_ops": "opinfo", "creation": "opinfo",
+    "_tensor": "opinfo", "random": "opinfo", "_functional_core": "nnops", "masked": "mathops", "signal": "?",
+}
+
+# unmatched top-level names -> the family that would hold them
+_UNMATCHED_FAMILY = {
+    "shape": "H mH adjoint as_strided as_strided_copy as_strided_scatter block_diag cartesian_prod combinations "
+             "diagflat diagonal_copy diagonal_scatter expand_copy permute_copy select select_scatter slice "
+             "slice_scatter split_with_sizes split_with_sizes_copy squeeze_copy t_copy transpose_copy unbind_copy "
+             "unfold_copy unsqueeze_copy view_copy alias_copy unsafe_chunk unsafe_split tril_indices triu_indices "
+             "unravel_index resize_ resize_as_ chalf resolve_neg fill put index_reduce scalar_tensor empty_permuted "
+             "empty_strided new_empty_strided nonzero_static",
+    "random_ops": "cauchy exponential geometric log_normal uniform",
+    "linalg": "cholesky cholesky_inverse cholesky_solve geqrf lu lu_solve lu_unpack ormqr svd triangular_solve "
+              "pca_lowrank svd_lowrank addr addbmm",
+    "nn": "native_batch_norm native_group_norm native_layer_norm native_dropout_backward grid_sampler_2d "
+          "grid_sampler_3d max_pool2d_with_indices_backward constant_pad_nd cdist",
+    "fft": "stft istft",
+}
+_UNMATCHED_FAMILY = {n: fam for fam, names in _UNMATCHED_FAMILY.items() for n in names.split()}
+
+
+def family(opinfo, fn) -> str:
+    mod = getattr(fn, "__module__", "") or ""
+    if fn is not None and mod.startswith("pylucid"):
+        part = mod.split(".")[-1]
+        if part == "functional":
+            return "nn"
+        return part
+    name = opinfo.name
+    for prefix, fam in (("nn.functional.", "nn"), ("linalg.", "linalg"), ("fft.", "fft"), ("special.", "special"),
+                        ("signal.", "signal"), ("masked.", "masked")):
+        if name.startswith(prefix):
+            return fam
+    return _UNMATCHED_FAMILY.get(name, "elementwise")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--full", action="store_true")
+    p.add_argument("--markdown")
+    p.add_argument("--only")
+    p.add_argument("--op")
+    p.add_argument("--kind", default="forward")
+    p.add_argument("--dtype", default="float64")
+    p.add_argument("--sample", type=int, default=0)
+    p.add_argument("--report", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.full:
+        os.environ["PYLUCID_OPINFO_FULL"] = "1"
+    import torch
+
+    from tests import test_opinfo as T
+
+    if a.op:
+        return reproduce(T, torch, a)
+    db = T.op_db()
+    if a.only:
+        wanted = set(a.only.split(","))
+        db = [o for o in db if o.name in wanted or T.key(o) in wanted]
+    counted = [o for o in db if not T.excluded(o)]
+    results = []  # (key, dtype, kind, i, status, msg, sample)
+
+    def record(k, d, kind, i, status, msg, s):
+        results.append((k, d, kind, i, status, msg, T.sample_repr(s)))
+
+    matched, unmatched = [], []
+    t0 = time.time()
+    for o in counted:
+        fn = T.resolve(o)
+        if fn is None:
+            unmatched.append(o)
+            continue
+        matched.append((o, fn))
+        for kind in T.KINDS:
+            try:
+                T.run(o, kind, record)
+            except Exception as e:  # noqa: BLE001 - sample generation itself failing
+                results.append((T.key(o), "*", kind, -1, "fail", f"sample generation: {type(e).__name__}: {e}",
+                                ""))
+    elapsed = time.time() - t0
+    lines = summary(T, db, counted, matched, unmatched, results, elapsed)
+    print("\n".join(lines))
+    if a.markdown:
+        write_markdown(a.markdown, T, lines, matched, unmatched, results)
+    return 0
+
+
+def summary(T, db, counted, matched, unmatched, results, elapsed):
+    lines = [f"OpInfo entries: {len(db)}; counted (not sparse/prototype/internal): {len(counted)}; "
+             f"matched to pylucid ops: {len(matched)}; unmatched: {len(unmatched)}",
+             f"samples per op and dtype: {'all' if T.FULL else T.SAMPLES}; run time {elapsed:.0f} s"]
+    for kind in T.KINDS:
+        c = collections.Counter(r[4] for r in results if r[2] == kind)
+        ran = c["pass"] + c["fail"]
+        tot = ran + c["skip"]
+        pct = 100.0 * c["pass"] / ran if ran else 100.0
+        pct_all = 100.0 * c["pass"] / tot if tot else 100.0
+        lines.append(f"{kind:9s}: {c['pass']}/{ran} run samples agree ({pct:.2f}%); {c['skip']} skipped; "
+                     f"agreeing of all samples incl. skipped: {pct_all:.2f}%")
+    return lines
+
+
+def write_markdown(path, T, lines, matched, unmatched, results):
+    fam_of = {T.key(o): family(o, fn) for o, fn in matched}
+    by_fam = collections.defaultdict(lambda: {"unmatched": [], "fail": collections.defaultdict(list)})
+    for o in unmatched:
+        by_fam[family(o, None)]["unmatched"].append(T.key(o))
+    for k, d, kind, i, status, msg, srepr in results:
+        if status == "fail":
+            by_fam[fam_of.get(k, "unknown")]["fail"][k].append((d, kind, i, msg, srepr))
+    out = ["# OpInfo conformance report", "",
+           "Generated by `PYTHONPATH=. python tools/opinfo_report.py --markdown FILE` (tests/test_opinfo.py). "
+           "Reproduce one failure with the command given under it (prints the traceback).", "", "```"]
+    out += lines + ["```", ""]
+    for fam in sorted(by_fam):
+        entry = by_fam[fam]
+        owner = OWNERS.get(fam, "?")
+        nfail = len(entry["fail"])
+        out.append(f"## {fam} (owner: {owner}) — {len(entry['unmatched'])} unmatched, {nfail} ops with failures")
+        out.append("")
+        if entry["unmatched"]:
+            out.append("Unmatched: " + ", ".join(f"`{n}`" for n in sorted(entry["unmatched"])))
+            out.append("")
+        for k in sorted(entry["fail"]):
+            fails = entry["fail"][k]
+            out.append(f"- **{k}** ({len(fails)} failing samples)")
+            seen = set()
+            for d, kind, i, msg, srepr in fails:
+                sig = (d, kind, msg[:60])
+                if sig in seen:
+                    continue
+                seen.add(sig)
+                out.append(f"  - {kind} {d} #{i} `{srepr[:160]}`: {msg[:300]}")
+                out.append(f"    `python tools/opinfo_report.py --op {k} --kind {kind} --dtype {d} --sample {i}`")
+        out.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def reproduce(T, torch, a):
+    opinfo = next(o for o in T.op_db() if T.key(o) == a.op or o.name == a.op)
+    fn = T.resolve(opinfo)
+    dtype = getattr(torch, a.dtype)
+    ss = T.samples(opinfo, dtype, a.kind != "forward")
+    s = ss[a.sample]
+    print(f"{T.key(opinfo)} -> {fn}; sample {a.sample} of {len(ss)}: {T.sample_repr(s)}")
+    try:
+        if a.kind == "forward":
+            T.run_forward(opinfo, fn, s, dtype)
+        else:
+            T.run_grad(opinfo, fn, s, 1 if a.kind == "grad" else 2)
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        return 1
+    print("agrees")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
