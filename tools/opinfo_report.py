@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import sys
 import time
 import traceback
@@ -53,8 +54,25 @@ _UNMATCHED_FAMILY = {
 _UNMATCHED_FAMILY = {n: fam for fam, names in _UNMATCHED_FAMILY.items() for n in names.split()}
 
 
+def _method_module(fn) -> str:
+    """The pylucid module of the Tensor method a database lambda calls (``lambda x: x.mT`` -> shape)."""
+    import inspect
+
+    import pylucid
+
+    for attr in getattr(getattr(fn, "__code__", None), "co_names", ()):
+        m = inspect.getattr_static(pylucid.Tensor, attr, None)
+        m = getattr(m, "fget", m)
+        mod = getattr(m, "__module__", "") or ""
+        if mod.startswith("pylucid"):
+            return mod
+    return ""
+
+
 def family(opinfo, fn) -> str:
     mod = getattr(fn, "__module__", "") or ""
+    if fn is not None and not mod.startswith("pylucid"):
+        mod = _method_module(fn)
     if fn is not None and mod.startswith("pylucid"):
         part = mod.split(".")[-1]
         if part == "functional":
@@ -158,13 +176,14 @@ def write_markdown(path, T, lines, matched, unmatched, results):
         for k in sorted(entry["fail"]):
             fails = entry["fail"][k]
             out.append(f"- **{k}** ({len(fails)} failing samples)")
-            seen = set()
+            groups = {}
             for d, kind, i, msg, srepr in fails:
-                sig = (d, kind, msg[:60])
-                if sig in seen:
-                    continue
-                seen.add(sig)
-                out.append(f"  - {kind} {d} #{i} `{srepr[:160]}`: {msg[:300]}")
+                sig = (kind, re.sub(r"(float32|float64|int64|bool)", "D", msg)[:70])
+                groups.setdefault(sig, []).append((d, kind, i, msg, srepr))
+            for (kind, _), members in groups.items():
+                d, kind, i, msg, srepr = members[0]
+                where = ", ".join(f"{m[0]}#{m[2]}" for m in members[:8]) + (" ..." if len(members) > 8 else "")
+                out.append(f"  - {kind} [{where}] `{srepr[:160]}`: {msg[:300]}")
                 out.append(f"    `python tools/opinfo_report.py --op {k} --kind {kind} --dtype {d} --sample {i}`")
         out.append("")
     with open(path, "w") as f:
