@@ -152,9 +152,8 @@ class IndexPut(Op):
         return gx, gv
 
 
-@declare(IndexPut, method=False)
-def index_put(input: Tensor, values, index) -> Tensor:
-    """Out-of-place ``input[index] = values`` (differentiable in both)."""
+def _put(input: Tensor, values, index) -> Tensor:
+    """Out-of-place ``input[index] = values`` (differentiable in both); ``index`` is any ``x[...]`` index."""
     idx, advanced = _norm_index(input, index, "index_put")
     values = _as_value(input, values)
     try:
@@ -186,21 +185,37 @@ def _index_put_accumulate(x, indices, values):
     from .shape import broadcast_to
 
     values = broadcast_to(values, tuple(getitem(x, indices).shape))
-    return x + apply(GetItemBackward, (values,), {"index": idx, "advanced": advanced, "shape": tuple(x.shape)})
+    spread = apply(GetItemBackward, (values,), {"index": idx, "advanced": advanced, "shape": tuple(x.shape)})
+    # index_put keeps its input's dtype under autocast (KeepInput), so the add does not promote
+    amp, state.autocast = state.autocast, None
+    try:
+        return x + spread
+    finally:
+        state.autocast = amp
 
 
-@declare(name="index_put", namespaces=(), inplace=True)
-def _index_put_method(self: Tensor, indices, values, accumulate: bool = False) -> Tensor:
-    """``Tensor.index_put(indices, values, accumulate=False)`` (PyTorch's argument order): ``self`` with
-    ``values`` written at ``indices``, or added there (repeats accumulating) with ``accumulate=True``.
+@declare(IndexPut, inplace=True)
+def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """``input`` with ``values`` written at ``indices`` (a tuple of index tensors, one per leading dim, as
+    ``input[indices]``), or added there with ``accumulate=True`` (repeated positions add up; without it the
+    last write wins). Differentiable in ``input`` and ``values``.
 
     >>> import pylucid
     >>> pylucid.zeros(3).index_put((pylucid.tensor([0, 0]),), pylucid.tensor([1., 2.]), accumulate=True)
     tensor([3., 0., 0.])
     """
+    check_tensor(input, "index_put")
+    if isinstance(indices, list):
+        indices = tuple(indices)
+    if not isinstance(indices, tuple) or not all(i is None or isinstance(i, Tensor) for i in indices):
+        raise TypeError(f"index_put: indices must be a tuple of index tensors, got {type(indices).__name__}")
+    if len(indices) > max(input.ndim, 1):
+        raise IndexError(f"index_put: {len(indices)} index tensors for a {input.ndim}-D tensor")
+    # None entries (PyTorch's "take the whole dim") are full slices
+    indices = tuple(slice(None) if i is None else i for i in indices)
     if accumulate:
-        return _index_put_accumulate(self, indices, values)
-    return index_put(self, values, indices)
+        return _index_put_accumulate(input, indices, values)
+    return _put(input, values, indices)
 
 
 @declare(method=False, dunders=("__setitem__",))
@@ -210,7 +225,7 @@ def setitem(self: Tensor, index, value) -> None:
     value = _as_value(self, value)
     tracked = state.grad_enabled and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad))
     if tracked:
-        commit_inplace(self, index_put(self, value, index), "setitem")
+        commit_inplace(self, _put(self, value, index), "setitem")
         return
     idx, _ = _norm_index(self, index, "setitem")
     try:
@@ -370,7 +385,9 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
     d = norm_dim(dim, nd, "index_select")
     if input.ndim == 0:
         _check_bounds(index._data, 1, "index_select", d)
-        return getitem(input.reshape(1), index.reshape(-1)).reshape(index.shape)
+        out = getitem(input.reshape(1), index.reshape(-1))
+        # a 0-d input stays 0-d for one index (PyTorch treats it as a 1-element 1-D tensor, then squeezes)
+        return out.reshape(()) if index.numel() == 1 else out.reshape(index.shape)
     _check_bounds(index._data, input.shape[d], "index_select", d)
     return apply(IndexSelect, (input,), {"index": index._data.reshape(-1), "dim": d})
 
@@ -445,8 +462,8 @@ def index_copy(input: Tensor, dim: int, index, source: Tensor) -> Tensor:
     """
     index, d = _check_index_src(input, dim, index, source, "index_copy")
     if input.ndim == 0:
-        return index_put(input.reshape(1), source.reshape(-1), index.reshape(-1)).reshape(())
-    return index_put(input, source, (slice(None),) * d + (index.reshape(-1),))
+        return _put(input.reshape(1), source.reshape(-1), index.reshape(-1)).reshape(())
+    return _put(input, source, (slice(None),) * d + (index.reshape(-1),))
 
 
 @declare(inplace=True)
@@ -466,7 +483,13 @@ def index_fill(input: Tensor, dim: int, index, value) -> Tensor:
     if input.ndim == 0:
         return index_fill(input.reshape(1), 0, index, value).reshape(())
     _check_bounds(index._data, input.shape[d], "index_fill", d)
-    return index_put(input, value, (slice(None),) * d + (index.reshape(-1),))
+    index = index.reshape(-1)
+    if isinstance(value, Tensor) and value._requires_grad:
+        # each filled position counts once in value's gradient, however often the index repeats it
+        be = input._device.backend
+        index = _new_tensor(be.unique(be.where(index._data < 0, index._data + input.shape[d], index._data)),
+                            input._device)
+    return _put(input, value, (slice(None),) * d + (index,))
 
 
 # ---------------------------------------------------------------------------
@@ -810,7 +833,7 @@ def take_along_dim(input: Tensor, indices, dim: int | None = None) -> Tensor:
     check_tensor(input, "take_along_dim")
     indices = _index_tensor(input, indices, "take_along_dim")
     if dim is None:
-        return gather(input.reshape(-1), 0, indices.reshape(-1))
+        return gather(input.reshape(-1), 0, _wrap_negative(indices.reshape(-1), input.numel()))
     d = norm_dim(dim, max(input.ndim, 1), "take_along_dim")
     if input.ndim != indices.ndim:
         raise ValueError(f"take_along_dim: input ({input.ndim}-D) and indices ({indices.ndim}-D) must have the same "
@@ -824,7 +847,17 @@ def take_along_dim(input: Tensor, indices, dim: int | None = None) -> Tensor:
                             f"cannot be broadcast outside dim {d}") from None
     x = broadcast_to(input, shp[:d] + (input.shape[d],) + shp[d + 1:])
     j = broadcast_to(indices, shp[:d] + (indices.shape[d],) + shp[d + 1:])
-    return gather(x, d, j)
+    return gather(x, d, _wrap_negative(j, input.shape[d]))
+
+
+def _wrap_negative(index: Tensor, n: int) -> Tensor:
+    """``take_along_dim`` reads ``[-n, 0)`` from the end, as PyTorch does."""
+    data = index._data
+    if data.size and int(data.min()) < 0:
+        if int(data.min()) < -n:
+            raise IndexError(f"take_along_dim: index {int(data.min())} is out of bounds for a dim of size {n}")
+        return _new_tensor(data + (data < 0) * n, index._device)
+    return index
 
 
 # ---------------------------------------------------------------------------
@@ -842,7 +875,8 @@ def _check_mask(mask, op, x):
 
 @declare(inplace=True)
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
-    """``input`` with ``value`` where ``mask`` (broadcast to ``input``) is True; the dtype stays ``input``'s.
+    """``input`` with ``value`` where ``mask`` is True (the two broadcast together; the in-place form needs the
+    mask to broadcast to ``input``); the dtype stays ``input``'s.
 
     >>> import pylucid
     >>> x = pylucid.tensor([1., 2., 3.])
@@ -856,12 +890,10 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     if isinstance(value, Tensor) and value.ndim:
         raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
     try:
-        shp = broadcast_shapes(tuple(mask.shape), tuple(input.shape))
+        broadcast_shapes(tuple(mask.shape), tuple(input.shape))
     except ShapeMismatch:
-        shp = None
-    if shp != tuple(input.shape):
-        raise ShapeMismatch(f"masked_fill: mask of shape {tuple(mask.shape)} cannot be broadcast to the input's "
-                            f"shape {tuple(input.shape)}")
+        raise ShapeMismatch(f"masked_fill: mask of shape {tuple(mask.shape)} and input of shape "
+                            f"{tuple(input.shape)} cannot be broadcast together") from None
     if isinstance(value, Tensor):
         value = value.to(input.dtype)
     out = where(mask, value, input)
@@ -895,17 +927,21 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     >>> x.masked_scatter(pylucid.tensor([True, False, True, False]), pylucid.tensor([1., 2., 3.]))
     tensor([1., 0., 2., 0.])
     """
-    from .shape import broadcast_to
+    from .shape import broadcast_tensors
 
     check_tensor(input, "masked_scatter")
     check_tensor(source, "masked_scatter", "source")
     _check_mask(mask, "masked_scatter", input)
     _check_same_dtype(input, source, "masked_scatter")
-    m = broadcast_to(mask, input.shape)
+    try:
+        input, m = broadcast_tensors(input, mask)
+    except ShapeMismatch:
+        raise ShapeMismatch(f"masked_scatter: mask of shape {tuple(mask.shape)} and input of shape "
+                            f"{tuple(input.shape)} cannot be broadcast together") from None
     n = int(m._data.sum())
     if n > source.numel():
         raise ValueError(f"masked_scatter: mask has {n} True entries but source has only {source.numel()} elements")
-    return index_put(input, getitem(source.reshape(-1), slice(0, n)), m)
+    return _put(input, getitem(source.reshape(-1), slice(0, n)), m)
 
 
 # ---------------------------------------------------------------------------
