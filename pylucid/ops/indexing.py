@@ -1021,3 +1021,57 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     elif num_classes < 0 or hi >= num_classes:
         raise ValueError(f"one_hot: class values must be smaller than num_classes={num_classes}, got {hi}")
     return apply(OneHot, (tensor,), {"num_classes": int(num_classes)})
+
+
+# ---------------------------------------------------------------------------
+# index_reduce / put (composites of scatter_reduce and index_put)
+# ---------------------------------------------------------------------------
+
+@declare(inplace=True)
+def index_reduce(input: Tensor, dim: int, index, source: Tensor, reduce: str, *, include_self: bool = True):
+    """``input`` with the slices of ``source`` reduced into the slices at ``index`` along ``dim``:
+    ``reduce`` is ``'prod'``, ``'mean'``, ``'amax'`` or ``'amin'``; ``include_self=False`` leaves the old values
+    of the indexed slices out of the reduction (slices no index names keep their values). Gradients as
+    ``scatter_reduce``'s.
+
+    >>> import pylucid
+    >>> x = pylucid.ones(3)
+    >>> x.index_reduce(0, pylucid.tensor([0, 0, 2]), pylucid.tensor([2., 3., 4.]), 'prod')
+    tensor([6., 1., 4.])
+    """
+    from .shape import broadcast_to
+
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise ValueError(f"index_reduce: reduce must be 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+    index, d = _check_index_src(input, dim, index, source, "index_reduce")
+    if input.ndim == 0:
+        return index_reduce(input.reshape(1), 0, index, source.reshape(-1), reduce,
+                            include_self=include_self).reshape(())
+    shape = [1] * input.ndim
+    shape[d] = index.numel()
+    full_index = broadcast_to(index.reshape(shape), tuple(source.shape))
+    return scatter_reduce(input, d, full_index, source, reduce, include_self=include_self)
+
+
+@declare(inplace=True)
+def put(input: Tensor, index, source: Tensor, accumulate: bool = False) -> Tensor:
+    """``input`` with the elements of ``source`` written at the flat (row-major) positions ``index`` (negative
+    ones count from the end), or added there with ``accumulate=True``; ``index`` and ``source`` have the same
+    number of elements.
+
+    >>> import pylucid
+    >>> pylucid.zeros(2, 2).put(pylucid.tensor([0, 3]), pylucid.tensor([1., 2.]))
+    tensor([[1., 0.],
+            [0., 2.]])
+    """
+    check_tensor(input, "put")
+    check_tensor(source, "put", "source")
+    index = _index_tensor(input, index, "put")
+    _check_same_dtype(input, source, "put")
+    if index.numel() != source.numel():
+        raise ShapeMismatch(f"put: index ({index.numel()} elements) and source ({source.numel()} elements) must have "
+                            "the same number of elements")
+    _check_bounds(index._data, input.numel(), "put", 0, allow_negative=True)
+    flat = input.reshape(-1)
+    out = index_put(flat, (index.reshape(-1),), source.reshape(-1), accumulate)
+    return out.reshape(input.shape)
