@@ -110,9 +110,20 @@ def resolve(opinfo):
     if _duck_typed(opinfo.op):
         return opinfo.op
     found = _resolve_name(opinfo)
-    if found is not None and getattr(opinfo.op, "__name__", "") == "<lambda>":
+    if getattr(opinfo.op, "__name__", "") == "<lambda>" and (found is not None or _names_exist(opinfo.op)):
         return _on_pylucid(opinfo.op)
     return found
+
+
+_MODULE_NAMES = frozenset(("torch", "wrapper_set_seed", "Tensor", "nn", "functional", "linalg", "special", "fft"))
+
+
+def _names_exist(fn) -> bool:
+    """Every function or method a database lambda names exists in pylucid (``lambda x: torch.Tensor.cauchy_(x)``
+    tests ``Tensor.cauchy_``)."""
+    spaces = (pylucid, pylucid.Tensor, pylucid.nn.functional, pylucid.linalg, pylucid.special, pylucid.fft)
+    names = [n for n in fn.__code__.co_names if n not in _MODULE_NAMES]
+    return bool(names) and all(any(hasattr(sp, n) for sp in spaces) for n in names)
 
 
 def _resolve_name(opinfo):

@@ -981,6 +981,28 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
 
 
 @declare()
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """``nonzero(input)`` cut or padded with rows of ``fill_value`` to exactly ``size`` rows (a fixed shape).
+
+    >>> import pylucid
+    >>> pylucid.nonzero_static(pylucid.tensor([0, 1, 0, 2]), size=3)
+    tensor([[ 1],
+            [ 3],
+            [-1]])
+    """
+    from ..creation import full
+    from .shape import cat
+
+    if not isinstance(size, int) or size < 0:
+        raise ValueError(f"nonzero_static: size must be a non-negative int, got {size!r}")
+    nz = nonzero(input)
+    if nz.shape[0] >= size:
+        return nz[:size]
+    pad = full((size - nz.shape[0], nz.shape[1]), fill_value, dtype=nz.dtype, device=nz.device)
+    return cat([nz, pad], 0)
+
+
+@declare()
 def argwhere(input: Tensor) -> Tensor:
     """Same as ``nonzero(input)``: an ``(n, ndim)`` int64 tensor of coordinates."""
     return nonzero(input)

@@ -1683,3 +1683,63 @@ def adjoint(input: Tensor) -> Tensor:
     if input.ndim < 2:
         raise ValueError(f"adjoint: expects a tensor with >= 2 dims, got {input.ndim}")
     return conj(transpose(input, -2, -1))
+
+
+# ---------------------------------------------------------------- copying forms of the views, and split spellings
+def _copy_of(view_fn, name):
+    def fn(input: Tensor, *args, **kwargs):
+        from .conversion import clone
+
+        check_tensor(input, name)
+        out = view_fn(input, *args, **kwargs)
+        return tuple(clone(o) for o in out) if isinstance(out, tuple) else clone(out)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"``{view_fn.__name__}`` as a copy with its own storage (PyTorch's ``torch.{name}``); "
+                  "differentiable as the view is.")
+    return declare(method=False)(fn)
+
+
+alias_copy = _copy_of(lambda x: x, "alias_copy")
+as_strided_copy = _copy_of(as_strided, "as_strided_copy")
+diagonal_copy = _copy_of(diagonal, "diagonal_copy")
+expand_copy = _copy_of(expand, "expand_copy")
+permute_copy = _copy_of(permute, "permute_copy")
+squeeze_copy = _copy_of(squeeze, "squeeze_copy")
+t_copy = _copy_of(t, "t_copy")
+transpose_copy = _copy_of(transpose, "transpose_copy")
+unbind_copy = _copy_of(unbind, "unbind_copy")
+unfold_copy = _copy_of(_unfold_method, "unfold_copy")
+unsqueeze_copy = _copy_of(unsqueeze, "unsqueeze_copy")
+view_copy = _copy_of(view, "view_copy")
+
+
+@declare()
+def split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
+    """Split into views of the given ``split_sizes`` along ``dim`` (which must add up to its size).
+
+    >>> import pylucid
+    >>> [t.tolist() for t in pylucid.arange(5).split_with_sizes([2, 3])]
+    [[0, 1], [2, 3, 4]]
+    """
+    check_tensor(input, "split_with_sizes")
+    sizes = list(split_sizes)
+    d = norm_dim(dim, max(input.ndim, 1), "split_with_sizes")
+    if sum(sizes) != input.shape[d]:
+        raise ValueError(f"split_with_sizes: split_sizes {sizes} must add up to the size {input.shape[d]} of dim {d}")
+    return split(input, sizes, d)
+
+
+split_with_sizes_copy = _copy_of(split_with_sizes, "split_with_sizes_copy")
+
+
+@declare()
+def unsafe_split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
+    """``split`` (PyTorch's variant without view tracking; pylucid's views are safe either way)."""
+    return split(input, split_size_or_sections, dim)
+
+
+@declare()
+def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    """``chunk`` (PyTorch's variant without view tracking; pylucid's views are safe either way)."""
+    return chunk(input, chunks, dim)

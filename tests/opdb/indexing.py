@@ -221,4 +221,9 @@ ENTRIES = [
                      Sample((U(2, 2), I(3, 0).reshape(2, 1), U(1, 2, seed=1)), name="shapes")],
             error_inputs=lambda: [ErrorInput((U(3), I(0, 1), U(3)), exc=ShapeMismatch, match="put: index"),
                                   ErrorInput((U(3), I(3), U(1)), exc=IndexError, match="put: index 3")]),
+    OpEntry("nonzero_static", pl.nonzero_static, torch.nonzero_static,
+            lambda: [Sample((I(0, 1, 0, 2),), {"size": 3}), Sample((np.array([[0.0, 1.0], [1.0, 1.0]]),),
+                                                                   {"size": 1, "fill_value": -5}, "cut"),
+                     Sample((np.zeros((0,)),), {"size": 2}, "empty")], grad=False, amp=False,
+            error_inputs=lambda: [ErrorInput((I(1),), {"size": -1}, exc=ValueError, match="nonzero_static: size")]),
 ]

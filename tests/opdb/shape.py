@@ -307,4 +307,23 @@ ENTRIES = [
     OpEntry("adjoint", pl.adjoint, torch.adjoint,
             lambda: [Sample((U(3, 4),)), Sample((C(2, 2, 3),), name="complex")],
             error_inputs=lambda: [ErrorInput((U(3),), exc=ValueError, match="adjoint: expects")]),
+    # -- composites: the copying forms of the views, and split spellings -----------------------------
+    *[OpEntry(n, getattr(pl, n), getattr(torch, n), lambda samples=samples: samples)
+      for n, samples in (
+          ("alias_copy", [Sample((U(3, 4),))]),
+          ("as_strided_copy", [Sample((U(3, 3), (2, 2), (1, 2)))]),
+          ("diagonal_copy", [Sample((U(3, 4),)), Sample((U(2, 3, 4), 1, 1, 2), name="dims")]),
+          ("expand_copy", [Sample((U(3, 1), (2, 3, 4)))]),
+          ("permute_copy", [Sample((U(2, 3, 4), (2, 0, 1)))]),
+          ("squeeze_copy", [Sample((U(3, 1, 4),)), Sample((U(3, 1, 4), 1), name="dim")]),
+          ("t_copy", [Sample((U(3, 4),))]),
+          ("transpose_copy", [Sample((U(2, 3, 4), 0, 2))]),
+          ("unbind_copy", [Sample((U(3, 4),)), Sample((U(3, 4), 1), name="dim1")]),
+          ("unfold_copy", [Sample((U(3, 6), 1, 2, 2))]),
+          ("unsqueeze_copy", [Sample((U(3, 4), 1))]),
+          ("view_copy", [Sample((U(3, 4), (4, 3)))]),
+          ("split_with_sizes", [Sample((U(5, 2), [2, 3])), Sample((U(2, 5), [1, 0, 4], 1), name="dim1-empty")]),
+          ("split_with_sizes_copy", [Sample((U(5, 2), [2, 3]))]),
+          ("unsafe_split", [Sample((U(5, 2), 2))]),
+          ("unsafe_chunk", [Sample((U(5, 2), 2))]))],
 ]
