@@ -438,14 +438,15 @@ def run(opinfo, kind: str, record=None, check_skips=False):
             skip = lookup(k, dname, kind, s, sample_repr)
             if skip is not None:
                 skipped += 1
+                why = f"[skipped, {skip.category}] {skip.reason}"
                 if check_skips and record is not None:
                     try:
                         _run_one(opinfo, fn, s, dtype, kind)
-                        record(k, dname, kind, i, "skip-pass", skip.reason, s)
-                    except Exception:  # noqa: BLE001 - still failing: the skip stands
-                        record(k, dname, kind, i, "skip", skip.reason, s)
+                        record(k, dname, kind, i, "skip-pass", why, s)
+                    except Exception as e:  # noqa: BLE001 - still failing: the skip stands
+                        record(k, dname, kind, i, "skip", f"{why}; now: {_describe(e)}", s)
                 elif record is not None:
-                    record(k, dname, kind, i, "skip", skip.reason, s)
+                    record(k, dname, kind, i, "skip", why, s)
                 continue
             try:
                 note = _run_one(opinfo, fn, s, dtype, kind)
