@@ -1200,9 +1200,9 @@ class PadBackward(Op):
 def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
     """Pad ``input``; ``pad = (left_last, right_last, left_2nd_last, right_2nd_last, ...)`` as in PyTorch.
 
-    Modes: ``constant`` (fill ``value``, default 0; negative pads crop),
-    ``reflect`` (mirror without repeating the edge; pads < size),
-    ``replicate`` (repeat the edge), ``circular`` (wrap around; pads <= size).
+    Modes: ``constant`` (fill ``value``, default 0), ``reflect`` (mirror without repeating the edge;
+    pads < size), ``replicate`` (repeat the edge), ``circular`` (wrap around; pads <= size). Negative pads
+    crop, in every mode (``replicate`` crops after padding, ``reflect``/``circular`` before, as PyTorch).
 
     >>> import pylucid
     >>> pylucid.pad(pylucid.tensor([1, 2, 3]), (2, 1), mode="reflect")
@@ -1223,6 +1223,21 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
     pads = [(0, 0)] * input.ndim
     for i in range(k):
         pads[input.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    if mode != "constant" and any(v < 0 for v in pad):
+        # negative pads crop, as in PyTorch: replicate pads the original then crops (the edge it repeats is the
+        # original's); reflect and circular crop first and pad what is left
+        positive = tuple(max(v, 0) for v in pad)
+
+        def crop(x):
+            for d, (lo, hi) in enumerate(pads):
+                if lo < 0 or hi < 0:
+                    n = x.shape[d]
+                    x = _slice_dim(x, d, max(-lo, 0), n - max(-hi, 0))
+            return x
+
+        if mode == "replicate":
+            return crop(globals()["pad"](input, positive, mode, value))
+        return globals()["pad"](crop(input), positive, mode, value)
     shp = input.shape
     for d, (l, r) in enumerate(pads):
         n = shp[d]
@@ -1232,8 +1247,6 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
             continue
         if not (l or r):
             continue
-        if l < 0 or r < 0:
-            raise ValueError(f"pad: negative padding is only supported in constant mode, got {pad}")
         if mode == "reflect" and (l >= n or r >= n):
             raise ValueError(f"pad: reflect padding {(l, r)} must be smaller than the size {n} of dim {d}")
         if mode == "circular" and (l > n or r > n):

@@ -64,6 +64,7 @@ def _pad_samples():
          Sample((U(3, 4), (-1, 1, 2, -1)), name="constant-crop"), Sample((U(0, 2), (1, 1)), name="constant-empty"),
          Sample((noncontig(3, 4), (1, 1, 1, 1)), name="noncontig")]
     for mode in ("reflect", "replicate", "circular"):
+        s += [Sample((U(1, 2, 4, 4), (-1, 1, -2, 1), mode), name=f"{mode}-negative")]
         s += [Sample((U(1, 2, 5), (2, 3), mode), name=f"{mode}-1d"),
               Sample((U(1, 2, 5),), {"pad": (2, 1), "mode": mode}, f"{mode}-1d-keywords"),
               Sample((U(1, 2, 3, 4), (1, 2, 2, 1), mode), name=f"{mode}-2d"),
