@@ -386,6 +386,8 @@ class Tensor:
             to(device=None, dtype=None, non_blocking=False, copy=False)
             to(other, non_blocking=False, copy=False)     # other's device and dtype
 
+        ``memory_format=`` is accepted and has no effect (tensors are always row-major strided).
+
         Returns ``self`` when nothing changes, unless ``copy=True``. ``non_blocking`` is accepted;
         copies between host and GPU complete before ``to`` returns.
 
@@ -399,6 +401,8 @@ class Tensor:
         dev = kwargs.pop("device", None)
         non_blocking = kwargs.pop("non_blocking", False)
         copy = kwargs.pop("copy", False)
+        # every pylucid tensor is strided row-major; a memory_format asks for nothing more
+        kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"Tensor.to: unexpected keyword arguments {sorted(kwargs)}")
         if args:
@@ -517,40 +521,40 @@ class Tensor:
     def cuda(self, device=None) -> "Tensor":
         return self.to(_device_cls("cuda" if device is None else device))
 
-    def float(self) -> "Tensor":
+    def float(self, memory_format=None) -> "Tensor":
         return self.to(_dt.float32)
 
-    def double(self) -> "Tensor":
+    def double(self, memory_format=None) -> "Tensor":
         return self.to(_dt.float64)
 
-    def half(self) -> "Tensor":
+    def half(self, memory_format=None) -> "Tensor":
         return self.to(_dt.float16)
 
-    def bfloat16(self) -> "Tensor":
+    def bfloat16(self, memory_format=None) -> "Tensor":
         return self.to(_dt.bfloat16)
 
-    def long(self) -> "Tensor":
+    def long(self, memory_format=None) -> "Tensor":
         return self.to(_dt.int64)
 
-    def int(self) -> "Tensor":
+    def int(self, memory_format=None) -> "Tensor":
         return self.to(_dt.int32)
 
-    def short(self) -> "Tensor":
+    def short(self, memory_format=None) -> "Tensor":
         return self.to(_dt.int16)
 
-    def char(self) -> "Tensor":
+    def char(self, memory_format=None) -> "Tensor":
         return self.to(_dt.int8)
 
-    def byte(self) -> "Tensor":
+    def byte(self, memory_format=None) -> "Tensor":
         return self.to(_dt.uint8)
 
-    def bool(self) -> "Tensor":
+    def bool(self, memory_format=None) -> "Tensor":
         return self.to(_dt.bool_)
 
-    def cfloat(self) -> "Tensor":
+    def cfloat(self, memory_format=None) -> "Tensor":
         return self.to(_dt.complex64)
 
-    def cdouble(self) -> "Tensor":
+    def cdouble(self, memory_format=None) -> "Tensor":
         return self.to(_dt.complex128)
 
     # -- printing ----------------------------------------------------------------

@@ -89,17 +89,19 @@ def from_numpy_dtype(np_dtype) -> dtype:
 
 
 def as_dtype(d) -> dtype:
-    """Accept a pylucid dtype, a name (``"float32"``), a NumPy dtype or a Python type."""
+    """Accept a pylucid dtype, a name (``"float32"``), a NumPy dtype or a Python type (``float`` is float64,
+    ``complex`` complex128, ``int`` int64, as in PyTorch)."""
     if isinstance(d, dtype):
         return d
+    # Python's own types name fixed dtypes, whatever the default dtype (as torch.tensor(1, dtype=float))
     if d is float:
-        return _default_float
+        return float64
     if d is int:
         return int64
     if d is bool:
         return bool_
     if d is complex:
-        return _default_float.to_complex()
+        return complex128
     if isinstance(d, str):
         try:
             return _BY_NAME[d.removeprefix("pylucid.").removeprefix("torch.")]

@@ -441,3 +441,24 @@ def test_pad_create_graph_second_order():
 def test_errors(fn, exc, match):
     with pytest.raises(exc, match=match):
         fn()
+
+
+def test_index_put_function_takes_torch_argument_order():
+    x = pl.zeros(3, 2)
+    out = pl.index_put(x, (pl.tensor([2, 0]),), pl.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    ref = torch.index_put(torch.zeros(3, 2), (torch.tensor([2, 0]),), torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    assert out.tolist() == ref.tolist()
+    acc = pl.index_put(x, (pl.tensor([1, 1]),), pl.tensor(1.5), accumulate=True)
+    assert acc.tolist() == torch.index_put(torch.zeros(3, 2), (torch.tensor([1, 1]),), torch.tensor(1.5),
+                                           accumulate=True).tolist()
+    with pytest.raises(TypeError, match="index_put: indices must be a tuple"):
+        pl.index_put(x, pl.tensor([0]), pl.tensor(1.0))
+
+
+def test_unfold_windows_and_their_gradient_match_torch():
+    x, tx = pl.arange(10.0).reshape(2, 5).requires_grad_(), torch.arange(10.0).reshape(2, 5).requires_grad_()
+    out, tout = x.unfold(1, 3, 1), tx.unfold(1, 3, 1)
+    assert out.tolist() == tout.tolist()
+    (out * out).sum().backward()
+    (tout * tout).sum().backward()
+    assert x.grad.tolist() == tx.grad.tolist()  # overlapping windows add up

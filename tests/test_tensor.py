@@ -373,3 +373,30 @@ def test_device_and_layout_flags_match_torch_on_the_cpu():
         pl.zeros(2).is_nonzero()
     assert x.is_same_size(pl.ones(2)) and not x.is_same_size(pl.ones(3))
     assert x.is_set_to(x) and not x.is_set_to(x.clone()) and not x.is_set_to(x[:1])
+
+
+def test_python_types_as_dtypes_match_torch():
+    for py in (float, int, bool, complex):
+        assert pl.tensor(1, dtype=py).dtype.name == str(torch.tensor(1, dtype=py).dtype).split(".")[1], py
+
+
+def test_to_and_casts_accept_memory_format():
+    x = pl.zeros(2, 3)
+    y = x.to("cpu", pl.float64, False, True, memory_format=None)
+    assert y.dtype is pl.float64 and y is not x
+    assert x.float(memory_format=None) is x and x.double(memory_format=None).dtype is pl.float64
+
+
+@pytest.mark.parametrize("write", ["zero_", "fill_", "copy_"])
+def test_in_place_write_on_a_tensor_in_the_graph_rebases_its_history(write):
+    """``x.clone().zero_()`` (and fill_/copy_) inside a graph: backward gives PyTorch's gradients, no version
+    error (the old values get a zero gradient)."""
+    grads = []
+    for lib in (pl, torch):
+        x = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        src = lib.tensor([0.5, 1.5, 2.5], requires_grad=True)
+        y = (x * x).clone()
+        {"zero_": lambda t: t.zero_(), "fill_": lambda t: t.fill_(2.0), "copy_": lambda t: t.copy_(src * 2)}[write](y)
+        ((y * x).sum() + (x * 3).sum()).backward()
+        grads.append((x.grad.tolist(), None if src.grad is None else src.grad.tolist()))
+    assert grads[0] == grads[1]

@@ -155,6 +155,12 @@ def resolve_conj(input: Tensor) -> Tensor:
 
 
 @declare()
+def resolve_neg(input: Tensor) -> Tensor:
+    """Identity: pylucid has no lazy negation bit."""
+    return input
+
+
+@declare()
 def is_conj(input: Tensor) -> bool:
     """Always False: pylucid has no lazy conjugate bit."""
     return False

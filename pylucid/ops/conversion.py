@@ -150,28 +150,76 @@ def contiguous(x: Tensor, memory_format=None) -> Tensor:
 
 
 # ---------------------------------------------------------------- writes into a tensor's storage
-@declare(namespaces=(), method="fill_")
+class Fill(Op):
+    """``y = value`` everywhere, with ``x``'s shape and dtype; ``dx = 0``.
+
+    Nothing is saved, so an in-place ``fill_``/``zero_`` on a tensor inside a
+    graph rebases its history onto this node without invalidating any saved
+    tensor (PyTorch's ``FillBackward``).
+    """
+
+    schema = OpSchema("fill", amp_policy=KEEP_INPUT, family="conversion")
+    promote_args = ()
+
+    @staticmethod
+    def forward(be, x, value):
+        return be.full(x.shape, value, dtype=x.dtype)
+
+    def backward(self, g):
+        from ..creation import zeros_like
+
+        return zeros_like(g)
+
+
+@declare(Fill, method=False)  # torch.fill is a function; the method is fill_
+def fill(input: Tensor, value) -> Tensor:
+    """A tensor like ``input`` holding ``value`` everywhere; differentiable in a 0-d tensor ``value``
+    (``dvalue = sum(g)``) and in ``input`` (whose gradient is zero).
+
+    >>> import pylucid
+    >>> pylucid.fill(pylucid.zeros(2, dtype=pylucid.int64), 3)
+    tensor([3, 3])
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"fill: expected a Tensor input, got {type(input).__name__}")
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise ValueError(f"fill: value must be a number or a 0-d tensor, got a tensor of shape {value.shape}")
+        if value._requires_grad and _state.grad_enabled:
+            from .elementwise import add
+            from .shape import broadcast_to
+
+            return add(apply(Fill, (input,), {"value": 0}), broadcast_to(value.to(input.dtype), input.shape))
+        value = value.item()
+    if not isinstance(value, (bool, int, float, complex)):
+        raise TypeError(f"fill: value must be a number or a 0-d tensor, got {type(value).__name__}")
+    return apply(Fill, (input,), {"value": value})
+
+
+@declare(method="fill_")
 def fill_(self: Tensor, value) -> Tensor:
-    """Set every element to ``value`` in place (differentiable: the gradient to the old values is zero).
+    """Set every element to ``value`` in place (differentiable: the gradient to the old values is zero; a 0-d
+    ``value`` that requires grad gets ``sum(g)``). On a tensor inside a graph, its history is rebased onto the
+    fill, as in PyTorch.
 
     >>> import pylucid
     >>> pylucid.zeros(2).fill_(3)
     tensor([3., 3.])
     """
     check_inplace_leaf(self, "fill_")
+    if isinstance(value, Tensor) and not (value._requires_grad and _state.grad_enabled):
+        value = value.item()
+    if (self._requires_grad or isinstance(value, Tensor)) and _state.grad_enabled:
+        return commit_inplace(self, fill(self, value), "fill_")
     if isinstance(value, Tensor):
         value = value.item()
-    if self._requires_grad and _state.grad_enabled:
-        from .elementwise import add, mul
-
-        return commit_inplace(self, add(mul(self, 0), value).to(self.dtype), "fill_")
     with self._device.backend.device_ctx():
         self._data[...] = value
     self._version[0] += 1
     return self
 
 
-@declare(namespaces=(), method="zero_")
+@declare(method="zero_")
 def zero_(self: Tensor) -> Tensor:
     """Set every element to zero in place."""
     return fill_(self, 0)
@@ -187,10 +235,11 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
         src = tensor(src)
     src = src.to(device=self.device, dtype=self.dtype)
     if _state.grad_enabled and (src._requires_grad or self._requires_grad):
-        from .elementwise import add, mul
+        from .elementwise import add
         from .shape import broadcast_to
 
-        return commit_inplace(self, add(broadcast_to(src, self.shape), mul(self, 0)), "copy_")
+        # the old values get a zero gradient through ``fill``, which saves nothing
+        return commit_inplace(self, add(broadcast_to(src, self.shape), fill(self, 0)), "copy_")
     with self._device.backend.device_ctx():
         self._data[...] = src._data
     self._version[0] += 1

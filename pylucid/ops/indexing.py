@@ -152,9 +152,8 @@ class IndexPut(Op):
         return gx, gv
 
 
-@declare(IndexPut, method=False)
-def index_put(input: Tensor, values, index) -> Tensor:
-    """Out-of-place ``input[index] = values`` (differentiable in both)."""
+def _put(input: Tensor, values, index) -> Tensor:
+    """Out-of-place ``input[index] = values`` (differentiable in both); ``index`` is any ``x[...]`` index."""
     idx, advanced = _norm_index(input, index, "index_put")
     values = _as_value(input, values)
     try:
@@ -186,21 +185,37 @@ def _index_put_accumulate(x, indices, values):
     from .shape import broadcast_to
 
     values = broadcast_to(values, tuple(getitem(x, indices).shape))
-    return x + apply(GetItemBackward, (values,), {"index": idx, "advanced": advanced, "shape": tuple(x.shape)})
+    spread = apply(GetItemBackward, (values,), {"index": idx, "advanced": advanced, "shape": tuple(x.shape)})
+    # index_put keeps its input's dtype under autocast (KeepInput), so the add does not promote
+    amp, state.autocast = state.autocast, None
+    try:
+        return x + spread
+    finally:
+        state.autocast = amp
 
 
-@declare(name="index_put", namespaces=(), inplace=True)
-def _index_put_method(self: Tensor, indices, values, accumulate: bool = False) -> Tensor:
-    """``Tensor.index_put(indices, values, accumulate=False)`` (PyTorch's argument order): ``self`` with
-    ``values`` written at ``indices``, or added there (repeats accumulating) with ``accumulate=True``.
+@declare(IndexPut, inplace=True)
+def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """``input`` with ``values`` written at ``indices`` (a tuple of index tensors, one per leading dim, as
+    ``input[indices]``), or added there with ``accumulate=True`` (repeated positions add up; without it the
+    last write wins). Differentiable in ``input`` and ``values``.
 
     >>> import pylucid
     >>> pylucid.zeros(3).index_put((pylucid.tensor([0, 0]),), pylucid.tensor([1., 2.]), accumulate=True)
     tensor([3., 0., 0.])
     """
+    check_tensor(input, "index_put")
+    if isinstance(indices, list):
+        indices = tuple(indices)
+    if not isinstance(indices, tuple) or not all(i is None or isinstance(i, Tensor) for i in indices):
+        raise TypeError(f"index_put: indices must be a tuple of index tensors, got {type(indices).__name__}")
+    if len(indices) > max(input.ndim, 1):
+        raise IndexError(f"index_put: {len(indices)} index tensors for a {input.ndim}-D tensor")
+    # None entries (PyTorch's "take the whole dim") are full slices
+    indices = tuple(slice(None) if i is None else i for i in indices)
     if accumulate:
-        return _index_put_accumulate(self, indices, values)
-    return index_put(self, values, indices)
+        return _index_put_accumulate(input, indices, values)
+    return _put(input, values, indices)
 
 
 @declare(method=False, dunders=("__setitem__",))
@@ -210,7 +225,7 @@ def setitem(self: Tensor, index, value) -> None:
     value = _as_value(self, value)
     tracked = state.grad_enabled and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad))
     if tracked:
-        commit_inplace(self, index_put(self, value, index), "setitem")
+        commit_inplace(self, _put(self, value, index), "setitem")
         return
     idx, _ = _norm_index(self, index, "setitem")
     try:
@@ -370,7 +385,9 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
     d = norm_dim(dim, nd, "index_select")
     if input.ndim == 0:
         _check_bounds(index._data, 1, "index_select", d)
-        return getitem(input.reshape(1), index.reshape(-1)).reshape(index.shape)
+        out = getitem(input.reshape(1), index.reshape(-1))
+        # a 0-d input stays 0-d for one index (PyTorch treats it as a 1-element 1-D tensor, then squeezes)
+        return out.reshape(()) if index.numel() == 1 else out.reshape(index.shape)
     _check_bounds(index._data, input.shape[d], "index_select", d)
     return apply(IndexSelect, (input,), {"index": index._data.reshape(-1), "dim": d})
 
@@ -445,8 +462,8 @@ def index_copy(input: Tensor, dim: int, index, source: Tensor) -> Tensor:
     """
     index, d = _check_index_src(input, dim, index, source, "index_copy")
     if input.ndim == 0:
-        return index_put(input.reshape(1), source.reshape(-1), index.reshape(-1)).reshape(())
-    return index_put(input, source, (slice(None),) * d + (index.reshape(-1),))
+        return _put(input.reshape(1), source.reshape(-1), index.reshape(-1)).reshape(())
+    return _put(input, source, (slice(None),) * d + (index.reshape(-1),))
 
 
 @declare(inplace=True)
@@ -466,7 +483,13 @@ def index_fill(input: Tensor, dim: int, index, value) -> Tensor:
     if input.ndim == 0:
         return index_fill(input.reshape(1), 0, index, value).reshape(())
     _check_bounds(index._data, input.shape[d], "index_fill", d)
-    return index_put(input, value, (slice(None),) * d + (index.reshape(-1),))
+    index = index.reshape(-1)
+    if isinstance(value, Tensor) and value._requires_grad:
+        # each filled position counts once in value's gradient, however often the index repeats it
+        be = input._device.backend
+        index = _new_tensor(be.unique(be.where(index._data < 0, index._data + input.shape[d], index._data)),
+                            input._device)
+    return _put(input, value, (slice(None),) * d + (index,))
 
 
 # ---------------------------------------------------------------------------
@@ -810,7 +833,7 @@ def take_along_dim(input: Tensor, indices, dim: int | None = None) -> Tensor:
     check_tensor(input, "take_along_dim")
     indices = _index_tensor(input, indices, "take_along_dim")
     if dim is None:
-        return gather(input.reshape(-1), 0, indices.reshape(-1))
+        return gather(input.reshape(-1), 0, _wrap_negative(indices.reshape(-1), input.numel()))
     d = norm_dim(dim, max(input.ndim, 1), "take_along_dim")
     if input.ndim != indices.ndim:
         raise ValueError(f"take_along_dim: input ({input.ndim}-D) and indices ({indices.ndim}-D) must have the same "
@@ -824,7 +847,17 @@ def take_along_dim(input: Tensor, indices, dim: int | None = None) -> Tensor:
                             f"cannot be broadcast outside dim {d}") from None
     x = broadcast_to(input, shp[:d] + (input.shape[d],) + shp[d + 1:])
     j = broadcast_to(indices, shp[:d] + (indices.shape[d],) + shp[d + 1:])
-    return gather(x, d, j)
+    return gather(x, d, _wrap_negative(j, input.shape[d]))
+
+
+def _wrap_negative(index: Tensor, n: int) -> Tensor:
+    """``take_along_dim`` reads ``[-n, 0)`` from the end, as PyTorch does."""
+    data = index._data
+    if data.size and int(data.min()) < 0:
+        if int(data.min()) < -n:
+            raise IndexError(f"take_along_dim: index {int(data.min())} is out of bounds for a dim of size {n}")
+        return _new_tensor(data + (data < 0) * n, index._device)
+    return index
 
 
 # ---------------------------------------------------------------------------
@@ -842,7 +875,8 @@ def _check_mask(mask, op, x):
 
 @declare(inplace=True)
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
-    """``input`` with ``value`` where ``mask`` (broadcast to ``input``) is True; the dtype stays ``input``'s.
+    """``input`` with ``value`` where ``mask`` is True (the two broadcast together; the in-place form needs the
+    mask to broadcast to ``input``); the dtype stays ``input``'s.
 
     >>> import pylucid
     >>> x = pylucid.tensor([1., 2., 3.])
@@ -856,12 +890,10 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     if isinstance(value, Tensor) and value.ndim:
         raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
     try:
-        shp = broadcast_shapes(tuple(mask.shape), tuple(input.shape))
+        broadcast_shapes(tuple(mask.shape), tuple(input.shape))
     except ShapeMismatch:
-        shp = None
-    if shp != tuple(input.shape):
-        raise ShapeMismatch(f"masked_fill: mask of shape {tuple(mask.shape)} cannot be broadcast to the input's "
-                            f"shape {tuple(input.shape)}")
+        raise ShapeMismatch(f"masked_fill: mask of shape {tuple(mask.shape)} and input of shape "
+                            f"{tuple(input.shape)} cannot be broadcast together") from None
     if isinstance(value, Tensor):
         value = value.to(input.dtype)
     out = where(mask, value, input)
@@ -895,17 +927,21 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     >>> x.masked_scatter(pylucid.tensor([True, False, True, False]), pylucid.tensor([1., 2., 3.]))
     tensor([1., 0., 2., 0.])
     """
-    from .shape import broadcast_to
+    from .shape import broadcast_tensors
 
     check_tensor(input, "masked_scatter")
     check_tensor(source, "masked_scatter", "source")
     _check_mask(mask, "masked_scatter", input)
     _check_same_dtype(input, source, "masked_scatter")
-    m = broadcast_to(mask, input.shape)
+    try:
+        input, m = broadcast_tensors(input, mask)
+    except ShapeMismatch:
+        raise ShapeMismatch(f"masked_scatter: mask of shape {tuple(mask.shape)} and input of shape "
+                            f"{tuple(input.shape)} cannot be broadcast together") from None
     n = int(m._data.sum())
     if n > source.numel():
         raise ValueError(f"masked_scatter: mask has {n} True entries but source has only {source.numel()} elements")
-    return index_put(input, getitem(source.reshape(-1), slice(0, n)), m)
+    return _put(input, getitem(source.reshape(-1), slice(0, n)), m)
 
 
 # ---------------------------------------------------------------------------
@@ -942,6 +978,28 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
     if input.ndim == 0:
         return (out.reshape(-1),)  # PyTorch treats a 0-d input as 1-D here
     return tuple(out[:, i] for i in range(input.ndim))
+
+
+@declare()
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """``nonzero(input)`` cut or padded with rows of ``fill_value`` to exactly ``size`` rows (a fixed shape).
+
+    >>> import pylucid
+    >>> pylucid.nonzero_static(pylucid.tensor([0, 1, 0, 2]), size=3)
+    tensor([[ 1],
+            [ 3],
+            [-1]])
+    """
+    from ..creation import full
+    from .shape import cat
+
+    if not isinstance(size, int) or size < 0:
+        raise ValueError(f"nonzero_static: size must be a non-negative int, got {size!r}")
+    nz = nonzero(input)
+    if nz.shape[0] >= size:
+        return nz[:size]
+    pad = full((size - nz.shape[0], nz.shape[1]), fill_value, dtype=nz.dtype, device=nz.device)
+    return cat([nz, pad], 0)
 
 
 @declare()
@@ -985,3 +1043,57 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     elif num_classes < 0 or hi >= num_classes:
         raise ValueError(f"one_hot: class values must be smaller than num_classes={num_classes}, got {hi}")
     return apply(OneHot, (tensor,), {"num_classes": int(num_classes)})
+
+
+# ---------------------------------------------------------------------------
+# index_reduce / put (composites of scatter_reduce and index_put)
+# ---------------------------------------------------------------------------
+
+@declare(inplace=True)
+def index_reduce(input: Tensor, dim: int, index, source: Tensor, reduce: str, *, include_self: bool = True):
+    """``input`` with the slices of ``source`` reduced into the slices at ``index`` along ``dim``:
+    ``reduce`` is ``'prod'``, ``'mean'``, ``'amax'`` or ``'amin'``; ``include_self=False`` leaves the old values
+    of the indexed slices out of the reduction (slices no index names keep their values). Gradients as
+    ``scatter_reduce``'s.
+
+    >>> import pylucid
+    >>> x = pylucid.ones(3)
+    >>> x.index_reduce(0, pylucid.tensor([0, 0, 2]), pylucid.tensor([2., 3., 4.]), 'prod')
+    tensor([6., 1., 4.])
+    """
+    from .shape import broadcast_to
+
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise ValueError(f"index_reduce: reduce must be 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+    index, d = _check_index_src(input, dim, index, source, "index_reduce")
+    if input.ndim == 0:
+        return index_reduce(input.reshape(1), 0, index, source.reshape(-1), reduce,
+                            include_self=include_self).reshape(())
+    shape = [1] * input.ndim
+    shape[d] = index.numel()
+    full_index = broadcast_to(index.reshape(shape), tuple(source.shape))
+    return scatter_reduce(input, d, full_index, source, reduce, include_self=include_self)
+
+
+@declare(inplace=True)
+def put(input: Tensor, index, source: Tensor, accumulate: bool = False) -> Tensor:
+    """``input`` with the elements of ``source`` written at the flat (row-major) positions ``index`` (negative
+    ones count from the end), or added there with ``accumulate=True``; ``index`` and ``source`` have the same
+    number of elements.
+
+    >>> import pylucid
+    >>> pylucid.zeros(2, 2).put(pylucid.tensor([0, 3]), pylucid.tensor([1., 2.]))
+    tensor([[1., 0.],
+            [0., 2.]])
+    """
+    check_tensor(input, "put")
+    check_tensor(source, "put", "source")
+    index = _index_tensor(input, index, "put")
+    _check_same_dtype(input, source, "put")
+    if index.numel() != source.numel():
+        raise ShapeMismatch(f"put: index ({index.numel()} elements) and source ({source.numel()} elements) must have "
+                            "the same number of elements")
+    _check_bounds(index._data, input.numel(), "put", 0, allow_negative=True)
+    flat = input.reshape(-1)
+    out = index_put(flat, (index.reshape(-1),), source.reshape(-1), accumulate)
+    return out.reshape(input.shape)

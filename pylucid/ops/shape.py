@@ -1200,9 +1200,9 @@ class PadBackward(Op):
 def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
     """Pad ``input``; ``pad = (left_last, right_last, left_2nd_last, right_2nd_last, ...)`` as in PyTorch.
 
-    Modes: ``constant`` (fill ``value``, default 0; negative pads crop),
-    ``reflect`` (mirror without repeating the edge; pads < size),
-    ``replicate`` (repeat the edge), ``circular`` (wrap around; pads <= size).
+    Modes: ``constant`` (fill ``value``, default 0), ``reflect`` (mirror without repeating the edge;
+    pads < size), ``replicate`` (repeat the edge), ``circular`` (wrap around; pads <= size). Negative pads
+    crop, in every mode (``replicate`` crops after padding, ``reflect``/``circular`` before, as PyTorch).
 
     >>> import pylucid
     >>> pylucid.pad(pylucid.tensor([1, 2, 3]), (2, 1), mode="reflect")
@@ -1223,6 +1223,21 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
     pads = [(0, 0)] * input.ndim
     for i in range(k):
         pads[input.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    if mode != "constant" and any(v < 0 for v in pad):
+        # negative pads crop, as in PyTorch: replicate pads the original then crops (the edge it repeats is the
+        # original's); reflect and circular crop first and pad what is left
+        positive = tuple(max(v, 0) for v in pad)
+
+        def crop(x):
+            for d, (lo, hi) in enumerate(pads):
+                if lo < 0 or hi < 0:
+                    n = x.shape[d]
+                    x = _slice_dim(x, d, max(-lo, 0), n - max(-hi, 0))
+            return x
+
+        if mode == "replicate":
+            return crop(globals()["pad"](input, positive, mode, value))
+        return globals()["pad"](crop(input), positive, mode, value)
     shp = input.shape
     for d, (l, r) in enumerate(pads):
         n = shp[d]
@@ -1232,8 +1247,6 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
             continue
         if not (l or r):
             continue
-        if l < 0 or r < 0:
-            raise ValueError(f"pad: negative padding is only supported in constant mode, got {pad}")
         if mode == "reflect" and (l >= n or r >= n):
             raise ValueError(f"pad: reflect padding {(l, r)} must be smaller than the size {n} of dim {d}")
         if mode == "circular" and (l > n or r > n):
@@ -1275,3 +1288,471 @@ def meshgrid(*tensors, indexing: str = "ij") -> tuple:
     if swap:
         out[0], out[1] = out[1], out[0]
     return tuple(out)
+
+
+# ---------------------------------------------------------------- matrices and index sets from tensors
+@declare(method=False)
+def block_diag(*tensors) -> Tensor:
+    """The block-diagonal matrix with ``tensors`` (0-d, 1-d or 2-d; a 0-d one is a 1x1 block, a 1-d one a row)
+    on its diagonal; the dtype is the promoted dtype of all blocks.
+
+    >>> import pylucid
+    >>> pylucid.block_diag(pylucid.tensor([[1, 2]]), pylucid.tensor(3))
+    tensor([[1, 2, 0],
+            [0, 0, 3]])
+    """
+    from .. import dtypes as _dt
+
+    blocks = []
+    for t in tensors:
+        check_tensor(t, "block_diag", "every argument")
+        if t.ndim > 2:
+            raise ValueError(f"block_diag: expects tensors with at most 2 dims, got a {t.ndim}-D tensor")
+        blocks.append(reshape(t, (1, 1)) if t.ndim == 0 else reshape(t, (1, -1)) if t.ndim == 1 else t)
+    if not blocks:
+        from ..creation import zeros
+
+        return zeros(1, 0)
+    dtype = blocks[0].dtype
+    for b in blocks[1:]:
+        dtype = _dt.promote_types(dtype, b.dtype)
+    widths = [b.shape[1] for b in blocks]
+    total = sum(widths)
+    rows, left = [], 0
+    for b, w in zip(blocks, widths):
+        rows.append(pad(b.to(dtype), (left, total - left - w)))
+        left += w
+    return cat(rows, 0)
+
+
+@declare(method=False)
+def cartesian_prod(*tensors) -> Tensor:
+    """The Cartesian product of 1-D tensors: a ``(prod(len), n)`` tensor whose rows are the tuples, in the order
+    of ``itertools.product``; a single tensor is returned as it is.
+
+    >>> import pylucid
+    >>> pylucid.cartesian_prod(pylucid.tensor([1, 2]), pylucid.tensor([3, 4]))
+    tensor([[1, 3],
+            [1, 4],
+            [2, 3],
+            [2, 4]])
+    """
+    for t in tensors:
+        check_tensor(t, "cartesian_prod", "every argument")
+        if t.ndim != 1:
+            raise ValueError(f"cartesian_prod: expects 1-D tensors, got a {t.ndim}-D tensor")
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing="ij")
+    return stack([reshape(g, (-1,)) for g in grids], 1)
+
+
+@declare()
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    """The length-``r`` combinations of the elements of a 1-D tensor, as rows (``itertools.combinations``, or
+    ``combinations_with_replacement``); ``(0, r)`` when there are none.
+
+    >>> import pylucid
+    >>> pylucid.combinations(pylucid.tensor([1, 2, 3]))
+    tensor([[1, 2],
+            [1, 3],
+            [2, 3]])
+    """
+    import itertools
+
+    from ..creation import tensor
+    from .indexing import getitem
+
+    check_tensor(input, "combinations")
+    if input.ndim != 1:
+        raise ValueError(f"combinations: expects a 1-D tensor, got a {input.ndim}-D tensor")
+    if not isinstance(r, int) or r < 0:
+        raise ValueError(f"combinations: r must be a non-negative int, got {r!r}")
+    if r == 0:
+        return input.new_empty(0)
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    idx = list(pick(range(input.shape[0]), r))
+    if not idx:
+        return input.new_empty(0, r)
+    return getitem(input, tensor(idx, device=input.device))
+
+
+def _tri_indices(op, row, col, offset, dtype, device, upper):
+    from .. import dtypes as _dt
+    from .._tensor import _new_tensor
+    from ..device import cpu
+    from ..device import device as _device
+
+    for name, v in (("row", row), ("col", col), ("offset", offset)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(f"{op}: {name} must be an int, got {v!r}")
+    if row < 0 or col < 0:
+        raise ValueError(f"{op}: row and col must be non-negative, got {row} and {col}")
+    dt = _dt.int64 if dtype is None else _dt.as_dtype(dtype)
+    if dt.category != _dt.INT:
+        raise TypeError(f"{op}: dtype must be an integer dtype, got {dt}")
+    dev = cpu if device is None else _device(device)
+    be = dev.backend
+    r, c = (be.triu_indices if upper else be.tril_indices)(row, offset, col)
+    return _new_tensor(be.stack([r, c]).astype(dt.numpy_dtype), dev)
+
+
+@declare(method=False)
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None) -> Tensor:
+    """The ``(2, N)`` coordinates of the lower triangle (on and below diagonal ``offset``) of a ``row x col``
+    matrix, row by row.
+
+    >>> import pylucid
+    >>> pylucid.tril_indices(2, 2)
+    tensor([[0, 1, 1],
+            [0, 0, 1]])
+    """
+    return _tri_indices("tril_indices", row, col, offset, dtype, device, upper=False)
+
+
+@declare(method=False)
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None) -> Tensor:
+    """The ``(2, N)`` coordinates of the upper triangle (on and above diagonal ``offset``) of a ``row x col``
+    matrix, row by row.
+
+    >>> import pylucid
+    >>> pylucid.triu_indices(2, 2)
+    tensor([[0, 0, 1],
+            [0, 1, 1]])
+    """
+    return _tri_indices("triu_indices", row, col, offset, dtype, device, upper=True)
+
+
+@declare()
+def diagflat(input: Tensor, offset: int = 0) -> Tensor:
+    """The square matrix with ``input`` flattened on its ``offset`` diagonal.
+
+    >>> import pylucid
+    >>> pylucid.diagflat(pylucid.tensor([[1, 2]]))
+    tensor([[1, 0],
+            [0, 2]])
+    """
+    check_tensor(input, "diagflat")
+    return diag_embed(reshape(input, (-1,)), offset, 0, 1)
+
+
+@declare(method=False)
+def unravel_index(indices, shape) -> tuple:
+    """The coordinates, one tensor per dim of ``shape``, of the flat (row-major) ``indices``; negative indices
+    count from the end of the flattened shape.
+
+    >>> import pylucid
+    >>> pylucid.unravel_index(pylucid.tensor([5, 7]), (2, 4))
+    (tensor([1, 1]), tensor([1, 3]))
+    """
+    from ..creation import tensor
+
+    if not isinstance(indices, Tensor):
+        indices = tensor(indices)
+    if indices._data.dtype.kind not in "iu":
+        raise TypeError(f"unravel_index: indices must be an integer tensor, got {indices.dtype}")
+    shape = norm_shape((shape,), "unravel_index")
+    if any(s < 0 for s in shape):
+        raise ValueError(f"unravel_index: shape must hold non-negative sizes, got {shape}")
+    numel = 1
+    for s in shape:
+        numel *= s
+    data = indices._data
+    if data.size and (int(data.min()) < -numel or int(data.max()) >= numel):
+        raise IndexError(f"unravel_index: indices must be in [-{numel}, {numel}) for shape {shape}")
+    flat = indices.long()
+    flat = flat + (flat < 0).long() * numel
+    out = []
+    for s in reversed(shape):
+        out.append(flat % s if s else flat * 0)
+        flat = flat // s if s else flat
+    return tuple(reversed(out))
+
+
+# ---------------------------------------------------------------- scatters of a view's values (out of place)
+def _dim_index(ndim, dim, item):
+    return (slice(None),) * dim + (item,)
+
+
+@declare()
+def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start=None, end=None, step: int = 1) -> Tensor:
+    """``input`` with ``input[..., start:end:step, ...]`` (along ``dim``) replaced by ``src``; differentiable in
+    both (``dinput = g`` zeroed on the slice, ``dsrc = g`` on the slice).
+
+    >>> import pylucid
+    >>> pylucid.zeros(4).slice_scatter(pylucid.ones(2), start=1, end=3)
+    tensor([0., 1., 1., 0.])
+    """
+    from .indexing import _put
+
+    check_tensor(input, "slice_scatter")
+    check_tensor(src, "slice_scatter", "src")
+    d = norm_dim(dim, max(input.ndim, 1), "slice_scatter")
+    if step is None:
+        step = 1
+    if step <= 0:
+        raise ValueError(f"slice_scatter: step must be positive, got {step}")
+    idx = _dim_index(input.ndim, d, slice(start, end, step))
+    want = tuple(input[idx].shape)
+    if tuple(src.shape) != want:
+        raise ShapeMismatch(f"slice_scatter: src of shape {tuple(src.shape)} does not match the slice's shape {want}")
+    return _put(input, src, idx)
+
+
+@declare()
+def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
+    """``input`` with ``input.select(dim, index)`` replaced by ``src`` (which has that slice's shape).
+
+    >>> import pylucid
+    >>> pylucid.zeros(2, 2).select_scatter(pylucid.ones(2), 0, 1)
+    tensor([[0., 0.],
+            [1., 1.]])
+    """
+    from .indexing import _put
+
+    check_tensor(input, "select_scatter")
+    check_tensor(src, "select_scatter", "src")
+    if input.ndim == 0:
+        raise ValueError("select_scatter: cannot be applied to a 0-d tensor")
+    d = norm_dim(dim, input.ndim, "select_scatter")
+    n = input.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select_scatter: index {index} is out of range for dim {d} of size {n}")
+    want = input.shape[:d] + input.shape[d + 1:]
+    if tuple(src.shape) != want:
+        raise ShapeMismatch(f"select_scatter: src of shape {tuple(src.shape)} does not match the slice's shape "
+                            f"{want}")
+    return _put(input, src, _dim_index(input.ndim, d, int(index)))
+
+
+@declare()
+def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """``input`` with ``input.diagonal(offset, dim1, dim2)`` replaced by ``src`` (which has that diagonal's
+    shape); ``dinput = g`` zeroed on the diagonal, ``dsrc = g.diagonal(offset, dim1, dim2)``.
+
+    >>> import pylucid
+    >>> pylucid.zeros(2, 2).diagonal_scatter(pylucid.tensor([1., 2.]))
+    tensor([[1., 0.],
+            [0., 2.]])
+    """
+    from .indexing import where
+
+    check_tensor(input, "diagonal_scatter")
+    check_tensor(src, "diagonal_scatter", "src")
+    want = tuple(diagonal(input, offset, dim1, dim2).shape)
+    if tuple(src.shape) != want:
+        raise ShapeMismatch(f"diagonal_scatter: src of shape {tuple(src.shape)} does not match the diagonal's "
+                            f"shape {want}")
+    a, b = norm_dim(dim1, input.ndim, "diagonal_scatter"), norm_dim(dim2, input.ndim, "diagonal_scatter")
+    p = {"shape": tuple(input.shape), "offset": int(offset), "dim1": a, "dim2": b}
+    from ..creation import ones
+
+    mask = apply(DiagEmbed, (ones(want, dtype="bool", device=input.device),), p)
+    return where(mask, apply(DiagEmbed, (src.to(input.dtype),), p), input)
+
+
+# ---------------------------------------------------------------- strided windows
+def _strided_index(input, size, stride, storage_offset, op):
+    """Flat positions ``storage_offset + sum_i k_i * stride_i`` of an ``as_strided`` result in the row-major
+    storage of ``input``."""
+    from ..creation import arange
+
+    size = norm_shape((size,), op)
+    stride = norm_shape((stride,), op)
+    if len(size) != len(stride):
+        raise ValueError(f"{op}: size {size} and stride {stride} must have the same length")
+    if any(s < 0 for s in stride):
+        raise ValueError(f"{op}: strides must be non-negative, got {stride}")
+    off = 0 if storage_offset is None else int(storage_offset)
+    if off < 0:
+        raise ValueError(f"{op}: storage_offset must be non-negative, got {off}")
+    last = off + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else off - 1
+    if last >= input.numel():
+        raise ValueError(f"{op}: size {size}, stride {stride} and storage_offset {off} reach element {last} of a "
+                         f"tensor of {input.numel()} elements")
+    idx = arange(off, off + 1, device=input.device).reshape(())
+    for i, (n, s) in enumerate(zip(size, stride)):
+        shp = [1] * len(size)
+        shp[i] = n
+        idx = idx + arange(n, device=input.device).reshape(shp) * s
+    return idx.reshape(size)
+
+
+@declare()
+def as_strided(input: Tensor, size, stride, storage_offset=None) -> Tensor:
+    """The elements at ``storage_offset + sum_i k_i * stride[i]`` (``0 <= k_i < size[i]``) of ``input``'s
+    row-major storage; overlapping windows share gradient (it adds up).
+
+    pylucid returns a copy read from the row-major layout of ``input`` (for a contiguous tensor that is its
+    storage, as in PyTorch); it is not a view (docs/semantics/shape_indexing.md).
+
+    >>> import pylucid
+    >>> pylucid.arange(6).as_strided((2, 2), (1, 2))
+    tensor([[0, 2],
+            [1, 3]])
+    """
+    from .indexing import getitem
+
+    check_tensor(input, "as_strided")
+    return getitem(reshape(input, (-1,)), _strided_index(input, size, stride, storage_offset, "as_strided"))
+
+
+@declare()
+def as_strided_scatter(input: Tensor, src: Tensor, size, stride, storage_offset=None) -> Tensor:
+    """``input`` with the elements ``as_strided(input, size, stride, storage_offset)`` reads replaced by ``src``
+    (of shape ``size``); differentiable in both.
+
+    >>> import pylucid
+    >>> pylucid.zeros(4).as_strided_scatter(pylucid.ones(2), (2,), (2,))
+    tensor([1., 0., 1., 0.])
+    """
+    from .indexing import _put
+
+    check_tensor(input, "as_strided_scatter")
+    check_tensor(src, "as_strided_scatter", "src")
+    idx = _strided_index(input, size, stride, storage_offset, "as_strided_scatter")
+    if tuple(src.shape) != tuple(idx.shape):
+        raise ShapeMismatch(f"as_strided_scatter: src of shape {tuple(src.shape)} does not match size "
+                            f"{tuple(idx.shape)}")
+    return reshape(_put(reshape(input, (-1,)), src.to(input.dtype), idx), input.shape)
+
+
+@declare(name="unfold", namespaces=())
+def _unfold_method(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """``Tensor.unfold(dimension, size, step)``: every window of ``size`` elements along ``dimension``, ``step``
+    apart, as a new last dim (the windowed dim gets ``(n - size) // step + 1`` entries). A copy in pylucid
+    (PyTorch returns a view).
+
+    >>> import pylucid
+    >>> pylucid.arange(5).unfold(0, 2, 2)
+    tensor([[0, 1],
+            [2, 3]])
+    """
+    from ..creation import arange
+    from .indexing import getitem
+
+    check_tensor(self, "unfold")
+    x = reshape(self, (1,)) if self.ndim == 0 else self
+    d = norm_dim(dimension, x.ndim, "unfold")
+    n = x.shape[d]
+    if not isinstance(size, int) or size < 0 or size > n:
+        raise ValueError(f"unfold: size {size!r} must be in [0, {n}] for dim {d} of size {n}")
+    if not isinstance(step, int) or step <= 0:
+        raise ValueError(f"unfold: step must be a positive int, got {step!r}")
+    count = (n - size) // step + 1
+    idx = arange(count, device=x.device).reshape(count, 1) * step + arange(size, device=x.device).reshape(1, size)
+    out = getitem(x, (slice(None),) * d + (idx,))  # windows at d, window elements at d + 1
+    out = movedim(out, d + 1, -1)
+    return reshape(out, (size,)) if self.ndim == 0 else out
+
+
+@declare()
+def select(input: Tensor, dim: int, index: int) -> Tensor:
+    """The slice at ``index`` along ``dim`` (that dim removed; a view).
+
+    >>> import pylucid
+    >>> pylucid.arange(6).reshape(2, 3).select(1, -1)
+    tensor([2, 5])
+    """
+    from .indexing import getitem
+
+    check_tensor(input, "select")
+    if input.ndim == 0:
+        raise IndexError("select: cannot be applied to a 0-d tensor")
+    d = norm_dim(dim, input.ndim, "select")
+    n = input.shape[d]
+    if not isinstance(index, int) or not -n <= index < n:
+        raise IndexError(f"select: index {index!r} is out of range for dim {d} of size {n}")
+    return getitem(input, _dim_index(input.ndim, d, index))
+
+
+@declare(namespaces=(), name="H", as_property=True)
+def _H(self):  # noqa: N802
+    """The conjugate transpose of a matrix (0-d and 2-d tensors)."""
+    from .complex import conj
+
+    if self.ndim not in (0, 2):
+        raise ValueError(f"H: is only supported on matrices (2-D tensors), got a {self.ndim}-D tensor")
+    return conj(transpose(self, 0, 1)) if self.ndim == 2 else conj(self)
+
+
+@declare(namespaces=(), name="mH", as_property=True)
+def _mH(self):  # noqa: N802
+    """The last two dims swapped and conjugated (a batch of conjugate-transposed matrices)."""
+    return adjoint(self)
+
+
+@declare()
+def adjoint(input: Tensor) -> Tensor:
+    """The conjugate transpose of the last two dims (``x.mT.conj()``).
+
+    >>> import pylucid
+    >>> pylucid.adjoint(pylucid.tensor([[1, 2]])).shape
+    (2, 1)
+    """
+    from .complex import conj
+
+    check_tensor(input, "adjoint")
+    if input.ndim < 2:
+        raise ValueError(f"adjoint: expects a tensor with >= 2 dims, got {input.ndim}")
+    return conj(transpose(input, -2, -1))
+
+
+# ---------------------------------------------------------------- copying forms of the views, and split spellings
+def _copy_of(view_fn, name):
+    def fn(input: Tensor, *args, **kwargs):
+        from .conversion import clone
+
+        check_tensor(input, name)
+        out = view_fn(input, *args, **kwargs)
+        return tuple(clone(o) for o in out) if isinstance(out, tuple) else clone(out)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"``{view_fn.__name__}`` as a copy with its own storage (PyTorch's ``torch.{name}``); "
+                  "differentiable as the view is.")
+    return declare(method=False)(fn)
+
+
+alias_copy = _copy_of(lambda x: x, "alias_copy")
+as_strided_copy = _copy_of(as_strided, "as_strided_copy")
+diagonal_copy = _copy_of(diagonal, "diagonal_copy")
+expand_copy = _copy_of(expand, "expand_copy")
+permute_copy = _copy_of(permute, "permute_copy")
+squeeze_copy = _copy_of(squeeze, "squeeze_copy")
+t_copy = _copy_of(t, "t_copy")
+transpose_copy = _copy_of(transpose, "transpose_copy")
+unbind_copy = _copy_of(unbind, "unbind_copy")
+unfold_copy = _copy_of(_unfold_method, "unfold_copy")
+unsqueeze_copy = _copy_of(unsqueeze, "unsqueeze_copy")
+view_copy = _copy_of(view, "view_copy")
+
+
+@declare()
+def split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
+    """Split into views of the given ``split_sizes`` along ``dim`` (which must add up to its size).
+
+    >>> import pylucid
+    >>> [t.tolist() for t in pylucid.arange(5).split_with_sizes([2, 3])]
+    [[0, 1], [2, 3, 4]]
+    """
+    check_tensor(input, "split_with_sizes")
+    sizes = list(split_sizes)
+    d = norm_dim(dim, max(input.ndim, 1), "split_with_sizes")
+    if sum(sizes) != input.shape[d]:
+        raise ValueError(f"split_with_sizes: split_sizes {sizes} must add up to the size {input.shape[d]} of dim {d}")
+    return split(input, sizes, d)
+
+
+split_with_sizes_copy = _copy_of(split_with_sizes, "split_with_sizes_copy")
+
+
+@declare()
+def unsafe_split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
+    """``split`` (PyTorch's variant without view tracking; pylucid's views are safe either way)."""
+    return split(input, split_size_or_sections, dim)
+
+
+@declare()
+def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    """``chunk`` (PyTorch's variant without view tracking; pylucid's views are safe either way)."""
+    return chunk(input, chunks, dim)

@@ -90,7 +90,7 @@ ENTRIES = [
                                                 gradgrad_ref="finite"),
                      Sample((U(3, 4),), name="real")]),
     *[OpEntry(n, getattr(pl, n), getattr(torch, n), lambda: [Sample((C(3, 2),)), Sample((U(3),), name="real")])
-      for n in ("conj_physical", "resolve_conj")],
+      for n in ("conj_physical", "resolve_conj", "resolve_neg")],
     *[OpEntry(n, getattr(pl, n), getattr(torch, n),
               lambda: [Sample((C(3),)), Sample((U(3),), name="real"), Sample((np.array([1, 2]),), name="int")],
               grad=False) for n in ("is_complex", "is_conj")],

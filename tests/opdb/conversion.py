@@ -47,6 +47,12 @@ ENTRIES = [
     # a round trip through the other device kind (a no-op copy on a CPU-only machine)
     OpEntry("to_device", lambda x: x.to("cpu").to(x.device) if x.device.type != "cpu" else x.to("cpu"),
             lambda x: x, unary_samples(), amp=False),
+    OpEntry("fill", pl.fill, torch.fill,
+            lambda: [Sample((U(3, 4), 2.5)), Sample((np.array([1, 2]), 7), name="int"),
+                     Sample((U(0, 2), 1.0), name="empty"), Sample((np.array(3.0), -1.0), name="0d"),
+                     Sample((U(2, 3), np.array(1.5)), name="0d-tensor-value")],
+            error_inputs=lambda: [ErrorInput((U(3), U(2)), exc=ValueError, match="fill: value must be"),
+                                  ErrorInput((U(3), "a"), exc=TypeError, match="fill: value must be")]),
     # the in-place writes: the declared methods on fresh tensors, and inside a graph for their gradients
     OpEntry("fill_", pl.Tensor.fill_, torch.Tensor.fill_,
             lambda: [Sample((U(3, 4), 2.5)), Sample((np.array([1, 2]), 7), name="int"),

@@ -9,7 +9,7 @@ import torch
 
 import pylucid as pl
 from pylucid.errors import DtypeMismatch, ShapeMismatch
-from tests.opdb import ALL_FLOAT_DTYPES, INF, NAN, ErrorInput, I, OpEntry, Sample, U, noncontig
+from tests.opdb import ALL_FLOAT_DTYPES, INF, NAN, ErrorInput, I, OpEntry, Sample, U, no_ties, noncontig
 
 
 def _index_select_samples():
@@ -105,6 +105,16 @@ def _masked(*shape, seed=0):
     return U(*shape, seed=seed) > 0
 
 
+def _index_reduce_samples():
+    # distinct source values per target slice keep amax/amin away from ties (not differentiable there)
+    src = no_ties(3, 4)
+    return [Sample((U(3, 4, lo=0.5, hi=2), 1, I(0, 2, 0, 1), src + 2, reduce), {"include_self": inc},
+                   f"{reduce}-{'self' if inc else 'noself'}")
+            for reduce in ("prod", "mean", "amax", "amin") for inc in (True, False)] + [
+        Sample((U(4, 2), 0, I(3, 3), U(2, 2, seed=1), "mean"), name="rows-mean"),
+        Sample((np.array([1, 2, 3]), 0, I(0, 0), np.array([4, 5]), "prod"), name="int-prod")]
+
+
 ENTRIES = [
     OpEntry("index_select", pl.index_select, torch.index_select, _index_select_samples, dtypes=ALL_FLOAT_DTYPES,
             error_inputs=lambda: [
@@ -151,10 +161,14 @@ ENTRIES = [
     # the function itself writes in place and returns None
     OpEntry("setitem", pl.setitem, lambda x, i, v: x.__setitem__(i, v), lambda: _setitem_samples()[:2],
             variant="in-place", grad=False, amp=False),
-    OpEntry("index_put", pl.index_put,
-            lambda x, v, i: torch.index_put(x, (torch.as_tensor(i),) if not isinstance(i, tuple) else i, v),
-            lambda: [Sample((U(3, 4), U(4, seed=1), np.array([1]))),
-                     Sample((U(3, 4), U(2, 4, seed=1), np.array([0, 2])), name="rows")]),
+    OpEntry("index_put", pl.index_put, torch.index_put,
+            lambda: [Sample((U(3, 4), (I(1),), U(4, seed=1))),
+                     Sample((U(3, 4), (I(0, 2),), U(2, 4, seed=1)), name="rows"),
+                     Sample((U(3, 4), (I(0, 2), I(1, 3)), U(2, seed=1)), name="points"),
+                     Sample((U(3, 4), (I(0, 0, 2),), U(3, 4, seed=1), True), name="accumulate"),
+                     Sample((U(3, 4), (I(1, 1),), np.array(2.0), True), name="accumulate-scalar")],
+            error_inputs=lambda: [ErrorInput((U(3, 4), I(1), U(4)), exc=TypeError, match="index_put: indices"),
+                                  ErrorInput((U(3), (I(0), I(0)), U(1)), exc=IndexError, match="index_put")]),
     OpEntry("index_put", pl.Tensor.index_put, torch.Tensor.index_put,
             lambda: [Sample((U(3, 4), (I(1),), U(4, seed=1))), Sample((U(3, 4), (I(0, 2),), U(2, 4, seed=1)),
                                                                       name="rows")],
@@ -198,4 +212,18 @@ ENTRIES = [
                                                                               name="broadcast")]),
     OpEntry("argwhere", pl.argwhere, torch.argwhere,
             lambda: [Sample((U(3, 4) > 0,)), Sample((np.array([0.0, 1.5, 0.0]),), name="float")], grad=False),
+    OpEntry("index_reduce", pl.index_reduce, torch.index_reduce, _index_reduce_samples,
+            error_inputs=lambda: [ErrorInput((U(3), 0, I(0), U(1), "sum"), exc=ValueError,
+                                             match="index_reduce: reduce must be")]),
+    OpEntry("put", pl.put, torch.put,
+            lambda: [Sample((U(3, 4), I(0, 5, -1), U(3, seed=1))),
+                     Sample((U(3, 4), I(1, 1, 2), U(3, seed=1), True), name="accumulate"),
+                     Sample((U(2, 2), I(3, 0).reshape(2, 1), U(1, 2, seed=1)), name="shapes")],
+            error_inputs=lambda: [ErrorInput((U(3), I(0, 1), U(3)), exc=ShapeMismatch, match="put: index"),
+                                  ErrorInput((U(3), I(3), U(1)), exc=IndexError, match="put: index 3")]),
+    OpEntry("nonzero_static", pl.nonzero_static, torch.nonzero_static,
+            lambda: [Sample((I(0, 1, 0, 2),), {"size": 3}), Sample((np.array([[0.0, 1.0], [1.0, 1.0]]),),
+                                                                   {"size": 1, "fill_value": -5}, "cut"),
+                     Sample((np.zeros((0,)),), {"size": 2}, "empty")], grad=False, amp=False,
+            error_inputs=lambda: [ErrorInput((I(1),), {"size": -1}, exc=ValueError, match="nonzero_static: size")]),
 ]

@@ -11,7 +11,15 @@ import torch
 
 import pylucid as pl
 from pylucid.errors import ShapeMismatch
-from tests.opdb import ALL_FLOAT_DTYPES, ErrorInput, OpEntry, Sample, U, noncontig
+from tests.opdb import ALL_FLOAT_DTYPES, C, ErrorInput, I, OpEntry, Sample, U, noncontig
+
+
+def _as_strided_scatter_ref(x, src, size, stride, offset):
+    flat = torch.zeros(x.numel(), dtype=x.dtype)
+    idx = torch.arange(x.numel()).as_strided(size, stride, offset).reshape(-1)
+    mask = flat.index_fill(0, idx, 1.0).reshape(x.shape)
+    placed = torch.zeros(x.numel(), dtype=src.dtype).index_put((idx,), src.reshape(-1)).reshape(x.shape)
+    return x * (1 - mask) + placed
 
 
 def _flip_samples():
@@ -56,6 +64,7 @@ def _pad_samples():
          Sample((U(3, 4), (-1, 1, 2, -1)), name="constant-crop"), Sample((U(0, 2), (1, 1)), name="constant-empty"),
          Sample((noncontig(3, 4), (1, 1, 1, 1)), name="noncontig")]
     for mode in ("reflect", "replicate", "circular"):
+        s += [Sample((U(1, 2, 4, 4), (-1, 1, -2, 1), mode), name=f"{mode}-negative")]
         s += [Sample((U(1, 2, 5), (2, 3), mode), name=f"{mode}-1d"),
               Sample((U(1, 2, 5),), {"pad": (2, 1), "mode": mode}, f"{mode}-1d-keywords"),
               Sample((U(1, 2, 3, 4), (1, 2, 2, 1), mode), name=f"{mode}-2d"),
@@ -217,4 +226,105 @@ ENTRIES = [
             lambda: [Sample((U(3), U(2, seed=1)), {"indexing": "ij"}), Sample((U(3), U(2, seed=1)), {"indexing": "xy"},
                                                                               "xy"),
                      Sample((U(2), U(3, seed=1), U(2, seed=2)), {"indexing": "ij"}, "three")]),
+    # -- composites: block matrices, products, index sets ----------------------------------------
+    OpEntry("block_diag", pl.block_diag, torch.block_diag,
+            lambda: [Sample((U(2, 3), U(1, 2, seed=1))), Sample((np.array(1.5), U(3, seed=1), U(2, 2, seed=2)),
+                                                                name="0d-1d-2d"),
+                     Sample((U(2, 3), np.array([[1, 2]])), name="mixed-dtypes"),
+                     Sample((U(0, 2), U(2, 0, seed=1)), name="empty"), Sample((noncontig(3, 2),), name="one")],
+            error_inputs=lambda: [ErrorInput((U(2, 2, 2),), exc=ValueError, match="block_diag: expects")]),
+    OpEntry("cartesian_prod", pl.cartesian_prod, torch.cartesian_prod,
+            lambda: [Sample((U(2), U(3, seed=1))), Sample((U(2), U(1, seed=1), U(2, seed=2)), name="three"),
+                     Sample((U(3),), name="one"), Sample((U(2), U(0, seed=1)), name="empty")],
+            error_inputs=lambda: [ErrorInput((U(2, 2),), exc=ValueError, match="cartesian_prod: expects 1-D")]),
+    OpEntry("combinations", pl.combinations, torch.combinations,
+            lambda: [Sample((U(4),)), Sample((U(4), 3), name="r3"),
+                     Sample((U(3),), {"with_replacement": True}, "with-replacement"),
+                     Sample((np.array([1, 2, 3]), 1), name="int-r1")],
+            error_inputs=lambda: [ErrorInput((U(2, 2),), exc=ValueError, match="combinations: expects a 1-D")]),
+    # fewer elements than r: an empty (0, r) result with no graph (as PyTorch's)
+    OpEntry("combinations", pl.combinations, torch.combinations, lambda: [Sample((U(2), 3), name="none")],
+            variant="none", grad=False),
+    *[OpEntry(n, getattr(pl, n),
+              lambda *a, n=n, dtype=None: getattr(torch, n)(*a, **({} if dtype is None else
+                                                                    {"dtype": getattr(torch, dtype.name)})),
+              lambda: [Sample((3, 4)), Sample((4, 3, 1), name="offset"), Sample((3, 3, -1), name="negative-offset"),
+                       Sample((0, 0), name="empty"), Sample((3, 3), {"dtype": pl.int32}, "int32")],
+              grad=False, amp=False,
+              error_inputs=lambda n=n: [ErrorInput((-1, 2), exc=ValueError, match=f"{n}: row and col")])
+      for n in ("tril_indices", "triu_indices")],
+    OpEntry("diagflat", pl.diagflat, torch.diagflat,
+            lambda: [Sample((U(3),)), Sample((U(2, 2), 1), name="2d-offset"), Sample((U(2), -2), name="negative"),
+                     Sample((np.array(1.5),), name="0d")]),
+    OpEntry("unravel_index", pl.unravel_index, torch.unravel_index,
+            lambda: [Sample((I(5, 7, 0), (2, 4))), Sample((I(-1, 3), (2, 2, 3)), name="negative"),
+                     Sample((np.array(4, dtype=np.int64), (3, 2)), name="0d")], grad=False, amp=False,
+            error_inputs=lambda: [ErrorInput((I(8), (2, 4)), exc=IndexError, match="unravel_index: indices"),
+                                  ErrorInput((U(2), (2,)), exc=TypeError, match="unravel_index: indices")]),
+    # -- composites: writes of a slice, an element or a diagonal (out of place) --------------------
+    OpEntry("slice_scatter", pl.slice_scatter, torch.slice_scatter,
+            lambda: [Sample((U(4, 3), U(2, 3, seed=1)), {"start": 1, "end": 3}),
+                     Sample((U(3, 4), U(3, 2, seed=1), 1, 0, None, 2), name="step"),
+                     Sample((U(3, 4), U(3, 4, seed=1)), {"dim": 1}, "whole")],
+            error_inputs=lambda: [ErrorInput((U(4), U(3)), {"start": 1, "end": 3}, exc=ShapeMismatch,
+                                             match="slice_scatter: src")]),
+    OpEntry("select_scatter", pl.select_scatter, torch.select_scatter,
+            lambda: [Sample((U(3, 4), U(4, seed=1), 0, 1)), Sample((U(3, 4), U(3, seed=1), 1, -1), name="last"),
+                     Sample((U(3), np.array(2.0), 0, 0), name="1d")],
+            error_inputs=lambda: [ErrorInput((U(3, 4), U(3), 0, 1), exc=ShapeMismatch, match="select_scatter: src")]),
+    OpEntry("diagonal_scatter", pl.diagonal_scatter, torch.diagonal_scatter,
+            lambda: [Sample((U(3, 3), U(3, seed=1))), Sample((U(3, 4), U(3, seed=1), 1), name="offset"),
+                     Sample((U(2, 3, 4), U(2, 3, seed=1), -1, 2, 1), name="dims")],
+            error_inputs=lambda: [ErrorInput((U(3, 3), U(2)), exc=ShapeMismatch, match="diagonal_scatter: src")]),
+    # -- composites: strided windows ----------------------------------------------------------------
+    OpEntry("as_strided", pl.as_strided, torch.as_strided,
+            lambda: [Sample((U(3, 3), (2, 2), (1, 2))), Sample((U(9), (3, 3), (1, 1), 2), name="overlap"),
+                     Sample((U(4), (), (), 3), name="0d"), Sample((U(6), (0, 2), (1, 1)), name="empty")],
+            error_inputs=lambda: [ErrorInput((U(4), (3,), (2,)), exc=ValueError, match="as_strided: size")]),
+    OpEntry("as_strided_scatter", pl.as_strided_scatter, torch.as_strided_scatter,
+            lambda: [Sample((U(3, 3), U(2, 2, seed=1), (2, 2), (1, 2), 1))], grad=False,
+            error_inputs=lambda: [ErrorInput((U(4), U(3), (2,), (2,)), exc=ShapeMismatch,
+                                             match="as_strided_scatter: src")]),
+    # its gradient: the overwritten positions of ``input`` get zero (PyTorch 2.13 passes ``g`` through there,
+    # docs/semantics/opinfo.md), so the reference is the composite ``input * (1 - mask) + scattered src``
+    OpEntry("as_strided_scatter", pl.as_strided_scatter, _as_strided_scatter_ref,
+            lambda: [Sample((U(3, 3), U(2, 2, seed=1), (2, 2), (1, 2), 1))], variant="gradient", amp=False),
+    OpEntry("unfold", pl.Tensor.unfold, torch.Tensor.unfold,
+            lambda: [Sample((U(7), 0, 2, 2)), Sample((U(3, 5), 1, 3, 1), name="overlap"),
+                     Sample((U(2, 5, 3), -2, 5, 2), name="whole"), Sample((np.array(1.5), 0, 1, 1), name="0d"),
+                     Sample((U(4, 2), 0, 0, 1), name="size0")],
+            error_inputs=lambda: [ErrorInput((U(3), 0, 4, 1), exc=ValueError, match="unfold: size"),
+                                  ErrorInput((U(3), 0, 2, 0), exc=ValueError, match="unfold: step")],
+            # Tensor.unfold (sliding windows), a composite of getitem; ``unfold`` the op is nn.functional's im2col
+            variant="Tensor", runs=("getitem",)),
+    OpEntry("select", pl.select, torch.select,
+            lambda: [Sample((U(3, 4), 0, 1)), Sample((U(3, 4), 1, -1), name="negative"),
+                     Sample((U(3), 0, 2), name="1d")],
+            error_inputs=lambda: [ErrorInput((U(3), 0, 3), exc=IndexError, match="select: index")]),
+    *[OpEntry(n, inspect.getattr_static(pl.Tensor, n).fget, lambda x, n=n: getattr(x, n),
+              lambda: [Sample((U(3, 4),)), Sample((C(2, 3),), name="complex")]) for n in ("H", "mH")],
+    OpEntry("mH", inspect.getattr_static(pl.Tensor, "mH").fget, lambda x: x.mH,
+            lambda: [Sample((U(2, 3, 4),)), Sample((C(2, 2, 3),), name="complex")], variant="batched"),
+    OpEntry("adjoint", pl.adjoint, torch.adjoint,
+            lambda: [Sample((U(3, 4),)), Sample((C(2, 2, 3),), name="complex")],
+            error_inputs=lambda: [ErrorInput((U(3),), exc=ValueError, match="adjoint: expects")]),
+    # -- composites: the copying forms of the views, and split spellings -----------------------------
+    *[OpEntry(n, getattr(pl, n), getattr(torch, n), lambda samples=samples: samples)
+      for n, samples in (
+          ("alias_copy", [Sample((U(3, 4),))]),
+          ("as_strided_copy", [Sample((U(3, 3), (2, 2), (1, 2)))]),
+          ("diagonal_copy", [Sample((U(3, 4),)), Sample((U(2, 3, 4), 1, 1, 2), name="dims")]),
+          ("expand_copy", [Sample((U(3, 1), (2, 3, 4)))]),
+          ("permute_copy", [Sample((U(2, 3, 4), (2, 0, 1)))]),
+          ("squeeze_copy", [Sample((U(3, 1, 4),)), Sample((U(3, 1, 4), 1), name="dim")]),
+          ("t_copy", [Sample((U(3, 4),))]),
+          ("transpose_copy", [Sample((U(2, 3, 4), 0, 2))]),
+          ("unbind_copy", [Sample((U(3, 4),)), Sample((U(3, 4), 1), name="dim1")]),
+          ("unfold_copy", [Sample((U(3, 6), 1, 2, 2))]),
+          ("unsqueeze_copy", [Sample((U(3, 4), 1))]),
+          ("view_copy", [Sample((U(3, 4), (4, 3)))]),
+          ("split_with_sizes", [Sample((U(5, 2), [2, 3])), Sample((U(2, 5), [1, 0, 4], 1), name="dim1-empty")]),
+          ("split_with_sizes_copy", [Sample((U(5, 2), [2, 3]))]),
+          ("unsafe_split", [Sample((U(5, 2), 2))]),
+          ("unsafe_chunk", [Sample((U(5, 2), 2))]))],
 ]
