@@ -97,13 +97,4 @@ ENTRIES = [
                      Sample((U(3, 5), np.array([0.0, 0.5, 1.5, 1.7, 3.0])), {"edge_order": 2}, "coordinates-edge2"),
                      Sample((U(2, 2), np.array([0.0, 0.5])), name="two-points")],
             variant="coordinates"),
-    # Tensor.unfold: sliding windows (a composite of index_select)
-    OpEntry("tensor_unfold", pl.Tensor.unfold, torch.Tensor.unfold,
-            lambda: [Sample((U(7), 0, 3, 2), name="overlap"), Sample((U(3, 8), 1, 3, 3), name="disjoint"),
-                     Sample((U(2, 5, 3), -2, 2, 1), name="neg-dim"), Sample((U(4, 3), 0, 4, 1), name="whole"),
-                     Sample((U(7), 0, 2, 4), name="gaps"), Sample((np.array(1.5), 0, 1, 1), name="0d"),
-                     Sample((U(3), 0, 0, 1), name="size0"), Sample((U(0, 3), 0, 0, 2), name="empty"),
-                     Sample((np.array([1, 2, 3, 4]), 0, 2, 2), name="int")],
-            error_inputs=lambda: [ErrorInput((U(4), 0, 5, 1), exc=ValueError, match="unfold: size must be"),
-                                  ErrorInput((U(4), 0, 2, 0), exc=ValueError, match="unfold: step must be")]),
 ]
