@@ -57,15 +57,17 @@ PYLUCID_DIR = str(Path(pylucid.__file__).parent)
 
 _DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool", "complex64")
 _JUNK = (("None", lambda: None), ("str", lambda: "abc"), ("dict", dict), ("list", lambda: [1.0, 2.0]))
-_TYPED_BUILTINS = (TypeError, ValueError, IndexError, NotImplementedError, RuntimeError)
 # PyTorch's CPU build lacks some kernels for these dtypes: not a statement about the op's semantics
 _TORCH_GAPS = re.compile(r"not implemented for '(Half|BFloat16|ComplexHalf)'|Unsupported dtype (Half|BFloat16)|"
                          r"MKL FFT error|Unsupported input type|Low precision dtypes not supported")
 # PyTorch refuses integer/bool inputs or mixed dtypes where pylucid computes (promoting like the arithmetic ops):
 # an extension, listed in the report but not a failure
-_TORCH_EXTENSION = re.compile(r"not implemented for '(Long|Int|Short|Char|Byte|Bool)'|expected scalar type|"
-                              r"same dtype|mixed dtype|Input type \(\w+\) and weight type|must have the same dtype|"
-                              r"expected both vectors to have same dtype|to be of the same dtype")
+_TORCH_EXTENSION = re.compile(r"not implemented for '(Long|Int|Short|Char|Byte|Bool)'")
+# PyTorch does not promote mixed dtypes in these ops; pylucid promotes as its arithmetic does: also an extension
+_TORCH_NO_PROMOTION = re.compile(r"expected scalar type|same dtype|mixed dtype|Input type \(\S+\) and (weight|bias) "
+                                 r"type|Input dtypes must be the same|did not match|Type promoting not supported|"
+                                 r"expected dtype .* for|dtypes match|should have same dtype|same datatype|"
+                                 r"must be the same dtype|All tensors must have the same dtype")
 _OP_PREFIX = re.compile(r"^\s*[\w.]+(\(\))?: ")
 
 
@@ -278,10 +280,12 @@ def _torch_gap(exc) -> bool:
 
 
 def classify_exception(exc, names) -> str:
-    """``"typed"`` or a reason the exception is not a typed pylucid error."""
+    """``"typed"`` or a reason the exception is not a typed pylucid error: a ``pylucid.errors`` class is typed; any
+    other exception is typed when pylucid raised it (its traceback ends in pylucid) with a message naming the op,
+    except Python's AttributeError/KeyError (a bad argument reached an attribute or a table)."""
     if isinstance(exc, plerr.LucidError):
         return "typed"
-    if not isinstance(exc, _TYPED_BUILTINS):
+    if isinstance(exc, (AttributeError, KeyError)):
         return f"bare {type(exc).__name__}"
     tb = traceback.extract_tb(exc.__traceback__)
     last = tb[-1].filename if tb else ""
@@ -383,7 +387,8 @@ def run_case(case):
         if isinstance(t_exc, (AttributeError, KeyError)) and tb and "/tests/" in tb[-1].filename:
             # the reference wrapper (a lambda of the op database) cannot take this input: nothing to judge
             return "ok", "reference not applicable"
-        if _TORCH_EXTENSION.search(str(t_exc)) and "complex" not in case.key:
+        if (_TORCH_EXTENSION.search(str(t_exc)) and "complex" not in case.key) or (
+                _TORCH_NO_PROMOTION.search(str(t_exc)) and "|dtype0=" in case.key):
             return "extension", f"torch raises {type(t_exc).__name__}: {str(t_exc).splitlines()[0][:120]}"
         return "accepts", f"torch raises {type(t_exc).__name__}: {str(t_exc).splitlines()[0][:120]}"
     try:

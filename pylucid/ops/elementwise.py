@@ -499,7 +499,7 @@ def abs(input: Tensor) -> Tensor:  # noqa: A001
 class Sign(Op):
     """``sign(x)`` in {-1, 0, 1}; piecewise constant, gradient zero."""
 
-    schema = OpSchema("sign", amp_policy=KEEP_INPUT, family="elementwise")
+    schema = OpSchema("sign", accepts=("float", "int", "bool"), amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x):
@@ -1117,7 +1117,8 @@ class Erf(Op):
     tensor([0.0000, 0.8427])
     """
 
-    schema = OpSchema("erf", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+    schema = OpSchema("erf", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x):
@@ -1273,7 +1274,7 @@ class Floor(_Rounding):
     tensor([-2.,  1.])
     """
 
-    schema = OpSchema("floor", amp_policy=KEEP_INPUT, family="elementwise")
+    schema = OpSchema("floor", accepts=("float", "int", "bool"), amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x):
@@ -1291,7 +1292,7 @@ class Ceil(_Rounding):
     tensor([-1.,  2.])
     """
 
-    schema = OpSchema("ceil", amp_policy=KEEP_INPUT, family="elementwise")
+    schema = OpSchema("ceil", accepts=("float", "int", "bool"), amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x):
@@ -1309,7 +1310,7 @@ class Trunc(_Rounding):
     tensor([-1.,  1.])
     """
 
-    schema = OpSchema("trunc", amp_policy=KEEP_INPUT, family="elementwise")
+    schema = OpSchema("trunc", accepts=("float", "int", "bool"), amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x):
@@ -1322,7 +1323,7 @@ trunc = op_function(Trunc, aliases=("fix",), inplace=True)
 class Round(_Rounding):
     """Round half to even (PyTorch's and NumPy's rule); ``decimals`` as ``torch.round``."""
 
-    schema = OpSchema("round", amp_policy=KEEP_INPUT, family="elementwise")
+    schema = OpSchema("round", accepts=("float", "int", "bool"), amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x, decimals=0):
@@ -1395,7 +1396,8 @@ class Clamp(Op):
     the result is ``hi``). NaN in ``x`` propagates and gets no gradient.
     """
 
-    schema = OpSchema("clamp", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise")
+    schema = OpSchema("clamp", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, lo, hi):
@@ -1545,7 +1547,8 @@ def _fminmax_backward(self, g, kind):
 class Maximum(Op):
     """``max(a, b)`` element-wise, NaN-propagating; ties split the gradient equally (PyTorch)."""
 
-    schema = OpSchema("maximum", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+    schema = OpSchema("maximum", amp_policy=PROMOTE, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1569,7 +1572,8 @@ def maximum(input, other) -> Tensor:
 class Minimum(Op):
     """``min(a, b)`` element-wise, NaN-propagating; ties split the gradient equally (PyTorch)."""
 
-    schema = OpSchema("minimum", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+    schema = OpSchema("minimum", amp_policy=PROMOTE, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1593,7 +1597,8 @@ def minimum(input, other) -> Tensor:
 class Fmax(Op):
     """``max(a, b)`` ignoring NaN (NaN only if both are); ties give the whole gradient to ``a`` (PyTorch)."""
 
-    schema = OpSchema("fmax", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+    schema = OpSchema("fmax", amp_policy=PROMOTE, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1617,7 +1622,8 @@ def fmax(input, other) -> Tensor:
 class Fmin(Op):
     """``min(a, b)`` ignoring NaN; ties give the whole gradient to ``a`` (PyTorch)."""
 
-    schema = OpSchema("fmin", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+    schema = OpSchema("fmin", amp_policy=PROMOTE, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):

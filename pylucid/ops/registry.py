@@ -160,6 +160,7 @@ def declare(op=None, *, name: str | None = None, namespaces=("pylucid",), aliase
             methods = (method,)
         else:
             methods = ()
+        fn = _validated(fn, canonical, op, (*aliases, *methods))
         owner = f"{fn.__module__}.{canonical}"
         for m in methods:
             _set_method(m, property(fn, doc=fn.__doc__) if as_property else fn, owner)
@@ -200,6 +201,18 @@ def declare(op=None, *, name: str | None = None, namespaces=("pylucid",), aliase
         return fn
 
     return decorate
+
+
+def _validated(fn, canonical, op, names):
+    """``fn`` behind the argument checks of pylucid.ops.validation: its int and dim parameters, and typed errors on
+    the failure path."""
+    from .validation import signature_checks, wrap_declared
+
+    extra = op.schema.int_params if op is not None else ()
+    names = {canonical, *names}
+    if op is not None:
+        names.add(op.schema.name)
+    return wrap_declared(fn, canonical, names, signature_checks(fn, extra))
 
 
 def op_function(op, *, name: str | None = None, doc: str | None = None, **declare_kwargs):
