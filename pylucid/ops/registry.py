@@ -160,7 +160,9 @@ def declare(op=None, *, name: str | None = None, namespaces=("pylucid",), aliase
             methods = (method,)
         else:
             methods = ()
-        fn = _validated(fn, canonical, op, (*aliases, *methods))
+        # errors name the op as users call it: a method-only name (``cast`` installed as ``Tensor.astype``) by it
+        shown = methods[0] if len(methods) == 1 and methods[0] != canonical else canonical
+        fn = _validated(fn, shown, op, (canonical, *aliases, *methods))
         owner = f"{fn.__module__}.{canonical}"
         for m in methods:
             _set_method(m, property(fn, doc=fn.__doc__) if as_property else fn, owner)

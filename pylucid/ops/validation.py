@@ -12,7 +12,9 @@ nothing (docs/semantics/validation.md has the rules):
   tensor must be ``-1`` or ``0``.
 - **the failure path**: an exception escaping a declared function that is not typed (not a
   :mod:`pylucid.errors` class, or raised outside pylucid, or not naming the op) is diagnosed: a non-tensor
-  where a tensor is expected becomes ``TypeError("<op>: x must be a Tensor, got str")``, anything
+  where a tensor is expected becomes ``TypeError("<op>: target must be a Tensor, got str")`` (as
+  ``check_tensor`` words it; a parameter annotated ``Tensor`` is checked before the call when the function does
+  not check it itself), anything
   else is re-raised as a typed error naming the op (broadcast failures as ``ShapeMismatch``). This costs
   nothing until something is raised.
 """
@@ -82,7 +84,7 @@ _DIM_NAMES = frozenset(("dim", "dim0", "dim1", "dim2", "start_dim", "end_dim", "
 _INT_NAMES = frozenset(("diagonal", "offset", "shifts", "num_classes", "groups", "k", "chunks"))
 _INT_ANN = frozenset(("int", "int | None", "None | int", "Optional[int]", "typing.Optional[int]"))
 _SKIP = frozenset(("_stacklevel",))
-_DIM, _INT = 0, 1
+_DIM, _INT, _TENSOR = 0, 1, 2
 
 
 def _ann(p) -> str:
@@ -98,6 +100,9 @@ def signature_checks(fn, extra_ints=()) -> tuple:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return ()
+    # a function that checks its tensors itself (check_tensor, isinstance) words its own errors
+    names = getattr(getattr(fn, "__code__", None), "co_names", ())
+    checks_itself = "check_tensor" in names or "isinstance" in names or "_check_tensor" in names
     out = []
     for pos, p in enumerate(sig.parameters.values()):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name in _SKIP:
@@ -105,7 +110,10 @@ def signature_checks(fn, extra_ints=()) -> tuple:
         ann = _ann(p)
         default = p.default
         int_default = default is not p.empty and default.__class__ is int
-        if p.name in _DIM_NAMES and (ann == "" or "int" in ann) and (default is p.empty or default is None
+        if ann == "Tensor" and default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and \
+                not checks_itself:
+            kind = _TENSOR
+        elif p.name in _DIM_NAMES and (ann == "" or "int" in ann) and (default is p.empty or default is None
                                                                     or int_default):
             kind = _DIM
         elif ann in _INT_ANN or (p.name in _INT_NAMES and (int_default or ann == "")) or p.name in extra_ints:
@@ -158,8 +166,19 @@ def bad_int_arg(fname, pname, kind, v, allow_none, allow_seq, args):
     return None
 
 
+def _not_tensor(fname, pname, v):
+    """check_tensor's words: ``"<op>: <name> must be a Tensor, got <type>"``."""
+    return TypeError(f"{fname}: {pname} must be a Tensor, got {type(v).__name__} {_describe(v)}")
+
+
 def _slow_check(fname, check, v, args):
     pname, _, kind, allow_none, allow_seq = check
+    if kind == _TENSOR:
+        from .._tensor import Tensor
+
+        if isinstance(v, (Tensor, int, float, complex)):
+            return  # a number goes on to dispatch, which promotes it or words its own error
+        raise _not_tensor(fname, pname, v)
     err = bad_int_arg(fname, pname, kind, v, allow_none, allow_seq, args)
     if err is not None:
         raise err
@@ -220,8 +239,7 @@ def _junk_argument(fname, sig, args, kwargs):
             continue
         if v is None or isinstance(v, (str, bytes, dict, set, list)) or (
                 v.__class__ not in _TT and not isinstance(v, (int, float, complex, tuple))):
-            return TypeError(f"{fname}: {pname} must be a Tensor, got {type(v).__name__} "
-                             f"{_describe(v)}")
+            return _not_tensor(fname, pname, v)
     return None
 
 
@@ -292,7 +310,9 @@ def _build(sig, checks):
     first = pos_names[0] if pos_names else None
     body = []
     for i, (pname, _, kind, allow_none, _) in enumerate(checks):
-        if kind == _INT:
+        if kind == _TENSOR:
+            body += [f"if {pname}.__class__ not in _v_TT:", f"    _v_slow(_v_fname, _v_checks[{i}], {pname}, ())"]
+        elif kind == _INT:
             cond = f"{pname}.__class__ is not int" + (f" and {pname} is not None" if allow_none else "")
             body += [f"if {cond}:", f"    _v_slow(_v_fname, _v_checks[{i}], {pname}, ({first},))"]
         else:
