@@ -358,6 +358,8 @@ def _compare(case, out, ref) -> str:
 def run_case(case):
     """``(outcome, detail)``; outcome is "ok" or one of the failure kinds "accepts", "wrong", "bare", "warns"."""
     t_args = tuple(to_torch(a) for a in case.args)
+    torch.manual_seed(0)  # samplers: the same draws every run, so a case's outcome never changes
+    pylucid.manual_seed(0)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -475,6 +477,105 @@ def test_judge_catches_bare_and_silent_answers():
     assert run_case(c)[0] == "accepts"
     c = Case("t", "t", lambda x: x * 2, lambda x: x, (np.ones(2),), {})
     assert run_case(c)[0] == "wrong"
+
+
+# ---------------------------------------------------------------------------------------------------- the rules
+# (docs/semantics/validation.md) checked directly: each with PyTorch's answer where it has one
+F = pylucid.nn.functional
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.softmax(lib.tensor(2.0), 5), lambda lib: lib.log_softmax(lib.tensor(2.0), 1),
+    lambda lib: lib.sum(lib.tensor(2.0), 1), lambda lib: lib.tensor(2.0).softmax(-2),
+])
+def test_zero_d_tensors_have_dims_minus_one_and_zero_only(call):
+    with pytest.raises(IndexError):
+        call(torch)
+    with pytest.raises(IndexError, match=r"dimension out of range \(expected to be in range of \[-1, 0\]"):
+        call(pylucid)
+
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_zero_d_dims_that_exist(dim):
+    assert pylucid.softmax(pylucid.tensor(2.0), dim).item() == torch.softmax(torch.tensor(2.0), dim).item() == 1.0
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib, x: lib.tril(x, 1.5), lambda lib, x: lib.triu(x, 1.5), lambda lib, x: lib.diagonal(x, 1.5),
+    lambda lib, x: lib.diag_embed(x, 1.5), lambda lib, x: lib.roll(x, shifts=1.5),
+    lambda lib, x: lib.tril(x, 1.0), lambda lib, x: lib.sum(x, dim=0.5),
+])
+def test_floats_for_ints_are_type_errors(call):
+    with pytest.raises(TypeError):
+        call(torch, torch.ones(3, 3))
+    with pytest.raises(TypeError, match=r"must be an int"):
+        call(pylucid, pylucid.ones(3, 3))
+
+
+@pytest.mark.parametrize("junk", [None, "abc", {}, [1.0, 2.0]])
+@pytest.mark.parametrize("call", [
+    lambda lib, j: lib.nn.functional.dropout(j, training=False),
+    lambda lib, j: lib.nn.functional.mse_loss(lib.ones(2), j),
+    lambda lib, j: lib.nn.functional.l1_loss(j, lib.ones(2)),
+    lambda lib, j: lib.xlogy(j, lib.ones(2)),
+])
+def test_junk_for_a_tensor_is_a_type_error_naming_the_op(call, junk):
+    with pytest.raises((TypeError, AttributeError)):  # PyTorch's losses reach .size() of the junk
+        call(torch, junk)
+    with pytest.raises(TypeError) as e:
+        call(pylucid, junk)
+    assert classify_exception(e.value, frozenset({"dropout", "mse_loss", "l1_loss", "xlogy"})) == "typed"
+
+
+def test_numpy_broadcast_errors_become_shape_mismatch():
+    with pytest.raises(RuntimeError):
+        torch.xlogy(torch.ones(3, 4), torch.ones(3, 5))
+    with pytest.raises(plerr.ShapeMismatch, match=r"xlogy: .*\(3, ?4\).*\(3, ?5\)"):
+        pylucid.xlogy(pylucid.ones(3, 4), pylucid.ones(3, 5))
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib, z: lib.relu(z), lambda lib, z: lib.sort(z), lambda lib, z: lib.clamp(z, 0, 1),
+    lambda lib, z: lib.gt(z, z), lambda lib, z: lib.amax(z), lambda lib, z: lib.maximum(z, z),
+    lambda lib, z: lib.nn.functional.mse_loss(z, z), lambda lib, z: lib.argmax(z),
+    lambda lib, z: lib.nn.functional.max_pool1d(z.reshape(1, 1, 4), 2),
+])
+def test_ordering_and_real_only_ops_refuse_complex(call):
+    z = np.array([1 + 1j, -2j, 3.0, 0.5j], dtype=np.complex64)
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        call(torch, torch.from_numpy(z))
+    with pytest.raises(plerr.DtypeMismatch, match=r"complex64 \(complex\); \w+ accepts float, int"):
+        call(pylucid, pylucid.tensor(z))
+
+
+def test_complex_ops_that_accept_complex_still_do():
+    z = pylucid.tensor(np.array([1 + 1j, -2j], dtype=np.complex64))
+    assert pylucid.abs(z).dtype == pylucid.float32 and pylucid.exp(z).dtype == pylucid.complex64
+
+
+def test_schema_accepts_names_known_kinds_only():
+    from pylucid.ops.schema import OpSchema
+
+    assert OpSchema("_t", accepts=("float", "int")).accepts == ("float", "int")
+    with pytest.raises(ValueError, match="unknown dtype kind 'real'"):
+        OpSchema("_t", accepts=("real",))
+
+
+def test_declared_functions_keep_signature_docs_and_module():
+    import inspect
+
+    for fn in (pylucid.softmax, pylucid.tril, F.dropout, pylucid.add, pylucid.Tensor.sum):
+        assert fn.__wrapped__ is not None
+        assert inspect.signature(fn) == inspect.signature(fn.__wrapped__)
+        assert fn.__doc__ == fn.__wrapped__.__doc__ and fn.__globals__ is fn.__wrapped__.__globals__
+        assert registry.declaration_of(fn) is not None
+
+
+def test_typed_errors_pass_through_unchanged():
+    with pytest.raises(ZeroDivisionError, match=r"^floor_divide: integer division by zero"):
+        pylucid.floor_divide(pylucid.tensor([1]), pylucid.tensor([0]))
+    with pytest.raises(IndexError, match=r"^sum: dimension out of range"):
+        pylucid.ones(2).sum(dim=3)
 
 
 # ---------------------------------------------------------------------------------------------------- report

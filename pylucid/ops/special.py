@@ -152,7 +152,7 @@ def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
 def _special_schema(name: str, saves_output: bool = False) -> OpSchema:
     """The schema the special functions share: ForceFP32 (numerically sensitive), real-valued, saves its input."""
     return OpSchema(name, amp_policy=FORCE_FP32, saves_input=True, saves_output=saves_output, real_valued=True,
-                    family="special", accepts=("float", "int", "bool"))
+                    family="special", accepts=() if name == "sinc" else ("float", "int", "bool"))
 
 
 class _ScipyUnary(Op):
