@@ -332,7 +332,8 @@ def _check_int_zero_division(be, b, name):
 class FloorDivide(Op):
     """``floor(a / b)``; piecewise constant, so its gradient is zero."""
 
-    schema = OpSchema("floor_divide", amp_policy=KEEP_INPUT, family="elementwise", differentiable=False)
+    schema = OpSchema("floor_divide", amp_policy=KEEP_INPUT, family="elementwise", differentiable=False,
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -353,7 +354,8 @@ def floor_divide(input, other) -> Tensor:
 class Remainder(Op):
     """``a - floor(a / b) * b`` (Python's ``%``, sign of the divisor); ``da = g``, ``db = -floor(a/b) g``."""
 
-    schema = OpSchema("remainder", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise")
+    schema = OpSchema("remainder", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1364,7 +1366,7 @@ def _builtin_round(self, ndigits=None) -> Tensor:
 class Frac(Op):
     """``x - trunc(x)`` (sign of ``x``); ``dx = g``."""
 
-    schema = OpSchema("frac", amp_policy=KEEP_INPUT, family="elementwise")
+    schema = OpSchema("frac", amp_policy=KEEP_INPUT, family="elementwise", accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x):
@@ -1647,7 +1649,8 @@ def fmin(input, other) -> Tensor:
 class Fmod(Op):
     """C ``fmod``: ``a - trunc(a/b) b`` (sign of the dividend); ``da = g``, ``db = -g trunc(a/b)``."""
 
-    schema = OpSchema("fmod", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise")
+    schema = OpSchema("fmod", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1674,7 +1677,8 @@ def fmod(input, other) -> Tensor:
 class TruncDivide(Op):
     """``trunc(a / b)`` (``div(..., rounding_mode='trunc')``); piecewise constant, no gradient."""
 
-    schema = OpSchema("trunc_divide", amp_policy=KEEP_INPUT, differentiable=False, family="elementwise")
+    schema = OpSchema("trunc_divide", amp_policy=KEEP_INPUT, differentiable=False, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1703,7 +1707,8 @@ def trunc_divide(input, other) -> Tensor:
 class Atan2(Op):
     """``atan2(a, b)`` (angle of ``(b, a)``); ``da = g b / (a^2 + b^2)``, ``db = -g a / (a^2 + b^2)``."""
 
-    schema = OpSchema("atan2", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+    schema = OpSchema("atan2", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1730,7 +1735,7 @@ class Hypot(Op):
     """``sqrt(a^2 + b^2)`` without overflow; saves input and output: ``da = g a / y`` (PyTorch's formula)."""
 
     schema = OpSchema("hypot", amp_policy=PROMOTE, saves_input=True, saves_output=True, real_valued=True,
-                      family="elementwise")
+                      family="elementwise", accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1756,7 +1761,7 @@ class Copysign(Op):
     """``|a|`` with the sign of ``b`` (signed zeros count); ``da = g y / a`` (0 where ``a == 0``), ``db = 0``."""
 
     schema = OpSchema("copysign", amp_policy=PROMOTE, saves_input=True, saves_output=True, real_valued=True,
-                      family="elementwise")
+                      family="elementwise", accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1814,7 +1819,8 @@ def logaddexp(input, other) -> Tensor:
 class Logaddexp2(Op):
     """``log2(2^a + 2^b)`` without overflow; ``da = g / (1 + 2^(b - a)) = g sigmoid((a - b) ln 2)``."""
 
-    schema = OpSchema("logaddexp2", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise")
+    schema = OpSchema("logaddexp2", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):

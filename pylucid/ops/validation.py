@@ -22,6 +22,7 @@ nothing (docs/semantics/validation.md has the rules):
 from __future__ import annotations
 
 import inspect
+import linecache
 import re
 import types
 from pathlib import Path
@@ -244,10 +245,21 @@ def _junk_argument(fname, sig, args, kwargs):
 
 
 def retyped(fname, sig, args, kwargs, exc):
-    """The typed error to raise for an untyped ``exc`` escaping the declared function ``fname``."""
+    """The typed error to raise for an untyped ``exc`` escaping the declared function ``fname``.
+
+    One that is not a bad argument carries ``_pylucid_internal = True``: the inputs passed every check and the op
+    still failed inside, which is a defect of the op (the fuzzer reports it where PyTorch computes a result).
+    """
     err = _junk_argument(fname, sig, args, kwargs)
     if err is not None:
         return err
+    err = _internal(fname, args, kwargs, exc)
+    if err is not None:
+        err._pylucid_internal = True
+    return err
+
+
+def _internal(fname, args, kwargs, exc):
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     shown = ", ".join([_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in kwargs.items()])
     text = f"{fname}: {msg} (called with {shown})"
@@ -347,7 +359,7 @@ def _build(sig, checks):
 
 _BUILT: dict = {}
 #: the file name of the generated wrappers: inside pylucid, so an error they raise counts as pylucid's
-_GENERATED = str(Path(__file__).with_name("<declaration wrapper>"))
+_GENERATED = str(Path(__file__).with_name("<declaration wrapper"))
 
 
 def _generic(fn, fname, names, sig, checks):
@@ -384,7 +396,10 @@ def wrap_declared(fn, fname: str, names, checks):
         make = _BUILT.get(src)
         if make is None:
             ns: dict = {}
-            exec(compile(src, _GENERATED, "exec"), ns)  # noqa: S102 - source built above
+            # a file name of its own, with the source in linecache: tracebacks show the wrapper's lines
+            filename = f"{_GENERATED} {len(_BUILT)}>"
+            linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+            exec(compile(src, filename, "exec"), ns)  # noqa: S102 - source built above
             make = _BUILT[src] = ns["make"]
         defaults = tuple(p.default for p in sig.parameters.values())
         declared = make(fn, fname, names, sig, checks, is_typed, retyped, _slow_check, _TT, defaults)
