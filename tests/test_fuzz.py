@@ -571,6 +571,29 @@ def test_schema_accepts_names_known_kinds_only():
         OpSchema("_t", accepts=("real",))
 
 
+def test_per_input_accepts():
+    from pylucid.ops import Op, OpSchema, apply
+
+    class _Pick(Op):
+        schema = OpSchema("_test_pick", accepts=(("float",), ("int", "bool")), differentiable=False)
+        promote_args = ()
+
+        @staticmethod
+        def forward(be, x, index):
+            return x[index]
+
+    try:
+        x, i = pylucid.tensor([1.0, 2.0]), pylucid.tensor([1])
+        assert apply(_Pick, (x, i)).tolist() == [2.0]
+        with pytest.raises(plerr.DtypeMismatch, match=r"_test_pick: argument 'index' has dtype float32 \(float\); "
+                                                       r"_test_pick accepts int, bool tensors"):
+            apply(_Pick, (x, x))
+        with pytest.raises(plerr.DtypeMismatch, match=r"argument .x. has dtype int64 \(int\); _test_pick accepts fl"):
+            apply(_Pick, (i, i))
+    finally:
+        registry._REGISTRY.pop("_test_pick", None)
+
+
 def test_declared_functions_keep_signature_docs_and_module():
     import inspect
 

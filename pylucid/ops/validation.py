@@ -42,7 +42,8 @@ _KIND_OF = {d.numpy_dtype: k for k, ds in KINDS.items() for d in ds}
 
 
 def rejected_dtypes(accepts):
-    """``None`` (accepts every dtype) or ``(refused for all inputs, {position: refused})`` as NumPy dtypes."""
+    """``None`` (every dtype accepted) or a tuple of frozensets of refused NumPy dtypes, one per input position
+    (the last covers the remaining positions)."""
     if not accepts:
         return None
     every = frozenset(_KIND_OF)
