@@ -1366,7 +1366,7 @@ def _builtin_round(self, ndigits=None) -> Tensor:
 class Frac(Op):
     """``x - trunc(x)`` (sign of ``x``); ``dx = g``."""
 
-    schema = OpSchema("frac", amp_policy=KEEP_INPUT, family="elementwise", accepts=("float", "int", "bool"))
+    schema = OpSchema("frac", amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x):
