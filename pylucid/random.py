@@ -13,7 +13,8 @@ from . import dtypes as _dt
 from ._tensor import Tensor, _new_tensor
 from .device import cpu
 from .device import device as _device
-from .ops._utils import check_tensor, norm_shape
+from .errors import DtypeMismatch
+from .ops._utils import check_tensor, norm_size
 from .ops.registry import declare
 
 _DEFAULT_SEED = 67280421310721
@@ -153,7 +154,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = F
     dt = _float_dtype(dtype, "rand")
     dev = cpu if device is None else _device(device)
     src = _gen_for(dev, generator)._source()
-    return _finish(src.random(norm_shape(size, "rand"), dtype=np.float64 if dt is _dt.float64 else np.float32),
+    return _finish(src.random(norm_size(size, "rand"), dtype=np.float64 if dt is _dt.float64 else np.float32),
                    dev, dt, requires_grad)
 
 
@@ -162,7 +163,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = 
     dt = _float_dtype(dtype, "randn")
     dev = cpu if device is None else _device(device)
     src = _gen_for(dev, generator)._source()
-    return _finish(src.standard_normal(norm_shape(size, "randn"),
+    return _finish(src.standard_normal(norm_size(size, "randn"),
                                        dtype=np.float64 if dt is _dt.float64 else np.float32), dev, dt, requires_grad)
 
 
@@ -175,19 +176,23 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high, size = 0, low, high
     elif high is None:
         low, high = 0, low
+    for name, v in (("low", low), ("high", high)):
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
+            raise TypeError(f"randint: {name} must be an int, got {type(v).__name__} {v!r}")
+    low, high = low.__index__(), high.__index__()
     if high <= low:
         raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.int64
     dev = cpu if device is None else _device(device)
     src = _gen_for(dev, generator)._source()
-    if isinstance(size, int):
-        size = (size,)
-    arr = src.integers(low, high, size=tuple(size), dtype=np.int64)
+    shape = norm_size((size,) if isinstance(size, (tuple, list)) else (size,), "randint")
+    arr = src.integers(low, high, size=shape, dtype=np.int64)
     return _finish(arr, dev, dt, requires_grad)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A random permutation of ``0..n-1``."""
+    (n,) = norm_size((n,), "randperm")
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.int64
     dev = cpu if device is None else _device(device)
     src = _gen_for(dev, generator)._source()
@@ -260,10 +265,13 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     (2, 2)
     """
     mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
+    for name, v in (("mean", mean), ("std", std)):
+        if (isinstance(v, Tensor) and v.dtype.is_complex) or isinstance(v, complex):
+            raise DtypeMismatch(f"normal: {name} must be real, got {v.dtype if isinstance(v, Tensor) else 'complex'}")
     if mt or st:
         ref = mean if mt else std
         shape = tuple(np.broadcast_shapes(tuple(mean.shape) if mt else (), tuple(std.shape) if st else ()))
-        if size is not None and tuple(norm_shape((size,), "normal")) != shape:
+        if size is not None and tuple(norm_size((size,), "normal")) != shape:
             raise ValueError(f"normal: size {size} does not match the broadcast shape {shape} of mean and std")
         dt = ref.dtype if ref.dtype.is_floating_point else _dt.get_default_dtype()
         dev = ref.device
@@ -274,7 +282,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
             raise TypeError("normal: with number mean and std, size must be given")
         if std < 0:
             raise ValueError(f"normal: std must be >= 0, got {std}")
-        shape = norm_shape((size,), "normal")
+        shape = norm_size((size,), "normal")
         dt = _float_dtype(dtype, "normal")
         dev = cpu if device is None else _device(device)
     src = _gen_for(dev, generator)._source()
@@ -295,6 +303,8 @@ def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     tensor([0., 1.])
     """
     check_tensor(input, "bernoulli")
+    if input.dtype.is_complex or (p is None and not input.dtype.is_floating_point):
+        raise DtypeMismatch(f"bernoulli: input must be a floating tensor of probabilities, got {input.dtype}")
     probs = input._data if p is None else p
     if isinstance(probs, Tensor):
         probs = probs._data

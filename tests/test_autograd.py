@@ -445,3 +445,35 @@ def test_set_grad_enabled_as_a_decorator_restores_grad_mode():
     x = pl.ones(2, requires_grad=True)
     assert not f(x).requires_grad
     assert pl.is_grad_enabled()
+
+
+# ------------------------------------------------------------------------------- hooks that return the wrong thing
+@pytest.mark.parametrize("bad", ["abc", 5, [1.0, 2.0, 3.0]])
+def test_tensor_hook_returning_a_non_tensor_is_a_type_error(bad):
+    x = pl.ones(3, requires_grad=True)
+    x.register_hook(lambda g: bad)
+    with pytest.raises(TypeError, match=r"tensor hook .* returned .*must return None .* or a Tensor"):
+        (x * 2).sum().backward()
+    y = pl.ones(3, requires_grad=True)
+    z = y * 2
+    z.register_hook(lambda g: bad)
+    with pytest.raises(TypeError, match=r"tensor hook .* returned"):
+        z.sum().backward()
+
+
+def test_hook_changing_the_gradient_size_is_a_shape_mismatch():
+    from pylucid.errors import ShapeMismatch
+
+    y = pl.ones(3, requires_grad=True)
+    z = y * 2
+    z.register_hook(lambda g: pl.ones(2))
+    with pytest.raises(ShapeMismatch, match=r"changed the size of the gradient: .*\(2,\).*\(3,\)"):
+        z.sum().backward()
+
+
+def test_node_hook_returning_a_non_tuple_is_a_type_error():
+    x = pl.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2.0
+    y.grad_fn.register_hook(lambda gi, go: "abc")
+    with pytest.raises(TypeError, match=r"MulBackward hook .* returned str"):
+        y.sum().backward()

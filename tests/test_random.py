@@ -208,3 +208,55 @@ def test_inplace_under_no_grad_on_leaf_and_version_bump():
     with pl.no_grad():
         w.uniform_(-1, 1)
     assert w._version[0] == v + 1 and w.requires_grad
+
+
+# ------------------------------------------------------------------------------- argument checks and determinism
+@pytest.mark.parametrize("fn, exc, match", [
+    (lambda: pl.rand(-1), ValueError, r"rand: negative dimension -1"),
+    (lambda: pl.randn(-1, 2), ValueError, r"randn: negative dimension -1"),
+    (lambda: pl.rand(2.5), TypeError, r"rand: sizes must be ints, got float"),
+    (lambda: pl.randperm(2.5), TypeError, r"randperm: sizes must be ints, got float"),
+    (lambda: pl.randperm(-1), ValueError, r"randperm: negative dimension"),
+    (lambda: pl.randint(0, 10, (-1,)), ValueError, r"randint: negative dimension"),
+    (lambda: pl.randint(0, 10, (2.5,)), TypeError, r"randint: sizes must be ints"),
+    (lambda: pl.randint(0.5, 10, (2,)), TypeError, r"randint: low must be an int, got float"),
+    (lambda: pl.bernoulli(pl.ones(2, dtype=pl.complex64) * 0.5), pl.errors.DtypeMismatch, r"bernoulli: .*complex64"),
+    (lambda: pl.normal(pl.zeros(2), pl.ones(2, dtype=pl.complex64)), pl.errors.DtypeMismatch, r"normal: std must"),
+])
+def test_bad_sizes_and_dtypes_are_typed_errors(fn, exc, match):
+    with pytest.raises(exc, match=match):
+        fn()
+
+
+def test_dropout_runs_under_deterministic_algorithms_and_repeats_under_a_seed():
+    """Dropout's only variation is the seeded generator: allowed under use_deterministic_algorithms (PyTorch too)."""
+    x = pl.ones(64)
+    try:
+        pl.use_deterministic_algorithms(True)
+        pl.manual_seed(3)
+        a = pl.nn.functional.dropout(x, 0.5)
+        pl.manual_seed(3)
+        b = pl.nn.Dropout(0.5)(x)
+    finally:
+        pl.use_deterministic_algorithms(False)
+    assert a.tolist() == b.tolist() and 0 < float((a == 0).sum()) < 64
+
+
+def test_deterministic_warn_only_warns_instead_of_raising():
+    from pylucid.ops import Op, OpSchema, apply, registry
+
+    class _Atomic(Op):
+        schema = OpSchema("_test_atomic", deterministic=False, deterministic_note="atomic adds")
+
+        @staticmethod
+        def forward(be, x):
+            return x + 0
+
+    try:
+        pl.use_deterministic_algorithms(True, warn_only=True)
+        with pytest.warns(UserWarning, match="_test_atomic is not deterministic"):
+            out = apply(_Atomic, (pl.ones(2),))
+        assert out.tolist() == [1.0, 1.0]
+    finally:
+        pl.use_deterministic_algorithms(False)
+        registry._REGISTRY.pop("_test_atomic", None)

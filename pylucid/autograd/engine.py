@@ -419,17 +419,47 @@ def _unwrap(t, create_graph):
     return t if create_graph else t._data
 
 
+def _hook_name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+def _checked(res, like, fn, where):
+    """``res``, a hook's replacement for the gradient ``like`` (a Tensor or array), checked: a Tensor of
+    ``like``'s shape (PyTorch refuses other values and other sizes)."""
+    from .._tensor import Tensor
+
+    if not isinstance(res, Tensor):
+        raise TypeError(f"{where} hook {_hook_name(fn)!r} returned {type(res).__name__}; a backward hook must return "
+                        "None (keep the gradient) or a Tensor (the new gradient)")
+    if tuple(res.shape) != tuple(like.shape):
+        from ..errors import ShapeMismatch
+
+        raise ShapeMismatch(f"{where} hook {_hook_name(fn)!r} has changed the size of the gradient: it returned shape "
+                            f"{tuple(res.shape)} for a gradient of shape {tuple(like.shape)}")
+    return res
+
+
+def _checked_tuple(res, grads, fn, where):
+    if not isinstance(res, (tuple, list)):
+        raise TypeError(f"{where} hook {_hook_name(fn)!r} returned {type(res).__name__}; it must return None or a "
+                        f"tuple of {len(grads)} gradients (Tensors or None)")
+    # a tuple of another length is left to the engine, which names the node and both counts
+    return [r if r is None or g is None else _checked(r, g, fn, where) for r, g in zip(res, grads)] + \
+        list(res[len(grads):])
+
+
 def _run_pre_hooks(node, hooks, grads, create_graph):
     grads = list(grads)
     for nr, fn in list(hooks.values()):
         if nr is None:
             res = fn(tuple(_wrap(g, node.device, create_graph) if g is not None else None for g in grads))
             if res is not None:
+                res = _checked_tuple(res, grads, fn, f"{node.name()} pre")
                 grads = [_unwrap(r, create_graph) if r is not None else None for r in res]
         elif grads[nr] is not None:
             res = fn(_wrap(grads[nr], node.device, create_graph))
             if res is not None:
-                grads[nr] = _unwrap(res, create_graph)
+                grads[nr] = _unwrap(_checked(res, grads[nr], fn, "tensor"), create_graph)
     return grads
 
 
@@ -439,6 +469,7 @@ def _run_post_hooks(node, in_grads, grads, create_graph):
         go = tuple(_wrap(g, node.device, create_graph) if g is not None else None for g in grads)
         res = fn(gi, go)
         if res is not None:
+            res = _checked_tuple(res, in_grads, fn, node.name())
             in_grads = tuple(_unwrap(r, create_graph) if r is not None else None for r in res)
     return in_grads
 
@@ -448,7 +479,7 @@ def _leaf_hooks(var, g, create_graph):
         for fn in list(var._hooks.values()):
             res = fn(_wrap(g, var._device, create_graph))
             if res is not None:
-                g = _unwrap(res, create_graph)
+                g = _unwrap(_checked(res, g, fn, "tensor"), create_graph)
     return g
 
 

@@ -20,6 +20,7 @@ from ..errors import DeviceMismatch, NonDeterministicError, VersionMismatch
 from . import registry
 from ._utils import camel
 from .schema import AmpPolicy, OpSchema
+from .validation import check_dtypes, rejected_dtypes
 
 _FROM_NP = _dt._FROM_NP
 _PROMOTE = AmpPolicy.PROMOTE
@@ -56,6 +57,8 @@ class Op(Node):
     backward_fast = None
     #: optional ``save_extra(self, arrays, out)``: derived data kept for backward
     save_extra = None
+    #: the NumPy dtypes the schema's ``accepts`` refuses (None: every dtype is accepted)
+    _rejects = None
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -67,8 +70,10 @@ class Op(Node):
             cls._saves_output = s.saves_output
             cls._real_valued = s.real_valued
             cls._differentiable = s.differentiable
-            cls._deterministic = s.deterministic
+            # a seeded op (random only through pylucid's generator) is reproducible: the gate lets it run
+            cls._deterministic = s.deterministic or s.seeded
             cls._node_name = camel(s.name) + "Backward"
+            cls._rejects = rejected_dtypes(s.accepts)
 
     # -- the three parts of an op -----------------------------------------
     @staticmethod
@@ -291,11 +296,10 @@ def _finish(op, args, arrays, params, dev, req, st, prof=None):
     ``req``: an argument requires grad; ``prof``: the profiler (the general path's; the short
     path runs without one).
     """
+    if op._rejects is not None:
+        check_dtypes(op, arrays)
     if not op._deterministic and flags.deterministic:
-        raise NonDeterministicError(
-            f"{op.schema.name} is not deterministic ({op.schema.deterministic_note}) and "
-            "pylucid.use_deterministic_algorithms(True) is set"
-        )
+        _nondeterministic(op)
     be = dev.backend
     if be._multi:
         with be.cuda_device:
@@ -334,6 +338,17 @@ def _finish(op, args, arrays, params, dev, req, st, prof=None):
     if op.is_view:
         _mark_view(t, args[0])
     return t
+
+
+def _nondeterministic(op) -> None:
+    msg = (f"{op.schema.name} is not deterministic ({op.schema.deterministic_note}) and "
+           "pylucid.use_deterministic_algorithms(True) is set")
+    if flags.deterministic_warn_only:
+        import warnings
+
+        warnings.warn(msg, UserWarning, stacklevel=4)
+        return
+    raise NonDeterministicError(msg)
 
 
 def _apply_general(op, args, params, st):

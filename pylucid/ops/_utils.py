@@ -35,11 +35,28 @@ def norm_shape(shape, op: str) -> tuple:
         shape = shape[0].tolist()
     out = []
     for s in shape:
+        if isinstance(s, bool):
+            raise TypeError(f"{op}: sizes must be ints, got bool in {tuple(shape)}")
         try:
             out.append(s.__index__())
-        except AttributeError:
+        except (AttributeError, TypeError):
             raise TypeError(f"{op}: sizes must be ints, got {type(s).__name__} in {tuple(shape)}") from None
     return tuple(out)
+
+
+def norm_size(shape, op: str) -> tuple:
+    """``norm_shape`` for the size of a new tensor: every entry >= 0 (``-1`` means "infer" only to reshapes).
+
+    >>> norm_size((2, -1), "zeros")
+    Traceback (most recent call last):
+    ...
+    ValueError: zeros: negative dimension -1 in size (2, -1); sizes must be >= 0
+    """
+    out = norm_shape(shape, op)
+    for n in out:
+        if n < 0:
+            raise ValueError(f"{op}: negative dimension {n} in size {out}; sizes must be >= 0")
+    return out
 
 
 def reduced_shape(shape, axes, keepdim):

@@ -83,7 +83,8 @@ class Logit(Op):
     (the clamp), and without ``eps`` it is NaN outside ``[0, 1]`` (PyTorch).
     """
 
-    schema = OpSchema("logit", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation")
+    schema = OpSchema("logit", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, eps=None):
@@ -147,7 +148,8 @@ def tanh(input: Tensor) -> Tensor:
 class Relu(Op):
     """``y = max(x, 0)``; saves its output (``x > 0`` iff ``y > 0``): ``dx = g [not y <= 0]``, ``relu'(0) = 0``."""
 
-    schema = OpSchema("relu", amp_policy=KEEP_INPUT, saves_output=True, family="activation")
+    schema = OpSchema("relu", amp_policy=KEEP_INPUT, saves_output=True, family="activation",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x):
@@ -177,7 +179,8 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
 class Hardtanh(Op):
     """``y = clamp(x, min_val, max_val)``; ``dx = g`` strictly inside, 0 at and beyond the bounds (PyTorch)."""
 
-    schema = OpSchema("hardtanh", amp_policy=KEEP_INPUT, saves_input=True, family="activation")
+    schema = OpSchema("hardtanh", amp_policy=KEEP_INPUT, saves_input=True, family="activation",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, min_val=-1.0, max_val=1.0):
@@ -193,7 +196,8 @@ class Hardtanh(Op):
 class Relu6(Hardtanh):
     """``y = min(max(x, 0), 6)`` = ``hardtanh(x, 0, 6)``; no gradient at 0 and 6 (PyTorch)."""
 
-    schema = OpSchema("relu6", amp_policy=KEEP_INPUT, saves_input=True, family="activation")
+    schema = OpSchema("relu6", amp_policy=KEEP_INPUT, saves_input=True, family="activation",
+                      accepts=("float", "int", "bool"))
 
 
 @declare(Hardtanh, namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
@@ -223,7 +227,8 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
 class LeakyRelu(Op):
     """``y = x`` for ``x > 0`` else ``negative_slope x``; ``dx = g`` or ``g negative_slope`` (slope at 0)."""
 
-    schema = OpSchema("leaky_relu", amp_policy=KEEP_INPUT, saves_input=True, real_valued=True, family="activation")
+    schema = OpSchema("leaky_relu", amp_policy=KEEP_INPUT, saves_input=True, real_valued=True, family="activation",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, negative_slope=0.01):
@@ -254,7 +259,8 @@ class Elu(Op):
     this formula with other constants.
     """
 
-    schema = OpSchema("elu", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation")
+    schema = OpSchema("elu", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, alpha=1.0, scale=1.0, input_scale=1.0):
@@ -273,7 +279,8 @@ class Elu(Op):
 class Selu(Elu):
     """``selu(x) = scale elu(x, alpha)`` with the self-normalising constants."""
 
-    schema = OpSchema("selu", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation")
+    schema = OpSchema("selu", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation",
+                      accepts=("float", "int", "bool"))
 
 
 @declare(Elu, namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
@@ -322,7 +329,8 @@ class Gelu(Op):
     - ``'tanh'``: ``y = x/2 (1 + tanh(k (x + c x^3)))``, ``k = sqrt(2/pi)``, ``c = 0.044715``.
     """
 
-    schema = OpSchema("gelu", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation")
+    schema = OpSchema("gelu", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, approximate="none"):
@@ -457,7 +465,8 @@ class Hardsigmoid(Op):
     The reference table calls this op ``hard_sigmoid``.
     """
 
-    schema = OpSchema("hardsigmoid", amp_policy=KEEP_INPUT, saves_input=True, real_valued=True, family="activation")
+    schema = OpSchema("hardsigmoid", amp_policy=KEEP_INPUT, saves_input=True, real_valued=True, family="activation",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x):
@@ -475,7 +484,8 @@ class Hardswish(Op):
     The reference table calls this op ``hard_swish``.
     """
 
-    schema = OpSchema("hardswish", amp_policy=KEEP_INPUT, saves_input=True, real_valued=True, family="activation")
+    schema = OpSchema("hardswish", amp_policy=KEEP_INPUT, saves_input=True, real_valued=True, family="activation",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x):

@@ -17,7 +17,9 @@ from .schema import KEEP_INPUT, OpSchema
 
 def _op_class(name, forward, doc):
     """A non-differentiable compare-family op class named after ``name`` (``logical_and`` -> ``LogicalAnd``)."""
-    schema = OpSchema(name, amp_policy=KEEP_INPUT, differentiable=False, family="compare")
+    schema = OpSchema(name, amp_policy=KEEP_INPUT, differentiable=False, family="compare",
+                      accepts=("float", "int", "bool") if name in ("lt", "le", "gt", "ge", "isposinf", "isneginf")
+                      else ())
     return type(camel(name), (Op,), {"__doc__": doc, "__module__": __name__, "__qualname__": camel(name),
                                      "schema": schema, "forward": staticmethod(forward)})
 

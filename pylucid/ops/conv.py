@@ -799,7 +799,8 @@ class _MaxPoolNd(_MaxPoolBase):
         return best, off + base
 
 
-_MAXPOOL = _nd_ops(_MaxPoolNd, "max_pool{}d", fast_dims=(2,), amp_policy=KEEP_INPUT, saves_output=True)
+_MAXPOOL = _nd_ops(_MaxPoolNd, "max_pool{}d", fast_dims=(2,), amp_policy=KEEP_INPUT, saves_output=True,
+                   accepts=("float", "int"))
 MaxPool1d, MaxPool2d, MaxPool3d = _MAXPOOL.values()
 
 
@@ -924,7 +925,7 @@ class _AvgPoolNd(Op):
         return _fold_t(cols, self.shapes[0][2:], kernel, (1,) * nd, p["pads"], p["stride"])
 
 
-_AVGPOOL = _nd_ops(_AvgPoolNd, "avg_pool{}d", amp_policy=KEEP_INPUT)
+_AVGPOOL = _nd_ops(_AvgPoolNd, "avg_pool{}d", amp_policy=KEEP_INPUT, accepts=("float", "int", "bool"))
 AvgPool1d, AvgPool2d, AvgPool3d = _AVGPOOL.values()
 
 
@@ -1110,7 +1111,8 @@ def _register_resample(name, policy):
     # interpolation turns integer input into the default float dtype (reference table: real_valued)
     real_valued = name.startswith("interpolate")
     cls = type(camel(name), (_SeparableResample,),
-               {"schema": OpSchema(name, amp_policy=policy, real_valued=real_valued, family="nn"),
+               {"schema": OpSchema(name, amp_policy=policy, real_valued=real_valued, family="nn",
+                                   accepts=("float", "int", "bool")),
                 "__module__": __name__,
                 "__doc__": f"``{name}``: a separable linear resampling (see ``_SeparableResample``)."})
     return cls
@@ -1295,7 +1297,8 @@ class _AdaptiveMaxPoolNd(_MaxPoolBase):
         return vals, _ravel(be, coords, x.shape[2:]).astype("int64")
 
 
-_ADAPTIVE_MAX = _nd_ops(_AdaptiveMaxPoolNd, "adaptive_max_pool{}d", amp_policy=KEEP_INPUT, saves_output=True)
+_ADAPTIVE_MAX = _nd_ops(_AdaptiveMaxPoolNd, "adaptive_max_pool{}d", accepts=("float", "int"), amp_policy=KEEP_INPUT,
+                       saves_output=True)
 AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = _ADAPTIVE_MAX.values()
 
 

@@ -381,7 +381,8 @@ def _check_int_zero_division(be, b, name):
 class FloorDivide(Op):
     """``floor(a / b)``; piecewise constant, so its gradient is zero."""
 
-    schema = OpSchema("floor_divide", amp_policy=KEEP_INPUT, family="elementwise", differentiable=False)
+    schema = OpSchema("floor_divide", amp_policy=KEEP_INPUT, family="elementwise", differentiable=False,
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -402,7 +403,8 @@ def floor_divide(input, other) -> Tensor:
 class Remainder(Op):
     """``a - floor(a / b) * b`` (Python's ``%``, sign of the divisor); ``da = g``, ``db = -floor(a/b) g``."""
 
-    schema = OpSchema("remainder", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise")
+    schema = OpSchema("remainder", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -548,7 +550,7 @@ def abs(input: Tensor) -> Tensor:  # noqa: A001
 class Sign(Op):
     """``sign(x)`` in {-1, 0, 1}; piecewise constant, gradient zero."""
 
-    schema = OpSchema("sign", amp_policy=KEEP_INPUT, family="elementwise")
+    schema = OpSchema("sign", accepts=("float", "int", "bool"), amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x):
@@ -1188,7 +1190,8 @@ class Erf(Op):
     tensor([0.0000, 0.8427])
     """
 
-    schema = OpSchema("erf", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+    schema = OpSchema("erf", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x):
@@ -1346,7 +1349,7 @@ class Floor(_Rounding):
     tensor([-2.,  1.])
     """
 
-    schema = OpSchema("floor", amp_policy=KEEP_INPUT, family="elementwise")
+    schema = OpSchema("floor", accepts=("float", "int", "bool"), amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x):
@@ -1364,7 +1367,7 @@ class Ceil(_Rounding):
     tensor([-1.,  2.])
     """
 
-    schema = OpSchema("ceil", amp_policy=KEEP_INPUT, family="elementwise")
+    schema = OpSchema("ceil", accepts=("float", "int", "bool"), amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x):
@@ -1382,7 +1385,7 @@ class Trunc(_Rounding):
     tensor([-1.,  1.])
     """
 
-    schema = OpSchema("trunc", amp_policy=KEEP_INPUT, family="elementwise")
+    schema = OpSchema("trunc", accepts=("float", "int", "bool"), amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x):
@@ -1395,7 +1398,7 @@ trunc = op_function(Trunc, aliases=("fix",), inplace=True)
 class Round(_Rounding):
     """Round half to even (PyTorch's and NumPy's rule); ``decimals`` as ``torch.round``."""
 
-    schema = OpSchema("round", amp_policy=KEEP_INPUT, family="elementwise")
+    schema = OpSchema("round", accepts=("float", "int", "bool"), amp_policy=KEEP_INPUT, family="elementwise")
 
     @staticmethod
     def forward(be, x, decimals=0):
@@ -1470,7 +1473,8 @@ class Clamp(Op):
     the result is ``hi``). NaN in ``x`` propagates and gets no gradient.
     """
 
-    schema = OpSchema("clamp", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise")
+    schema = OpSchema("clamp", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, lo, hi):
@@ -1623,7 +1627,8 @@ def _fminmax_backward(self, g, kind):
 class Maximum(Op):
     """``max(a, b)`` element-wise, NaN-propagating; ties split the gradient equally (PyTorch)."""
 
-    schema = OpSchema("maximum", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+    schema = OpSchema("maximum", amp_policy=PROMOTE, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1647,7 +1652,8 @@ def maximum(input, other) -> Tensor:
 class Minimum(Op):
     """``min(a, b)`` element-wise, NaN-propagating; ties split the gradient equally (PyTorch)."""
 
-    schema = OpSchema("minimum", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+    schema = OpSchema("minimum", amp_policy=PROMOTE, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1671,7 +1677,8 @@ def minimum(input, other) -> Tensor:
 class Fmax(Op):
     """``max(a, b)`` ignoring NaN (NaN only if both are); ties give the whole gradient to ``a`` (PyTorch)."""
 
-    schema = OpSchema("fmax", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+    schema = OpSchema("fmax", amp_policy=PROMOTE, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1695,7 +1702,8 @@ def fmax(input, other) -> Tensor:
 class Fmin(Op):
     """``min(a, b)`` ignoring NaN; ties give the whole gradient to ``a`` (PyTorch)."""
 
-    schema = OpSchema("fmin", amp_policy=PROMOTE, saves_input=True, family="elementwise")
+    schema = OpSchema("fmin", amp_policy=PROMOTE, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1719,7 +1727,8 @@ def fmin(input, other) -> Tensor:
 class Fmod(Op):
     """C ``fmod``: ``a - trunc(a/b) b`` (sign of the dividend); ``da = g``, ``db = -g trunc(a/b)``."""
 
-    schema = OpSchema("fmod", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise")
+    schema = OpSchema("fmod", amp_policy=KEEP_INPUT, saves_input=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1746,7 +1755,8 @@ def fmod(input, other) -> Tensor:
 class TruncDivide(Op):
     """``trunc(a / b)`` (``div(..., rounding_mode='trunc')``); piecewise constant, no gradient."""
 
-    schema = OpSchema("trunc_divide", amp_policy=KEEP_INPUT, differentiable=False, family="elementwise")
+    schema = OpSchema("trunc_divide", amp_policy=KEEP_INPUT, differentiable=False, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1777,7 +1787,8 @@ def trunc_divide(input, other) -> Tensor:
 class Atan2(Op):
     """``atan2(a, b)`` (angle of ``(b, a)``); ``da = g b / (a^2 + b^2)``, ``db = -g a / (a^2 + b^2)``."""
 
-    schema = OpSchema("atan2", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise")
+    schema = OpSchema("atan2", amp_policy=PROMOTE, saves_input=True, real_valued=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1804,7 +1815,7 @@ class Hypot(Op):
     """``sqrt(a^2 + b^2)`` without overflow; saves input and output: ``da = g a / y`` (PyTorch's formula)."""
 
     schema = OpSchema("hypot", amp_policy=PROMOTE, saves_input=True, saves_output=True, real_valued=True,
-                      family="elementwise")
+                      family="elementwise", accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1830,7 +1841,7 @@ class Copysign(Op):
     """``|a|`` with the sign of ``b`` (signed zeros count); ``da = g y / a`` (0 where ``a == 0``), ``db = 0``."""
 
     schema = OpSchema("copysign", amp_policy=PROMOTE, saves_input=True, saves_output=True, real_valued=True,
-                      family="elementwise")
+                      family="elementwise", accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):
@@ -1888,7 +1899,8 @@ def logaddexp(input, other) -> Tensor:
 class Logaddexp2(Op):
     """``log2(2^a + 2^b)`` without overflow; ``da = g / (1 + 2^(b - a)) = g sigmoid((a - b) ln 2)``."""
 
-    schema = OpSchema("logaddexp2", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise")
+    schema = OpSchema("logaddexp2", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="elementwise",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, a, b):

@@ -301,7 +301,8 @@ class LayerNorm(Op):
     ``dw = sum(g xhat)``, ``db = sum(g)``.
     """
 
-    schema = OpSchema("layer_norm", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+    schema = OpSchema("layer_norm", amp_policy=FORCE_FP32, saves_input=True, family="nn",
+                      accepts=("float", "int", "bool"))
     n_outputs = 3
     differentiable_outputs = (True, False, False)
 
@@ -371,7 +372,8 @@ class LayerNormBackward(Op):
     ``h = -rstd (m2 u + mean(u xhat) a)``.
     """
 
-    schema = OpSchema("layer_norm_backward", amp_policy=KEEP_INPUT, saves_input=True, family="nn")
+    schema = OpSchema("layer_norm_backward", amp_policy=KEEP_INPUT, saves_input=True, family="nn",
+                      accepts=("float", "int", "bool"))
     promote_args = (0, 1, 2)  # the statistics keep their (float32 for half input) dtype
 
     @staticmethod
@@ -452,7 +454,8 @@ class BatchNorm(Op):
     bias and buffers keep their dtypes (only the input takes part in promotion).
     """
 
-    schema = OpSchema("batch_norm", amp_policy=KEEP_INPUT, saves_input=True, family="nn")
+    schema = OpSchema("batch_norm", amp_policy=KEEP_INPUT, saves_input=True, family="nn",
+                      accepts=("float", "int", "bool"))
     promote_args = (0,)
     n_outputs = 3
     differentiable_outputs = (True, False, False)
@@ -627,7 +630,8 @@ class CrossEntropyLoss(Op):
     divides a ``'mean'``.
     """
 
-    schema = OpSchema("cross_entropy_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+    schema = OpSchema("cross_entropy_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn",
+                      accepts=("float", "int", "bool"))
     promote_args = (0, 2)
     n_outputs = 3
     differentiable_outputs = (True, False, False)
@@ -772,7 +776,7 @@ def cross_entropy_loss(input, target, weight=None, ignore_index: int = -100, red
 class NLLLoss(Op):
     """``loss = -sum_c Q * x`` with ``x`` log-probabilities (``Q`` as in cross-entropy, no smoothing); linear in x."""
 
-    schema = OpSchema("nll_loss", amp_policy=FORCE_FP32, family="nn")
+    schema = OpSchema("nll_loss", accepts=("float", "int", "bool"), amp_policy=FORCE_FP32, family="nn")
     promote_args = (0, 2)
 
     @staticmethod
@@ -807,7 +811,8 @@ def nll_loss_op(input, target, weight=None, ignore_index: int = -100, reduction:
 class MSELoss(Op):
     """``mean((x - y)^2)`` (or sum / none); ``dx = 2 (x - y) g'``, ``dy = -dx`` (summed back over broadcasting)."""
 
-    schema = OpSchema("mse_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+    schema = OpSchema("mse_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, y, reduction):
@@ -832,7 +837,8 @@ def mse_loss_op(input, target, reduction: str = "mean") -> Tensor:
 class HuberLoss(Op):
     """``0.5 d^2`` if ``|d| <= delta`` else ``delta (|d| - 0.5 delta)``; ``dd = clamp(d, -delta, delta)``."""
 
-    schema = OpSchema("huber_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+    schema = OpSchema("huber_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, y, reduction, delta):
@@ -863,7 +869,8 @@ class BCELoss(Op):
     """``-w (y log x + (1-y) log(1-x))`` with each log clamped at -100 (PyTorch);
     ``dx = w (x - y) / max(x (1-x), 1e-12)``, ``dy = w (log(1-x) - log x)``."""
 
-    schema = OpSchema("bce_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+    schema = OpSchema("bce_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, y, w, reduction):
@@ -918,7 +925,8 @@ class BCEWithLogits(Op):
     """``w [(1-y) x + (1 + (pw-1) y) softplus(-x)]`` computed stably as ``log1p(exp(-|x|)) + max(-x, 0)``;
     ``dx = w ((pw y + 1 - y) sigmoid(x) - pw y)``, ``dy = -w (pw logsigmoid(x) - logsigmoid(-x))``."""
 
-    schema = OpSchema("bce_with_logits", amp_policy=FORCE_FP32, saves_input=True, family="nn")
+    schema = OpSchema("bce_with_logits", amp_policy=FORCE_FP32, saves_input=True, family="nn",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, y, w, pw, reduction):
@@ -1019,7 +1027,7 @@ def embedding_op(weight, indices, padding_idx: int = -1) -> Tensor:
 # dropout family: the random mask is drawn by the caller (pylucid's generators) and passed in as an input
 # ---------------------------------------------------------------------------------------------------------------------
 #: the dropout family's shared schema facts (op_policies.csv: KeepInput, not deterministic)
-_RANDOM_MASK_SCHEMA = dict(amp_policy=KEEP_INPUT, saves_input=True, deterministic=False,
+_RANDOM_MASK_SCHEMA = dict(amp_policy=KEEP_INPUT, saves_input=True, deterministic=False, seeded=True,
                            deterministic_note="the mask is drawn from the random generator; seed it with "
                                               "pylucid.manual_seed for reproducible masks", family="nn")
 
@@ -1092,7 +1100,8 @@ class ScaledDotProductAttention(Op):
     # Promote (PyTorch's autocast list), not the reference table's ForceFP32: the softmax and its statistics are
     # computed in float32 for half inputs on every path (cuDNN's flash kernels; the scores upcast below), so
     # autocast keeps the GEMMs in the half dtype without a float32 softmax being lost
-    schema = OpSchema("scaled_dot_product_attention", amp_policy=PROMOTE, saves_input=True, family="nn")
+    schema = OpSchema("scaled_dot_product_attention", amp_policy=PROMOTE, saves_input=True, family="nn",
+                      accepts=("float", "int", "bool"))
     promote_args = (0, 1, 2, 3)
     n_outputs = 2
     differentiable_outputs = (True, False)

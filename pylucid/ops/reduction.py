@@ -231,7 +231,8 @@ class _MinMax(Op):
 class Max(_MinMax):
     """``y = max_{axes} x`` (documented op, ``MaxBackward``): KeepInput, saves its output only."""
 
-    schema = OpSchema("max", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+    schema = OpSchema("max", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, axes, keepdim):
@@ -244,7 +245,8 @@ class Max(_MinMax):
 class Min(_MinMax):
     """``y = min_{axes} x`` (documented op, ``MinBackward``): KeepInput, saves its output only."""
 
-    schema = OpSchema("min", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+    schema = OpSchema("min", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, axes, keepdim):
@@ -446,13 +448,15 @@ class _ArgReduce(Op):
 class Argmax(_ArgReduce):
     """Index of the (first) maximum; NaN counts as the maximum. Not differentiable."""
 
-    schema = OpSchema("argmax", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
+    schema = OpSchema("argmax", amp_policy=KEEP_INPUT, differentiable=False, family="reduction",
+                      accepts=("float", "int", "bool"))
 
 
 class Argmin(_ArgReduce):
     """Index of the (first) minimum; NaN counts as the minimum. Not differentiable."""
 
-    schema = OpSchema("argmin", amp_policy=KEEP_INPUT, differentiable=False, family="reduction")
+    schema = OpSchema("argmin", amp_policy=KEEP_INPUT, differentiable=False, family="reduction",
+                      accepts=("float", "int", "bool"))
 
 
 def _arg(cls, name, input, dim, keepdim):
@@ -940,7 +944,8 @@ class _ArgSelect(ValueSelectingOp):
 class MaxWithIndices(_ArgSelect):
     """``torch.max(x, dim)``: ``(values, indices)`` of the first maximum; the gradient goes to that index."""
 
-    schema = OpSchema("max_with_indices", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+    schema = OpSchema("max_with_indices", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, dim, keepdim):
@@ -950,7 +955,8 @@ class MaxWithIndices(_ArgSelect):
 class MinWithIndices(_ArgSelect):
     """``torch.min(x, dim)``: ``(values, indices)`` of the first minimum; the gradient goes to that index."""
 
-    schema = OpSchema("min_with_indices", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+    schema = OpSchema("min_with_indices", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, dim, keepdim):
@@ -1004,7 +1010,8 @@ class Median(_MinMax):
     the ``min``/``max`` backward.
     """
 
-    schema = OpSchema("median", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+    schema = OpSchema("median", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
+                      accepts=("float", "int", "bool"))
     backward_fast = None  # not a hot op: the graph formula serves first order too
 
     def save_extra(self, arrays, out):
@@ -1038,14 +1045,16 @@ class Median(_MinMax):
 class NanMedian(Median):
     """Median of all non-NaN elements (lower middle value); NaN when all are NaN."""
 
-    schema = OpSchema("nanmedian", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+    schema = OpSchema("nanmedian", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
+                      accepts=("float", "int", "bool"))
 
 
 class MedianDim(ValueSelectingOp):
     """``(values, indices)`` of the lower median along ``dim``; the index is the one a stable sort puts in
     the middle (NaN anywhere in the slice gives NaN and the index of its first NaN)."""
 
-    schema = OpSchema("median_dim", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+    schema = OpSchema("median_dim", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, dim, keepdim, ignore_nan):
@@ -1066,7 +1075,8 @@ class MedianDim(ValueSelectingOp):
 class NanMedianDim(MedianDim):
     """``(values, indices)`` of the lower median of the non-NaN elements along ``dim``."""
 
-    schema = OpSchema("nanmedian_dim", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+    schema = OpSchema("nanmedian_dim", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
+                      accepts=("float", "int", "bool"))
 
 
 def _median(name, cls_all, cls_dim, input, dim, keepdim, ignore_nan):
@@ -1105,7 +1115,8 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
 class Mode(ValueSelectingOp):
     """Most frequent value along ``dim`` (the smallest among equally frequent ones) and its last index."""
 
-    schema = OpSchema("mode", amp_policy=KEEP_INPUT, saves_output=True, family="reduction")
+    schema = OpSchema("mode", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, dim, keepdim):

@@ -160,6 +160,9 @@ def declare(op=None, *, name: str | None = None, namespaces=("pylucid",), aliase
             methods = (method,)
         else:
             methods = ()
+        # errors name the op as users call it: a method-only name (``cast`` installed as ``Tensor.astype``) by it
+        shown = methods[0] if len(methods) == 1 and methods[0] != canonical else canonical
+        fn = _validated(fn, shown, op, (canonical, *aliases, *methods))
         owner = f"{fn.__module__}.{canonical}"
         for m in methods:
             _set_method(m, property(fn, doc=fn.__doc__) if as_property else fn, owner)
@@ -200,6 +203,18 @@ def declare(op=None, *, name: str | None = None, namespaces=("pylucid",), aliase
         return fn
 
     return decorate
+
+
+def _validated(fn, canonical, op, names):
+    """``fn`` behind the argument checks of pylucid.ops.validation: its int and dim parameters, and typed errors on
+    the failure path."""
+    from .validation import signature_checks, wrap_declared
+
+    extra = op.schema.int_params if op is not None else ()
+    names = {canonical, *names}
+    if op is not None:
+        names.add(op.schema.name)
+    return wrap_declared(fn, canonical, names, signature_checks(fn, extra))
 
 
 def op_function(op, *, name: str | None = None, doc: str | None = None, **declare_kwargs):

@@ -170,7 +170,8 @@ def _cum_extreme(be, x, dim, ufunc):
 class Cummax(ValueSelectingOp):
     """``(values, indices)``: running maximum along ``dim`` and where it was attained (the latest of ties)."""
 
-    schema = OpSchema("cummax", amp_policy=KEEP_INPUT, saves_output=True, family="scan")
+    schema = OpSchema("cummax", amp_policy=KEEP_INPUT, saves_output=True, family="scan",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, dim, keepdim):
@@ -180,7 +181,8 @@ class Cummax(ValueSelectingOp):
 class Cummin(ValueSelectingOp):
     """``(values, indices)``: running minimum along ``dim`` and where it was attained (the latest of ties)."""
 
-    schema = OpSchema("cummin", amp_policy=KEEP_INPUT, saves_output=True, family="scan")
+    schema = OpSchema("cummin", amp_policy=KEEP_INPUT, saves_output=True, family="scan",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, dim, keepdim):

@@ -178,7 +178,8 @@ def _sorted_selection(be, x, dim, descending, positions=None):
 class Sort(ValueSelectingOp):
     """``(values, indices) = sort(x, dim)``; the values' gradient is scattered back by the indices."""
 
-    schema = OpSchema("sort", amp_policy=KEEP_INPUT, saves_output=True, family="sorting")
+    schema = OpSchema("sort", amp_policy=KEEP_INPUT, saves_output=True, family="sorting",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, dim, keepdim, descending):
@@ -214,7 +215,8 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
 class Argsort(Op):
     """Indices that sort ``x`` along ``dim`` (stable; not differentiable)."""
 
-    schema = OpSchema("argsort", amp_policy=KEEP_INPUT, differentiable=False, family="sorting")
+    schema = OpSchema("argsort", amp_policy=KEEP_INPUT, differentiable=False, family="sorting",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, dim, descending):
@@ -251,7 +253,8 @@ def msort(input: Tensor) -> Tensor:
 class Topk(ValueSelectingOp):
     """``(values, indices)`` of the ``k`` largest (or smallest) entries along ``dim``."""
 
-    schema = OpSchema("topk", amp_policy=KEEP_INPUT, saves_output=True, family="sorting")
+    schema = OpSchema("topk", amp_policy=KEEP_INPUT, saves_output=True, family="sorting",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, k, dim, keepdim, largest):
@@ -283,7 +286,8 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
 class Kthvalue(ValueSelectingOp):
     """``(values, indices)`` of the ``k``-th smallest entry along ``dim`` (1-based ``k``)."""
 
-    schema = OpSchema("kthvalue", amp_policy=KEEP_INPUT, saves_output=True, family="sorting")
+    schema = OpSchema("kthvalue", amp_policy=KEEP_INPUT, saves_output=True, family="sorting",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, k, dim, keepdim):
@@ -317,7 +321,8 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Val
 class Unique(Op):
     """Sorted unique values (flattened, or of whole slices along ``dim``) with inverse and counts."""
 
-    schema = OpSchema("unique", amp_policy=KEEP_INPUT, differentiable=False, family="sorting")
+    schema = OpSchema("unique", amp_policy=KEEP_INPUT, differentiable=False, family="sorting",
+                      accepts=("float", "int", "bool"))
     n_outputs = 3
 
     @staticmethod
@@ -359,7 +364,8 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
 class UniqueConsecutive(Op):
     """Collapse runs of equal consecutive elements (or slices along ``dim``)."""
 
-    schema = OpSchema("unique_consecutive", amp_policy=KEEP_INPUT, differentiable=False, family="sorting")
+    schema = OpSchema("unique_consecutive", amp_policy=KEEP_INPUT, differentiable=False, family="sorting",
+                      accepts=("float", "int", "bool"))
     n_outputs = 3
 
     @staticmethod
@@ -400,7 +406,8 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False, return_count
 class Searchsorted(Op):
     """Insertion points of ``values`` in the innermost dim of the sorted ``sorted_sequence``."""
 
-    schema = OpSchema("searchsorted", amp_policy=KEEP_INPUT, differentiable=False, family="sorting")
+    schema = OpSchema("searchsorted", amp_policy=KEEP_INPUT, differentiable=False, family="sorting",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, seq, values, side, out_int32, sorter):

@@ -54,7 +54,8 @@ class Softmax(Op):
     ``dx = y (g - sum(g y))``.
     """
 
-    schema = OpSchema("softmax", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="special")
+    schema = OpSchema("softmax", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="special",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, dim):
@@ -87,7 +88,8 @@ class LogSoftmax(Op):
     ``dx = g - exp(y) sum(g)``.
     """
 
-    schema = OpSchema("log_softmax", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="special")
+    schema = OpSchema("log_softmax", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="special",
+                      accepts=("float", "int", "bool"))
 
     @staticmethod
     def forward(be, x, dim):
@@ -151,7 +153,7 @@ def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
 def _special_schema(name: str, saves_output: bool = False) -> OpSchema:
     """The schema the special functions share: ForceFP32 (numerically sensitive), real-valued, saves its input."""
     return OpSchema(name, amp_policy=FORCE_FP32, saves_input=True, saves_output=saves_output, real_valued=True,
-                    family="special")
+                    family="special", accepts=() if name == "sinc" else ("float", "int", "bool"))
 
 
 class _ScipyUnary(Op):
