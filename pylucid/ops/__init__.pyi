@@ -22,6 +22,7 @@ from pylucid.ops import shape as shape
 from pylucid.ops import sorting as sorting
 from pylucid.ops import special as special
 from pylucid.ops import statistics as statistics
+from pylucid.ops import validation as validation
 from pylucid.ops._op import Op as Op
 from pylucid.ops.registry import Declaration as _Declaration
 from pylucid.ops.schema import AmpPolicy as AmpPolicy
