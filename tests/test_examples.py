@@ -21,6 +21,7 @@ EXPECTED = {
     "transformer_lm.py": ["bits/char", "sampled from the prompt"],
     "neural_ode_spiral.py": ["loss on the whole spiral", "fitted the spiral"],
     "vae.py": ["test ELBO", "decoded from prior samples"],
+    "data_parallel.py": ["over 2 rank(s)", "replicas equal: True"],
     "per_sample_grads.py": ["per-sample gradients of 32 samples", "test accuracy"],
 }
 
