@@ -54,7 +54,8 @@ def main() -> int:
     sampler = DistributedSampler(train, shuffle=True, seed=0)  # this rank's shard of every epoch
     loader = DataLoader(train, batch_size=64 // world, sampler=sampler)  # the global batch stays 64
 
-    model = DDP(nn.Sequential(nn.Linear(x.shape[1], 64), nn.ReLU(), nn.Linear(64, 10)))
+    net = nn.Sequential(nn.Linear(x.shape[1], 64), nn.ReLU(), nn.Linear(64, 10))
+    model = DDP(net)
     opt = pl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     epochs = 2 if tiny else args.epochs
     for epoch in range(epochs):
@@ -71,13 +72,13 @@ def main() -> int:
             print(f"epoch {epoch + 1}: train loss {(total[0] / total[1]).item():.4f} over {world} rank(s)")
 
     # every replica holds the same weights: check it, then evaluate on rank 0
-    w = model.module[0].weight.detach().clone()
+    w = net[0].weight.detach().clone()
     ref = w.clone()
     dist.broadcast(ref, src=0)
     same = bool((w == ref).all())
     xt, yt = load_digits("test")
     with pl.no_grad():
-        acc = (model.module(xt.reshape(xt.shape[0], -1).float()).argmax(1) == yt).float().mean().item()
+        acc = (net(xt.reshape(xt.shape[0], -1).float()).argmax(1) == yt).float().mean().item()
     if rank == 0:
         print(f"replicas equal: {same}; test accuracy {acc:.3f}")
     dist.destroy_process_group()
