@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
+from math import prod as _prod
 
 import ml_dtypes
 import numpy as np
@@ -364,3 +366,137 @@ class ArrayBackend:
 
     def errstate(self):
         return np.errstate(all="ignore")
+
+    # -- convolution as GEMMs over a channels-last im2col (the CPU path; CUDA prefers cuDNN) ----------------
+    # Layout: the padded input is copied once into channels-last (N, *S, C); its im2col is the strided view
+    # (G, N, *out, *kernel, C/G), copied once into a contiguous (G, N*L, K*C/G) matrix with contiguous C runs.
+    # Each of forward, data and weight gradient is then ONE GEMM per group with N*L rows (the shapes
+    # OpenBLAS runs at full speed: the small (O, K*C) side is never the long reduction's output).
+    # Half precision is computed in float32 and rounded once at the end, as PyTorch's CPU kernels.
+    def _conv_cdt(self, dt):
+        return np.dtype(np.float32) if dt in _HALF else dt
+
+    def _conv_cols(self, x, kernel, stride, pads, dilation, groups, cdt, out_sp=None):
+        """(cols (G, N*L, K*C/G) contiguous, out spatial size) of ``x`` (N, C, *S) padded by ``pads``
+        (``out_sp``: only the first window positions, for a transposed convolution's output_padding)."""
+        xp = self.xp
+        nd = len(kernel)
+        n, c = x.shape[:2]
+        size = x.shape[2:]
+        padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, pads))
+        if out_sp is None:
+            out_sp = tuple((p - d * (k - 1) - 1) // st + 1 for p, k, st, d in zip(padded, kernel, stride, dilation))
+        buf = xp.zeros((n,) + padded + (c,), dtype=cdt) if any(lo or hi for lo, hi in pads) else \
+            xp.empty((n,) + padded + (c,), dtype=cdt)
+        inner = (slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads)) + (slice(None),)
+        buf[inner] = xp.moveaxis(x, 1, -1)  # the one layout copy (and cast) of the input
+        st = buf.strides
+        cg = c // groups
+        shape = (groups, n) + out_sp + tuple(kernel) + (cg,)
+        strides = (cg * st[-1], st[0]) + tuple(st[1 + i] * stride[i] for i in range(nd)) + tuple(
+            st[1 + i] * dilation[i] for i in range(nd)) + (st[-1],)
+        view = xp.lib.stride_tricks.as_strided(buf, shape, strides)
+        return xp.ascontiguousarray(view).reshape(groups, n * _prod(out_sp), _prod(kernel) * cg), out_sp
+
+    def _conv_gmat(self, g, groups, cdt):
+        """The output gradient (N, O, *out) as (G, N*L, O/G), contiguous in ``cdt``."""
+        n, o = g.shape[:2]
+        nd = g.ndim - 2
+        g5 = g.reshape((n, groups, o // groups) + g.shape[2:])
+        g5 = g5.transpose((1, 0) + tuple(range(3, 3 + nd)) + (2,))
+        m = self.xp.empty(g5.shape, dtype=cdt)
+        m[...] = g5
+        return m.reshape(groups, n * _prod(g.shape[2:]), o // groups)
+
+    def _conv_wmat(self, w, groups, cdt):
+        """The weight (O, C/G, *k) as (G, O/G, K*C/G) with taps major and channels minor (the cols' order)."""
+        o, cg = w.shape[:2]
+        nd = w.ndim - 2
+        w5 = w.reshape((groups, o // groups, cg) + w.shape[2:]).transpose((0, 1) + tuple(range(3, 3 + nd)) + (2,))
+        return self.xp.ascontiguousarray(w5, dtype=cdt).reshape(groups, o // groups, cg * _prod(w.shape[2:]))
+
+    @staticmethod
+    def _gemm(a, b):
+        # one 2-D GEMM when there is one group (NumPy's stacked matmul adds a loop and a copy otherwise)
+        return (a[0] @ b[0])[None] if a.shape[0] == 1 else a @ b
+
+    def conv_nd_gemm(self, x, w, b, stride, pads, dilation, groups):
+        """Cross-correlation ``y = w * x + b`` of ``x`` (N, C, *S), ``w`` (O, C/G, *k), per-dim ``pads``
+        ((lo, hi), ...): im2col + one GEMM per group; returns (N, O, *out) contiguous in x's dtype."""
+        xp = self.xp
+        dt = x.dtype
+        cdt = self._conv_cdt(dt)
+        n, o = x.shape[0], w.shape[0]
+        nd = x.ndim - 2
+        cols, out_sp = self._conv_cols(x, w.shape[2:], stride, pads, dilation, groups, cdt)
+        y = self._gemm(cols, xp.swapaxes(self._conv_wmat(w, groups, cdt), -1, -2))  # (G, N*L, O/G)
+        y = y.reshape((groups, n) + out_sp + (o // groups,)).transpose((1, 0, nd + 2) + tuple(range(2, nd + 2)))
+        out = xp.empty((n, groups, o // groups) + out_sp, dtype=dt)
+        if b is None:
+            out[...] = y  # the back-to-channels-first copy, fused with the rounding
+        else:
+            xp.add(y, b.reshape((1, groups, o // groups) + (1,) * nd).astype(cdt, copy=False), out=out,
+                   casting="unsafe")
+        return out.reshape((n, o) + out_sp)
+
+    def _col2im_cl(self, dcols, n, size, kernel, stride, pads, dilation, groups, out_sp, dt):
+        """Adjoint of :meth:`_conv_cols`: (G, N*L, K*C/G) summed back into (N, C, *size) in ``dt``:
+        one strided add per kernel tap over all pixels (channels-last, contiguous C runs)."""
+        xp = self.xp
+        nd = len(kernel)
+        cg = dcols.shape[-1] // _prod(kernel)
+        d = dcols.reshape((groups, n) + tuple(out_sp) + tuple(kernel) + (cg,))
+        d = xp.moveaxis(d, 0, -2)  # (N, *out, *kernel, G, C/G)
+        padded = tuple(max(s + lo + hi, (o - 1) * st + dl * (k - 1) + 1)
+                       for s, (lo, hi), o, st, dl, k in zip(size, pads, out_sp, stride, dilation, kernel))
+        acc = xp.zeros((n,) + padded + (groups, cg), dtype=dcols.dtype)
+        full = (slice(None),)
+        outs = (slice(None),) * nd
+        for kpos in itertools.product(*(range(k) for k in kernel)):
+            sl = tuple(slice(kp * dl, kp * dl + st * (o - 1) + 1, st)
+                       for kp, dl, st, o in zip(kpos, dilation, stride, out_sp))
+            acc[full + sl] += d[full + outs + kpos]
+        acc = acc[full + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads))]
+        acc = acc.reshape((n,) + tuple(size) + (groups * cg,))
+        out = xp.empty((n, groups * cg) + tuple(size), dtype=dt)
+        out[...] = xp.moveaxis(acc, -1, 1)
+        return out
+
+    def conv_nd_gemm_backward_data(self, g, w, size, stride, pads, dilation, groups):
+        """The input gradient (N, C, *size) of :meth:`conv_nd_gemm` from ``g`` (N, O, *out): one GEMM
+        ``g @ w`` per group, then col2im. It is also the forward of the transposed convolution."""
+        cdt = self._conv_cdt(g.dtype)
+        dcols = self._gemm(self._conv_gmat(g, groups, cdt), self._conv_wmat(w, groups, cdt))
+        return self._col2im_cl(dcols, g.shape[0], size, w.shape[2:], stride, pads, dilation, groups,
+                               g.shape[2:], g.dtype)
+
+    def conv_nd_gemm_backward_weight(self, x, g, w_shape, stride, pads, dilation, groups, gm=None):
+        """The weight gradient (O, C/G, *k) of :meth:`conv_nd_gemm`: one GEMM ``cols^T @ g`` per group
+        (the (K*C/G, O/G) orientation: the long N*L reduction feeds the larger output side)."""
+        xp = self.xp
+        cdt = self._conv_cdt(x.dtype)
+        kernel = tuple(w_shape[2:])
+        nd = len(kernel)
+        o, cg = w_shape[:2]
+        cols, _ = self._conv_cols(x, kernel, stride, pads, dilation, groups, cdt, tuple(g.shape[2:]))
+        if gm is None:
+            gm = self._conv_gmat(g, groups, cdt)
+        dw = self._gemm(xp.swapaxes(cols, -1, -2), gm)  # (G, K*C/G, O/G)
+        dw = dw.reshape((groups,) + kernel + (cg, o // groups))
+        dw = dw.transpose((0, nd + 2, nd + 1) + tuple(range(1, nd + 1)))
+        out = xp.empty((groups, o // groups, cg) + kernel, dtype=x.dtype)
+        out[...] = dw
+        return out.reshape(w_shape)
+
+    def conv_nd_gemm_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
+        """``(dx, dw)`` of :meth:`conv_nd_gemm` (None where not needed), sharing the gradient's layout copy."""
+        cdt = self._conv_cdt(g.dtype)
+        gm = self._conv_gmat(g, groups, cdt)
+        dx = dw = None
+        if need_x:
+            dcols = self._gemm(gm, self._conv_wmat(w, groups, cdt))
+            dx = self._col2im_cl(dcols, g.shape[0], x.shape[2:], w.shape[2:], stride, pads, dilation, groups,
+                                 g.shape[2:], x.dtype)
+        if need_w:
+            dw = self.conv_nd_gemm_backward_weight(x, g, w.shape, stride, pads, dilation, groups, gm=gm)
+        return dx, dw
