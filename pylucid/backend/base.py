@@ -500,3 +500,104 @@ class ArrayBackend:
         if need_w:
             dw = self.conv_nd_gemm_backward_weight(x, g, w.shape, stride, pads, dilation, groups, gm=gm)
         return dx, dw
+
+    # -- attention on the CPU: float32 GEMMs for half inputs, tiled over query blocks --------------------
+    # The scores of a block of queries are one float32 GEMM (half inputs cast once, never per product),
+    # the softmax runs on them in float32, and the probabilities are rounded to the input dtype only for
+    # the ``p @ v`` product, as PyTorch's CPU flash kernel. Memory is O(block * S) per (batch, head), and
+    # a causal call skips the key blocks after each query block's last position (half the work).
+    _SDPA_BLOCK = 128
+
+    @staticmethod
+    def _sdpa_rows(mask, r0, r1, kend):
+        if mask is None:
+            return None
+        rs = slice(None) if mask.shape[-2] == 1 else slice(r0, r1)
+        cs = slice(None) if mask.shape[-1] == 1 else slice(0, kend)
+        return mask[..., rs, cs]
+
+    def _sdpa_scores(self, qb, kc, mask, scale, causal, r0, r1, kend):
+        """``(p, lse)``: the softmax probabilities of query rows r0:r1 over keys :kend in the compute
+        dtype, and their log-sum-exp (fully masked rows: NaN probabilities, as PyTorch's math kernel)."""
+        xp = self.xp
+        s = xp.matmul(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
+        s *= scale
+        m = self._sdpa_rows(mask, r0, r1, kend)
+        if m is not None:
+            s += m.astype(s.dtype, copy=False)
+        if causal and kend > r0:
+            # key j is masked for query i when j > i (top-left aligned)
+            s[..., xp.triu(xp.ones((r1 - r0, kend), dtype=bool), r0 + 1)] = -xp.inf
+        mx = xp.max(s, axis=-1, keepdims=True)
+        mx = xp.where(xp.isfinite(mx), mx, 0)
+        s -= mx
+        with self.errstate():
+            p = xp.exp(s)
+            ls = xp.log(xp.sum(p, axis=-1, keepdims=True))
+            p /= xp.exp(ls)
+        return p, mx + ls
+
+    def sdpa_cpu(self, q, k, v, mask, scale, causal):
+        """``(o, lse)`` of ``softmax(q k^T scale + mask [+ causal]) v``; ``lse`` (..., L, 1) in float32
+        for half inputs (the compute dtype), ``o`` in q's dtype."""
+        xp = self.xp
+        dt = q.dtype
+        cdt = self._conv_cdt(dt)
+        lq, s_len = q.shape[-2], k.shape[-2]
+        qc, kc = q.astype(cdt, copy=False), k.astype(cdt, copy=False)
+        half = cdt != dt
+        vc = v.astype(cdt, copy=False)
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
+                                    mask.shape[:-2] if mask is not None else ())
+        o = xp.empty(batch + (lq, v.shape[-1]), dtype=dt)
+        lse = xp.empty(batch + (lq, 1), dtype=cdt)
+        bs = self._SDPA_BLOCK
+        for r0 in range(0, lq, bs):
+            r1 = min(lq, r0 + bs)
+            kend = min(s_len, r1) if causal else s_len
+            p, ls = self._sdpa_scores(qc[..., r0:r1, :], kc, mask, scale, causal, r0, r1, kend)
+            lse[..., r0:r1, :] = ls
+            if half:  # p rounded once to the input dtype for the GEMM with v (computed in float32)
+                o[..., r0:r1, :] = xp.matmul(p.astype(dt).astype(cdt), vc[..., :kend, :])
+            else:
+                o[..., r0:r1, :] = xp.matmul(p, vc[..., :kend, :])
+        return o, lse
+
+    def sdpa_cpu_backward(self, q, k, v, o, g, lse, mask, scale, causal):
+        """``(dq, dk, dv)`` of :meth:`sdpa_cpu` from the saved ``o`` and ``lse``: per query block,
+        ``P = exp(S - lse)``, ``dv += P^T g``, ``dS = P (g v^T - rowsum(g o)) scale``, ``dq = dS k``,
+        ``dk += dS^T q``; float32 GEMMs for half inputs, each gradient rounded once."""
+        xp = self.xp
+        dt = q.dtype
+        cdt = self._conv_cdt(dt)
+        lq, s_len = q.shape[-2], k.shape[-2]
+        qc, kc, vc, gc = (a.astype(cdt, copy=False) for a in (q, k, v, g))
+        delta = xp.sum(gc * o.astype(cdt, copy=False), axis=-1, keepdims=True)
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], g.shape[:-2])
+        dq = xp.empty(batch + q.shape[-2:], dtype=cdt)
+        dk = xp.zeros(batch + k.shape[-2:], dtype=cdt)
+        dv = xp.zeros(batch + v.shape[-2:], dtype=cdt)
+        bs = self._SDPA_BLOCK
+        for r0 in range(0, lq, bs):
+            r1 = min(lq, r0 + bs)
+            kend = min(s_len, r1) if causal else s_len
+            qb, gb = qc[..., r0:r1, :], gc[..., r0:r1, :]
+            s = xp.matmul(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
+            s *= scale
+            m = self._sdpa_rows(mask, r0, r1, kend)
+            if m is not None:
+                s += m.astype(s.dtype, copy=False)
+            if causal and kend > r0:
+                s[..., xp.triu(xp.ones((r1 - r0, kend), dtype=bool), r0 + 1)] = -xp.inf
+            s -= lse[..., r0:r1, :]
+            with self.errstate():
+                p = xp.exp(s)
+            dv[..., :kend, :] += xp.matmul(xp.swapaxes(p, -1, -2), gb)
+            dp = xp.matmul(gb, xp.swapaxes(vc[..., :kend, :], -1, -2))
+            dp -= delta[..., r0:r1, :]
+            dp *= p
+            dp *= scale
+            dq[..., r0:r1, :] = xp.matmul(dp, kc[..., :kend, :])
+            dk[..., :kend, :] += xp.matmul(xp.swapaxes(dp, -1, -2), qb)
+        return tuple(self.sum_to_shape(a, ref.shape).astype(ref.dtype, copy=False)
+                     for a, ref in ((dq, q), (dk, k), (dv, v)))
