@@ -420,6 +420,118 @@ class ArrayBackend:
         # one 2-D GEMM when there is one group (NumPy's stacked matmul adds a loop and a copy otherwise)
         return (a[0] @ b[0])[None] if a.shape[0] == 1 else a @ b
 
+    # Stride 1, one group, >= _TAP_MIN_C input channels: no im2col at all. On the flattened channels-last
+    # padded grid (N*P, C), the input rows a kernel tap reads are the output rows shifted by a constant
+    # offset, so each tap is ONE GEMM on a contiguous slice (zero-copy) and the taps' products are summed.
+    # Outputs are computed on the whole padded grid (the rows past each spatial edge are discarded, or
+    # zero in a gradient): a few percent more flops than im2col, none of its K-times-larger copy.
+    _TAP_MIN_C = 16
+
+    def _conv_taps_ok(self, c, stride, groups):
+        return groups == 1 and c >= self._TAP_MIN_C and all(v == 1 for v in stride)
+
+    @staticmethod
+    def _tap_grid(padded, kernel, dilation):
+        """(row offset of every tap, the largest offset) on the flattened padded grid."""
+        st = [1] * len(padded)
+        for i in range(len(padded) - 2, -1, -1):
+            st[i] = st[i + 1] * padded[i + 1]
+        offs = [sum(kp * d * t for kp, d, t in zip(kpos, dilation, st))
+                for kpos in itertools.product(*(range(k) for k in kernel))]
+        return offs, max(offs)
+
+    def _grid(self, a, pads, cdt, padded=None):
+        """``a`` (N, C, *S) as its channels-last zero-padded grid (N, *padded, C) in ``cdt``."""
+        size = a.shape[2:]
+        if padded is None:
+            padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, pads))
+        buf = self.xp.zeros((a.shape[0],) + tuple(padded) + (a.shape[1],), dtype=cdt)
+        buf[(slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads)) + (slice(None),)] = \
+            self.xp.moveaxis(a, 1, -1)
+        return buf
+
+    def _tap_w(self, w, cdt, data_grad=False):
+        """The weight (O, C, *k) as (K, C, O) per-tap matrices, or (K, O, C) for the data gradient."""
+        nd = w.ndim - 2
+        order = tuple(range(2, 2 + nd)) + ((0, 1) if data_grad else (1, 0))
+        wt = self.xp.ascontiguousarray(w.transpose(order), dtype=cdt)
+        return wt.reshape((_prod(w.shape[2:]),) + wt.shape[nd:])
+
+    def _tap_sum(self, a, wt, offs, rows, out_cols, cdt):
+        """``y[:rows] = sum_t a[off_t : off_t + rows] @ wt[t]`` (the output rows of the padded grid)."""
+        xp = self.xp
+        y = xp.empty((a.shape[0], out_cols), dtype=cdt)
+        tmp = xp.empty((rows, out_cols), dtype=cdt) if len(offs) > 1 else None
+        xp.matmul(a[offs[0]:offs[0] + rows], wt[0], out=y[:rows])
+        for t in range(1, len(offs)):
+            xp.matmul(a[offs[t]:offs[t] + rows], wt[t], out=tmp)
+            y[:rows] += tmp
+        return y
+
+    def _conv_taps(self, x, w, b, pads, dilation, dt, cdt):
+        xp = self.xp
+        n, c = x.shape[:2]
+        o = w.shape[0]
+        kernel = w.shape[2:]
+        buf = self._grid(x, pads, cdt)
+        padded = buf.shape[1:-1]
+        out_sp = tuple(p - d * (k - 1) for p, d, k in zip(padded, dilation, kernel))
+        offs, top = self._tap_grid(padded, kernel, dilation)
+        rows = buf[..., 0].size - top
+        y = self._tap_sum(buf.reshape(-1, c), self._tap_w(w, cdt), offs, rows, o, cdt)
+        y = y.reshape((n,) + padded + (o,))[(slice(None),) + tuple(slice(0, v) for v in out_sp)]
+        out = xp.empty((n, o) + out_sp, dtype=dt)
+        y = xp.moveaxis(y, -1, 1)
+        if b is None:
+            out[...] = y
+        else:
+            xp.add(y, b.reshape((1, o) + (1,) * len(out_sp)).astype(cdt, copy=False), out=out, casting="unsafe")
+        return out
+
+    def _tap_g(self, g, padded, cdt):
+        """The output gradient on the padded grid, flattened (N*P, O), zero past the output's extent."""
+        return self._grid(g, ((0, 0),) * (g.ndim - 2), cdt, padded).reshape(-1, g.shape[1])
+
+    def _conv_taps_dx(self, gf, w, size, pads, dilation, padded, dt, cdt):
+        xp = self.xp
+        n = gf.shape[0] // _prod(padded)
+        c = w.shape[1]
+        offs, top = self._tap_grid(padded, w.shape[2:], dilation)
+        rows = gf.shape[0] - top
+        wt = self._tap_w(w, cdt, data_grad=True)
+        acc = xp.zeros((gf.shape[0], c), dtype=cdt)
+        tmp = xp.empty((rows, c), dtype=cdt)
+        for t, off in enumerate(offs):  # the adjoint of _tap_sum: each tap's product added at its offset
+            xp.matmul(gf[:rows], wt[t], out=tmp)
+            acc[off:off + rows] += tmp
+        acc = acc.reshape((n,) + tuple(padded) + (c,))
+        acc = acc[(slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads))]
+        out = xp.empty((n, c) + tuple(size), dtype=dt)
+        out[...] = xp.moveaxis(acc, -1, 1)
+        return out
+
+    def _conv_taps_dw(self, x, gf, w_shape, pads, dilation, padded, cdt):
+        xp = self.xp
+        kernel = tuple(w_shape[2:])
+        o, c = w_shape[:2]
+        a = self._grid(x, pads, cdt, padded).reshape(-1, c)
+        offs, top = self._tap_grid(padded, kernel, dilation)
+        rows = a.shape[0] - top
+        dw = xp.empty((len(offs), c, o), dtype=cdt)
+        g_rows = gf[:rows]
+        for t, off in enumerate(offs):
+            xp.matmul(xp.swapaxes(a[off:off + rows], 0, 1), g_rows, out=dw[t])
+        dw = dw.reshape(kernel + (c, o))
+        out = xp.empty(tuple(w_shape), dtype=x.dtype)
+        out[...] = dw.transpose((len(kernel) + 1, len(kernel)) + tuple(range(len(kernel))))
+        return out
+
+    @staticmethod
+    def _tap_padded(size, pads, g_sp, kernel, dilation):
+        """The padded grid of a stride-1 convolution from input ``size`` to output ``g_sp``."""
+        return tuple(max(s + lo + hi, o + d * (k - 1))
+                     for s, (lo, hi), o, d, k in zip(size, pads, g_sp, dilation, kernel))
+
     def conv_nd_gemm(self, x, w, b, stride, pads, dilation, groups):
         """Cross-correlation ``y = w * x + b`` of ``x`` (N, C, *S), ``w`` (O, C/G, *k), per-dim ``pads``
         ((lo, hi), ...): im2col + one GEMM per group; returns (N, O, *out) contiguous in x's dtype."""
@@ -428,6 +540,8 @@ class ArrayBackend:
         cdt = self._conv_cdt(dt)
         n, o = x.shape[0], w.shape[0]
         nd = x.ndim - 2
+        if self._conv_taps_ok(x.shape[1], stride, groups):
+            return self._conv_taps(x, w, b, pads, dilation, dt, cdt)
         cols, out_sp = self._conv_cols(x, w.shape[2:], stride, pads, dilation, groups, cdt)
         y = self._gemm(cols, xp.swapaxes(self._conv_wmat(w, groups, cdt), -1, -2))  # (G, N*L, O/G)
         y = y.reshape((groups, n) + out_sp + (o // groups,)).transpose((1, 0, nd + 2) + tuple(range(2, nd + 2)))
@@ -466,6 +580,9 @@ class ArrayBackend:
         """The input gradient (N, C, *size) of :meth:`conv_nd_gemm` from ``g`` (N, O, *out): one GEMM
         ``g @ w`` per group, then col2im. It is also the forward of the transposed convolution."""
         cdt = self._conv_cdt(g.dtype)
+        if self._conv_taps_ok(w.shape[1], stride, groups):
+            padded = self._tap_padded(size, pads, g.shape[2:], w.shape[2:], dilation)
+            return self._conv_taps_dx(self._tap_g(g, padded, cdt), w, size, pads, dilation, padded, g.dtype, cdt)
         dcols = self._gemm(self._conv_gmat(g, groups, cdt), self._conv_wmat(w, groups, cdt))
         return self._col2im_cl(dcols, g.shape[0], size, w.shape[2:], stride, pads, dilation, groups,
                                g.shape[2:], g.dtype)
@@ -478,6 +595,9 @@ class ArrayBackend:
         kernel = tuple(w_shape[2:])
         nd = len(kernel)
         o, cg = w_shape[:2]
+        if self._conv_taps_ok(cg, stride, groups):
+            padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], kernel, dilation)
+            return self._conv_taps_dw(x, self._tap_g(g, padded, cdt), w_shape, pads, dilation, padded, cdt)
         cols, _ = self._conv_cols(x, kernel, stride, pads, dilation, groups, cdt, tuple(g.shape[2:]))
         if gm is None:
             gm = self._conv_gmat(g, groups, cdt)
@@ -491,6 +611,11 @@ class ArrayBackend:
     def conv_nd_gemm_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
         """``(dx, dw)`` of :meth:`conv_nd_gemm` (None where not needed), sharing the gradient's layout copy."""
         cdt = self._conv_cdt(g.dtype)
+        if self._conv_taps_ok(x.shape[1], stride, groups):
+            padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], w.shape[2:], dilation)
+            gf = self._tap_g(g, padded, cdt)  # shared by both gradients
+            return (self._conv_taps_dx(gf, w, x.shape[2:], pads, dilation, padded, x.dtype, cdt) if need_x else None,
+                    self._conv_taps_dw(x, gf, w.shape, pads, dilation, padded, cdt) if need_w else None)
         gm = self._conv_gmat(g, groups, cdt)
         dx = dw = None
         if need_x:
