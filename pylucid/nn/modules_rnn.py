@@ -324,7 +324,9 @@ class RNNBase(Module):
                 c = c0[idx] if c0 is not None else None
                 # the input projection of the whole sequence: one GEMM (with b_hh too, except for the GRU,
                 # whose b_hh sits inside the reset gate's product)
-                x_proj = _linear(layer_in, w_ih, b_ih)
+                # (as a 2-d GEMM over the folded (time, batch) rows, not a stack of per-step products)
+                x_proj = _pl.reshape(_linear(_pl.reshape(layer_in, (seq_len * n, layer_in.shape[-1])), w_ih, b_ih),
+                                     (seq_len, n, w_ih.shape[0]))
                 if b_hh is not None and self.mode != "GRU":
                     x_proj, b_hh = x_proj + b_hh, None
                 x_steps = _pl.unbind(x_proj, 0) if seq_len else ()
