@@ -81,3 +81,12 @@ def test_sdpa_tiled_matches_torch(monkeypatch, dtype, shape):
             return sdpa(q, k, v, attn_mask=m, is_causal=causal)
         return f
     _compare(fn(torch), fn(pl), arrays, {}, dtype)
+
+
+def test_conv_empty_batch_wide_channels():
+    x = pl.zeros(0, 16, 5, 5, requires_grad=True)
+    w = pl.ones(4, 16, 3, 3, requires_grad=True)
+    y = pl.nn.functional.conv2d(x, w, padding=1)
+    assert tuple(y.shape) == (0, 4, 5, 5)
+    y.sum().backward()
+    assert tuple(x.grad.shape) == (0, 16, 5, 5) and float(w.grad.abs().sum()) == 0.0

@@ -427,8 +427,8 @@ class ArrayBackend:
     # zero in a gradient): a few percent more flops than im2col, none of its K-times-larger copy.
     _TAP_MIN_C = 16
 
-    def _conv_taps_ok(self, c, stride, groups):
-        return groups == 1 and c >= self._TAP_MIN_C and all(v == 1 for v in stride)
+    def _conv_taps_ok(self, c, stride, groups, n):
+        return groups == 1 and c >= self._TAP_MIN_C and n > 0 and all(v == 1 for v in stride)
 
     @staticmethod
     def _tap_grid(padded, kernel, dilation):
@@ -540,7 +540,7 @@ class ArrayBackend:
         cdt = self._conv_cdt(dt)
         n, o = x.shape[0], w.shape[0]
         nd = x.ndim - 2
-        if self._conv_taps_ok(x.shape[1], stride, groups):
+        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0]):
             return self._conv_taps(x, w, b, pads, dilation, dt, cdt)
         cols, out_sp = self._conv_cols(x, w.shape[2:], stride, pads, dilation, groups, cdt)
         y = self._gemm(cols, xp.swapaxes(self._conv_wmat(w, groups, cdt), -1, -2))  # (G, N*L, O/G)
@@ -580,7 +580,7 @@ class ArrayBackend:
         """The input gradient (N, C, *size) of :meth:`conv_nd_gemm` from ``g`` (N, O, *out): one GEMM
         ``g @ w`` per group, then col2im. It is also the forward of the transposed convolution."""
         cdt = self._conv_cdt(g.dtype)
-        if self._conv_taps_ok(w.shape[1], stride, groups):
+        if self._conv_taps_ok(w.shape[1], stride, groups, g.shape[0]):
             padded = self._tap_padded(size, pads, g.shape[2:], w.shape[2:], dilation)
             return self._conv_taps_dx(self._tap_g(g, padded, cdt), w, size, pads, dilation, padded, g.dtype, cdt)
         dcols = self._gemm(self._conv_gmat(g, groups, cdt), self._conv_wmat(w, groups, cdt))
@@ -595,7 +595,7 @@ class ArrayBackend:
         kernel = tuple(w_shape[2:])
         nd = len(kernel)
         o, cg = w_shape[:2]
-        if self._conv_taps_ok(cg, stride, groups):
+        if self._conv_taps_ok(cg, stride, groups, x.shape[0]):
             padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], kernel, dilation)
             return self._conv_taps_dw(x, self._tap_g(g, padded, cdt), w_shape, pads, dilation, padded, cdt)
         cols, _ = self._conv_cols(x, kernel, stride, pads, dilation, groups, cdt, tuple(g.shape[2:]))
@@ -611,7 +611,7 @@ class ArrayBackend:
     def conv_nd_gemm_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
         """``(dx, dw)`` of :meth:`conv_nd_gemm` (None where not needed), sharing the gradient's layout copy."""
         cdt = self._conv_cdt(g.dtype)
-        if self._conv_taps_ok(x.shape[1], stride, groups):
+        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0]):
             padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], w.shape[2:], dilation)
             gf = self._tap_g(g, padded, cdt)  # shared by both gradients
             return (self._conv_taps_dx(gf, w, x.shape[2:], pads, dilation, padded, x.dtype, cdt) if need_x else None,
