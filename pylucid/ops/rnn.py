@@ -53,16 +53,19 @@ class LstmCell(Op):
         a = _up(be, gates)
         hid = a.shape[-1] // 4
         act = be.empty(a.shape[:-1] + (5 * hid,), dtype=a.dtype)  # i, f, g, o, tanh(c')
-        ifo = _sig(be, a)
-        act[..., :2 * hid] = ifo[..., :2 * hid]
-        act[..., 3 * hid:4 * hid] = ifo[..., 3 * hid:]
-        act[..., 2 * hid:3 * hid] = be.tanh(a[..., 2 * hid:3 * hid])
+        s = act[..., :4 * hid]
+        with be.errstate():  # sigmoid of all four blocks in place: exp(-x) may overflow to inf, giving 0
+            be.negative(a, out=s)
+            be.exp(s, out=s)
+            s += 1
+            be.reciprocal(s, out=s)
+        be.tanh(a[..., 2 * hid:3 * hid], out=act[..., 2 * hid:3 * hid])
         i, f, g, o = (act[..., k * hid:(k + 1) * hid] for k in range(4))
-        c2 = f * _up(be, c) + i * g
-        tc = be.tanh(c2)
-        act[..., 4 * hid:] = tc
-        h2 = o * tc
-        return h2.astype(dt, copy=False), c2.astype(c.dtype, copy=False), act
+        c2 = f * _up(be, c)
+        c2 += i * g
+        tc = act[..., 4 * hid:]
+        be.tanh(c2, out=tc)
+        return (o * tc).astype(dt, copy=False), c2.astype(c.dtype, copy=False), act
 
     def save_extra(self, arrays, out):
         self.extra = out[2]
