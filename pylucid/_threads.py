@@ -58,9 +58,8 @@ def _loaded_paths() -> list:
 
 
 def _blas_libs() -> list:
-    """``[(setter, getter)]`` ctypes functions of the BLAS libraries loaded now (NumPy's at least)."""
-    import numpy  # noqa: F401  (loads NumPy's BLAS)
-
+    """``[(setter, getter)]`` ctypes functions of the BLAS libraries loaded now (NumPy's at least: the
+    CPU backend imported it with pylucid)."""
     out = []
     for path in _loaded_paths():
         base = os.path.basename(path).lower()
