@@ -532,6 +532,31 @@ class ArrayBackend:
         return tuple(max(s + lo + hi, o + d * (k - 1))
                      for s, (lo, hi), o, d, k in zip(size, pads, g_sp, dilation, kernel))
 
+    def _narrow_cols(self, x, kernel, stride, pads, dilation, cdt, out_sp=None):
+        """Channels-first im2col (N, C*K, L) for few input channels (the first layer): contiguous runs along
+        the output's last dim, where the channels-last layout would copy element by element."""
+        xp = self.xp
+        nd = len(kernel)
+        n, c = x.shape[:2]
+        buf = self._grid(x, pads, cdt)
+        buf = xp.moveaxis(buf, -1, 1)  # (N, C, *padded) view of the padded copy
+        if out_sp is None:
+            out_sp = tuple(p - d * (k - 1) - 1 for p, d, k in zip(buf.shape[2:], dilation, kernel))
+            out_sp = tuple(v // st + 1 for v, st in zip(out_sp, stride))
+        st = buf.strides
+        strides = st[:2] + tuple(st[2 + i] * dilation[i] for i in range(nd)) + tuple(
+            st[2 + i] * stride[i] for i in range(nd))
+        view = xp.lib.stride_tricks.as_strided(buf, (n, c) + tuple(kernel) + tuple(out_sp), strides)
+        return xp.ascontiguousarray(view).reshape(n, c * _prod(kernel), _prod(out_sp)), out_sp
+
+    def _conv_narrow(self, x, w, b, stride, pads, dilation, dt, cdt):
+        n, o = x.shape[0], w.shape[0]
+        cols, out_sp = self._narrow_cols(x, w.shape[2:], stride, pads, dilation, cdt)
+        y = self.xp.matmul(w.reshape(o, -1).astype(cdt, copy=False), cols)  # (N, O, L): channels-first already
+        if b is not None:
+            y += b.reshape(o, 1).astype(cdt, copy=False)
+        return y.astype(dt, copy=False).reshape((n, o) + out_sp)
+
     def conv_nd_gemm(self, x, w, b, stride, pads, dilation, groups):
         """Cross-correlation ``y = w * x + b`` of ``x`` (N, C, *S), ``w`` (O, C/G, *k), per-dim ``pads``
         ((lo, hi), ...): im2col + one GEMM per group; returns (N, O, *out) contiguous in x's dtype."""
@@ -542,6 +567,8 @@ class ArrayBackend:
         nd = x.ndim - 2
         if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0]):
             return self._conv_taps(x, w, b, pads, dilation, dt, cdt)
+        if groups == 1 and x.shape[1] < self._TAP_MIN_C:
+            return self._conv_narrow(x, w, b, stride, pads, dilation, dt, cdt)
         cols, out_sp = self._conv_cols(x, w.shape[2:], stride, pads, dilation, groups, cdt)
         y = self._gemm(cols, xp.swapaxes(self._conv_wmat(w, groups, cdt), -1, -2))  # (G, N*L, O/G)
         y = y.reshape((groups, n) + out_sp + (o // groups,)).transpose((1, 0, nd + 2) + tuple(range(2, nd + 2)))
@@ -598,6 +625,11 @@ class ArrayBackend:
         if self._conv_taps_ok(cg, stride, groups, x.shape[0]):
             padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], kernel, dilation)
             return self._conv_taps_dw(x, self._tap_g(g, padded, cdt), w_shape, pads, dilation, padded, cdt)
+        if groups == 1 and cg < self._TAP_MIN_C and x.shape[0] > 0:
+            cols, _ = self._narrow_cols(x, kernel, stride, pads, dilation, cdt, tuple(g.shape[2:]))
+            g3 = g.reshape(g.shape[0], o, -1).astype(cdt, copy=False)
+            # per-image GEMMs summed over the batch (the (O, C*K) result is small)
+            return xp.sum(xp.matmul(g3, xp.swapaxes(cols, -1, -2)), axis=0).astype(x.dtype, copy=False).reshape(w_shape)
         cols, _ = self._conv_cols(x, kernel, stride, pads, dilation, groups, cdt, tuple(g.shape[2:]))
         if gm is None:
             gm = self._conv_gmat(g, groups, cdt)
