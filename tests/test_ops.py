@@ -665,6 +665,9 @@ NON_OP_API = {
     # grad mode, determinism and dtype settings (the context managers themselves are classes)
     *(f"pylucid.{n}" for n in "is_grad_enabled use_deterministic_algorithms are_deterministic_algorithms_enabled "
                                "get_default_dtype set_default_dtype promote_types result_type".split()),
+    # CPU thread settings (tests/test_threads.py)
+    *(f"pylucid.{n}" for n in "set_num_threads get_num_threads set_num_interop_threads "
+                               "get_num_interop_threads".split()),
     # questions about a tensor, not computations on its values
     "pylucid.is_tensor", "pylucid.is_floating_point", "pylucid.numel",
     # serialization, and compile (a function transform; today it returns its argument)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
+from math import prod as _prod
 
 import ml_dtypes
 import numpy as np
@@ -419,3 +421,395 @@ class ArrayBackend:
 
     def errstate(self):
         return np.errstate(all="ignore")
+
+    # -- convolution as GEMMs over a channels-last im2col (the CPU path; CUDA prefers cuDNN) ----------------
+    # Layout: the padded input is copied once into channels-last (N, *S, C); its im2col is the strided view
+    # (G, N, *out, *kernel, C/G), copied once into a contiguous (G, N*L, K*C/G) matrix with contiguous C runs.
+    # Each of forward, data and weight gradient is then ONE GEMM per group with N*L rows (the shapes
+    # OpenBLAS runs at full speed: the small (O, K*C) side is never the long reduction's output).
+    # Half precision is computed in float32 and rounded once at the end, as PyTorch's CPU kernels.
+    def _conv_cdt(self, dt):
+        return np.dtype(np.float32) if dt in _HALF else dt
+
+    def _conv_cols(self, x, kernel, stride, pads, dilation, groups, cdt, out_sp=None):
+        """(cols (G, N*L, K*C/G) contiguous, out spatial size) of ``x`` (N, C, *S) padded by ``pads``
+        (``out_sp``: only the first window positions, for a transposed convolution's output_padding)."""
+        xp = self.xp
+        nd = len(kernel)
+        n, c = x.shape[:2]
+        size = x.shape[2:]
+        padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, pads))
+        if out_sp is None:
+            out_sp = tuple((p - d * (k - 1) - 1) // st + 1 for p, k, st, d in zip(padded, kernel, stride, dilation))
+        buf = xp.zeros((n,) + padded + (c,), dtype=cdt) if any(lo or hi for lo, hi in pads) else \
+            xp.empty((n,) + padded + (c,), dtype=cdt)
+        inner = (slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads)) + (slice(None),)
+        buf[inner] = xp.moveaxis(x, 1, -1)  # the one layout copy (and cast) of the input
+        st = buf.strides
+        cg = c // groups
+        shape = (groups, n) + out_sp + tuple(kernel) + (cg,)
+        strides = (cg * st[-1], st[0]) + tuple(st[1 + i] * stride[i] for i in range(nd)) + tuple(
+            st[1 + i] * dilation[i] for i in range(nd)) + (st[-1],)
+        view = xp.lib.stride_tricks.as_strided(buf, shape, strides)
+        return xp.ascontiguousarray(view).reshape(groups, n * _prod(out_sp), _prod(kernel) * cg), out_sp
+
+    def _conv_gmat(self, g, groups, cdt):
+        """The output gradient (N, O, *out) as (G, N*L, O/G), contiguous in ``cdt``."""
+        n, o = g.shape[:2]
+        nd = g.ndim - 2
+        g5 = g.reshape((n, groups, o // groups) + g.shape[2:])
+        g5 = g5.transpose((1, 0) + tuple(range(3, 3 + nd)) + (2,))
+        m = self.xp.empty(g5.shape, dtype=cdt)
+        m[...] = g5
+        return m.reshape(groups, n * _prod(g.shape[2:]), o // groups)
+
+    def _conv_wmat(self, w, groups, cdt):
+        """The weight (O, C/G, *k) as (G, O/G, K*C/G) with taps major and channels minor (the cols' order)."""
+        o, cg = w.shape[:2]
+        nd = w.ndim - 2
+        w5 = w.reshape((groups, o // groups, cg) + w.shape[2:]).transpose((0, 1) + tuple(range(3, 3 + nd)) + (2,))
+        return self.xp.ascontiguousarray(w5, dtype=cdt).reshape(groups, o // groups, cg * _prod(w.shape[2:]))
+
+    @staticmethod
+    def _gemm(a, b):
+        # one 2-D GEMM when there is one group (NumPy's stacked matmul adds a loop and a copy otherwise)
+        return (a[0] @ b[0])[None] if a.shape[0] == 1 else a @ b
+
+    # Stride 1, one group, >= _TAP_MIN_C input channels: no im2col at all. On the flattened channels-last
+    # padded grid (N*P, C), the input rows a kernel tap reads are the output rows shifted by a constant
+    # offset, so each tap is ONE GEMM on a contiguous slice (zero-copy) and the taps' products are summed.
+    # Outputs are computed on the whole padded grid (the rows past each spatial edge are discarded, or
+    # zero in a gradient): a few percent more flops than im2col, none of its K-times-larger copy.
+    _TAP_MIN_C = 16
+
+    def _conv_taps_ok(self, c, stride, groups, n):
+        return groups == 1 and c >= self._TAP_MIN_C and n > 0 and all(v == 1 for v in stride)
+
+    @staticmethod
+    def _tap_grid(padded, kernel, dilation):
+        """(row offset of every tap, the largest offset) on the flattened padded grid."""
+        st = [1] * len(padded)
+        for i in range(len(padded) - 2, -1, -1):
+            st[i] = st[i + 1] * padded[i + 1]
+        offs = [sum(kp * d * t for kp, d, t in zip(kpos, dilation, st))
+                for kpos in itertools.product(*(range(k) for k in kernel))]
+        return offs, max(offs)
+
+    def _grid(self, a, pads, cdt, padded=None):
+        """``a`` (N, C, *S) as its channels-last zero-padded grid (N, *padded, C) in ``cdt``."""
+        size = a.shape[2:]
+        if padded is None:
+            padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, pads))
+        buf = self.xp.zeros((a.shape[0],) + tuple(padded) + (a.shape[1],), dtype=cdt)
+        buf[(slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads)) + (slice(None),)] = \
+            self.xp.moveaxis(a, 1, -1)
+        return buf
+
+    def _tap_w(self, w, cdt, data_grad=False):
+        """The weight (O, C, *k) as (K, C, O) per-tap matrices, or (K, O, C) for the data gradient."""
+        nd = w.ndim - 2
+        order = tuple(range(2, 2 + nd)) + ((0, 1) if data_grad else (1, 0))
+        wt = self.xp.ascontiguousarray(w.transpose(order), dtype=cdt)
+        return wt.reshape((_prod(w.shape[2:]),) + wt.shape[nd:])
+
+    def _tap_sum(self, a, wt, offs, rows, out_cols, cdt):
+        """``y[:rows] = sum_t a[off_t : off_t + rows] @ wt[t]`` (the output rows of the padded grid)."""
+        xp = self.xp
+        y = xp.empty((a.shape[0], out_cols), dtype=cdt)
+        tmp = xp.empty((rows, out_cols), dtype=cdt) if len(offs) > 1 else None
+        xp.matmul(a[offs[0]:offs[0] + rows], wt[0], out=y[:rows])
+        for t in range(1, len(offs)):
+            xp.matmul(a[offs[t]:offs[t] + rows], wt[t], out=tmp)
+            y[:rows] += tmp
+        return y
+
+    def _conv_taps(self, x, w, b, pads, dilation, dt, cdt):
+        xp = self.xp
+        n, c = x.shape[:2]
+        o = w.shape[0]
+        kernel = w.shape[2:]
+        buf = self._grid(x, pads, cdt)
+        padded = buf.shape[1:-1]
+        out_sp = tuple(p - d * (k - 1) for p, d, k in zip(padded, dilation, kernel))
+        offs, top = self._tap_grid(padded, kernel, dilation)
+        rows = buf[..., 0].size - top
+        y = self._tap_sum(buf.reshape(-1, c), self._tap_w(w, cdt), offs, rows, o, cdt)
+        y = y.reshape((n,) + padded + (o,))[(slice(None),) + tuple(slice(0, v) for v in out_sp)]
+        out = xp.empty((n, o) + out_sp, dtype=dt)
+        y = xp.moveaxis(y, -1, 1)
+        if b is None:
+            out[...] = y
+        else:
+            xp.add(y, b.reshape((1, o) + (1,) * len(out_sp)).astype(cdt, copy=False), out=out, casting="unsafe")
+        return out
+
+    def _tap_g(self, g, padded, cdt):
+        """The output gradient on the padded grid, flattened (N*P, O), zero past the output's extent."""
+        return self._grid(g, ((0, 0),) * (g.ndim - 2), cdt, padded).reshape(-1, g.shape[1])
+
+    def _conv_taps_dx(self, gf, w, size, pads, dilation, padded, dt, cdt):
+        xp = self.xp
+        n = gf.shape[0] // _prod(padded)
+        c = w.shape[1]
+        offs, top = self._tap_grid(padded, w.shape[2:], dilation)
+        rows = gf.shape[0] - top
+        wt = self._tap_w(w, cdt, data_grad=True)
+        acc = xp.zeros((gf.shape[0], c), dtype=cdt)
+        tmp = xp.empty((rows, c), dtype=cdt)
+        for t, off in enumerate(offs):  # the adjoint of _tap_sum: each tap's product added at its offset
+            xp.matmul(gf[:rows], wt[t], out=tmp)
+            acc[off:off + rows] += tmp
+        acc = acc.reshape((n,) + tuple(padded) + (c,))
+        acc = acc[(slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads))]
+        out = xp.empty((n, c) + tuple(size), dtype=dt)
+        out[...] = xp.moveaxis(acc, -1, 1)
+        return out
+
+    def _conv_taps_dw(self, x, gf, w_shape, pads, dilation, padded, cdt):
+        xp = self.xp
+        kernel = tuple(w_shape[2:])
+        o, c = w_shape[:2]
+        a = self._grid(x, pads, cdt, padded).reshape(-1, c)
+        offs, top = self._tap_grid(padded, kernel, dilation)
+        rows = a.shape[0] - top
+        dw = xp.empty((len(offs), c, o), dtype=cdt)
+        g_rows = gf[:rows]
+        for t, off in enumerate(offs):
+            xp.matmul(xp.swapaxes(a[off:off + rows], 0, 1), g_rows, out=dw[t])
+        dw = dw.reshape(kernel + (c, o))
+        out = xp.empty(tuple(w_shape), dtype=x.dtype)
+        out[...] = dw.transpose((len(kernel) + 1, len(kernel)) + tuple(range(len(kernel))))
+        return out
+
+    @staticmethod
+    def _tap_padded(size, pads, g_sp, kernel, dilation):
+        """The padded grid of a stride-1 convolution from input ``size`` to output ``g_sp``."""
+        return tuple(max(s + lo + hi, o + d * (k - 1))
+                     for s, (lo, hi), o, d, k in zip(size, pads, g_sp, dilation, kernel))
+
+    def _narrow_cols(self, x, kernel, stride, pads, dilation, cdt, out_sp=None):
+        """Channels-first im2col (N, C*K, L) for few input channels (the first layer): contiguous runs along
+        the output's last dim, where the channels-last layout would copy element by element."""
+        xp = self.xp
+        nd = len(kernel)
+        n, c = x.shape[:2]
+        buf = self._grid(x, pads, cdt)
+        buf = xp.moveaxis(buf, -1, 1)  # (N, C, *padded) view of the padded copy
+        if out_sp is None:
+            out_sp = tuple(p - d * (k - 1) - 1 for p, d, k in zip(buf.shape[2:], dilation, kernel))
+            out_sp = tuple(v // st + 1 for v, st in zip(out_sp, stride))
+        st = buf.strides
+        strides = st[:2] + tuple(st[2 + i] * dilation[i] for i in range(nd)) + tuple(
+            st[2 + i] * stride[i] for i in range(nd))
+        view = xp.lib.stride_tricks.as_strided(buf, (n, c) + tuple(kernel) + tuple(out_sp), strides)
+        return xp.ascontiguousarray(view).reshape(n, c * _prod(kernel), _prod(out_sp)), out_sp
+
+    def _conv_narrow(self, x, w, b, stride, pads, dilation, dt, cdt):
+        n, o = x.shape[0], w.shape[0]
+        cols, out_sp = self._narrow_cols(x, w.shape[2:], stride, pads, dilation, cdt)
+        y = self.xp.matmul(w.reshape(o, -1).astype(cdt, copy=False), cols)  # (N, O, L): channels-first already
+        if b is not None:
+            y += b.reshape(o, 1).astype(cdt, copy=False)
+        return y.astype(dt, copy=False).reshape((n, o) + out_sp)
+
+    def conv_nd_gemm(self, x, w, b, stride, pads, dilation, groups):
+        """Cross-correlation ``y = w * x + b`` of ``x`` (N, C, *S), ``w`` (O, C/G, *k), per-dim ``pads``
+        ((lo, hi), ...): im2col + one GEMM per group; returns (N, O, *out) contiguous in x's dtype."""
+        xp = self.xp
+        dt = x.dtype
+        cdt = self._conv_cdt(dt)
+        n, o = x.shape[0], w.shape[0]
+        nd = x.ndim - 2
+        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0]):
+            return self._conv_taps(x, w, b, pads, dilation, dt, cdt)
+        if groups == 1 and x.shape[1] < self._TAP_MIN_C:
+            return self._conv_narrow(x, w, b, stride, pads, dilation, dt, cdt)
+        cols, out_sp = self._conv_cols(x, w.shape[2:], stride, pads, dilation, groups, cdt)
+        y = self._gemm(cols, xp.swapaxes(self._conv_wmat(w, groups, cdt), -1, -2))  # (G, N*L, O/G)
+        y = y.reshape((groups, n) + out_sp + (o // groups,)).transpose((1, 0, nd + 2) + tuple(range(2, nd + 2)))
+        out = xp.empty((n, groups, o // groups) + out_sp, dtype=dt)
+        if b is None:
+            out[...] = y  # the back-to-channels-first copy, fused with the rounding
+        else:
+            xp.add(y, b.reshape((1, groups, o // groups) + (1,) * nd).astype(cdt, copy=False), out=out,
+                   casting="unsafe")
+        return out.reshape((n, o) + out_sp)
+
+    def _col2im_cl(self, dcols, n, size, kernel, stride, pads, dilation, groups, out_sp, dt):
+        """Adjoint of :meth:`_conv_cols`: (G, N*L, K*C/G) summed back into (N, C, *size) in ``dt``:
+        one strided add per kernel tap over all pixels (channels-last, contiguous C runs)."""
+        xp = self.xp
+        nd = len(kernel)
+        cg = dcols.shape[-1] // _prod(kernel)
+        d = dcols.reshape((groups, n) + tuple(out_sp) + tuple(kernel) + (cg,))
+        d = xp.moveaxis(d, 0, -2)  # (N, *out, *kernel, G, C/G)
+        padded = tuple(max(s + lo + hi, (o - 1) * st + dl * (k - 1) + 1)
+                       for s, (lo, hi), o, st, dl, k in zip(size, pads, out_sp, stride, dilation, kernel))
+        acc = xp.zeros((n,) + padded + (groups, cg), dtype=dcols.dtype)
+        full = (slice(None),)
+        outs = (slice(None),) * nd
+        for kpos in itertools.product(*(range(k) for k in kernel)):
+            sl = tuple(slice(kp * dl, kp * dl + st * (o - 1) + 1, st)
+                       for kp, dl, st, o in zip(kpos, dilation, stride, out_sp))
+            acc[full + sl] += d[full + outs + kpos]
+        acc = acc[full + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads))]
+        acc = acc.reshape((n,) + tuple(size) + (groups * cg,))
+        out = xp.empty((n, groups * cg) + tuple(size), dtype=dt)
+        out[...] = xp.moveaxis(acc, -1, 1)
+        return out
+
+    def conv_nd_gemm_backward_data(self, g, w, size, stride, pads, dilation, groups):
+        """The input gradient (N, C, *size) of :meth:`conv_nd_gemm` from ``g`` (N, O, *out): one GEMM
+        ``g @ w`` per group, then col2im. It is also the forward of the transposed convolution."""
+        cdt = self._conv_cdt(g.dtype)
+        if self._conv_taps_ok(w.shape[1], stride, groups, g.shape[0]):
+            padded = self._tap_padded(size, pads, g.shape[2:], w.shape[2:], dilation)
+            return self._conv_taps_dx(self._tap_g(g, padded, cdt), w, size, pads, dilation, padded, g.dtype, cdt)
+        dcols = self._gemm(self._conv_gmat(g, groups, cdt), self._conv_wmat(w, groups, cdt))
+        return self._col2im_cl(dcols, g.shape[0], size, w.shape[2:], stride, pads, dilation, groups,
+                               g.shape[2:], g.dtype)
+
+    def conv_nd_gemm_backward_weight(self, x, g, w_shape, stride, pads, dilation, groups, gm=None):
+        """The weight gradient (O, C/G, *k) of :meth:`conv_nd_gemm`: one GEMM ``cols^T @ g`` per group
+        (the (K*C/G, O/G) orientation: the long N*L reduction feeds the larger output side)."""
+        xp = self.xp
+        cdt = self._conv_cdt(x.dtype)
+        kernel = tuple(w_shape[2:])
+        nd = len(kernel)
+        o, cg = w_shape[:2]
+        if self._conv_taps_ok(cg, stride, groups, x.shape[0]):
+            padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], kernel, dilation)
+            return self._conv_taps_dw(x, self._tap_g(g, padded, cdt), w_shape, pads, dilation, padded, cdt)
+        if groups == 1 and cg < self._TAP_MIN_C and x.shape[0] > 0:
+            cols, _ = self._narrow_cols(x, kernel, stride, pads, dilation, cdt, tuple(g.shape[2:]))
+            g3 = g.reshape(g.shape[0], o, -1).astype(cdt, copy=False)
+            # per-image GEMMs summed over the batch (the (O, C*K) result is small)
+            return xp.sum(xp.matmul(g3, xp.swapaxes(cols, -1, -2)), axis=0).astype(x.dtype, copy=False).reshape(w_shape)
+        cols, _ = self._conv_cols(x, kernel, stride, pads, dilation, groups, cdt, tuple(g.shape[2:]))
+        if gm is None:
+            gm = self._conv_gmat(g, groups, cdt)
+        dw = self._gemm(xp.swapaxes(cols, -1, -2), gm)  # (G, K*C/G, O/G)
+        dw = dw.reshape((groups,) + kernel + (cg, o // groups))
+        dw = dw.transpose((0, nd + 2, nd + 1) + tuple(range(1, nd + 1)))
+        out = xp.empty((groups, o // groups, cg) + kernel, dtype=x.dtype)
+        out[...] = dw
+        return out.reshape(w_shape)
+
+    def conv_nd_gemm_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
+        """``(dx, dw)`` of :meth:`conv_nd_gemm` (None where not needed), sharing the gradient's layout copy."""
+        cdt = self._conv_cdt(g.dtype)
+        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0]):
+            padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], w.shape[2:], dilation)
+            gf = self._tap_g(g, padded, cdt)  # shared by both gradients
+            return (self._conv_taps_dx(gf, w, x.shape[2:], pads, dilation, padded, x.dtype, cdt) if need_x else None,
+                    self._conv_taps_dw(x, gf, w.shape, pads, dilation, padded, cdt) if need_w else None)
+        gm = self._conv_gmat(g, groups, cdt)
+        dx = dw = None
+        if need_x:
+            dcols = self._gemm(gm, self._conv_wmat(w, groups, cdt))
+            dx = self._col2im_cl(dcols, g.shape[0], x.shape[2:], w.shape[2:], stride, pads, dilation, groups,
+                                 g.shape[2:], x.dtype)
+        if need_w:
+            dw = self.conv_nd_gemm_backward_weight(x, g, w.shape, stride, pads, dilation, groups, gm=gm)
+        return dx, dw
+
+    # -- attention on the CPU: float32 GEMMs for half inputs, tiled over query blocks --------------------
+    # The scores of a block of queries are one float32 GEMM (half inputs cast once, never per product),
+    # the softmax runs on them in float32, and the probabilities are rounded to the input dtype only for
+    # the ``p @ v`` product, as PyTorch's CPU flash kernel. Memory is O(block * S) per (batch, head), and
+    # a causal call skips the key blocks after each query block's last position (half the work).
+    _SDPA_BLOCK = 128
+
+    @staticmethod
+    def _sdpa_rows(mask, r0, r1, kend):
+        if mask is None:
+            return None
+        rs = slice(None) if mask.shape[-2] == 1 else slice(r0, r1)
+        cs = slice(None) if mask.shape[-1] == 1 else slice(0, kend)
+        return mask[..., rs, cs]
+
+    def _sdpa_scores(self, qb, kc, mask, scale, causal, r0, r1, kend):
+        """``(p, lse)``: the softmax probabilities of query rows r0:r1 over keys :kend in the compute
+        dtype, and their log-sum-exp (fully masked rows: NaN probabilities, as PyTorch's math kernel)."""
+        xp = self.xp
+        s = xp.matmul(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
+        s *= scale
+        m = self._sdpa_rows(mask, r0, r1, kend)
+        if m is not None:
+            s += m.astype(s.dtype, copy=False)
+        if causal and kend > r0:
+            # key j is masked for query i when j > i (top-left aligned)
+            s[..., xp.triu(xp.ones((r1 - r0, kend), dtype=bool), r0 + 1)] = -xp.inf
+        mx = xp.max(s, axis=-1, keepdims=True)
+        mx = xp.where(xp.isfinite(mx), mx, 0)
+        s -= mx
+        with self.errstate():
+            p = xp.exp(s)
+            ls = xp.log(xp.sum(p, axis=-1, keepdims=True))
+            p /= xp.exp(ls)
+        return p, mx + ls
+
+    def sdpa_cpu(self, q, k, v, mask, scale, causal):
+        """``(o, lse)`` of ``softmax(q k^T scale + mask [+ causal]) v``; ``lse`` (..., L, 1) in float32
+        for half inputs (the compute dtype), ``o`` in q's dtype."""
+        xp = self.xp
+        dt = q.dtype
+        cdt = self._conv_cdt(dt)
+        lq, s_len = q.shape[-2], k.shape[-2]
+        qc, kc = q.astype(cdt, copy=False), k.astype(cdt, copy=False)
+        half = cdt != dt
+        vc = v.astype(cdt, copy=False)
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
+                                    mask.shape[:-2] if mask is not None else ())
+        o = xp.empty(batch + (lq, v.shape[-1]), dtype=dt)
+        lse = xp.empty(batch + (lq, 1), dtype=cdt)
+        bs = self._SDPA_BLOCK
+        for r0 in range(0, lq, bs):
+            r1 = min(lq, r0 + bs)
+            kend = min(s_len, r1) if causal else s_len
+            p, ls = self._sdpa_scores(qc[..., r0:r1, :], kc, mask, scale, causal, r0, r1, kend)
+            lse[..., r0:r1, :] = ls
+            if half:  # p rounded once to the input dtype for the GEMM with v (computed in float32)
+                o[..., r0:r1, :] = xp.matmul(p.astype(dt).astype(cdt), vc[..., :kend, :])
+            else:
+                o[..., r0:r1, :] = xp.matmul(p, vc[..., :kend, :])
+        return o, lse
+
+    def sdpa_cpu_backward(self, q, k, v, o, g, lse, mask, scale, causal):
+        """``(dq, dk, dv)`` of :meth:`sdpa_cpu` from the saved ``o`` and ``lse``: per query block,
+        ``P = exp(S - lse)``, ``dv += P^T g``, ``dS = P (g v^T - rowsum(g o)) scale``, ``dq = dS k``,
+        ``dk += dS^T q``; float32 GEMMs for half inputs, each gradient rounded once."""
+        xp = self.xp
+        dt = q.dtype
+        cdt = self._conv_cdt(dt)
+        lq, s_len = q.shape[-2], k.shape[-2]
+        qc, kc, vc, gc = (a.astype(cdt, copy=False) for a in (q, k, v, g))
+        delta = xp.sum(gc * o.astype(cdt, copy=False), axis=-1, keepdims=True)
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], g.shape[:-2])
+        dq = xp.empty(batch + q.shape[-2:], dtype=cdt)
+        dk = xp.zeros(batch + k.shape[-2:], dtype=cdt)
+        dv = xp.zeros(batch + v.shape[-2:], dtype=cdt)
+        bs = self._SDPA_BLOCK
+        for r0 in range(0, lq, bs):
+            r1 = min(lq, r0 + bs)
+            kend = min(s_len, r1) if causal else s_len
+            qb, gb = qc[..., r0:r1, :], gc[..., r0:r1, :]
+            s = xp.matmul(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
+            s *= scale
+            m = self._sdpa_rows(mask, r0, r1, kend)
+            if m is not None:
+                s += m.astype(s.dtype, copy=False)
+            if causal and kend > r0:
+                s[..., xp.triu(xp.ones((r1 - r0, kend), dtype=bool), r0 + 1)] = -xp.inf
+            s -= lse[..., r0:r1, :]
+            with self.errstate():
+                p = xp.exp(s)
+            dv[..., :kend, :] += xp.matmul(xp.swapaxes(p, -1, -2), gb)
+            dp = xp.matmul(gb, xp.swapaxes(vc[..., :kend, :], -1, -2))
+            dp -= delta[..., r0:r1, :]
+            dp *= p
+            dp *= scale
+            dq[..., r0:r1, :] = xp.matmul(dp, kc[..., :kend, :])
+            dk[..., :kend, :] += xp.matmul(xp.swapaxes(dp, -1, -2), qb)
+        return tuple(self.sum_to_shape(a, ref.shape).astype(ref.dtype, copy=False)
+                     for a, ref in ((dq, q), (dk, k), (dv, v)))

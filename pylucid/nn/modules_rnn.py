@@ -6,7 +6,8 @@ so a ``state_dict`` copied from a torch module gives the same results. Every
 parameter starts as ``U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))``.
 
 Built from pylucid ops: the input projection of a whole sequence is one GEMM
-per layer and direction; the recurrence is a Python loop over time steps.
+per layer and direction; the recurrence is a Python loop over time steps, each a matmul, an add and one
+fused cell op (``pylucid.lstm_cell`` / ``pylucid.gru_cell``'s gate arithmetic, ``pylucid.ops.rnn``).
 
 >>> import pylucid
 >>> from pylucid import nn
@@ -26,6 +27,7 @@ import pylucid as _pl
 
 from .. import dtypes as _dt
 from ..errors import ShapeMismatch
+from ..ops import rnn as _rnn_ops
 from . import init
 from .module import Module, Parameter
 
@@ -43,24 +45,19 @@ def _linear(x, w, b=None):
     return y if b is None else y + b
 
 
-def _cell_step(mode, x_proj, h, c, w_hh, b_hh, hidden, w_hr=None):
-    """One time step given the input projection ``x_proj = x W_ih^T + b_ih``; returns (h', c')."""
+def _cell_step(mode, x_proj, h, c, w_hh, b_hh, hidden, w_hr=None, w_hh_t=None):
+    """One time step given the input projection ``x_proj = x W_ih^T + b_ih``; returns (h', c').
+
+    ``w_hh_t``: ``W_hh^T`` made once for a whole sequence (else transposed here). The LSTM and GRU gate
+    arithmetic is one fused op each (``pylucid.ops.rnn``)."""
+    hp = _pl.matmul(h, w_hh_t if w_hh_t is not None else _pl.transpose(w_hh, -1, -2))
+    if b_hh is not None:
+        hp = hp + b_hh
     if mode == "GRU":
-        hp = _linear(h, w_hh, b_hh)
-        xr, xz, xn = x_proj[..., :hidden], x_proj[..., hidden:2 * hidden], x_proj[..., 2 * hidden:]
-        hr, hz, hn = hp[..., :hidden], hp[..., hidden:2 * hidden], hp[..., 2 * hidden:]
-        r = _pl.sigmoid(xr + hr)
-        z = _pl.sigmoid(xz + hz)
-        n = _pl.tanh(xn + r * hn)
-        return (1 - z) * n + z * h, None
-    gates = x_proj + _linear(h, w_hh, b_hh)
+        return _rnn_ops.gru_gates(x_proj, hp, h), None
+    gates = x_proj + hp
     if mode == "LSTM":
-        i = _pl.sigmoid(gates[..., :hidden])
-        f = _pl.sigmoid(gates[..., hidden:2 * hidden])
-        g = _pl.tanh(gates[..., 2 * hidden:3 * hidden])
-        o = _pl.sigmoid(gates[..., 3 * hidden:])
-        c = f * c + i * g
-        h = o * _pl.tanh(c)
+        h, c = _rnn_ops.lstm_gates(gates, c)
         if w_hr is not None:
             h = _linear(h, w_hr)
         return h, c
@@ -325,12 +322,19 @@ class RNNBase(Module):
                 idx = layer * dirs + d
                 h = h0[idx]
                 c = c0[idx] if c0 is not None else None
-                # the input projection of the whole sequence: one GEMM
-                x_proj = _linear(layer_in, w_ih, b_ih)
+                # the input projection of the whole sequence: one GEMM (with b_hh too, except for the GRU,
+                # whose b_hh sits inside the reset gate's product)
+                # (as a 2-d GEMM over the folded (time, batch) rows, not a stack of per-step products)
+                x_proj = _pl.reshape(_linear(_pl.reshape(layer_in, (seq_len * n, layer_in.shape[-1])), w_ih, b_ih),
+                                     (seq_len, n, w_ih.shape[0]))
+                if b_hh is not None and self.mode != "GRU":
+                    x_proj, b_hh = x_proj + b_hh, None
+                x_steps = _pl.unbind(x_proj, 0) if seq_len else ()
+                w_hh_t = _pl.transpose(w_hh, 0, 1)
                 steps = range(seq_len - 1, -1, -1) if d == 1 else range(seq_len)
                 seq = [None] * seq_len
                 for t in steps:
-                    h, c = _cell_step(self.mode, x_proj[t], h, c, w_hh, b_hh, self.hidden_size, w_hr)
+                    h, c = _cell_step(self.mode, x_steps[t], h, c, w_hh, b_hh, self.hidden_size, w_hr, w_hh_t)
                     seq[t] = h
                 outs.append(_pl.stack(seq, 0) if seq_len else _pl.zeros(0, n, real_hidden, dtype=x.dtype,
                                                                         device=x.device))

@@ -23,9 +23,10 @@ from . import conversion, elementwise, compare, reduction, shape, indexing, lina
 from . import sorting, special, fft, complex as _complex, nn as _nn, conv, random_ops  # noqa: E402
 from . import fused  # noqa: E402
 from . import sampling  # noqa: E402
+from . import rnn  # noqa: E402
 
 _FAMILIES = (conversion, elementwise, compare, reduction, shape, indexing, linalg, activation, scan, sorting, special,
-             fft, _complex, _nn, conv, random_ops, fused, sampling)
+             fft, _complex, _nn, conv, random_ops, fused, sampling, rnn)
 
 
 def _exports() -> dict:

@@ -292,21 +292,8 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
 # ----------------------------------------------------------------------------------------------------------
 # convolution
 # ----------------------------------------------------------------------------------------------------------
-def _conv_cols(be, x, kernel, dilation, pads, stride, groups):
-    """Contiguous im2col of ``x`` as (N, G, C/G*K, L), and the output spatial size."""
-    cols, out_sp = _im2col(be, x, kernel, dilation, pads, stride)
-    n, c = x.shape[:2]
-    return be.ascontiguousarray(cols).reshape(n, groups, c // groups * _prod(kernel), _prod(out_sp)), out_sp
-
-
 def _bias_shape(nd):
     return (1, -1) + (1,) * nd
-
-
-def _first_order_graph(node, g):
-    """The node's graph formula on a raw gradient, for first order (what the engine runs without a fast path)."""
-    res = node.backward(_new_tensor(g, node.device))
-    return tuple(None if r is None else r._data for r in res)
 
 
 def _bias_grad(be, node, g):
@@ -342,14 +329,7 @@ class _ConvNd(Op):
             y = be.conv_nd(x, w, b, stride, pads, dilation, groups)
             if y is not None:
                 return y
-        nd = x.ndim - 2
-        n = x.shape[0]
-        o = w.shape[0]
-        cols, out_sp = _conv_cols(be, x, w.shape[2:], dilation, pads, stride, groups)
-        y = be.matmul(w.reshape(groups, o // groups, -1), cols).reshape((n, o) + out_sp)
-        if b is not None:
-            y += b.reshape(_bias_shape(nd))
-        return y
+        return be.conv_nd_gemm(x, w, b, stride, pads, dilation, groups)
 
     def backward(self, g):
         from .linalg import matmul
@@ -382,33 +362,11 @@ class _ConvNd(Op):
         r = _cudnn_grads(be, self, g, "conv_nd_backward")
         if r is not None:
             return r
-        if len(self.params["stride"]) == 2:
-            return self._backward_fast(be, g)
-        return _first_order_graph(self, g)
-
-    def _backward_fast(self, be, g):
         p = self.params
-        x, w = self.input(0)._data, self.input(1)._data
-        gr = p["groups"]
-        n, c = x.shape[:2]
-        o = w.shape[0]
-        kernel = w.shape[2:]
-        nd = len(kernel)
-        # the incoming gradient may be a broadcast (stride-0) view: BLAS wants real strides
-        g = be.ascontiguousarray(g)
-        g2 = g.reshape(n, gr, o // gr, _prod(g.shape[2:]))
-        gx = gw = gb = None
-        if self.next_edges[0] is not None:
-            cols = be.matmul(be.swapaxes(w.reshape(gr, o // gr, -1), -1, -2), g2)
-            cols = cols.reshape((n, c) + tuple(kernel) + g.shape[2:])
-            gx = _col2im(be, cols, x.shape[2:], kernel, p["dilation"], p["pads"], p["stride"])
-        if self.next_edges[1] is not None:
-            cols, _ = _conv_cols(be, x, kernel, p["dilation"], p["pads"], p["stride"], gr)
-            # batched GEMMs then a sum over N: faster here than one tensordot, which copies both operands
-            gw = be.sum(be.matmul(g2, be.swapaxes(cols, -1, -2)), axis=0).reshape(w.shape)
-        if len(self.next_edges) > 2 and self.next_edges[2] is not None:
-            gb = be.sum(g, axis=(0,) + tuple(range(2, 2 + nd)))
-        return gx, gw, gb
+        e = self.next_edges
+        dx, dw = be.conv_nd_gemm_backward(g, self.input(0)._data, self.input(1)._data, p["stride"], p["pads"],
+                                          p["dilation"], p["groups"], e[0] is not None, e[1] is not None)
+        return dx, dw, _bias_grad(be, self, g)
 
 
 _CONV = _nd_ops(_ConvNd, "conv{}d", amp_policy=PROMOTE, saves_input=True)
@@ -561,15 +519,9 @@ class _ConvTransposeNd(Op):
             y = be.conv_transpose_nd(x, w, b, stride, pads, dilation, groups, size)
             if y is not None:
                 return y
-        n, cin = x.shape[:2]
-        kernel = w.shape[2:]
-        cout = w.shape[1] * groups
-        x2 = x.reshape(n, groups, cin // groups, _prod(x.shape[2:]))
-        w2 = w.reshape(groups, cin // groups, -1)
-        cols = be.matmul(be.swapaxes(w2, -1, -2), x2).reshape((n, cout) + tuple(kernel) + x.shape[2:])
-        y = _col2im(be, cols, size, kernel, dilation, pads, stride)
+        y = be.conv_nd_gemm_backward_data(x, w, size, stride, pads, dilation, groups)
         if b is not None:
-            y = y + b.reshape(_bias_shape(len(kernel)))
+            y += b.reshape(_bias_shape(len(w.shape) - 2))
         return y
 
     def backward(self, g):
@@ -607,7 +559,18 @@ class _ConvTransposeNd(Op):
 
     def backward_fast(self, be, g):
         r = _cudnn_grads(be, self, g, "conv_transpose_nd_backward")
-        return r if r is not None else _first_order_graph(self, g)
+        if r is not None:
+            return r
+        # the convolution of g with w (cropped: an output_padding past the stride can add a position)
+        p = self.params
+        x, w = self.input(0)._data, self.input(1)._data
+        gx = gw = None
+        if self.next_edges[0] is not None:
+            gx = be.conv_nd_gemm(g, w, None, p["stride"], p["pads"], p["dilation"], p["groups"])
+            gx = gx[(slice(None), slice(None)) + tuple(slice(0, s) for s in x.shape[2:])]
+        if self.next_edges[1] is not None:
+            gw = be.conv_nd_gemm_backward_weight(g, x, w.shape, p["stride"], p["pads"], p["dilation"], p["groups"])
+        return gx, gw, _bias_grad(be, self, g)
 
 
 _CONV_T = _nd_ops(_ConvTransposeNd, "conv_transpose{}d", amp_policy=PROMOTE, saves_input=True)

@@ -1112,6 +1112,8 @@ class ScaledDotProductAttention(Op):
             r = be.sdpa(q, k, v, mask, scale, causal)
             if r is not None:
                 return r
+        if drop is None and be.name == "cpu" and q.dtype.kind in "fV":
+            return be.sdpa_cpu(q, k, v, mask, scale, causal)  # float32 GEMMs, tiled over query blocks
         s = _up(be, be.matmul(q, be.swapaxes(k, -1, -2))) * scale  # half scores: softmax in float32
         if mask is not None:
             s = s + mask
@@ -1174,6 +1176,12 @@ class ScaledDotProductAttention(Op):
                                      None if mask is None else mask._data, p["scale"], p["causal"])
                 if r is not None:
                     return r + (None, None)
+        if be.name == "cpu" and self.input(4) is None and self.input(0).dtype.is_floating_point:
+            p = self.params
+            mask = self.input(3)
+            o, lse = self.extra
+            return be.sdpa_cpu_backward(self.input(0)._data, self.input(1)._data, self.input(2)._data, o, g, lse,
+                                        None if mask is None else mask._data, p["scale"], p["causal"]) + (None, None)
         return _graph_first_order(self, g)
 
 

@@ -163,7 +163,7 @@ class OpEntry:
 
 
 _FAMILIES = ["conversion", "elementwise", "activation", "compare", "reduction", "scan", "sorting", "shape",
-             "indexing", "linalg", "special", "fft", "complex", "nn", "conv", "random", "signal", "sampling"]
+             "indexing", "linalg", "special", "fft", "complex", "nn", "conv", "random", "signal", "sampling", "rnn"]
 
 
 def _registered() -> frozenset:

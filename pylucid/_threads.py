@@ -1,0 +1,133 @@
+"""CPU thread settings, as PyTorch's ``torch.set_num_threads`` / ``get_num_threads`` /
+``set_num_interop_threads`` / ``get_num_interop_threads``.
+
+pylucid's CPU arithmetic runs in NumPy, whose only multi-threaded kernels are the BLAS ones (GEMMs,
+and so convolutions, linear layers, attention). ``set_num_threads(n)`` therefore sets the thread count
+of the BLAS libraries loaded in the process, at run time: through ``threadpoolctl`` when it is
+installed, else by calling the libraries' own ``*_set_num_threads`` entry point (OpenBLAS, including
+the ``scipy_openblas`` builds NumPy and SciPy ship, MKL, BLIS) found among the loaded shared objects.
+The ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` environment variables are read once when a BLAS
+library loads, so setting them after ``import pylucid`` would do nothing.
+
+pylucid has no inter-op thread pool (ops run one after another on the calling thread), so the
+inter-op setting is recorded and reported back only.
+
+>>> import pylucid
+>>> n = pylucid.get_num_threads()
+>>> pylucid.set_num_threads(1)
+>>> pylucid.get_num_threads()
+1
+>>> pylucid.set_num_threads(n)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+__all__ = ["set_num_threads", "get_num_threads", "set_num_interop_threads", "get_num_interop_threads"]
+
+#: (library name fragment, setter symbols, getter symbols), first match wins within a library
+_BLAS_SYMBOLS = (
+    ("openblas", ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
+                  "openblas_set_num_threads"),
+     ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads64_",
+      "openblas_get_num_threads")),
+    ("mkl_rt", ("MKL_Set_Num_Threads",), ("MKL_Get_Max_Threads",)),
+    ("blis", ("bli_thread_set_num_threads",), ("bli_thread_get_num_threads",)),
+)
+
+_state = {"threads": None, "interop": None, "libs": None}
+
+
+def _default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _loaded_paths() -> list:
+    """The shared objects mapped into this process (Linux: /proc/self/maps; elsewhere none)."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if ".so" in line}
+    except OSError:
+        return []
+    return sorted(p for p in paths if p.startswith("/"))
+
+
+def _blas_libs() -> list:
+    """``[(setter, getter)]`` ctypes functions of the BLAS libraries loaded now (NumPy's at least: the
+    CPU backend imported it with pylucid)."""
+    out = []
+    for path in _loaded_paths():
+        base = os.path.basename(path).lower()
+        for frag, setters, getters in _BLAS_SYMBOLS:
+            if frag not in base:
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            setter = next((getattr(lib, s) for s in setters if hasattr(lib, s)), None)
+            getter = next((getattr(lib, s) for s in getters if hasattr(lib, s)), None)
+            if setter is not None:
+                setter.restype = None
+                setter.argtypes = [ctypes.c_int]
+                if getter is not None:
+                    getter.restype = ctypes.c_int
+                    getter.argtypes = []
+                out.append((setter, getter))
+            break
+    return out
+
+
+def _check(n, fn: str) -> int:
+    if isinstance(n, bool) or not hasattr(n, "__index__"):
+        raise TypeError(f"{fn}: expected an int number of threads, got {type(n).__name__}")
+    n = n.__index__()
+    if n <= 0:
+        raise RuntimeError(f"{fn}: number of threads must be positive, got {n}")
+    return n
+
+
+def set_num_threads(n: int) -> None:
+    """Use ``n`` threads for pylucid's intra-op CPU parallelism (the BLAS kernels), as
+    ``torch.set_num_threads``. Applies to every BLAS library loaded in the process."""
+    n = _check(n, "set_num_threads")
+    try:
+        import threadpoolctl
+    except ImportError:
+        threadpoolctl = None
+    if threadpoolctl is not None:
+        threadpoolctl.threadpool_limits(limits=n, user_api="blas")
+    else:
+        _state["libs"] = _blas_libs()  # scanned again: SciPy's own BLAS may have loaded since
+        for setter, _ in _state["libs"]:
+            setter(n)
+    _state["threads"] = n
+
+
+def get_num_threads() -> int:
+    """The number of threads of pylucid's intra-op CPU parallelism, as ``torch.get_num_threads``: the
+    last :func:`set_num_threads` value, else the BLAS library's own count (else the usable cores)."""
+    if _state["threads"] is not None:
+        return _state["threads"]
+    if _state["libs"] is None:
+        _state["libs"] = _blas_libs()
+    for _, getter in _state["libs"]:
+        if getter is not None:
+            return max(1, int(getter()))
+    return _default_threads()
+
+
+def set_num_interop_threads(n: int) -> None:
+    """Record ``n`` as the inter-op thread count, as ``torch.set_num_interop_threads``. pylucid runs
+    ops one after another on the calling thread, so the value is reported back and changes nothing."""
+    _state["interop"] = _check(n, "set_num_interop_threads")
+
+
+def get_num_interop_threads() -> int:
+    """The inter-op thread count, as ``torch.get_num_interop_threads`` (default: the usable cores)."""
+    return _state["interop"] if _state["interop"] is not None else _default_threads()
