@@ -1167,7 +1167,8 @@ class ScaledDotProductAttention(Op):
     def backward_fast(self, be, g, _g_lse=None):
         """First order: cuDNN's flash backward when the forward ran on it (a float32 ``lse`` of half
         inputs), else the graph formula on raw arrays."""
-        if be.name == "cuda" and self.input(4) is None and (len(self.next_edges) < 4 or self.next_edges[3] is None):
+        mask_fixed = len(self.next_edges) < 4 or self.next_edges[3] is None  # the kernels give no mask gradient
+        if be.name == "cuda" and self.input(4) is None and mask_fixed:
             o, lse = self.extra
             if lse.dtype.itemsize == 4 and o.dtype.itemsize == 2:
                 mask = self.input(3)
@@ -1176,7 +1177,7 @@ class ScaledDotProductAttention(Op):
                                      None if mask is None else mask._data, p["scale"], p["causal"])
                 if r is not None:
                     return r + (None, None)
-        if be.name == "cpu" and self.input(4) is None and self.input(0).dtype.is_floating_point:
+        if be.name == "cpu" and self.input(4) is None and mask_fixed and self.input(0).dtype.is_floating_point:
             p = self.params
             mask = self.input(3)
             o, lse = self.extra

@@ -43,7 +43,7 @@ def _up(be, a):
 class LstmCell(Op):
     """``(gates (B, 4H), c (B, H)) -> (h', c')``: the pointwise part of an LSTM step (see the module)."""
 
-    schema = OpSchema("lstm_cell", amp_policy=PROMOTE, saves_input=True, family="nn")
+    schema = OpSchema("lstm_cell", amp_policy=PROMOTE, saves_input=True, family="nn", accepts=("float",))
     n_outputs = 3
     differentiable_outputs = (True, True, False)
 
@@ -104,7 +104,7 @@ class LstmCell(Op):
 class GruCell(Op):
     """``(x_gates (B, 3H), h_gates (B, 3H), h (B, H)) -> h'``: the pointwise part of a GRU step."""
 
-    schema = OpSchema("gru_cell", amp_policy=PROMOTE, saves_input=True, family="nn")
+    schema = OpSchema("gru_cell", amp_policy=PROMOTE, saves_input=True, family="nn", accepts=("float",))
     n_outputs = 2
     differentiable_outputs = (True, False)
 
