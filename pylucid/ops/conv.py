@@ -292,6 +292,19 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
 # ----------------------------------------------------------------------------------------------------------
 # convolution
 # ----------------------------------------------------------------------------------------------------------
+def _conv_cols(be, x, kernel, dilation, pads, stride, groups):
+    """Contiguous im2col of ``x`` as (N, G, C/G*K, L), and the output spatial size."""
+    cols, out_sp = _im2col(be, x, kernel, dilation, pads, stride)
+    n, c = x.shape[:2]
+    return be.ascontiguousarray(cols).reshape(n, groups, c // groups * _prod(kernel), _prod(out_sp)), out_sp
+
+
+def _narrow(x, w, groups) -> bool:
+    """Few input channels per group (a first layer, LeNet-sized nets): the batched im2col GEMMs measure
+    faster there (benchmarks/bench_train.py LeNet-5) than the backend's channels-last paths for wide layers."""
+    return x.shape[1] // groups < 16 and x.dtype.kind == "f" and x.dtype.itemsize >= 4
+
+
 def _bias_shape(nd):
     return (1, -1) + (1,) * nd
 
@@ -329,6 +342,14 @@ class _ConvNd(Op):
             y = be.conv_nd(x, w, b, stride, pads, dilation, groups)
             if y is not None:
                 return y
+        if be.name == "cpu" and _narrow(x, w, groups):
+            nd = x.ndim - 2
+            n, o = x.shape[0], w.shape[0]
+            cols, out_sp = _conv_cols(be, x, w.shape[2:], dilation, pads, stride, groups)
+            y = be.matmul(w.reshape(groups, o // groups, -1), cols).reshape((n, o) + out_sp)
+            if b is not None:
+                y += b.reshape(_bias_shape(nd))
+            return y
         return be.conv_nd_gemm(x, w, b, stride, pads, dilation, groups)
 
     def backward(self, g):
@@ -364,9 +385,32 @@ class _ConvNd(Op):
             return r
         p = self.params
         e = self.next_edges
-        dx, dw = be.conv_nd_gemm_backward(g, self.input(0)._data, self.input(1)._data, p["stride"], p["pads"],
-                                          p["dilation"], p["groups"], e[0] is not None, e[1] is not None)
+        x, w = self.input(0)._data, self.input(1)._data
+        if be.name == "cpu" and _narrow(x, w, p["groups"]):
+            return self._narrow_backward(be, g, x, w)
+        dx, dw = be.conv_nd_gemm_backward(g, x, w, p["stride"], p["pads"], p["dilation"], p["groups"],
+                                          e[0] is not None, e[1] is not None)
         return dx, dw, _bias_grad(be, self, g)
+
+    def _narrow_backward(self, be, g, x, w):
+        p = self.params
+        gr = p["groups"]
+        n, c = x.shape[:2]
+        o = w.shape[0]
+        kernel = w.shape[2:]
+        # the incoming gradient may be a broadcast (stride-0) view: BLAS wants real strides
+        g = be.ascontiguousarray(g)
+        g2 = g.reshape(n, gr, o // gr, _prod(g.shape[2:]))
+        gx = gw = None
+        if self.next_edges[0] is not None:
+            cols = be.matmul(be.swapaxes(w.reshape(gr, o // gr, -1), -1, -2), g2)
+            cols = cols.reshape((n, c) + tuple(kernel) + g.shape[2:])
+            gx = _col2im(be, cols, x.shape[2:], kernel, p["dilation"], p["pads"], p["stride"])
+        if self.next_edges[1] is not None:
+            cols, _ = _conv_cols(be, x, kernel, p["dilation"], p["pads"], p["stride"], gr)
+            # batched GEMMs then a sum over N: faster here than one tensordot, which copies both operands
+            gw = be.sum(be.matmul(g2, be.swapaxes(cols, -1, -2)), axis=0).reshape(w.shape)
+        return gx, gw, _bias_grad(be, self, g)
 
 
 _CONV = _nd_ops(_ConvNd, "conv{}d", amp_policy=PROMOTE, saves_input=True)
