@@ -5,10 +5,11 @@ import warnings
 
 import numpy as np
 import pytest
+
+torchdiffeq = pytest.importorskip("torchdiffeq")  # the reference (a test dependency)
 import scipy.integrate
 import scipy.linalg
 import torch
-import torchdiffeq
 
 import pylucid as pl
 from pylucid.diffeq import ADAPTIVE, FIXED, IMPLICIT, odeint, odeint_adjoint

@@ -1,8 +1,9 @@
 """pylucid.einops against the einops package run on torch tensors (same inputs), values and gradients."""
 
-import einops
 import numpy as np
 import pytest
+
+einops = pytest.importorskip("einops")  # the reference (a test dependency)
 import torch
 
 import pylucid as pl

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 
 import numpy as np
 import pytest
+
+pytest.importorskip("expecttest")  # PyTorch's OpInfo database needs it (a test dependency)
 import torch
 
 import pylucid
