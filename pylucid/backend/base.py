@@ -471,7 +471,7 @@ class ArrayBackend:
         return self.xp.ascontiguousarray(w5, dtype=cdt).reshape(groups, o // groups, cg * _prod(w.shape[2:]))
 
     @staticmethod
-    def _gemm(a, b):
+    def _conv_gemm(a, b):
         # one 2-D GEMM when there is one group (NumPy's stacked matmul adds a loop and a copy otherwise)
         return (a[0] @ b[0])[None] if a.shape[0] == 1 else a @ b
 
@@ -495,7 +495,7 @@ class ArrayBackend:
                 for kpos in itertools.product(*(range(k) for k in kernel))]
         return offs, max(offs)
 
-    def _grid(self, a, pads, cdt, padded=None):
+    def _conv_grid(self, a, pads, cdt, padded=None):
         """``a`` (N, C, *S) as its channels-last zero-padded grid (N, *padded, C) in ``cdt``."""
         size = a.shape[2:]
         if padded is None:
@@ -528,7 +528,7 @@ class ArrayBackend:
         n, c = x.shape[:2]
         o = w.shape[0]
         kernel = w.shape[2:]
-        buf = self._grid(x, pads, cdt)
+        buf = self._conv_grid(x, pads, cdt)
         padded = buf.shape[1:-1]
         out_sp = tuple(p - d * (k - 1) for p, d, k in zip(padded, dilation, kernel))
         offs, top = self._tap_grid(padded, kernel, dilation)
@@ -545,7 +545,7 @@ class ArrayBackend:
 
     def _tap_g(self, g, padded, cdt):
         """The output gradient on the padded grid, flattened (N*P, O), zero past the output's extent."""
-        return self._grid(g, ((0, 0),) * (g.ndim - 2), cdt, padded).reshape(-1, g.shape[1])
+        return self._conv_grid(g, ((0, 0),) * (g.ndim - 2), cdt, padded).reshape(-1, g.shape[1])
 
     def _conv_taps_dx(self, gf, w, size, pads, dilation, padded, dt, cdt):
         xp = self.xp
@@ -569,7 +569,7 @@ class ArrayBackend:
         xp = self.xp
         kernel = tuple(w_shape[2:])
         o, c = w_shape[:2]
-        a = self._grid(x, pads, cdt, padded).reshape(-1, c)
+        a = self._conv_grid(x, pads, cdt, padded).reshape(-1, c)
         offs, top = self._tap_grid(padded, kernel, dilation)
         rows = a.shape[0] - top
         dw = xp.empty((len(offs), c, o), dtype=cdt)
@@ -593,7 +593,7 @@ class ArrayBackend:
         xp = self.xp
         nd = len(kernel)
         n, c = x.shape[:2]
-        buf = self._grid(x, pads, cdt)
+        buf = self._conv_grid(x, pads, cdt)
         buf = xp.moveaxis(buf, -1, 1)  # (N, C, *padded) view of the padded copy
         if out_sp is None:
             out_sp = tuple(p - d * (k - 1) - 1 for p, d, k in zip(buf.shape[2:], dilation, kernel))
@@ -625,7 +625,7 @@ class ArrayBackend:
         if groups == 1 and x.shape[1] < self._TAP_MIN_C:
             return self._conv_narrow(x, w, b, stride, pads, dilation, dt, cdt)
         cols, out_sp = self._conv_cols(x, w.shape[2:], stride, pads, dilation, groups, cdt)
-        y = self._gemm(cols, xp.swapaxes(self._conv_wmat(w, groups, cdt), -1, -2))  # (G, N*L, O/G)
+        y = self._conv_gemm(cols, xp.swapaxes(self._conv_wmat(w, groups, cdt), -1, -2))  # (G, N*L, O/G)
         y = y.reshape((groups, n) + out_sp + (o // groups,)).transpose((1, 0, nd + 2) + tuple(range(2, nd + 2)))
         out = xp.empty((n, groups, o // groups) + out_sp, dtype=dt)
         if b is None:
@@ -665,7 +665,7 @@ class ArrayBackend:
         if self._conv_taps_ok(w.shape[1], stride, groups, g.shape[0]):
             padded = self._tap_padded(size, pads, g.shape[2:], w.shape[2:], dilation)
             return self._conv_taps_dx(self._tap_g(g, padded, cdt), w, size, pads, dilation, padded, g.dtype, cdt)
-        dcols = self._gemm(self._conv_gmat(g, groups, cdt), self._conv_wmat(w, groups, cdt))
+        dcols = self._conv_gemm(self._conv_gmat(g, groups, cdt), self._conv_wmat(w, groups, cdt))
         return self._col2im_cl(dcols, g.shape[0], size, w.shape[2:], stride, pads, dilation, groups,
                                g.shape[2:], g.dtype)
 
@@ -688,7 +688,7 @@ class ArrayBackend:
         cols, _ = self._conv_cols(x, kernel, stride, pads, dilation, groups, cdt, tuple(g.shape[2:]))
         if gm is None:
             gm = self._conv_gmat(g, groups, cdt)
-        dw = self._gemm(xp.swapaxes(cols, -1, -2), gm)  # (G, K*C/G, O/G)
+        dw = self._conv_gemm(xp.swapaxes(cols, -1, -2), gm)  # (G, K*C/G, O/G)
         dw = dw.reshape((groups,) + kernel + (cg, o // groups))
         dw = dw.transpose((0, nd + 2, nd + 1) + tuple(range(1, nd + 1)))
         out = xp.empty((groups, o // groups, cg) + kernel, dtype=x.dtype)
@@ -706,7 +706,7 @@ class ArrayBackend:
         gm = self._conv_gmat(g, groups, cdt)
         dx = dw = None
         if need_x:
-            dcols = self._gemm(gm, self._conv_wmat(w, groups, cdt))
+            dcols = self._conv_gemm(gm, self._conv_wmat(w, groups, cdt))
             dx = self._col2im_cl(dcols, g.shape[0], x.shape[2:], w.shape[2:], stride, pads, dilation, groups,
                                  g.shape[2:], x.dtype)
         if need_w:

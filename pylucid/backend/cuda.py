@@ -951,6 +951,15 @@ class CUDABackend(ArrayBackend):
             cp.add.at(acc, index, vals)
             target[...] = acc.astype(target.dtype)
             return target
+        if target.dtype.kind == "c":
+            # cupy.add.at has no complex kernels: the real and imaginary parts are scattered as two float arrays
+            vals = cp.asarray(values, dtype=target.dtype)
+            vals = cp.broadcast_to(vals, target[index].shape) if vals.ndim else vals
+            for part in ("real", "imag"):
+                acc = cp.ascontiguousarray(getattr(target, part))
+                cp.add.at(acc, index, cp.ascontiguousarray(getattr(vals, part)))
+                setattr(target, part, acc)
+            return target
         cp.add.at(target, index, values)
         return target
 
