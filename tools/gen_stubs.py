@@ -437,6 +437,8 @@ def render(modname: str, stubbed: set[str]) -> str:
     for n in _public_names(mod):
         v = getattr(mod, n)
         if isinstance(v, types.ModuleType):
+            if v.__name__.split(".")[0] in ("numpy", "cupy", "cupyx"):
+                continue  # the array libraries stay behind pylucid._interop and the backend, in stubs too
             parent, _, last = v.__name__.rpartition(".")
             if parent and last == n:
                 stub.imports.add((parent, last, n))
