@@ -1,6 +1,6 @@
-"""ODE benchmark (CPU): ``odeint_adjoint`` on a small neural ODE, pylucid.diffeq against torchdiffeq.
+"""ODE benchmark: ``odeint_adjoint`` on a small neural ODE, pylucid.diffeq against torchdiffeq.
 
-    python benchmarks/bench_diffeq.py [--quick]
+    python benchmarks/bench_diffeq.py [--quick] [--device cuda]
 
 The model is a 2-50-2 tanh MLP ``dy/dt = W2 tanh(W1 y + b1) + b2`` on a
 batch of 16 states, solved with dopri5 over t in [0, 1] (5 output times,
@@ -8,7 +8,9 @@ rtol 1e-5, atol 1e-7); one call is a forward solve and the backward adjoint
 solve with the gradients of the parameters. Both frameworks get the same
 weights and run interleaved (benchmarks/_harness.py); the target ratio is
 <= 1.3. The number of function evaluations of each is printed too: the two
-solvers take the same steps, so the ratio is the per-step cost.
+solvers take the same steps, so the ratio is the per-step cost. With
+``--device cuda`` both run on the GPU (each call ends with a synchronisation);
+a problem this small is bound by the host work per solver step there.
 """
 
 from __future__ import annotations
@@ -67,34 +69,41 @@ def main() -> None:
     from torchdiffeq import odeint_adjoint as t_odeint_adjoint
 
     quick = "--quick" in sys.argv
+    device = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu"
     torch.set_num_threads(1)
     w = _weights()
     y0 = np.random.default_rng(1).standard_normal((16, 2)).astype(np.float32)
     t = np.linspace(0.0, 1.0, 5).astype(np.float32)
-    fp, ft = PlODE(w), TorchODE(w)
-    yp, tp = pl.tensor(y0, requires_grad=True), pl.tensor(t)
-    yt, tt = torch.tensor(y0, requires_grad=True), torch.tensor(t)
+    fp, ft = PlODE(w).to(device), TorchODE(w).to(device)
+    yp, tp = pl.tensor(y0, device=device, requires_grad=True), pl.tensor(t, device=device)
+    yt, tt = torch.tensor(y0, device=device, requires_grad=True), torch.tensor(t, device=device)
     kw = dict(rtol=1e-5, atol=1e-7, method="dopri5")
+    on_gpu = device != "cpu"
 
     def run_pl():
         out = odeint_adjoint(fp, yp, tp, **kw)
         out[-1].square().sum().backward()
         fp.zero_grad()
         yp.grad = None
+        if on_gpu:
+            pl.cuda.synchronize()
 
     def run_torch():
         out = t_odeint_adjoint(ft, yt, tt, **kw)
         out[-1].square().sum().backward()
         ft.zero_grad()
         yt.grad = None
+        if on_gpu:
+            torch.cuda.synchronize()
 
     fp.nfe = ft.nfe = 0
     run_pl()
     run_torch()
     print(f"function evaluations per call: pylucid {fp.nfe}, torchdiffeq {ft.nfe}")
-    rows = [compare("odeint_adjoint 2-50-2 tanh MLP, dopri5, batch 16 (fwd+bwd)", run_pl, run_torch,
+    rows = [compare(f"odeint_adjoint 2-50-2 tanh MLP, dopri5, batch 16 (fwd+bwd), {device}", run_pl, run_torch,
                     rounds=3 if quick else 7, target_s=0.2 if quick else 0.5)]
-    report(rows, "pylucid.diffeq vs torchdiffeq (CPU, one thread), target ratio <= 1.3")
+    where = "CPU, one thread" if device == "cpu" else device
+    report(rows, f"pylucid.diffeq vs torchdiffeq ({where}), target ratio <= 1.3")
 
 
 if __name__ == "__main__":

@@ -187,13 +187,29 @@ class _Replayed:
         except Exception as exc:  # capture failed: this signature runs eagerly from now on
             name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
             warnings.warn(f"pylucid.compile(mode='reduce-overhead'): {name} could not be captured as a CUDA graph "
-                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); it runs eagerly",
-                          UserWarning, stacklevel=3)
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}; "
+                          f"{_where(exc)}); it runs eagerly", UserWarning, stacklevel=3)
             self._graphs[key] = _EAGER
             return _EAGER
         entry = (g, static, out)
         self._graphs[key] = entry
         return entry
+
+
+def _where(exc: BaseException) -> str:
+    """Where a failed capture stopped: the innermost frames of the traceback that lie in pylucid (the op
+    that could not be captured, and what called it); the whole traceback with ``PYLUCID_COMPILE_DEBUG=1``."""
+    import os
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if os.environ.get("PYLUCID_COMPILE_DEBUG"):
+        return "traceback:\n" + "".join(traceback.format_list(frames))
+    root = os.path.dirname(os.path.abspath(__file__))
+    ours = [f for f in frames if os.path.abspath(f.filename).startswith(root) and f.filename != __file__]
+    shown = ours[-2:] or frames[-1:]
+    return "at " + " <- ".join(f"{os.path.relpath(f.filename, os.path.dirname(root))}:{f.lineno} ({f.name})"
+                               for f in reversed(shown)) + "; PYLUCID_COMPILE_DEBUG=1 shows the whole traceback"
 
 
 def compile(  # noqa: A001 - mirrors torch.compile

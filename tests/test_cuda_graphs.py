@@ -139,6 +139,72 @@ def test_capturable_adam_matches_plain_adam_and_follows_a_scheduler():
     assert abs(float(ob.param_groups[0]["lr"]) - oa.param_groups[0]["lr"]) < 1e-9
 
 
+def _scaled_step(model, opt, scaler, poison):
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y) * poison  # poison = inf makes every gradient overflow
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    return step
+
+
+@cuda_only
+def test_grad_scaler_with_a_capturable_adam_replays_its_skips_and_scale_changes():
+    """GradScaler + capturable Adam captured once: replays skip overflowed steps and back off / grow the
+    scale on the device exactly as the eager scaler with a plain Adam does."""
+    data = _data((16, 32), n=12)
+    poisoned = {3, 4, 8}  # steps whose gradients overflow
+    a, b = _mlp(), _mlp()
+    oa, ob = pl.optim.Adam(a.parameters(), lr=1e-2), pl.optim.Adam(b.parameters(), lr=1e-2, capturable=True)
+    sa = pl.amp.GradScaler("cuda", init_scale=2.0**10, growth_interval=2)
+    sb = pl.amp.GradScaler("cuda", init_scale=2.0**10, growth_interval=2)
+    pa, pb = pl.ones((), device="cuda"), pl.ones((), device="cuda")
+    step_a, step_b = _scaled_step(a, oa, sa, pa), _scaled_step(b, ob, sb, pb)
+    scales_a, skipped_a = [], []
+    for i, (x, y) in enumerate(data):
+        pa.fill_(float("inf") if i in poisoned else 1.0)
+        step_a(x, y)
+        scales_a.append(sa.get_scale())
+        skipped_a.append(sa.last_step_skipped)
+    assert any(skipped_a) and len(set(scales_a)) > 2  # the run exercises backoff and growth
+    step_b(*data[0])  # eager warm-up: the scale moves to the device here
+    scales_b, skipped_b = [sb.get_scale()], [sb.last_step_skipped]
+    sx, sy = data[1][0].clone(), data[1][1].clone()
+    g = pl.cuda.CUDAGraph()
+    with pl.cuda.graph(g):
+        step_b(sx, sy)
+    for i, (x, y) in enumerate(data[1:], start=1):
+        pb.fill_(float("inf") if i in poisoned else 1.0)
+        sx.copy_(x)
+        sy.copy_(y)
+        g.replay()
+        scales_b.append(sb.get_scale())
+        skipped_b.append(sb.last_step_skipped)
+    assert scales_b == scales_a and skipped_b == skipped_a
+    for p, q in zip(a.parameters(), b.parameters()):  # float32 device lr/betas: rounding as the Adam test above
+        np.testing.assert_allclose(_np(q), _np(p), rtol=1e-4, atol=1e-5)
+    state = sb.state_dict()
+    assert state["scale"] == scales_a[-1] and state["_growth_tracker"] == sa.state_dict()["_growth_tracker"]
+
+
+@cuda_only
+def test_host_values_made_inside_a_capture_are_constants_of_the_graph():
+    """A tensor built from host data during a capture (a mask, an index list) is copied from a buffer the
+    graph keeps, so every replay sees the values of capture time."""
+    x = pl.zeros(4, device="cuda")
+    g = pl.cuda.CUDAGraph()
+    with pl.cuda.graph(g):
+        y = x + pl.tensor([1.0, 2.0, 3.0, 4.0], device="cuda")
+        z = y.index_select(0, pl.tensor([3, 0], device="cuda"))
+    for k in range(3):
+        x.fill_(10.0 * k)
+        g.replay()
+        np.testing.assert_array_equal(_np(z), [10.0 * k + 4, 10.0 * k + 1])
+
+
 @cuda_only
 def test_host_read_inside_a_capture_raises_and_leaves_everything_usable():
     model = _mlp()

@@ -185,8 +185,13 @@ def check_grad_vs_torch(entry, device):
         if not live:
             assert grads is None, f"{entry.id}[{s.name}]: pylucid output requires grad, PyTorch's does not"
             continue
-        t_grads = torch.autograd.grad([o for o, _ in live], [t_args[i] for i in pos],
-                                      [torch.from_numpy(c).to(o.dtype) for o, c in live], allow_unused=True)
+        try:
+            t_grads = torch.autograd.grad([o for o, _ in live], [t_args[i] for i in pos],
+                                          [torch.from_numpy(c).to(o.dtype) for o, c in live], allow_unused=True)
+        except (NotImplementedError, RuntimeError) as exc:
+            if "derivative for" in str(exc) and "not implemented" in str(exc) and torch.__version__ < "2.13":
+                pytest.skip(f"the installed torch {torch.__version__} has no derivative of this op (2.13 has)")
+            raise
         assert grads is not None, f"{entry.id}[{s.name}]: output does not require grad"
         for i, g, tg in zip(pos, grads, t_grads):
             what = f"{entry.id}[{s.name}] d/d arg{i}"

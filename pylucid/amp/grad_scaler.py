@@ -10,6 +10,14 @@ Built from public pylucid ops only. The scale lives as a Python float rounded
 to float32 (PyTorch keeps a float32 0-d tensor on the device; the values are
 the same), and the inf check of each gradient is ``sum(grad * 0)``, which is
 NaN exactly when the gradient holds an inf or a NaN.
+
+With an optimizer that can step under a device-side inf check (a ``capturable``
+Adam/AdamW on CUDA: ``optimizer._step_supports_amp_scaling``), the scale and the
+growth tracker move to the device at the first such ``step`` and stay there:
+``step`` hands the inf flag to the optimizer (``optimizer.found_inf``), whose
+kernel skips the update on the device, and ``update`` computes the next scale on
+the device, so neither reads a value on the host and the whole iteration can be
+captured into a CUDA graph and replayed.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from .. import dtypes as _dt
 from .._tensor import Tensor
 from ..autograd import no_grad
 from ..creation import tensor as _tensor
-from ..ops import add, mul, ne
+from ..ops import add, eq, gt, logical_or, mul, ne, reciprocal, where
 from ..ops import sum as _sum
 
 __all__ = ["GradScaler", "OptState"]
@@ -112,6 +120,8 @@ class GradScaler:
             self._growth_interval = growth_interval
             self._init_growth_tracker = 0
             self._growth_tracker: int | None = None
+            #: (scale, growth tracker) as 0-d float32 / int64 device tensors once a capturable optimizer stepped
+            self._dev: tuple[Tensor, Tensor] | None = None
             self._per_optimizer_states: dict[int, dict[str, Any]] = defaultdict(_refresh_per_optimizer_state)
 
     # -- scale ---------------------------------------------------------------------------
@@ -127,6 +137,8 @@ class GradScaler:
 
     def _scale_tensor(self, device) -> Tensor:
         """The scale as a 0-d float32 tensor on ``device`` (cached until the scale changes)."""
+        if self._dev is not None and self._dev[0].device == device:
+            return self._dev[0]
         key = (str(device), self._scale)
         t = self._scale_tensors.get(key)
         if t is None:
@@ -159,7 +171,7 @@ class GradScaler:
         return apply_scale(outputs)
 
     # -- unscale ---------------------------------------------------------------------------
-    def _unscale_grads_(self, optimizer, inv_scale: float, allow_fp16: bool) -> dict:
+    def _unscale_grads_(self, optimizer, inv_scale: float | Tensor, allow_fp16: bool) -> dict:
         """Multiply every grad by ``inv_scale`` in place; per device, 1.0 if any grad held inf/NaN."""
         nonfinite: dict = {}
         # inf * 0 is the point of the probe: silence the array library's "invalid value" warning
@@ -177,7 +189,9 @@ class GradScaler:
                     probe = _sum(mul(g, 0.0), dtype=_dt.float32)
                     key = str(g.device)
                     nonfinite[key] = probe if key not in nonfinite else add(nonfinite[key], probe)
-                    if inv_scale != 1.0:
+                    if isinstance(inv_scale, Tensor):  # the device-resident scale's inverse
+                        g.copy_(mul(g, inv_scale))
+                    elif inv_scale != 1.0:
                         # the inverse scale is a float32 value, as in PyTorch
                         g.copy_(mul(g, _tensor(inv_scale, dtype=_dt.float32, device=g.device)))
         return {dev: ne(v, v).to(_dt.float32) for dev, v in nonfinite.items()}
@@ -196,7 +210,7 @@ class GradScaler:
                                "update()")
         if state["stage"] is OptState.STEPPED:
             raise RuntimeError("GradScaler.unscale_() is being called after step()")
-        inv_scale = _float32(1.0 / self._scale)
+        inv_scale = reciprocal(self._dev[0]) if self._dev is not None else _float32(1.0 / self._scale)
         state["found_inf_per_device"] = self._unscale_grads_(optimizer, inv_scale, False)
         state["stage"] = OptState.UNSCALED
 
@@ -217,13 +231,66 @@ class GradScaler:
         if state["stage"] is OptState.READY:
             self.unscale_(optimizer)
         found = state["found_inf_per_device"]
+        if self._device == "cuda" and getattr(optimizer, "_step_supports_amp_scaling", False) and len(found) == 1:
+            # the optimizer skips its update on the device when the flag is set: no host read of the flag
+            self._to_device()
+            (flag,) = found.values()
+            optimizer.found_inf = flag
+            try:
+                retval = optimizer.step(*args, **kwargs)
+            finally:
+                optimizer.found_inf = None
+            self._last_found = flag
+            state["stage"] = OptState.STEPPED
+            return retval
         retval = None
         skipped = bool(sum(v.item() for v in found.values()))
         if not skipped:
             retval = optimizer.step(*args, **kwargs)
-        self.last_step_skipped = skipped
+        self._last_found = skipped
         state["stage"] = OptState.STEPPED
         return retval
+
+    @property
+    def last_step_skipped(self) -> bool:
+        """Whether the last ``step`` skipped the optimizer (read from the device after a device-side check)."""
+        found = self.__dict__.get("_last_found", False)
+        return bool(found.item()) if isinstance(found, Tensor) else found
+
+    @last_step_skipped.setter
+    def last_step_skipped(self, value: bool) -> None:
+        self._last_found = bool(value)
+
+    def _to_device(self) -> None:
+        """Move the scale and the growth tracker to the CUDA device (once; they stay there)."""
+        if self._dev is not None:
+            return
+        from ..backend import cuda as _cuda_backend
+
+        if _cuda_backend.CAPTURING[0]:
+            raise RuntimeError("GradScaler.step: the first step with a capturable optimizer must run before a CUDA "
+                               "graph captures (the scale moves to the device then); run one iteration eagerly "
+                               "first, as pylucid.compile does")
+        from ..creation import full
+
+        self._dev = (full((), self._scale, dtype=_dt.float32, device="cuda"),
+                     full((), self._growth_tracker, dtype=_dt.int64, device="cuda"))
+
+    def _update_on_device(self, found_infs: list) -> None:
+        """``update()``'s rule as device ops written into the scale and tracker tensors in place."""
+        scale, tracker = self._dev
+        found = found_infs[0]
+        for f in found_infs[1:]:
+            found = add(found, f.to(found.device))
+        with no_grad():
+            hit = gt(found, 0.0)
+            successful = add(tracker, 1)
+            grow = logical_or(hit, eq(successful, self._growth_interval))  # the tracker resets on either
+            grown = mul(scale, _float32(self._growth_factor))
+            grown = where(eq(grown, float("inf")), scale, grown)  # a scale that would overflow is kept
+            new_scale = where(hit, mul(scale, _float32(self._backoff_factor)), where(grow, grown, scale))
+            scale.copy_(new_scale)
+            tracker.copy_(where(grow, 0, successful))
 
     def update(self, new_scale: float | Tensor | None = None) -> None:
         """Set the scale for the next iteration.
@@ -241,14 +308,24 @@ class GradScaler:
                 if new_scale.numel() != 1 or new_scale.requires_grad:
                     raise ValueError("GradScaler.update: new_scale should be a float or a 1-element tensor with "
                                      "requires_grad=False")
+                if self._dev is not None:
+                    with no_grad():
+                        self._dev[0].copy_(new_scale.reshape(()))
+                    self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
+                    return
                 new_scale = new_scale.item()
             self._scale = _float32(float(new_scale))
+            if self._dev is not None:
+                with no_grad():
+                    self._dev[0].fill_(self._scale)
         else:
             found_infs = [f for s in self._per_optimizer_states.values() for f in s["found_inf_per_device"].values()]
             if not found_infs:
                 raise RuntimeError("GradScaler.update: no inf checks were recorded prior to update (call "
                                    "scaler.step(optimizer) or scaler.unscale_(optimizer) first)")
-            if sum(f.item() for f in found_infs):
+            if self._dev is not None:
+                self._update_on_device(found_infs)
+            elif sum(f.item() for f in found_infs):
                 self._scale = _float32(self._scale * self._backoff_factor)
                 self._growth_tracker = 0
             else:
@@ -267,6 +344,8 @@ class GradScaler:
         """The current scale (``init_scale`` before the first ``scale`` call; 1.0 when disabled)."""
         if not self._enabled:
             return 1.0
+        if self._dev is not None:
+            return float(self._dev[0].item())
         return float(self._init_scale) if self._scale is None else self._scale
 
     def get_growth_factor(self) -> float:
@@ -290,6 +369,8 @@ class GradScaler:
     def _get_growth_tracker(self) -> int:
         if not self._enabled:
             return 0
+        if self._dev is not None:
+            return int(self._dev[1].item())
         return self._init_growth_tracker if self._growth_tracker is None else self._growth_tracker
 
     def is_enabled(self) -> bool:
@@ -316,6 +397,10 @@ class GradScaler:
             raise RuntimeError("GradScaler.load_state_dict: the source state dict is empty, possibly because it was "
                                "saved from a disabled instance of GradScaler")
         self._init_scale = float(state_dict["scale"])
+        if self._dev is not None:  # device-resident: the tensors keep their storage (a captured graph reads it)
+            with no_grad():
+                self._dev[0].fill_(_float32(self._init_scale))
+                self._dev[1].fill_(int(state_dict["_growth_tracker"]))
         if self._scale is not None:
             self._scale = _float32(self._init_scale)
         self._growth_factor = float(state_dict["growth_factor"])
@@ -336,6 +421,8 @@ class GradScaler:
             state["_scale"] = None
             state["_growth_tracker"] = None
             state["_scale_tensors"] = {}
+            state["_dev"] = None
+            state["_last_found"] = self.last_step_skipped
             state["_per_optimizer_states"] = None
         return state
 

@@ -649,6 +649,8 @@ class CUDABackend(ArrayBackend):
                 if self._multi and data.device.id != self.index:
                     data = data.copy()  # peer copy onto this device
                 return data if dtype is None or data.dtype == dtype else data.astype(dtype)
+            if self.graph_keep is not None:
+                return self._upload_captured(np.asarray(data, dtype=dtype))
             if dtype is not None and np.dtype(dtype) == _BF16 or getattr(data, "dtype", None) == _BF16:
                 host = np.asarray(data, dtype=_BF16)
                 # (ascontiguousarray makes a 0-d array 1-d: the reshape keeps 0-d tensors 0-d)
@@ -953,7 +955,7 @@ class CUDABackend(ArrayBackend):
             return target
         if target.dtype.kind == "c":
             # cupy.add.at has no complex kernels: the real and imaginary parts are scattered as two float arrays
-            vals = cp.asarray(values, dtype=target.dtype)
+            vals = self.asarray(values, dtype=target.dtype)
             vals = cp.broadcast_to(vals, target[index].shape) if vals.ndim else vals
             for part in ("real", "imag"):
                 acc = cp.ascontiguousarray(getattr(target, part))
@@ -986,7 +988,7 @@ class CUDABackend(ArrayBackend):
             pos = cp.arange(target.size, dtype=np.int64).reshape(target.shape)[index]
             if pos.size == 0:
                 return target
-            vals = values if hasattr(values, "shape") else cp.asarray(values, dtype=target.dtype)
+            vals = values if hasattr(values, "shape") else self.asarray(values, dtype=target.dtype)
             vals = cp.broadcast_to(vals.astype(target.dtype, copy=False), pos.shape).reshape(-1)
             pos = pos.reshape(-1)
             flat = target.reshape(-1) if target.flags.c_contiguous else cp.ascontiguousarray(target).reshape(-1)
@@ -1327,7 +1329,8 @@ class CUDABackend(ArrayBackend):
         return dw.astype(dt, copy=False)
 
     def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float, beta2: float,
-                  eps: float, weight_decay: float = 0.0, decoupled: bool = False, maximize: bool = False) -> None:
+                  eps: float, weight_decay: float = 0.0, decoupled: bool = False, maximize: bool = False,
+                  found_inf=None) -> None:
         """Adam/AdamW for every array of a group in one kernel launch per dtype, in place.
 
         Quadruples of C-contiguous float32/float64 arrays of one dtype are fused; the others (half
@@ -1341,6 +1344,10 @@ class CUDABackend(ArrayBackend):
             groups.setdefault(p.dtype if fused else None, []).append(quad)
         hp = dict(step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
                   decoupled=decoupled, maximize=maximize)
+        if found_inf is not None:
+            hp["found_inf"] = found_inf
+        if found_inf is not None and not isinstance(step, self.xp.ndarray):
+            raise ValueError("adam_step: found_inf needs a capturable (device) step")
         if isinstance(step, self.xp.ndarray) and len(groups) > 1:
             raise ValueError("adam_step: a capturable (device) step needs the parameters of one float dtype")
         for dt, quads in groups.items():
@@ -1356,6 +1363,26 @@ class CUDABackend(ArrayBackend):
 
     _ADAM_CHUNK = 65536
 
+    def _upload_captured(self, host):
+        """A device copy of the host array ``host`` made inside a CUDA graph capture.
+
+        CuPy refuses host-to-device copies on a capturing stream (a copy from pageable memory cannot be
+        captured). A copy from pinned memory can: the values go to a pinned buffer that lives as long as
+        the graph (``graph_keep``), and the captured copy node re-reads it on every replay, so the array
+        holds the values it had at capture time, as a constant of the graph.
+        """
+        cp = self.xp
+        host = np.ascontiguousarray(host)
+        bf16 = host.dtype == _BF16
+        dev = self.ndarray(host.shape, np.uint16 if bf16 else host.dtype)
+        if host.nbytes:
+            mem = cp.cuda.alloc_pinned_memory(host.nbytes)
+            np.frombuffer(mem, dtype=np.uint8, count=host.nbytes)[:] = host.reshape(-1).view(np.uint8)
+            cp.cuda.runtime.memcpyAsync(dev.data.ptr, mem.ptr, host.nbytes, cp.cuda.runtime.memcpyHostToDevice,
+                                        cp.cuda.get_current_stream().ptr)
+            self.graph_keep.append(mem)
+        return dev.view(_BF16) if bf16 else dev
+
     def _upload_async(self, values):
         """A uint64 device array of ``values`` copied from pinned memory without waiting for the GPU.
 
@@ -1367,12 +1394,7 @@ class CUDABackend(ArrayBackend):
         cp = self.xp
         n = len(values)
         if self.graph_keep is not None:
-            # capturing: CuPy refuses host-to-device copies on a capturing stream, so each value is written by
-            # a fill kernel whose argument is baked into the graph
-            dev = self.ndarray((n,), np.uint64)
-            for j, v in enumerate(values):
-                dev[j:j + 1].fill(np.uint64(v))
-            return dev
+            return self._upload_captured(np.array(values, dtype=np.uint64))
         mem = cp.cuda.alloc_pinned_memory(max(n, 1) * 8)
         host = np.frombuffer(mem, dtype=np.uint64, count=n)
         host[:] = values
@@ -1403,8 +1425,9 @@ class CUDABackend(ArrayBackend):
                     ct.append(t)
                     cs.append(start)
             with self.device_ctx():
-                tables = ([cp.asarray(p) for p in ptrs], cp.asarray(sizes), cp.asarray(np.array(ct, np.int32)),
-                          cp.asarray(np.array(cs, np.int64)), len(ct), grad_ptrs)
+                up = self.asarray  # (inside a capture: copies the graph keeps)
+                tables = ([up(p) for p in ptrs], up(sizes), up(np.array(ct, np.int32)), up(np.array(cs, np.int64)),
+                          len(ct), grad_ptrs)
             if len(self._adam_tables) > 64:  # parameters re-allocated: forget stale tables
                 self._adam_tables.clear()
             self._adam_tables[key] = tables
@@ -1419,8 +1442,9 @@ class CUDABackend(ArrayBackend):
         if isinstance(step, cp.ndarray):
             # capturable: step, lr and betas live in device memory, so a replayed graph advances and reads them
             with self.device_ctx():
-                dev_hp = self.ndarray((5,), dt)
-                get_kernel("adam_count", dt)((1,), (1,), (step, hp["lr"], hp["beta1"], hp["beta2"], dev_hp))
+                dev_hp = self.ndarray((6,), dt)
+                get_kernel("adam_count", dt)((1,), (1,), (step, hp["lr"], hp["beta1"], hp["beta2"], dev_hp,
+                                                          hp.get("found_inf", np.uint64(0))))
             lr = bc1 = bc2_sqrt = b1 = b2 = 1.0
         else:
             b1, b2 = hp["beta1"], hp["beta2"]

@@ -370,8 +370,12 @@ extern "C" __global__ void adam_multi(const unsigned long long* __restrict__ p_p
                                       scalar_t lr, scalar_t b1, scalar_t b2, scalar_t eps, scalar_t wd,
                                       scalar_t bc1, scalar_t bc2_sqrt, int decoupled, int maximize,
                                       const scalar_t* __restrict__ dev_hp) {
-    // dev_hp (capturable steps): lr, bc1, bc2_sqrt, b1, b2 read from device memory (written by adam_count)
-    if (dev_hp) { lr = dev_hp[0]; bc1 = dev_hp[1]; bc2_sqrt = dev_hp[2]; b1 = dev_hp[3]; b2 = dev_hp[4]; }
+    // dev_hp (capturable steps): lr, bc1, bc2_sqrt, b1, b2 read from device memory (written by adam_count);
+    // dev_hp[5] != 0: GradScaler found an inf/NaN gradient, the step is skipped
+    if (dev_hp) {
+        if (dev_hp[5] != (scalar_t)0) return;
+        lr = dev_hp[0]; bc1 = dev_hp[1]; bc2_sqrt = dev_hp[2]; b1 = dev_hp[3]; b2 = dev_hp[4];
+    }
     int t = chunk_tensor[blockIdx.x];
     long long start = chunk_start[blockIdx.x];
     long long end = start + chunk;
@@ -397,11 +401,14 @@ extern "C" __global__ void adam_multi(const unsigned long long* __restrict__ p_p
 }
 """,
     "adam_count": r"""
-// a capturable Adam step's scalars on the device: step += 1, then lr, 1 - b1^step, sqrt(1 - b2^step)
+// a capturable Adam step's scalars on the device: step += 1, then lr, 1 - b1^step, sqrt(1 - b2^step);
+// with GradScaler's inf flag set (found_inf[0] != 0) nothing is counted and hp[5] tells adam_multi to skip
 extern "C" __global__ void adam_count(scalar_t* __restrict__ step, const scalar_t* __restrict__ lr,
                                       const scalar_t* __restrict__ b1, const scalar_t* __restrict__ b2,
-                                      scalar_t* __restrict__ hp) {
-    // hp = lr, 1 - b1^step, sqrt(1 - b2^step), b1, b2; the powers in double, rounded once
+                                      scalar_t* __restrict__ hp, const float* __restrict__ found_inf) {
+    // hp = lr, 1 - b1^step, sqrt(1 - b2^step), b1, b2, skip; the powers in double, rounded once
+    if (found_inf && found_inf[0] != 0.0f) { hp[5] = (scalar_t)1; return; }
+    hp[5] = (scalar_t)0;
     scalar_t k = step[0] + (scalar_t)1;
     step[0] = k;
     hp[0] = lr[0];

@@ -64,7 +64,8 @@ def _arrays_of(op: str, names: tuple, lists: tuple):
 
 @declare(method=False)
 def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float, beta2: float,
-                 eps: float, weight_decay: float = 0.0, decoupled: bool = False, maximize: bool = False) -> None:
+                 eps: float, weight_decay: float = 0.0, decoupled: bool = False, maximize: bool = False,
+                 found_inf=None) -> None:
     r"""One Adam step (AdamW with ``decoupled=True``) for lists of tensors, in place, in one backend call.
 
     For every ``p, g, m, v`` of ``params, grads, exp_avgs, exp_avg_sqs``, with ``step`` the step
@@ -84,6 +85,8 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
     ``grad_scale`` or ``found_inf``. ``step`` may be a one-element CUDA tensor (capturable: the kernel counts it
     up and computes the bias corrections on the device, so a replayed CUDA graph advances them), and ``lr``,
     ``beta1`` and ``beta2`` with it one-element tensors (a scheduler's ``fill_`` reaches a replayed graph).
+    With a capturable ``step``, ``found_inf`` may be a one-element float32 tensor on the same device
+    (``GradScaler``'s inf flag): when it is nonzero the kernel changes nothing, the step count included.
 
     Raises ValueError for lists of different lengths, TypeError for a non-Tensor,
     DeviceMismatch, ShapeMismatch or DtypeMismatch naming the index, and RuntimeError for a
@@ -117,14 +120,24 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
         if dev.type != "cuda":
             raise ValueError(f"{op}: a tensor step (capturable) needs CUDA parameters, got {dev}")
         step_arg = step._data.reshape(1)
+        if found_inf is not None:
+            if (found_inf.__class__ not in _TENSOR_TYPES or found_inf._device is not dev or found_inf.numel() != 1
+                    or found_inf.dtype != _dt.float32):
+                got = (f"{found_inf.dtype} on {found_inf.device} with {found_inf.numel()} elements"
+                       if found_inf.__class__ in _TENSOR_TYPES else type(found_inf).__name__)
+                raise ValueError(f"{op}: found_inf must be a one-element float32 tensor on {dev}, got {got}")
         lr_arg, b1_arg, b2_arg = (v._data.reshape(1) if v.__class__ in _TENSOR_TYPES
                                   else be.full((1,), float(v), p_arrays[0].dtype) for v in (lr, beta1, beta2))
     else:
+        if found_inf is not None:
+            raise ValueError(f"{op}: found_inf needs a capturable (tensor) step; with a Python step the caller "
+                             "skips the call instead")
         step_arg, lr_arg, b1_arg, b2_arg = int(step), float(lr), float(beta1), float(beta2)
+    extra = {} if found_inf is None else {"found_inf": found_inf._data.reshape(1)}
     with be.device_ctx():
         be.adam_step(p_arrays, g_arrays, m_arrays, v_arrays, step=step_arg, lr=lr_arg, beta1=b1_arg,
                      beta2=b2_arg, eps=float(eps), weight_decay=float(weight_decay), decoupled=bool(decoupled),
-                     maximize=bool(maximize))
+                     maximize=bool(maximize), **extra)
     if capturable:
         step._version[0] += 1
     for written in (params, exp_avgs, exp_avg_sqs):

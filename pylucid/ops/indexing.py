@@ -340,9 +340,14 @@ def _index_tensor(x: Tensor, index, op: str, ndim: int | None = None) -> Tensor:
     return index
 
 
-def _check_bounds(index_data, n, op, dim, allow_negative=False):
-    """PyTorch's index ops take indices in ``[0, n)`` (``take`` also ``[-n, 0)``)."""
-    if index_data.size:
+def _check_bounds(index, n, op, dim, allow_negative=False):
+    """PyTorch's index ops take indices in ``[0, n)`` (``take`` also ``[-n, 0)``).
+
+    Inside a CUDA graph capture the indices cannot be read on the host (they exist only at replay), so the
+    check is left out there, as PyTorch's device-side assert has no host error either (docs/semantics/cuda.md).
+    """
+    index_data = index._data
+    if index_data.size and index._device.backend.can_sync():
         lo, hi = int(index_data.min()), int(index_data.max())
         low = -n if allow_negative else 0
         if lo < low or hi >= n:
@@ -384,11 +389,11 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
     nd = max(input.ndim, 1)
     d = norm_dim(dim, nd, "index_select")
     if input.ndim == 0:
-        _check_bounds(index._data, 1, "index_select", d)
+        _check_bounds(index, 1, "index_select", d)
         out = getitem(input.reshape(1), index.reshape(-1))
         # a 0-d input stays 0-d for one index (PyTorch treats it as a 1-element 1-D tensor, then squeezes)
         return out.reshape(()) if index.numel() == 1 else out.reshape(index.shape)
-    _check_bounds(index._data, input.shape[d], "index_select", d)
+    _check_bounds(index, input.shape[d], "index_select", d)
     return apply(IndexSelect, (input,), {"index": index._data.reshape(-1), "dim": d})
 
 
@@ -430,7 +435,7 @@ def _check_index_src(input, dim, index, source, op):
     nd = max(input.ndim, 1)
     d = norm_dim(dim, nd, op)
     n = input.shape[d] if input.ndim else 1
-    _check_bounds(index._data, n, op, d)
+    _check_bounds(index, n, op, d)
     want = input.shape[:d] + (index.numel(),) + input.shape[d + 1:] if input.ndim else (index.numel(),)
     if source.ndim and tuple(source.shape) != want or (not source.ndim and index.numel() != 1):
         raise ShapeMismatch(f"{op}: source of shape {tuple(source.shape)} does not match index of {index.numel()} "
@@ -482,7 +487,7 @@ def index_fill(input: Tensor, dim: int, index, value) -> Tensor:
     d = norm_dim(dim, max(input.ndim, 1), "index_fill")
     if input.ndim == 0:
         return index_fill(input.reshape(1), 0, index, value).reshape(())
-    _check_bounds(index._data, input.shape[d], "index_fill", d)
+    _check_bounds(index, input.shape[d], "index_fill", d)
     index = index.reshape(-1)
     if isinstance(value, Tensor) and value._requires_grad:
         # each filled position counts once in value's gradient, however often the index repeats it
@@ -550,7 +555,7 @@ def _check_scatter_index(input, dim, index, op, src=None):
         if src.ndim and src.ndim != index.ndim or any(ni > ns for ni, ns in zip(xshp, sshp)):
             raise ShapeMismatch(f"{op}: index of shape {tuple(index.shape)} is larger than src of shape "
                                 f"{tuple(src.shape)}")
-    _check_bounds(index._data, ishp[d], op, d)
+    _check_bounds(index, ishp[d], op, d)
     return index, d
 
 
@@ -815,7 +820,7 @@ def take(input: Tensor, index) -> Tensor:
     """
     check_tensor(input, "take")
     index = _index_tensor(input, index, "take")
-    _check_bounds(index._data, input.numel(), "take", 0, allow_negative=True)
+    _check_bounds(index, input.numel(), "take", 0, allow_negative=True)
     return getitem(input.reshape(-1), index) if index.ndim else getitem(input.reshape(-1), index.reshape(1))[0]
 
 
@@ -1093,7 +1098,7 @@ def put(input: Tensor, index, source: Tensor, accumulate: bool = False) -> Tenso
     if index.numel() != source.numel():
         raise ShapeMismatch(f"put: index ({index.numel()} elements) and source ({source.numel()} elements) must have "
                             "the same number of elements")
-    _check_bounds(index._data, input.numel(), "put", 0, allow_negative=True)
+    _check_bounds(index, input.numel(), "put", 0, allow_negative=True)
     flat = input.reshape(-1)
     out = index_put(flat, (index.reshape(-1),), source.reshape(-1), accumulate)
     return out.reshape(input.shape)

@@ -764,7 +764,33 @@ class _Bessel(Op):
 
     @classmethod
     def forward(cls, be, x):
-        return _sp(be, cls.scipy_name, x)
+        out = _sp(be, cls.scipy_name, x)
+        if cls.scipy_name in ("k0e", "k1e"):
+            out = _scaled_k_tail(be, x, out, 1 if cls.scipy_name == "k1e" else 0)
+        return out
+
+
+def _scaled_k_tail(be, x, out, order):
+    """``exp(x) K_n(x)`` where a library formed it as ``exp(x) * K_n(x)`` and overflowed to NaN (CuPy's
+    kernels do, from x ~ 88 in float32): Hankel's asymptotic series, which for x > 80 reaches double
+    precision in six terms,
+
+        exp(x) K_n(x) ~ sqrt(pi / 2x) sum_k a_k / x^k,  a_k = a_{k-1} (4n^2 - (2k-1)^2) / (8k),  a_0 = 1.
+
+    Only NaNs at positive x are replaced, so a correct library result is returned as it is."""
+    bad = be.isnan(out) & (x > 0)
+    if not (be.can_sync() and bool(bad.any())):
+        return out
+    xs = be.where(bad, x, be.full(x.shape, 100.0, x.dtype)).astype("float64")
+    mu = 4.0 * order * order
+    term = be.ones_like(xs)
+    total = be.ones_like(xs)
+    with be.errstate():
+        for k in range(1, 7):
+            term = term * ((mu - (2 * k - 1) ** 2) / (8.0 * k)) / xs
+            total = total + term
+        tail = be.sqrt(3.141592653589793 / (2.0 * xs)) * total
+    return be.where(bad, tail.astype(out.dtype), out)
 
 
 def _bessel(name, scipy_name, doc):

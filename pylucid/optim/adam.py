@@ -55,6 +55,14 @@ class Adam(Optimizer):
 
     _group_defaults = {"amsgrad": False, "maximize": False, "decoupled_weight_decay": False}
     _state_names = ("exp_avg", "exp_avg_sq")
+    #: set by ``GradScaler.step`` for the length of one step: a one-element float32 device flag, nonzero when a
+    #: gradient held inf/NaN; the capturable kernel then leaves parameters, state and step count unchanged
+    found_inf: _Tensor | None = None
+
+    @property
+    def _step_supports_amp_scaling(self) -> bool:
+        """Whether ``GradScaler`` may hand this optimizer its inf flag instead of reading it on the host."""
+        return all(g["capturable"] and not g["amsgrad"] for g in self.param_groups)
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, amsgrad: bool = False, *, foreach: bool | None = None,
@@ -75,6 +83,9 @@ class Adam(Optimizer):
     def _step_group(self, group) -> None:
         # the whole group in one multi-tensor step where it can (AMSGrad has no fused kernel), else one at a time
         if group["amsgrad"] or not self._fused_step(group):
+            found = self.found_inf
+            if found is not None and bool(found.item()):
+                return  # a gradient overflowed: GradScaler skips the step
             super()._step_group(group)
 
     def _update(self, p, g, state, step, lr, group) -> None:
@@ -161,7 +172,8 @@ class Adam(Optimizer):
         _ops._fused_adam_(live, [p.grad for p in live], [state[p]["exp_avg"] for p in live],
                           [state[p]["exp_avg_sq"] for p in live], step=step, lr=lr, beta1=beta1, beta2=beta2,
                           eps=float(group["eps"]), weight_decay=float(group["weight_decay"]),
-                          decoupled=bool(group["decoupled_weight_decay"]), maximize=bool(group["maximize"]))
+                          decoupled=bool(group["decoupled_weight_decay"]), maximize=bool(group["maximize"]),
+                          found_inf=self.found_inf)
 
 
 class AdamW(Adam):
