@@ -633,6 +633,32 @@ def _new_index(like, arr):
     return _new_tensor(arr, like.device)
 
 
+def _overlap_add(frames: Tensor, hop: int, total: int) -> Tensor:
+    """``y[b, j * hop + i] += frames[b, j, i]``: the frames summed at their offsets, into ``(B, total)``.
+
+    Frames ``k = ceil(n_fft / hop)`` apart do not overlap, so each of the ``k`` groups ``j = r, r + k, ...``
+    is laid end to end (each frame padded to ``k * hop``) and the groups are added at offsets ``r * hop``:
+    ``k`` pads and adds, in a fixed order on every device (an atomic scatter would round differently from
+    run to run), and differentiable to any order.
+    """
+    from ..nn.functional import pad
+    from .elementwise import add
+
+    b, n_frames, n_fft = frames.shape
+    k = -(-n_fft // hop)
+    span = k * hop
+    y = None
+    for r in range(min(k, n_frames)):
+        group = frames[:, r::k, :]
+        m = group.shape[1]
+        laid = pad(group, (0, span - n_fft)).reshape(b, m * span)
+        off = r * hop
+        laid = laid[:, :total - off] if m * span > total - off else laid
+        part = pad(laid, (off, total - off - laid.shape[1]))
+        y = part if y is None else add(y, part)
+    return y
+
+
 @declare(method=True)
 def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
           window: Tensor | None = None, center: bool = True, normalized: bool = False, onesided: bool | None = None,
@@ -655,11 +681,9 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: 
     >>> pylucid.istft(X, 4, hop_length=1, window=w, length=8).allclose(x, atol=1e-5)
     True
     """
-    from ..creation import zeros
     from ..nn.functional import pad
     from .complex import real
     from .elementwise import div, mul
-    from .indexing import index_add
     from .shape import transpose, unsqueeze
 
     op = "istft"
@@ -689,12 +713,8 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: 
         frames = real(frames)
     frames = mul(frames, w)
     total = n_fft + hop * (n_frames - 1)
-    be = x.device.backend
-    idx = _new_index(x, _frame_index(be, n_frames, n_fft, hop).reshape(-1))
-    y = index_add(zeros(x.shape[0], total, dtype=frames.dtype, device=x.device), 1, idx,
-                  frames.reshape(x.shape[0], -1))
-    env = index_add(zeros(total, dtype=w.dtype, device=x.device), 0, idx,
-                    mul(w, w).reshape(1, n_fft).expand(n_frames, n_fft).reshape(-1))
+    y = _overlap_add(frames, hop, total)
+    env = _overlap_add(mul(w, w).reshape(1, 1, n_fft).expand(1, n_frames, n_fft), hop, total)[0]
     start = n_fft // 2 if center else 0
     if length is not None:
         end = start + length
