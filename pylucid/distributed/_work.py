@@ -41,22 +41,36 @@ for _cls in (DistError, DistBackendError, DistNetworkError, DistStoreError):
     _cls.__module__ = "pylucid.distributed"
 
 
-#: seconds a wait polls without giving up its core (set by ``init_process_group``, see :func:`set_spin`)
+#: seconds a wait polls without giving up its core, when the machine has a core per runnable process
+#: (set by ``init_process_group`` through :func:`set_spin`)
 _spin_s = 2e-4
+_cores = os.cpu_count() or 1
+_busy = [0.0, True]  # when the load average was read, whether the machine was oversubscribed then
 
 
 def set_spin(ranks_here: int, cores: int) -> None:
     """Choose how long waits poll before yielding: ``ranks_here`` ranks of the job share ``cores`` cores.
 
-    With a core per rank, a waiting rank polls without yielding for 20 ms (what MPI's
-    own waits do): a ``sched_yield`` on a machine that also runs other programs hands
-    the core to one of them for a whole time slice, several milliseconds, which costs
-    small and mid-sized collectives (1 MB, at several GB/s) most of their speed. With
-    more ranks than cores the rank the others wait for may need this very core, so
-    waits yield after 0.2 ms.
+    A wait that is not over within 0.2 ms yields the core between polls. A ``sched_yield``
+    hands the core to another runnable process for a whole time slice (milliseconds), which
+    is what a rank should do when the peer it waits for needs this very core, and which costs
+    mid-sized collectives (1 MB moves in a fraction of a millisecond) most of their speed when
+    nobody does. So with a core per rank, a wait polls without yielding for up to 20 ms (what
+    MPI's own waits do) while the machine is not oversubscribed: its load average (read at most
+    once a second) is below its cores + 1.
     """
-    global _spin_s
-    _spin_s = 2e-2 if ranks_here <= max(1, cores) else 2e-4
+    global _spin_s, _cores
+    _cores = max(1, cores)
+    _spin_s = 2e-2 if ranks_here <= _cores else 2e-4
+
+
+def _spin_window(now: float) -> float:
+    if _spin_s <= 2e-4:
+        return _spin_s
+    if now - _busy[0] > 1.0:
+        _busy[0] = now
+        _busy[1] = os.getloadavg()[0] >= _cores + 1
+    return 2e-4 if _busy[1] else _spin_s
 
 
 def spin_until(test, deadline: float, on_timeout) -> None:
@@ -72,7 +86,7 @@ def spin_until(test, deadline: float, on_timeout) -> None:
     if test():
         return
     start = time.monotonic()
-    spin = _spin_s
+    spin = None
     n = 0
     yield_ = os.sched_yield
     while not test():
@@ -84,8 +98,11 @@ def spin_until(test, deadline: float, on_timeout) -> None:
                 on_timeout(waited)
             if waited > 1.0:
                 time.sleep(2e-4)
-            elif waited > spin:
-                yield_()
+            elif waited > 2e-4:
+                if spin is None:
+                    spin = _spin_window(now)
+                if waited > spin:
+                    yield_()
 
 
 class Future:
