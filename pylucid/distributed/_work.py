@@ -55,8 +55,8 @@ def set_spin(ranks_here: int, cores: int) -> None:
     hands the core to another runnable process for a whole time slice (milliseconds), which
     is what a rank should do when the peer it waits for needs this very core, and which costs
     mid-sized collectives (1 MB moves in a fraction of a millisecond) most of their speed when
-    nobody does. So with a core per rank, a wait polls without yielding for up to 20 ms (what
-    MPI's own waits do) while the machine is not oversubscribed: its load average (read at most
+    nobody does. So with a core per rank, a wait polls without yielding for up to 20 ms (MPI's
+    own blocking waits busy-poll as well) while the machine is not oversubscribed: its load average (read at most
     once a second) is below its cores + 1.
     """
     global _spin_s, _cores
