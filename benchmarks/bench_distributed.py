@@ -35,8 +35,8 @@ sys.path.insert(0, HERE)
 
 
 def _rounds(fns, target_s=0.4, rounds=7, barrier=None):
-    """Median seconds per call of each callable, alternating them round by round (every rank runs
-    the same calls: the collectives inside keep the ranks in step)."""
+    """Seconds per call of each callable in each round, alternating them round by round (every rank
+    runs the same calls: the collectives inside keep the ranks in step)."""
     for fn in fns:
         fn()
         fn()
@@ -57,7 +57,23 @@ def _rounds(fns, target_s=0.4, rounds=7, barrier=None):
             for _ in range(counts[k]):
                 fn()
             times[k].append((time.perf_counter() - t0) / counts[k])
-    return [statistics.median(t) for t in times]
+    return times
+
+
+def _row(case, p_times, t_times, bandwidth_bytes=None, **extra):
+    """A result row: medians over the rounds, their ratio, and the spread of the per-round ratios
+    (pylucid and PyTorch ran side by side in each round, so a round's ratio compares like with like)."""
+    p, t = statistics.median(p_times), statistics.median(t_times)
+    if bandwidth_bytes is None:
+        per_round = [a / b for a, b in zip(p_times, t_times)]
+        row = {"case": case, "pylucid_s": p, "torch_s": t, "ratio": p / t}
+    else:
+        per_round = [b / a for a, b in zip(p_times, t_times)]
+        row = {"case": case, "pylucid_s": p, "torch_s": t, "pylucid_GBps": bandwidth_bytes / p / 1e9,
+               "torch_GBps": bandwidth_bytes / t / 1e9, "ratio": t / p}
+    row["ratio_min"], row["ratio_max"] = min(per_round), max(per_round)
+    row.update(extra)
+    return row
 
 
 def job() -> None:
@@ -74,7 +90,10 @@ def job() -> None:
     dist.init_process_group("mpi")
     rank, world = dist.get_rank(), dist.get_world_size()
     tdist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    # the same intra-op threads per rank for both (the launcher's share of the cores: one each here)
+    threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    torch.set_num_threads(threads)
+    pl.set_num_threads(threads)
 
     def barrier(value=None):
         dist.barrier()
@@ -120,17 +139,15 @@ def job() -> None:
             zero = (step_fn(pl, zddp, zopt, pl.tensor(xs), None, loss), zopt, popt)
             fns.append(zero[0])
         times = _rounds(fns, barrier=barrier)
-        rows.append({"case": f"DDP step: {name}", "pylucid_s": times[0], "torch_s": times[1],
-                     "ratio": times[0] / times[1]})
-        rows.append({"case": "  same step without DDP (one rank's share)", "pylucid_s": times[2], "torch_s": times[3],
-                     "ratio": times[2] / times[3]})
-        added = (times[0] - times[2], times[1] - times[3])
-        rows.append({"case": "  time DDP adds (communication, hooks)", "pylucid_s": added[0], "torch_s": added[1],
-                     "ratio": added[0] / added[1] if added[1] > 0 else float("nan")})
+        rows.append(_row(f"DDP step: {name}", times[0], times[1]))
+        rows.append(_row("  same step without DDP (one rank's share)", times[2], times[3]))
+        added = [[a - b for a, b in zip(times[0], times[2])], [a - b for a, b in zip(times[1], times[3])]]
+        p_add, t_add = statistics.median(added[0]), statistics.median(added[1])
+        rows.append({"case": "  time DDP adds (communication, hooks)", "pylucid_s": p_add, "torch_s": t_add,
+                     "ratio": p_add / t_add if t_add > 0 else float("nan")})
         if zero is not None:
-            rows.append({"case": f"DDP step + ZeRO(Adam): {name}", "pylucid_s": times[4], "torch_s": times[1],
-                         "ratio": times[4] / times[1], "zero_state_bytes": state_bytes(zero[1]),
-                         "plain_state_bytes": state_bytes(zero[2])})
+            rows.append(_row(f"DDP step + ZeRO(Adam): {name}", times[4], times[1],
+                             zero_state_bytes=state_bytes(zero[1]), plain_state_bytes=state_bytes(zero[2])))
 
     ddp_case("MLP 784-512-512-10 SGD, global batch 128", mlp, "SGD", {"lr": 0.01}, (128, 784), 10, "ce")
     ddp_case("transformer block Adam, global batch 16x64x128", block, "Adam", {"lr": 1e-3}, (16, 64, 128), 0, "mse")
@@ -145,10 +162,8 @@ def job() -> None:
 
         def t_ar():
             tdist.all_reduce(tt)
-        p_s, t_s = _rounds([p_ar, t_ar], target_s=0.3, rounds=5, barrier=barrier)
-        nbytes = n * 4
-        rows.append({"case": f"all_reduce {mb} MB float32", "pylucid_s": p_s, "torch_s": t_s,
-                     "pylucid_GBps": nbytes / p_s / 1e9, "torch_GBps": nbytes / t_s / 1e9, "ratio": t_s / p_s})
+        p_s, t_s = _rounds([p_ar, t_ar], target_s=0.3, rounds=7, barrier=barrier)
+        rows.append(_row(f"all_reduce {mb} MB float32", p_s, t_s, bandwidth_bytes=n * 4))
     if rank == 0:
         print("BENCH_JSON " + json.dumps({"rows": rows, "world": world, "torch": torch.__version__,
                                           "pylucid": pl.__version__, "threads": torch.get_num_threads()}))
@@ -175,14 +190,16 @@ def main() -> int:
     res = json.loads(line[len("BENCH_JSON "):])
     print(f"\npylucid {res['pylucid']} (MPI) vs torch {res['torch']} (gloo): {res['world']} ranks, "
           f"{res['threads']} thread(s) per rank")
+    print("medians over the rounds; in brackets the lowest and highest ratio of a single round")
     print(f"{'case':58s} {'pylucid':>12s} {'pytorch':>12s} {'ratio':>7s}")
     for r in res["rows"]:
+        spread = f" [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]" if "ratio_min" in r else " " * 12
         if "pylucid_GBps" in r:
             print(f"{r['case']:58s} {r['pylucid_GBps']:9.2f} GB/s {r['torch_GBps']:9.2f} GB/s {r['ratio']:7.2f}"
-                  "   (bandwidth pylucid/torch)")
+                  f"{spread}   (bandwidth pylucid/torch)")
         else:
             print(f"{r['case']:58s} {_fmt(r['pylucid_s']):>12s} {_fmt(r['torch_s']):>12s} {r['ratio']:7.2f}"
-                  "   (time pylucid/torch)")
+                  f"{spread}   (time pylucid/torch)")
         if "zero_state_bytes" in r:
             print(f"{'':4s}Adam state per rank: plain {r['plain_state_bytes'] / 2**20:.2f} MiB, "
                   f"ZeRO {r['zero_state_bytes'] / 2**20:.2f} MiB "

@@ -231,6 +231,50 @@ def test_work_wait_times_out_with_a_clear_error():
         _Never("barrier", None, 3600).wait(timeout=0.05)
 
 
+def test_waits_yield_the_core_only_when_ranks_or_programs_outnumber_the_cores(monkeypatch):
+    from pylucid.distributed import _work
+
+    yields = []
+    monkeypatch.setattr(_work.os, "sched_yield", lambda: yields.append(1))
+    monkeypatch.setattr(_work, "_busy", [-1e9, True])
+    monkeypatch.setattr(_work, "_spin_s", _work._spin_s)
+    monkeypatch.setattr(_work, "_cores", _work._cores)
+
+    class Clock:  # a fake clock: 10 us pass per poll, so the test does not depend on the machine's load
+        now = 0.0
+
+        @classmethod
+        def monotonic(cls):
+            return cls.now
+
+        @classmethod
+        def sleep(cls, s):
+            cls.now += s
+
+    monkeypatch.setattr(_work, "time", Clock)
+
+    def wait_5ms():
+        yields.clear()
+        _work._busy[0] = -1e9  # read the load average again
+        end = Clock.now + 5e-3
+
+        def test():
+            Clock.now += 1e-5
+            return Clock.now > end
+        _work.spin_until(test, Clock.now + 60, None)
+        return len(yields)
+
+    load = [2.2]
+    monkeypatch.setattr(_work.os, "getloadavg", lambda: (load[0], load[0], load[0]))
+    _work.set_spin(2, 2)  # a core per rank, nobody else running: poll through a 5 ms wait
+    assert wait_5ms() == 0
+    load[0] = 3.5  # other programs want the cores too: yield after 0.2 ms
+    assert wait_5ms() > 0
+    load[0] = 0.0
+    _work.set_spin(4, 2)  # more ranks than cores: the awaited rank may need this core
+    assert wait_5ms() > 0
+
+
 def test_future_then_and_errors():
     f = Future()
     chained = f.then(lambda fut: fut.value() + 1).then(lambda fut: fut.value() * 10)

@@ -433,6 +433,29 @@ def _job_ddp(pl, dist, check, record):
         assert m[0].weight.grad is not None
     check("ddp_buffers_bucket_view", buffers_and_views)
 
+    def dtypes():
+        # float64 is divided by the world size on its way into the bucket, then summed; bfloat16 is
+        # summed in float32 and divided once (ReduceOp.AVG): both must give the mean of the ranks'
+        # gradients, rounded once to the parameter's dtype
+        for dt in (pl.float64, pl.bfloat16):
+            pl.manual_seed(1)
+            m = nn.Linear(6, 3).to(dt)
+            plain = nn.Linear(6, 3).to(dt)
+            plain.load_state_dict(m.state_dict())
+            x = pl.tensor(np.random.default_rng(r).standard_normal((4, 6)), dtype=dt)
+            ddp = DDP(m)
+            ddp(x).pow(2).sum().backward()
+            plain(x).pow(2).sum().backward()
+            for p, q in ((m.weight, plain.weight), (m.bias, plain.bias)):
+                mine = q.grad.to(pl.float64)
+                every = [pl.zeros_like(mine) for _ in range(n)]
+                dist.all_gather(every, mine)
+                want = (sum(e.numpy() for e in every) / n)
+                want = pl.tensor(want.astype(np.float32)).to(dt).to(pl.float64).numpy() if dt is pl.bfloat16 else want
+                got = p.grad.to(pl.float64).numpy()
+                assert p.grad.dtype is dt and np.array_equal(got, want), (dt, np.abs(got - want).max())
+    check("ddp_dtypes", dtypes)
+
 
 class _nullcontext:
     def __enter__(self):
@@ -615,7 +638,8 @@ def test_collectives_match_numpy_on_both_ranks(job, family):
     assert not bad, "\n".join(bad[:5])
 
 
-@pytest.mark.parametrize("check", ["ddp_mlp", "ddp_cnn", "ddp_no_sync", "ddp_unused", "ddp_buffers_bucket_view"])
+@pytest.mark.parametrize("check", ["ddp_mlp", "ddp_cnn", "ddp_no_sync", "ddp_unused", "ddp_buffers_bucket_view",
+                                   "ddp_dtypes"])
 def test_ddp(job, check):
     bad = _failures(job, check)
     assert not bad, "\n".join(bad)

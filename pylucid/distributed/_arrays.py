@@ -15,7 +15,7 @@ from pylucid._interop import np
 from pylucid._tensor import Tensor, _new_tensor
 
 __all__ = ["np", "array", "device_of", "is_cuda", "wrap", "mark_written", "host_copy", "contiguous",
-           "write", "empty_like", "empty", "HALF_DTYPES"]
+           "write", "copy_scaled", "empty_like", "empty", "HALF_DTYPES"]
 
 #: float16 and bfloat16: no MPI datatype, reductions run in float32
 HALF_DTYPES = (np.dtype(np.float16), np.dtype("bfloat16"))
@@ -74,6 +74,26 @@ def write(t: Tensor, values) -> None:
     with be.device_ctx():
         a[...] = values.reshape(a.shape)
     t._version[0] += 1
+
+
+def copy_scaled(dst: Tensor, src, scale=None, plus=None) -> None:
+    """``dst[...] = (src + plus) * scale`` on the raw arrays, in one pass where ``plus`` is None
+    (``src``, ``plus``: Tensors of ``dst``'s shape on its device; ``scale`` None: no scaling),
+    then a version bump. Values of another dtype are cast to ``dst``'s."""
+    d = dst._data
+    a = src._data
+    be = dst._device.backend
+    if a.dtype != d.dtype:
+        a = a.astype(d.dtype)
+    with be.device_ctx():
+        if plus is not None:
+            be.add(a, plus._data, out=d, casting="unsafe")
+            a = d
+        if scale is not None:
+            be.multiply(a, scale, out=d, casting="unsafe")
+        elif a is not d:
+            d[...] = a
+    dst._version[0] += 1
 
 
 def empty_like(t: Tensor, shape=None, dtype=None, host: bool = False):

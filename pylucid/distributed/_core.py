@@ -26,7 +26,7 @@ from pylucid.errors import DeviceMismatch, DtypeMismatch, ShapeMismatch
 
 from . import _arrays as A
 from . import _mpi
-from ._work import Work, _seconds, default_timeout
+from ._work import Work, _seconds, default_timeout, set_spin
 
 __all__ = [
     "Backend", "ReduceOp", "reduce_op", "ProcessGroup", "GroupMember", "group", "init_process_group",
@@ -287,6 +287,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
                          "process(es)")
     if rank not in (-1, None) and int(rank) != host.rank:
         raise ValueError(f"init_process_group: rank={rank} but MPI gives this process rank {host.rank}")
+    set_spin(host.ranks_on_this_node(), os.cpu_count() or 1)
     pg = ProcessGroup(name, host, range(host.size), t, group_name or "default_pg")
     if device_id is not None:
         from pylucid.device import device as _dev

@@ -260,6 +260,14 @@ class MPIEngine:
         """Blocking object broadcast (NCCL unique ids)."""
         return self.comm.bcast(obj, root=root)
 
+    def ranks_on_this_node(self) -> int:
+        """How many ranks of this communicator share this machine (a collective call)."""
+        node = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED)
+        try:
+            return node.Get_size()
+        finally:
+            node.Free()
+
     def abort(self, code: int = 1) -> None:
         self.comm.Abort(code)
 
@@ -327,6 +335,9 @@ class SelfEngine:
 
     def bcast_object(self, obj, root):
         return obj
+
+    def ranks_on_this_node(self) -> int:
+        return 1
 
     def abort(self, code: int = 1) -> None:
         import os

@@ -38,6 +38,7 @@ import pylucid
 import pylucid.distributed as dist
 from pylucid._tensor import Tensor
 from pylucid.autograd.graph import AccumulateGrad
+from pylucid.distributed import _arrays as A
 
 from ..module import Module
 
@@ -83,7 +84,8 @@ def _allreduce_avg(process_group, bucket: GradBucket):
 
 
 class _Bucket:
-    __slots__ = ("index", "members", "params", "buffer", "views", "offsets", "pending", "future")
+    __slots__ = ("index", "members", "params", "buffer", "views", "offsets", "pending", "future", "work",
+                 "prescaled")
 
     def __init__(self, index: int, members: list, params: list) -> None:
         self.index = index
@@ -101,7 +103,12 @@ class _Bucket:
             self.views.append(self.buffer[off:off + n].view(p.shape))
             off += n
         self.pending = len(members)
-        self.future = None
+        self.future = None  # a communication hook's Future
+        self.work = None  # the default all-reduce's Work
+        # the default reduction divides by the world size while copying the gradients in (PyTorch's
+        # reducer does too: one pass over the gradients less) and then sums; float16/bfloat16 sum in
+        # float32 and divide once at the end instead (ReduceOp.AVG), so they round only once
+        self.prescaled = p0.dtype not in (pylucid.float16, pylucid.bfloat16)
 
 
 def _assign_buckets(params: list, order: list, cap_bytes: int) -> list:
@@ -141,6 +148,8 @@ class _Reducer:
         self.comm_state = process_group
         self.comm_hook = _allreduce_avg
         self.custom_hook = False
+        # what the default reduction multiplies gradients by as they are copied into their bucket
+        self.scale = 1.0 / self.world if self.world > 1 else None
         self.order_recorded = False
         self.rebuild_order = None
         self._build(list(range(len(params)))[::-1])
@@ -186,7 +195,7 @@ class _Reducer:
         self.next_bucket = 0
         for b in self.buckets:
             b.pending = len(b.members)
-            b.future = None
+            b.future = b.work = None
         self.unused = []
         if self.find_unused:
             reached = _reachable_leaves(outputs)
@@ -199,15 +208,18 @@ class _Reducer:
         self.started = False
 
     def _mark_unused(self) -> None:
-        with pylucid.no_grad():
-            for i in self.unused:
-                p = self.params[i]
-                view = self.view_of[i]
-                if p.grad is None:
+        for i in self.unused:
+            p = self.params[i]
+            view = self.view_of[i]
+            if p.grad is None:
+                with pylucid.no_grad():
                     view.zero_()
-                else:
-                    view[...] = p.grad
-                self._mark_ready(i)
+            else:
+                A.copy_scaled(view, p.grad, self._scale_of(i))
+            self._mark_ready(i)
+
+    def _scale_of(self, i: int):
+        return None if self.custom_hook or not self.bucket_of[i].prescaled else self.scale
 
     def _mark_ready(self, i: int) -> None:
         self.ready[i] = True
@@ -224,14 +236,18 @@ class _Reducer:
         n = len(buckets)
         while self.next_bucket < n and buckets[self.next_bucket].pending == 0:
             b = buckets[self.next_bucket]
-            b.future = self.comm_hook(self.comm_state, GradBucket(b, self.next_bucket == n - 1))
+            if self.custom_hook:
+                b.future = self.comm_hook(self.comm_state, GradBucket(b, self.next_bucket == n - 1))
+            else:
+                op = dist.ReduceOp.SUM if self.scale is not None and b.prescaled else dist.ReduceOp.AVG
+                b.work = dist.all_reduce(b.buffer, op=op, group=self.pg, async_op=True)
             self.next_bucket += 1
         if self.next_bucket == n and self.find_unused and self.used_work is None:
             self.used_work = dist.all_reduce(self.local_used, group=self.pg, async_op=True)
 
     def _poke(self) -> None:
         for b in self.buckets[:self.next_bucket]:
-            if not b.future.done():
+            if not (b.future.done() if b.work is None else b.work.is_completed()):
                 return  # testing the oldest request drives MPI's progress for the others too
 
     def hook(self, i: int, grad: Tensor):
@@ -248,10 +264,7 @@ class _Reducer:
             if self.unused:
                 self._mark_unused()
         p = self.params[i]
-        old = p.grad
-        view = self.view_of[i]
-        with pylucid.no_grad():
-            view[...] = grad if old is None else pylucid.add(old, grad)
+        A.copy_scaled(self.view_of[i], grad, self._scale_of(i), p.grad)
         if self.find_unused:
             self.local_used[i] = 1
         p.grad = None  # the engine stores this backward's gradient; the averaged one replaces it
@@ -266,6 +279,10 @@ class _Reducer:
         parameter ``last`` (whose ``.grad`` it sets after this hook): a zero of its shape."""
         used = None
         for b in self.buckets:
+            if b.work is not None:
+                b.work.wait()
+                b.work = None
+                continue
             value = b.future.wait()
             if value is not b.buffer:
                 with pylucid.no_grad():
@@ -286,8 +303,7 @@ class _Reducer:
             elif i == last or i in locally_unused or p.grad is None:
                 p.grad = view.clone()
             else:
-                with pylucid.no_grad():
-                    p.grad[...] = view
+                A.copy_scaled(p.grad, view)
             synced[id(p)] = (weakref.ref(p.grad), self.pg)
         self.armed = False
         self.num_iterations += 1
