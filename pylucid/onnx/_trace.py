@@ -1,0 +1,114 @@
+"""The tracer: run a model once and record every op application.
+
+Recording goes through the dispatch hook that ``pylucid.ops._op.apply`` already reads
+(``_transform_hook``, the one ``pylucid.func`` installs for vmap/jvp), so tracing adds no work to the
+hot path when nothing is exported. Composites are seen as the primitive ops they call, since every op
+call passes through ``apply``. The hook calls ``apply`` again for the real result; that inner call
+finds the tracer busy and lets the op run as usual.
+
+In-place updates (``x.add_(y)``, ``masked_fill_``) write an op's output into an existing tensor through
+``commit_inplace``; while tracing, that function is wrapped so the trace records "``x`` now holds
+that output". Any other change of a tensor's data (a write under ``no_grad``) is caught by its
+version counter when the tensor is next used.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..ops import _op
+
+# modules that bind ``commit_inplace`` by name at import time (the others import it when called)
+_COMMIT_MODULES = ("pylucid.ops._op", "pylucid.ops.conversion", "pylucid.ops.indexing", "pylucid.ops.activation")
+
+
+class Call:
+    """One op application: the op's registry name, its arguments (Tensors kept alive, so their ``id`` stays
+    unique during the trace), params, output Tensors, and the dotted path of the module that ran it."""
+
+    __slots__ = ("name", "op", "args", "params", "outs", "path")
+
+    def __init__(self, name, op, args, params, outs, path):
+        self.name, self.op, self.args, self.params, self.outs, self.path = name, op, args, params, outs, path
+
+
+class Inplace:
+    """``target`` (a Tensor) now holds the value of ``source``, the output of the op just recorded."""
+
+    __slots__ = ("target", "source", "version")
+
+    def __init__(self, target, source):
+        self.target, self.source, self.version = target, source, target._version[0]
+
+
+class Tracer:
+    """Context manager: while open, op calls from this thread are appended to ``self.events``."""
+
+    def __init__(self, model=None) -> None:
+        self.events: list = []
+        self.path: list[str] = []
+        self._tid = threading.get_ident()
+        self._busy = False
+        self._model = model
+        self._handles: list = []
+        self._saved_commit: dict = {}
+
+    # -- the dispatch hook ----------------------------------------------------------------
+    def _hook(self, op, args, params):
+        if self._busy or threading.get_ident() != self._tid:
+            return NotImplemented
+        self._busy = True
+        try:
+            out = _op.apply(op, args, params)
+        finally:
+            self._busy = False
+        outs = out if out.__class__ is tuple else (out,)
+        self.events.append(Call(op.schema.name, op, args, params, outs, ".".join(p for p in self.path if p)))
+        return out
+
+    def _commit(self, x, out, op_name):
+        res = self._saved_commit["pylucid.ops._op"](x, out, op_name)
+        if threading.get_ident() == self._tid:
+            self.events.append(Inplace(x, out))
+        return res
+
+    # -- module paths, for the names of nodes and errors -------------------------------------
+    def _push(self, name):
+        def pre(module, args):
+            self.path.append(name)
+
+        def post(module, args, output):
+            self.path.pop()
+
+        return pre, post
+
+    def __enter__(self) -> Tracer:
+        import sys
+
+        if _op._transform_hook is not None:
+            from ..errors import LucidError
+
+            raise LucidError("onnx.export: cannot trace inside a function transform (vmap, jvp, ...) or another "
+                             "export; call export outside it")
+        if self._model is not None and hasattr(self._model, "named_modules"):
+            for name, m in self._model.named_modules():
+                pre, post = self._push(name)
+                self._handles.append(m.register_forward_pre_hook(pre))
+                self._handles.append(m.register_forward_hook(post))
+        for mod in _COMMIT_MODULES:
+            m = sys.modules[mod]
+            self._saved_commit[mod] = m.commit_inplace
+        for mod in _COMMIT_MODULES:
+            sys.modules[mod].commit_inplace = self._commit
+        _op._transform_hook = self._hook
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import sys
+
+        _op._transform_hook = None
+        for mod, fn in self._saved_commit.items():
+            sys.modules[mod].commit_inplace = fn
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
