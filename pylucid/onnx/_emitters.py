@@ -397,7 +397,8 @@ def _adaptive_avg_pool(s):
 # ---------------------------------------------------------------- reductions
 def _reduction(onnx_op: str):
     def emit(s):
-        x = s.x(0, s.out_dtype()) if s.params.get("dtype") is not None else s.x(0, s.dtype(0))
+        # in the output's dtype: sum of a bool tensor counts in int64, a dtype= argument casts first
+        x = s.x(0)
         return [s.g.reduce(s, onnx_op, x, s.param("axes"), s.param("keepdim"))]
 
     return emit
@@ -564,3 +565,36 @@ def _advanced_getitem(s):
 @emits("index_select")
 def _index_select(s):
     return [s.node1("Gather", [s.x(0, s.dtype(0)), s.x(1, s.dtype(1))], axis=int(s.param("dim")))]
+
+
+@emits("floor_divide")
+def _floor_divide(s):
+    a, b = s.x(0), s.x(1)
+    dt = s.out_dtype()
+    if dt.is_floating_point:
+        return [s.node1("Floor", [s.node1("Div", [a, b])])]
+    # integer Div truncates toward zero: step down by one where the signs differ and the division is inexact
+    g = s.g
+    zero = g.scalar(0, dt)
+    q = s.node1("Div", [a, b])
+    inexact = s.node1("Not", [s.node1("Equal", [s.node1("Sub", [a, s.node1("Mul", [q, b])]), zero])])
+    signs = s.node1("Xor", [s.node1("Less", [a, zero]), s.node1("Less", [b, zero])])
+    return [s.node1("Sub", [q, s.g.cast(s.node1("And", [inexact, signs]), _dt.bool_, dt)])]
+
+
+def _bitwise(onnx_logical: str, onnx_bitwise: str):
+    def emit(s):
+        dt = s.out_dtype()
+        ins = [s.x(i) for i in range(len(s.ins))]
+        if dt == _dt.bool_:
+            return [s.node1(onnx_logical, ins)]
+        if s.g.opset < 18:
+            raise s.unsupported(f"bitwise ops on integers need opset 18 or newer (got {s.g.opset})")
+        return [s.node1(onnx_bitwise, ins)]
+
+    return emit
+
+
+for _name, _ops in (("bitwise_and", ("And", "BitwiseAnd")), ("bitwise_or", ("Or", "BitwiseOr")),
+                    ("bitwise_xor", ("Xor", "BitwiseXor")), ("bitwise_not", ("Not", "BitwiseNot"))):
+    TABLE[_name] = _bitwise(*_ops)

@@ -9,7 +9,7 @@ from .._tensor import Tensor
 from ..errors import LucidError
 from ._emitters import TABLE
 from ._graph import Graph, Site, UnsupportedOperatorError, Value, onnx_dtype
-from ._trace import Call, Inplace, Tracer
+from ._trace import Call, Inplace, Tracer, _version
 
 MIN_OPSET = 14  # Trilu (causal masks) and Reshape's allowzero spelling
 
@@ -141,6 +141,7 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
 
     modules = list(model.modules()) if hasattr(model, "modules") else []
     training = [m.training for m in modules]
+    in_versions = [_version(t) for t in in_tensors]
     try:
         for m in modules:
             m.training = False
@@ -177,8 +178,8 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
     values: dict = {}  # id(tensor of trace 1) -> (Value | _Missing, version when bound, tensor)
     pair_names: dict = {}  # (size, grown size) -> dim name, for the graph inputs' and outputs' shapes
 
-    def bind(t, v):
-        values[id(t)] = (v, t._version[0], t)
+    def bind(t, v, version):
+        values[id(t)] = (v, version, t)
         if isinstance(v, Value):
             g.add_dim_sources(v)
 
@@ -191,7 +192,7 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
         v = Value(name, t1.shape, t2.shape, t1.dtype)
         if id(t1) in values:
             raise ValueError("onnx.export: the same tensor is passed twice as an input; pass a clone")
-        bind(t1, v)
+        bind(t1, v, in_versions[i])
         dims = [axes.get(ax, d) for ax, d in enumerate(t1.shape)]
         graph_inputs.append(helper.make_tensor_value_info(name, onnx_dtype(t1.dtype), dims))
 
@@ -201,13 +202,17 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
             param_names.setdefault(id(p), name)
     param_inputs = []
 
-    def resolve(t1, t2, site_name):
+    def resolve(t1, t2, site_name, version=None):
         got = values.get(id(t1))
         if got is not None:
             v, ver, _ = got
             if isinstance(v, _Missing):
                 raise v.site.unsupported(f"its output {v.k} is used by op '{site_name}', and it has no ONNX mapping")
-            if t1._version[0] != ver:
+            now = _version(t1) if version is None else version
+            if now[0] != ver[0]:
+                # the counter was replaced, not bumped: the tensor became a view of its base after the op returned
+                values[id(t1)] = (v, now, t1)
+            elif now[1] != ver[1]:
                 raise LucidError(f"onnx.export: a tensor used by op '{site_name}' was changed in place by a write that "
                                  "is not an op (e.g. x[i] = v under no_grad); write it out of place for export")
             return v
@@ -218,7 +223,7 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
                 g.initializer(pname, to_host(t1))
             else:
                 param_inputs.append(helper.make_tensor_value_info(pname, onnx_dtype(t1.dtype), list(t1.shape)))
-            bind(t1, v)
+            bind(t1, v, _version(t1) if version is None else version)
             return v
         # a tensor made inside forward (pl.zeros, pl.tensor, a mask): a constant
         a1 = to_host(t1)
@@ -236,18 +241,18 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
             shape = g.shape_input(site, t1.shape, t2.shape)
             fill = onnx.numpy_helper.from_array(flat1[:1].copy())
             v = Value(g.node("ConstantOfShape", [shape], value=fill)[0], t1.shape, t2.shape, t1.dtype)
-        bind(t1, v)
+        bind(t1, v, _version(t1) if version is None else version)
         return v
 
     for e1, e2 in zip(events, events2):
         if isinstance(e1, Inplace):
-            v = resolve(e1.source, e2.source, "in-place update")
+            v = resolve(e1.source, e2.source, "in-place update", e1.source_version)
             values[id(e1.target)] = (v, e1.version, e1.target)
             continue
         ins = []
-        for a1, a2 in zip(e1.args, e2.args):
+        for a1, a2, ver in zip(e1.args, e2.args, e1.versions):
             if isinstance(a1, Tensor):
-                ins.append(resolve(a1, a2, e1.name))
+                ins.append(resolve(a1, a2, e1.name, ver))
             else:
                 if not _same(a1, a2):
                     raise LucidError(f"onnx.export: op '{e1.name}' gets the Python number {a1!r}, which changes with "
@@ -258,8 +263,8 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
         tensor_ins = [v for v in ins if isinstance(v, Value)]
         if (do_constant_folding and tensor_ins and all(v.const is not None for v in tensor_ins)
                 and all(tuple(o1.shape) == tuple(o2.shape) for o1, o2 in zip(e1.outs, e2.outs))):
-            for o in e1.outs:
-                bind(o, Value(None, o.shape, o.shape, o.dtype, const=to_host(o).copy()))
+            for o, ver in zip(e1.outs, e1.out_versions):
+                bind(o, Value(None, o.shape, o.shape, o.dtype, const=to_host(o).copy()), ver)
             continue
         emitter = TABLE.get(e1.name)
         if emitter is None:
@@ -271,9 +276,9 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
         names = emitter(site)
         for k, (o1, o2) in enumerate(zip(e1.outs, e2.outs)):
             if k < len(names):
-                bind(o1, Value(names[k], o1.shape, o2.shape, o1.dtype))
+                bind(o1, Value(names[k], o1.shape, o2.shape, o1.dtype), e1.out_versions[k])
             else:
-                values[id(o1)] = (_Missing(site, k), o1._version[0], o1)
+                values[id(o1)] = (_Missing(site, k), e1.out_versions[k], o1)
 
     graph_outputs = []
     for i, (t1, t2, name) in enumerate(zip(outs, outs2, out_names)):

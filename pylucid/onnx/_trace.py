@@ -16,29 +16,43 @@ from __future__ import annotations
 
 import threading
 
+from .._tensor import Tensor
 from ..ops import _op
 
 # modules that bind ``commit_inplace`` by name at import time (the others import it when called)
 _COMMIT_MODULES = ("pylucid.ops._op", "pylucid.ops.conversion", "pylucid.ops.indexing", "pylucid.ops.activation")
+# in-place arithmetic that, with no graph to record, writes straight into storage without an op (the optimizers'
+# fast path); while tracing, these Tensor methods are the generic in-place variants, which run the op
+_DIRECT_INPLACE = ("add_", "sub_", "subtract_", "mul_", "multiply_", "div_", "divide_", "true_divide_", "addcmul_",
+                   "addcdiv_")
+_INPLACE_DUNDERS = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_"}
+
+
+def _version(t) -> tuple:
+    """A tensor's version: its counter (a view shares its base's, set when the view is made) and the count."""
+    return id(t._version), t._version[0]
 
 
 class Call:
     """One op application: the op's registry name, its arguments (Tensors kept alive, so their ``id`` stays
     unique during the trace), params, output Tensors, and the dotted path of the module that ran it."""
 
-    __slots__ = ("name", "op", "args", "params", "outs", "path")
+    __slots__ = ("name", "op", "args", "versions", "params", "outs", "out_versions", "path")
 
-    def __init__(self, name, op, args, params, outs, path):
+    def __init__(self, name, op, args, versions, params, outs, path):
         self.name, self.op, self.args, self.params, self.outs, self.path = name, op, args, params, outs, path
+        self.versions = versions  # of the Tensor arguments when the op read them (None for the others)
+        self.out_versions = tuple(_version(o) for o in outs)
 
 
 class Inplace:
     """``target`` (a Tensor) now holds the value of ``source``, the output of the op just recorded."""
 
-    __slots__ = ("target", "source", "version")
+    __slots__ = ("target", "source", "version", "source_version")
 
     def __init__(self, target, source):
-        self.target, self.source, self.version = target, source, target._version[0]
+        self.target, self.source, self.version = target, source, _version(target)
+        self.source_version = _version(source)
 
 
 class Tracer:
@@ -52,18 +66,20 @@ class Tracer:
         self._model = model
         self._handles: list = []
         self._saved_commit: dict = {}
+        self._saved_methods: dict = {}
 
     # -- the dispatch hook ----------------------------------------------------------------
     def _hook(self, op, args, params):
         if self._busy or threading.get_ident() != self._tid:
             return NotImplemented
+        versions = tuple(_version(a) if isinstance(a, Tensor) else None for a in args)
         self._busy = True
         try:
             out = _op.apply(op, args, params)
         finally:
             self._busy = False
         outs = out if out.__class__ is tuple else (out,)
-        self.events.append(Call(op.schema.name, op, args, params, outs, ".".join(p for p in self.path if p)))
+        self.events.append(Call(op.schema.name, op, args, versions, params, outs, ".".join(p for p in self.path if p)))
         return out
 
     def _commit(self, x, out, op_name):
@@ -100,8 +116,24 @@ class Tracer:
             self._saved_commit[mod] = m.commit_inplace
         for mod in _COMMIT_MODULES:
             sys.modules[mod].commit_inplace = self._commit
+        self._patch_inplace_methods()
         _op._transform_hook = self._hook
         return self
+
+    def _patch_inplace_methods(self) -> None:
+        from ..ops import registry
+
+        generic = {}
+        for decl in registry._ALL:
+            for n in decl.inplace:
+                if n in _DIRECT_INPLACE:
+                    generic[n] = _op.inplace_variant(decl.fn, n)
+        for dunder, n in _INPLACE_DUNDERS.items():
+            if n in generic:
+                generic[dunder] = generic[n]
+        for n, meth in generic.items():
+            self._saved_methods[n] = Tensor.__dict__[n]
+            setattr(Tensor, n, meth)
 
     def __exit__(self, *exc) -> None:
         import sys
@@ -109,6 +141,9 @@ class Tracer:
         _op._transform_hook = None
         for mod, fn in self._saved_commit.items():
             sys.modules[mod].commit_inplace = fn
+        for name, meth in self._saved_methods.items():
+            setattr(Tensor, name, meth)
+        self._saved_methods.clear()
         for h in self._handles:
             h.remove()
         self._handles.clear()
