@@ -192,13 +192,21 @@ _FUNCS = {
     "compare_logic": lambda x: ((x > 0) & (x < 1), ~(x <= 0), (x != 0) | (x == 1)),
     "casts_and_ints": lambda x: ((x * 10).long() // 1 + 3, x.double().sum(), (x > 0).sum(-1), x.int().float()),
     "constants": lambda x: x + pl.tensor([1.0, 2.0, 3.0, 4.0]) * pl.ones(3, 1) + pl.full((4,), 0.5),
+    "more_elementwise": lambda x: (F.hardsigmoid(x), F.hardswish(x), F.mish(x), F.selu(x), pl.erf(x), x.sign(),
+                                   x.floor(), x.ceil(), pl.log1p(x.abs()), pl.expm1(x), x.reciprocal()),
+    "cumsum_pad_select": lambda x: (x.cumsum(1), F.pad(x, (1, 2)), F.pad(x, (1, 1, 2, 0), value=3.0),
+                                    F.pad(x, (2, 1), mode="reflect"), F.pad(x, (1, 1), mode="replicate"),
+                                    x.index_select(2, pl.tensor([3, 0, 0])),
+                                    x.index_select(1, x[0, :, 0].argmax(0, keepdim=True)),
+                                    x.gather(2, x.abs().argmax(-1, keepdim=True))),
+    "floor_divide": lambda x: ((x * 10).long() // 3, (x * 10).long() // -3, x // 0.3, (x * 7).long() % 1),
     "matmul_addmm": lambda x: (x @ x.transpose(1, 2), pl.addmm(x[0, 0, :3], x[0], x[1].mT), pl.matmul(x, x[0, 0])),
 }
 
 
 @pytest.mark.parametrize("name", sorted(_FUNCS))
 def test_op_coverage(name):
-    _check(Fn(_FUNCS[name]), _X)
+    _check(Fn(_FUNCS[name]), _X, more=[pl.randn(2, 3, 4)])  # new values: nothing input-dependent is frozen
 
 
 def test_sdpa_masks():

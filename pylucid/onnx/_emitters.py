@@ -305,7 +305,7 @@ def _embedding(s):
 def _sdpa(s):
     if s.ins[4] is not None:
         raise s.unsupported("attention dropout has no ONNX export; export the model in eval mode (dropout_p=0)")
-    q, k = s.value(0), s.value(1)
+    k = s.value(1)
     dt, g = s.out_dtype(), s.g
     kt = s.node1("Transpose", [s.x(1)], perm=list(range(k.rank - 2)) + [k.rank - 1, k.rank - 2])
     scores = s.node1("Mul", [s.node1("MatMul", [s.x(0), kt]), g.scalar(float(s.params["scale"]), dt)])
@@ -429,7 +429,8 @@ TABLE["argmin"] = _arg_reduction("ArgMin")
 
 @emits("cumsum")
 def _cumsum(s):
-    return [s.node1("CumSum", [s.x(0), s.g.scalar(int(s.param("dim")), _dt.int64)], reverse=int(bool(s.param("reverse"))))]
+    axis = s.g.scalar(int(s.param("dim")), _dt.int64)
+    return [s.node1("CumSum", [s.x(0), axis], reverse=int(bool(s.param("reverse"))))]
 
 
 # ---------------------------------------------------------------- shapes and indexing
@@ -564,7 +565,12 @@ def _advanced_getitem(s):
 
 @emits("index_select")
 def _index_select(s):
-    return [s.node1("Gather", [s.x(0, s.dtype(0)), s.x(1, s.dtype(1))], axis=int(s.param("dim")))]
+    return [s.node1("Gather", [s.x(0, s.dtype(0)), s.index_param("index")], axis=int(s.param("dim")))]
+
+
+@emits("gather")
+def _gather(s):
+    return [s.node1("GatherElements", [s.x(0, s.dtype(0)), s.index_param("index")], axis=int(s.param("dim")))]
 
 
 @emits("floor_divide")
@@ -598,3 +604,13 @@ def _bitwise(onnx_logical: str, onnx_bitwise: str):
 for _name, _ops in (("bitwise_and", ("And", "BitwiseAnd")), ("bitwise_or", ("Or", "BitwiseOr")),
                     ("bitwise_xor", ("Xor", "BitwiseXor")), ("bitwise_not", ("Not", "BitwiseNot"))):
     TABLE[_name] = _bitwise(*_ops)
+
+
+@emits("remainder")
+def _remainder(s):
+    # Python's modulo (the result takes the divisor's sign); ONNX's integer Mod with fmod=0 is that, a float one
+    # must be fmod: a - floor(a / b) b
+    a, b = s.x(0), s.x(1)
+    if s.out_dtype().is_floating_point:
+        return [s.node1("Sub", [a, s.node1("Mul", [s.node1("Floor", [s.node1("Div", [a, b])]), b])])]
+    return [s.node1("Mod", [a, b], fmod=0)]

@@ -36,7 +36,14 @@ def _flatten(obj, out: list) -> list:
 def _same(a, b) -> bool:
     if isinstance(a, Tensor) or isinstance(b, Tensor):
         return a is b
-    return a == b or repr(a) == repr(b)  # repr: NaN scalars and tuples holding them
+    if hasattr(a, "dtype") and hasattr(a, "shape") and getattr(a, "ndim", 0):  # a backend array (an index)
+        return type(a) is type(b) and a.shape == b.shape and bool((a == b).all())
+    try:
+        if bool(a == b):
+            return True
+    except (TypeError, ValueError):
+        pass
+    return repr(a) == repr(b)  # NaN scalars and tuples holding them
 
 
 def _run(model, args, kwargs):
@@ -180,6 +187,7 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
 
     def bind(t, v, version):
         values[id(t)] = (v, version, t)
+        g.arrays[id(t._data)] = v
         if isinstance(v, Value):
             g.add_dim_sources(v)
 
@@ -317,7 +325,7 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
 #: ops whose params hold sizes that may follow a dynamic axis; their emitters read the output shapes of
 #: both traces instead, or check their params themselves
 _SIZE_PARAMS = frozenset(("reshape", "view", "broadcast_to", "getitem", "conv_transpose1d", "conv_transpose2d",
-                          "conv_transpose3d"))
+                          "conv_transpose3d", "index_select", "gather"))
 
 
 def _prune(nodes, initializers, outputs):

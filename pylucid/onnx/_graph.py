@@ -114,6 +114,28 @@ class Site:
     def node1(self, op_type: str, inputs, **attrs) -> str:
         return self.g.node(op_type, inputs, 1, path=self.path, **attrs)[0]
 
+    def index_param(self, key) -> str:
+        """An index array that an op takes as a param (``index_select``, ``gather``), as an int64 graph value:
+        the traced tensor it was read from when there is one (so an index computed from the inputs stays
+        computed), else a constant."""
+        arr = self.params[key]
+        a = arr
+        while a is not None:
+            v = self.g.arrays.get(id(a))
+            if v is not None:
+                y = self.g.cast(self.g.use(v), v.dtype, _dt.int64)
+                if tuple(arr.shape) != v.shape:
+                    y = self.node1("Reshape", [y, self.g.shape_input(self, arr.shape, self.params2[key].shape
+                                                                     if self.params2 is not None else arr.shape,
+                                                                     ref=v, infer=True)])
+                return y
+            a = getattr(a, "base", None)
+        if self.params2 is not None and not (arr.shape == self.params2[key].shape
+                                             and bool((arr == self.params2[key]).all())):
+            raise self.unsupported(f"its {key} changes with the dynamic axes and is not traced to a tensor")
+        host = self.outs[0]._device.backend.to_numpy(arr)
+        return self.g.const(np.asarray(host, dtype=np.int64))
+
     def param(self, key):
         """``params[key]``, checked equal in both traces (else the value depends on a dynamic axis)."""
         p = self.params[key]
@@ -136,7 +158,7 @@ class Graph:
         self._dim_src: dict = {}  # (size in trace 1, size in trace 2) -> (value name, axis)
         self._dims: dict = {}  # (value name, axis) -> name of a 1-element int64 tensor holding that size
         self._shapes: dict = {}
-        self.consts_used: dict = {}  # id(Value) -> initializer name, for constants turned into initializers
+        self.arrays: dict = {}  # id(backend array of a traced tensor) -> its Value, for index arrays in params
 
     # -- names, nodes and initializers --------------------------------------------------------
     def fresh(self, stem: str) -> str:
