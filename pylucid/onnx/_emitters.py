@@ -559,8 +559,22 @@ def _getitem(s):
 
 
 def _advanced_getitem(s):
-    raise s.unsupported("indexing with tensors (advanced indexing) has no ONNX export yet; use index_select, "
-                        "gather or embedding")
+    # one integer index tensor, every other entry a full slice or the ellipsis: a Gather along that axis
+    v = s.value(0)
+    idx = s.params["index"]
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    idx2 = s.params2["index"] if s.params2 is not None else idx
+    idx2 = idx2 if isinstance(idx2, tuple) else (idx2,)
+    arrays = [k for k, e in enumerate(idx) if hasattr(e, "dtype") and hasattr(e, "shape")]
+    full = slice(None)
+    if len(arrays) != 1 or idx[arrays[0]].dtype.kind not in "iu" or any(
+            e != full and e is not Ellipsis for k, e in enumerate(idx) if k != arrays[0]):
+        raise s.unsupported("only indexing with one integer tensor (the other entries ':' or '...') has an ONNX "
+                            "export; boolean masks give data-dependent shapes")
+    k = arrays[0]
+    axis = k if Ellipsis not in idx[:k] else v.rank - (len(idx) - k)
+    ix = s.index_array(idx[k], idx2[k] if len(idx2) > k else None)
+    return [s.node1("Gather", [s.x(0, v.dtype), ix], axis=axis)]
 
 
 @emits("index_select")

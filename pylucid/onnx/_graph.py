@@ -118,21 +118,22 @@ class Site:
         """An index array that an op takes as a param (``index_select``, ``gather``), as an int64 graph value:
         the traced tensor it was read from when there is one (so an index computed from the inputs stays
         computed), else a constant."""
-        arr = self.params[key]
+        return self.index_array(self.params[key], self.params2[key] if self.params2 is not None else None, key)
+
+    def index_array(self, arr, arr2=None, what="index") -> str:
+        """``index_param`` for an array ``arr`` (``arr2``: the same in the second trace)."""
         a = arr
         while a is not None:
             v = self.g.arrays.get(id(a))
             if v is not None:
                 y = self.g.cast(self.g.use(v), v.dtype, _dt.int64)
                 if tuple(arr.shape) != v.shape:
-                    y = self.node1("Reshape", [y, self.g.shape_input(self, arr.shape, self.params2[key].shape
-                                                                     if self.params2 is not None else arr.shape,
-                                                                     ref=v, infer=True)])
+                    y = self.node1("Reshape", [y, self.g.shape_input(self, arr.shape, arr.shape if arr2 is None
+                                                                     else arr2.shape, ref=v, infer=True)])
                 return y
             a = getattr(a, "base", None)
-        if self.params2 is not None and not (arr.shape == self.params2[key].shape
-                                             and bool((arr == self.params2[key]).all())):
-            raise self.unsupported(f"its {key} changes with the dynamic axes and is not traced to a tensor")
+        if arr2 is not None and not (arr.shape == arr2.shape and bool((arr == arr2).all())):
+            raise self.unsupported(f"its {what} changes with the dynamic axes and is not traced to a tensor")
         host = self.outs[0]._device.backend.to_numpy(arr)
         return self.g.const(np.asarray(host, dtype=np.int64))
 
