@@ -117,8 +117,17 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
     Raises:
         UnsupportedOperatorError: an op with no ONNX mapping, naming the op and the module path.
 
-    >>> import io, pylucid as pl  # doctest: +SKIP
-    >>> pl.onnx.export(pl.nn.Linear(3, 2), pl.randn(4, 3), io.BytesIO(), input_names=["x"])  # doctest: +SKIP
+    >>> import io
+    >>> import pylucid as pl
+    >>> model = pl.nn.Sequential(pl.nn.Linear(3, 2), pl.nn.ReLU())
+    >>> proto = pl.onnx.export(model, pl.randn(4, 3), io.BytesIO(), input_names=["x"],
+    ...                        dynamic_axes={"x": {0: "batch"}})
+    >>> [n.op_type for n in proto.graph.node]
+    ['Gemm', 'Relu', 'Identity']
+    >>> sorted(t.name for t in proto.graph.initializer)
+    ['0.bias', '0.weight']
+    >>> proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param
+    'batch'
     """
     try:
         import onnx
