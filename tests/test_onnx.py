@@ -201,6 +201,8 @@ _FUNCS = {
                                     x.index_select(1, x[0, :, 0].argmax(0, keepdim=True)),
                                     x.gather(2, x.abs().argmax(-1, keepdim=True))),
     "floor_divide": lambda x: ((x * 10).long() // 3, (x * 10).long() // -3, x // 0.3, (x * 7).long() % 1),
+    "statistics": lambda x: (x.var(-1), x.std(0, correction=0), x.var(), F.normalize(x, dim=1), x.isnan(),
+                             x.isfinite(), (x / 0).isinf(), (x / 0).isposinf()),
     "matmul_addmm": lambda x: (x @ x.transpose(1, 2), pl.addmm(x[0, 0, :3], x[0], x[1].mT), pl.matmul(x, x[0, 0])),
 }
 
@@ -232,6 +234,43 @@ def test_conv_family_and_pools():
                 F.max_pool2d(x2, 3, stride=2, padding=1, ceil_mode=True), F.max_pool2d(x2, 2, dilation=2))
 
     _check(Fn(f), (pl.randn(2, 3, 9), pl.randn(2, 3, 8, 8)), rtol=1e-4, atol=1e-4)
+
+
+def test_interpolation_modes():
+    def f(x):
+        return (F.interpolate(x, scale_factor=2), F.interpolate(x, size=(6, 7)), F.interpolate(x, size=(3, 2)),
+                F.interpolate(x, scale_factor=1.5, mode="nearest-exact"), F.interpolate(x, scale_factor=1.7),
+                F.interpolate(x, scale_factor=2, mode="bilinear"), F.interpolate(x, size=(9, 11), mode="bilinear"),
+                F.interpolate(x, size=(7, 3), mode="bilinear", align_corners=True),
+                F.interpolate(x, scale_factor=2, mode="bicubic"), F.interpolate(x[:, :, 0], scale_factor=2,
+                                                                                 mode="linear"))
+
+    _check(Fn(f), pl.randn(2, 2, 4, 5), more=[pl.randn(3, 2, 4, 5)], dynamic_axes={"input": [0]}, atol=1e-4)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (nn.Transformer(8, 2, 1, 1, 16, batch_first=True), (pl.randn(2, 5, 8), pl.randn(2, 6, 8))),
+    lambda: (nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.PixelShuffle(2), nn.Upsample(
+        scale_factor=2), nn.InstanceNorm2d(2)), pl.randn(2, 4, 3, 3)),
+    lambda: (nn.LSTM(3, 4, batch_first=True, bidirectional=True), pl.randn(2, 5, 3)),
+    lambda: (nn.Sequential(nn.Embedding(7, 4, padding_idx=0), nn.Flatten(), nn.Linear(12, 3)).double(),
+             pl.tensor([[0, 3, 6], [1, 1, 2]])),
+], ids=["transformer", "norms_and_upsampling", "bidirectional_lstm", "embedding_float64"])
+def test_more_modules(make):
+    model, args = make()
+    _check(model, args)
+
+
+def test_tracing_leaves_nothing_behind():
+    from pylucid.ops import _op, activation
+
+    add_, iadd, commit = pl.Tensor.add_, pl.Tensor.__iadd__, activation.commit_inplace
+    with pytest.raises(pl.onnx.UnsupportedOperatorError):
+        pl.onnx.export(Fn(lambda x: pl.linalg.det(x + 1)), pl.randn(2, 2), io.BytesIO())
+    with pytest.raises(ZeroDivisionError):
+        pl.onnx.export(Fn(lambda x: x + 1 / 0), pl.randn(2, 2), io.BytesIO())
+    assert _op._transform_hook is None
+    assert pl.Tensor.add_ is add_ and pl.Tensor.__iadd__ is iadd and activation.commit_inplace is commit
 
 
 def test_layer_norm_without_affine_and_older_opset_spellings():

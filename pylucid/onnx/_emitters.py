@@ -628,3 +628,81 @@ def _remainder(s):
     if s.out_dtype().is_floating_point:
         return [s.node1("Sub", [a, s.node1("Mul", [s.node1("Floor", [s.node1("Div", [a, b])]), b])])]
     return [s.node1("Mod", [a, b], fmod=0)]
+
+
+@emits("isnan")
+def _isnan(s):
+    return [s.node1("IsNaN", [s.x(0, s.dtype(0))])]
+
+
+@emits("isinf", "isposinf", "isneginf")
+def _isinf(s):
+    pos, neg = {"isinf": (1, 1), "isposinf": (1, 0), "isneginf": (0, 1)}[s.name]
+    return [s.node1("IsInf", [s.x(0, s.dtype(0))], detect_positive=pos, detect_negative=neg)]
+
+
+@emits("isfinite")
+def _isfinite(s):
+    x = s.x(0, s.dtype(0))
+    return [s.node1("Not", [s.node1("Or", [s.node1("IsNaN", [x]), s.node1("IsInf", [x])])])]
+
+
+@emits("var", "std")
+def _var(s):
+    # sum((x - mean)^2) / (n - correction) over the reduced axes (their sizes fixed: n is a constant)
+    v = s.value(0)
+    axes = s.param("axes")
+    axes = tuple(range(v.rank)) if axes is None else tuple(axes)
+    if any(v.shape[a] != v.shape2[a] for a in axes):
+        raise s.unsupported("var/std over a dynamic axis has no ONNX export here")
+    n = 1
+    for a in axes:
+        n *= v.shape[a]
+    dt, g, x = s.out_dtype(), s.g, s.x(0)
+    d = s.node1("Sub", [x, g.reduce(s, "ReduceMean", x, axes, True)])
+    ss = g.reduce(s, "ReduceSum", s.node1("Mul", [d, d]), axes, s.param("keepdim"))
+    y = s.node1("Div", [ss, g.scalar(float(n - s.param("correction")), dt)])
+    return [s.node1("Sqrt", [y]) if s.name == "std" else y]
+
+
+_RESIZE_MODES = {"nearest": ("nearest", "asymmetric", "floor"), "nearest-exact": ("nearest", "half_pixel",
+                                                                                   "round_prefer_ceil"),
+                 "linear": ("linear", "pytorch_half_pixel", None), "cubic": ("cubic", "pytorch_half_pixel", None)}
+
+
+@emits("interpolate_nearest_1d", "interpolate_nearest_2d", "interpolate_nearest_3d", "interpolate_linear",
+       "interpolate_bilinear", "interpolate_trilinear", "interpolate_bicubic")
+def _interpolate(s):
+    # PyTorch maps output index o to input coordinate o * scale (nearest), (o + 0.5) * scale - 0.5 (linear,
+    # cubic) or o (in - 1) / (out - 1) (align_corners): ONNX Resize's asymmetric, pytorch_half_pixel and
+    # align_corners coordinate modes, with ONNX's scale = 1 / PyTorch's
+    from .._interop import np
+
+    axes = s.param("axes")
+    kinds = {a[0] for a in axes}
+    kind = "cubic" if s.name == "interpolate_bicubic" else kinds.pop() if len(kinds) == 1 else None
+    if kind not in _RESIZE_MODES:
+        raise s.unsupported(f"interpolation geometry {axes} has no ONNX export")
+    mode, coord, nearest = _RESIZE_MODES[kind]
+    align = any(a[4] for a in axes)
+    if align:
+        coord = "align_corners"
+    v = s.value(0)
+    lead = v.rank - len(axes)
+    g = s.g
+    attrs = dict(mode=mode, coordinate_transformation_mode=coord)
+    if nearest:
+        attrs["nearest_mode"] = nearest
+    if mode == "cubic":
+        attrs["cubic_coeff_a"] = -0.75
+    scales = [1.0 / a[3] if a[3] else 0.0 for a in axes]
+    exact = not align and all(sc > 0 and math.floor(a[1] * float(np.float32(sc))) == a[2]
+                              for a, sc in zip(axes, scales))
+    if exact:
+        # the output size ONNX computes from float32 scales is PyTorch's: pass the scales themselves
+        sc = g.const(np.asarray([1.0] * lead + scales, dtype=np.float32))
+        return [s.node1("Resize", [s.x(0), "", sc], **attrs)]
+    if not align and any(abs(a[2] / a[1] - sc) > 1e-12 for a, sc in zip(axes, scales)):
+        raise s.unsupported("a scale_factor whose output size is rounded has no exact ONNX Resize")
+    sizes = g.shape_input(s, s.out_shape(), s.out_shape2(), ref=v)
+    return [s.node1("Resize", [s.x(0), "", "", sizes], **attrs)]

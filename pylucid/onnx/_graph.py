@@ -179,7 +179,8 @@ class Graph:
         if name in self._init_names:
             raise LucidError(f"onnx.export: two initializers named {name!r}")
         self._init_names.add(name)
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(np.asarray(array)), name))
+        # copy(order="C"), not ascontiguousarray: that makes a 0-d array 1-d
+        self.initializers.append(numpy_helper.from_array(np.asarray(array).copy(order="C"), name))
         return name
 
     def const(self, array, stem: str = "onnx::Constant") -> str:
