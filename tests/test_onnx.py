@@ -146,6 +146,31 @@ def test_gpt_style_model_with_embeddings_and_position_constant():
     _check(LM(), idx, more=[pl.randint(0, 11, (4, 6))], dynamic_axes={"input": [0]})
 
 
+def test_manual_attention_with_a_mask_made_in_forward_on_a_dynamic_sequence():
+    class Attn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(8, 24)
+
+        def forward(self, x):
+            T = x.shape[1]
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            mask = pl.ones(T, T).tril().bool()  # one value, sized by the dynamic axis: ConstantOfShape + Trilu
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(8))
+            att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+            return att @ v
+
+    _check(Attn(), pl.randn(2, 4, 8), more=[pl.randn(3, 9, 8)], dynamic_axes={"input": {0: "b", 1: "t"}})
+
+
+def test_constant_folding():
+    f = Fn(lambda x: x + pl.ones(3).cumsum(0) * 2)
+    folded = _check(f, pl.randn(2, 3))
+    kept = _check(f, pl.randn(2, 3), do_constant_folding=False)
+    assert [n.op_type for n in folded.graph.node] == ["Add", "Identity"]
+    assert [n.op_type for n in kept.graph.node] == ["CumSum", "Mul", "Add", "Identity"]
+
+
 def test_torch_transformer_encoder_layer_and_multihead_attention():
     layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True, norm_first=True)
     _check(layer, pl.randn(2, 5, 16), more=[pl.randn(3, 5, 16)], dynamic_axes={"input": {0: "b"}})

@@ -11,7 +11,7 @@ from ._emitters import TABLE
 from ._graph import Graph, Site, UnsupportedOperatorError, Value, onnx_dtype
 from ._trace import Call, Inplace, Tracer, _version
 
-MIN_OPSET = 14  # Trilu (causal masks) and Reshape's allowzero spelling
+MIN_OPSET = 14  # Trilu (causal masks, tril/triu)
 
 
 class _Missing:

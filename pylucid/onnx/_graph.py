@@ -49,10 +49,6 @@ class Value:
     def rank(self) -> int:
         return len(self.shape)
 
-    @property
-    def static(self) -> bool:
-        return self.shape == self.shape2
-
 
 class Site:
     """What an emitter sees of one call: inputs (``Value``, Python scalar or None), params, outputs' dtypes and
