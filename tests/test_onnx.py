@@ -362,6 +362,24 @@ def test_path_export_params_false_and_list_dynamic_axes(tmp_path):
         np.testing.assert_allclose(got, mlp(xb).detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
+def test_keyword_tensor_arguments_are_inputs():
+    class Masked(nn.Module):
+        def forward(self, x, *, mask=None, scale=1.0):
+            return x.masked_fill(mask, 0.0) * scale
+
+    x, mask = pl.randn(2, 3), pl.rand(2, 3) > 0.5
+    buf = io.BytesIO()
+    with pytest.raises(pl.LucidError, match="the same name"):  # the two axes grow apart
+        pl.onnx.export(Masked(), (x, {"mask": mask}), io.BytesIO(), dynamic_axes={"input_0": [0], "mask": [0]})
+    proto = pl.onnx.export(Masked(), (x, {"mask": mask, "scale": 2.0}), buf, input_names=["x"],
+                           dynamic_axes={"x": {0: "batch"}, "mask": {0: "batch"}})
+    assert [i.name for i in proto.graph.input] == ["x", "mask"]
+    sess = _session(buf.getvalue())
+    for xb, mb in ((x, mask), (pl.randn(4, 3), pl.rand(4, 3) > 0.5)):
+        (got,) = sess.run(None, {"x": xb.numpy(), "mask": mb.numpy()})
+        np.testing.assert_allclose(got, Masked()(xb, mask=mb, scale=2.0).numpy())
+
+
 def test_argument_errors():
     lin = nn.Linear(2, 2)
     with pytest.raises(ValueError, match="opset_version"):
@@ -370,6 +388,8 @@ def test_argument_errors():
         pl.onnx.export(lin, pl.randn(1, 2), io.BytesIO(), dynamic_axes={"x": [0]})
     with pytest.raises(ValueError, match="input_names"):
         pl.onnx.export(lin, pl.randn(1, 2), io.BytesIO(), input_names=["a", "b"])
+    with pytest.raises(ValueError, match="has 2 dimensions"):
+        pl.onnx.export(lin, pl.randn(1, 2), io.BytesIO(), dynamic_axes={"input": [2]})
 
 
 def test_size_dependent_python_number_is_refused_on_a_dynamic_axis():

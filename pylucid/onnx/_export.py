@@ -54,23 +54,25 @@ def _run(model, args, kwargs):
     return tr.events, out
 
 
-def _grow(args, dyn_inputs, growth):
-    """The arguments of the second trace: every dynamic axis of an input grown by its name's step."""
+def _grow(args, kwargs, dyn_inputs, growth):
+    """The arguments of the second trace: every dynamic axis of an input grown by its name's step (the
+    first slice along it repeated)."""
     from .. import cat
     from ..autograd import no_grad
 
-    grown = []
     k = 0
+
+    def grow(a):
+        nonlocal k
+        if not isinstance(a, Tensor):
+            return a
+        for ax, dim_name in dyn_inputs.get(k, {}).items():
+            a = cat([a] + [a.narrow(ax, 0, 1)] * growth[dim_name], ax)
+        k += 1
+        return a
+
     with no_grad():
-        for a in args:
-            if isinstance(a, Tensor):
-                for ax, dim_name in dyn_inputs.get(k, {}).items():
-                    step = growth[dim_name]
-                    first = a.narrow(ax, 0, 1)
-                    a = cat([a] + [first] * step, ax)
-                k += 1
-            grown.append(a)
-    return tuple(grown)
+        return tuple(grow(a) for a in args), {key: grow(a) for key, a in kwargs.items()}
 
 
 def _norm_dynamic_axes(dynamic_axes, names):
@@ -98,10 +100,11 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
     Args:
         model: a ``pylucid.nn.Module`` (or any callable of tensors).
         args: a Tensor, or a tuple of the positional arguments (a trailing dict is passed as keyword
-            arguments). Tensor arguments become the graph inputs, in order.
+            arguments). Tensor arguments become the graph inputs, in order: the positional ones, then
+            the keyword ones.
         f: a path (``str`` / ``os.PathLike``) or a binary file-like object to write the model to.
         input_names, output_names: names of the graph inputs and outputs (default ``input_0``, ...,
-            ``output_0``, ...; a single one is ``input`` / ``output``).
+            ``output_0``, ...; a single one is ``input`` / ``output``; a keyword input is named by its key).
         dynamic_axes: ``{name: {axis: dim_name}}`` or ``{name: [axis, ...]}`` for inputs and outputs,
             as PyTorch's.
         opset_version: the ONNX opset (14 to the installed ``onnx``'s newest).
@@ -148,12 +151,17 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
     kwargs = {}
     if args and isinstance(args[-1], dict):
         args, kwargs = args[:-1], args[-1]
+    # the graph inputs: the Tensor arguments, positional ones first, then keyword ones (named by their key)
     in_tensors = [a for a in args if isinstance(a, Tensor)]
+    n_pos = len(in_tensors)
+    kw_names = [key for key, a in kwargs.items() if isinstance(a, Tensor)]
+    in_tensors += [kwargs[key] for key in kw_names]
     n_in = len(in_tensors)
     in_names = list(input_names or [])
     if len(in_names) > n_in:
         raise ValueError(f"onnx.export: {len(in_names)} input_names for {n_in} tensor inputs")
-    in_names += ["input" if n_in == 1 else f"input_{i}" for i in range(len(in_names), n_in)]
+    in_names += ["input" if n_in == 1 else f"input_{i}" for i in range(len(in_names), n_pos)]
+    in_names += kw_names[len(in_names) - n_pos:]
 
     modules = list(model.modules()) if hasattr(model, "modules") else []
     training = [m.training for m in modules]
@@ -175,11 +183,25 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
         for axes in dyn_inputs.values():
             for dim_name in axes.values():
                 growth.setdefault(dim_name, len(growth) + 1)
+        for i, axes in dyn_inputs.items():
+            nd = in_tensors[i].ndim
+            if any(not -nd <= a < nd for a in axes):
+                raise ValueError(f"onnx.export: dynamic_axes of input {in_names[i]!r} name axes {sorted(axes)}, but it "
+                                 f"has {nd} dimensions")
+            dyn_inputs[i] = dyn[in_names[i]] = {a % nd: n for a, n in axes.items()}
         if dyn_inputs:
-            events2, out2 = _run(model, _grow(args, dyn_inputs, growth), kwargs)
+            args2, kwargs2 = _grow(args, kwargs, dyn_inputs, growth)
+            try:
+                events2, out2 = _run(model, args2, kwargs2)
+            except (LucidError, ValueError, IndexError) as exc:
+                raise LucidError(
+                    "onnx.export: the model fails when run again with the dynamic axes grown (each name by its own "
+                    f"step: {growth}); give axes that must stay equal the same name in dynamic_axes "
+                    f"({type(exc).__name__}: {exc})") from exc
             outs2 = _flatten(out2, [])
+            in2 = [a for a in args2 if isinstance(a, Tensor)] + [kwargs2[key] for key in kw_names]
         else:
-            events2, outs2 = events, outs
+            events2, outs2, in2 = events, outs, in_tensors
     finally:
         for m, t in zip(modules, training):
             m.training = t
@@ -201,7 +223,6 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
             g.add_dim_sources(v)
 
     graph_inputs = []
-    in2 = [a for a in _grow(args, dyn_inputs, growth) if isinstance(a, Tensor)] if dyn_inputs else in_tensors
     for i, (t1, t2, name) in enumerate(zip(in_tensors, in2, in_names)):
         axes = dyn_inputs.get(i, {})
         for ax, dim_name in axes.items():
@@ -301,7 +322,7 @@ def export(model, args, f, *, input_names=None, output_names=None, dynamic_axes=
     for i, (t1, t2, name) in enumerate(zip(outs, outs2, out_names)):
         v = resolve(t1, t2, "output")
         g.nodes.append(helper.make_node("Identity", [g.use(v)], [name], name=f"/output_{i}/Identity"))
-        axes = dyn.get(name, {})
+        axes = {a % max(t1.ndim, 1): n for a, n in dyn.get(name, {}).items()}
         dims = []
         for ax, (a, b) in enumerate(zip(t1.shape, t2.shape)):
             if ax in axes:

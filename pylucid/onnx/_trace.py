@@ -8,12 +8,14 @@ finds the tracer busy and lets the op run as usual.
 
 In-place updates (``x.add_(y)``, ``masked_fill_``) write an op's output into an existing tensor through
 ``commit_inplace``; while tracing, that function is wrapped so the trace records "``x`` now holds
-that output". Any other change of a tensor's data (a write under ``no_grad``) is caught by its
-version counter when the tensor is next used.
+that output", and the in-place arithmetic methods that skip the op when no graph is recorded
+(``add_``, ``mul_``, ``+=``, ...) are their generic variants, which run it. Any other change of a
+tensor's data (a write under ``no_grad``) is caught by its version counter when the tensor is next used.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from .._tensor import Tensor
@@ -99,8 +101,6 @@ class Tracer:
         return pre, post
 
     def __enter__(self) -> Tracer:
-        import sys
-
         if _op._transform_hook is not None:
             from ..errors import LucidError
 
@@ -136,8 +136,6 @@ class Tracer:
             setattr(Tensor, n, meth)
 
     def __exit__(self, *exc) -> None:
-        import sys
-
         _op._transform_hook = None
         for mod, fn in self._saved_commit.items():
             sys.modules[mod].commit_inplace = fn
