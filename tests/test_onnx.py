@@ -294,6 +294,8 @@ def test_tracing_leaves_nothing_behind():
         pl.onnx.export(Fn(lambda x: pl.linalg.det(x + 1)), pl.randn(2, 2), io.BytesIO())
     with pytest.raises(ZeroDivisionError):
         pl.onnx.export(Fn(lambda x: x + 1 / 0), pl.randn(2, 2), io.BytesIO())
+    with pytest.raises(pl.LucidError, match="function transform"):
+        pl.onnx.export(Fn(lambda x: pl.func.vmap(pl.sin)(x) + 1), pl.randn(2, 2), io.BytesIO())
     assert _op._transform_hook is None
     assert pl.Tensor.add_ is add_ and pl.Tensor.__iadd__ is iadd and activation.commit_inplace is commit
 

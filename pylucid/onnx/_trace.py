@@ -69,6 +69,7 @@ class Tracer:
         self._handles: list = []
         self._saved_commit: dict = {}
         self._saved_methods: dict = {}
+        self._installed = None
 
     # -- the dispatch hook ----------------------------------------------------------------
     def _hook(self, op, args, params):
@@ -117,7 +118,8 @@ class Tracer:
         for mod in _COMMIT_MODULES:
             sys.modules[mod].commit_inplace = self._commit
         self._patch_inplace_methods()
-        _op._transform_hook = self._hook
+        self._installed = self._hook  # one bound-method object, to tell later whether it was replaced
+        _op._transform_hook = self._installed
         return self
 
     def _patch_inplace_methods(self) -> None:
@@ -135,7 +137,8 @@ class Tracer:
             self._saved_methods[n] = Tensor.__dict__[n]
             setattr(Tensor, n, meth)
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
+        replaced = _op._transform_hook is not self._installed
         _op._transform_hook = None
         for mod, fn in self._saved_commit.items():
             sys.modules[mod].commit_inplace = fn
@@ -145,3 +148,10 @@ class Tracer:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+        if replaced and exc_type is None:
+            from ..errors import LucidError
+
+            # pylucid.func's transforms install their own hook and clear it when they end: the ops after
+            # that were not recorded
+            raise LucidError("onnx.export: the model runs a function transform (vmap, grad, jvp, ...); it cannot "
+                             "be traced for export")
