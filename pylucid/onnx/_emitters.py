@@ -33,7 +33,7 @@ def _unary(onnx_op: str):
 for _name, _onnx_op in (("neg", "Neg"), ("exp", "Exp"), ("log", "Log"), ("sqrt", "Sqrt"), ("tanh", "Tanh"),
                         ("sigmoid", "Sigmoid"), ("relu", "Relu"), ("abs", "Abs"), ("erf", "Erf"), ("sin", "Sin"),
                         ("cos", "Cos"), ("tan", "Tan"), ("floor", "Floor"), ("ceil", "Ceil"), ("sign", "Sign"),
-                        ("reciprocal", "Reciprocal"), ("round", "Round"), ("arctan", "Atan"), ("arcsin", "Asin"),
+                        ("reciprocal", "Reciprocal"), ("arctan", "Atan"), ("arcsin", "Asin"),
                         ("arccos", "Acos"), ("sinh", "Sinh"), ("cosh", "Cosh"), ("hardswish", "HardSwish"),
                         ("clone", "Identity"), ("contiguous", "Identity")):
     TABLE[_name] = _unary(_onnx_op)
@@ -81,6 +81,16 @@ for _name, _onnx_op in (("logical_and", "And"), ("logical_or", "Or"), ("logical_
 def _square(s):
     x = s.x(0)
     return [s.node1("Mul", [x, x])]
+
+
+@emits("round")
+def _round(s):
+    # half to even, as NumPy and PyTorch; decimals d: round(x 10^d) / 10^d, NumPy's own recipe
+    d = int(s.param("decimals"))
+    if d == 0:
+        return [s.node1("Round", [s.x(0)])]
+    f = s.g.scalar(10.0 ** d, s.out_dtype())
+    return [s.node1("Div", [s.node1("Round", [s.node1("Mul", [s.x(0), f])]), f])]
 
 
 @emits("rsqrt")
