@@ -21,6 +21,7 @@ from pylucid import func as func
 from pylucid import hub as hub
 from pylucid import linalg as linalg
 from pylucid import nn as nn
+from pylucid import onnx as onnx
 from pylucid import ops as ops
 from pylucid import optim as optim
 from pylucid import profiler as profiler
