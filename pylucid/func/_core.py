@@ -239,6 +239,9 @@ class push_level:
     def __enter__(self) -> Level:
         _tls.levels.append(self.lv)
         with _hook_lock:
+            ENTERED[0] += 1
+            if _active[0] == 0:
+                _outer_hook[0] = _op._transform_hook  # another user's hook (the ONNX tracer): given back at the end
             _active[0] += 1
             _op._transform_hook = dispatch
         return self.lv
@@ -248,7 +251,13 @@ class push_level:
         with _hook_lock:
             _active[0] -= 1
             if _active[0] == 0:
-                _op._transform_hook = None
+                _op._transform_hook, _outer_hook[0] = _outer_hook[0], None
+
+
+_outer_hook: list = [None]
+#: transforms entered so far in this process (a tracer that watches the dispatch hook tells from it whether ops
+#: ran through a transform's hook instead of its own)
+ENTERED = [0]
 
 
 def current_levels() -> list:

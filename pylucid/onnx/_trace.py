@@ -119,6 +119,9 @@ class Tracer:
             sys.modules[mod].commit_inplace = self._commit
         self._patch_inplace_methods()
         self._installed = self._hook  # one bound-method object, to tell later whether it was replaced
+        from ..func import _core as _func_core
+
+        self._transforms = _func_core.ENTERED[0]  # a transform run inside the model bypasses this hook
         _op._transform_hook = self._installed
         return self
 
@@ -138,7 +141,9 @@ class Tracer:
             setattr(Tensor, n, meth)
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        replaced = _op._transform_hook is not self._installed
+        from ..func import _core as _func_core
+
+        replaced = _op._transform_hook is not self._installed or _func_core.ENTERED[0] != self._transforms
         _op._transform_hook = None
         for mod, fn in self._saved_commit.items():
             sys.modules[mod].commit_inplace = fn
@@ -151,7 +156,7 @@ class Tracer:
         if replaced and exc_type is None:
             from ..errors import LucidError
 
-            # pylucid.func's transforms install their own hook and clear it when they end: the ops after
-            # that were not recorded
+            # pylucid.func's transforms install their own hook while they run: the ops under it were not
+            # recorded
             raise LucidError("onnx.export: the model runs a function transform (vmap, grad, jvp, ...); it cannot "
                              "be traced for export")
