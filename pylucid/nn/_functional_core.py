@@ -271,6 +271,8 @@ def _alpha_dropout(op, input, p, training, feature):
     _check_p(op, p)
     if not training or p == 0.0:
         return input
+    if feature and input.ndim < 2:
+        raise ValueError(f"{op}: feature dropout needs an input of at least 2 dims (N, C, ...), got {input.ndim}-D")
     if p == 1.0:
         return input * 0.0
     shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if feature else input.shape
@@ -338,6 +340,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
             raise ShapeMismatch(f"batch_norm: {name} has {t.numel()} elements but the input has {C} channels")
     if not training and (running_mean is None or running_var is None):
         raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("batch_norm: running_mean and running_var must both be None or both be Tensors")
     n = input.numel() // C if C else 0
     if training and n <= 1:
         raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
