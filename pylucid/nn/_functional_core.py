@@ -23,7 +23,7 @@ import pylucid as _pl
 
 from .. import dtypes as _dt
 from .._tensor import Tensor
-from ..errors import ShapeMismatch
+from ..errors import DtypeMismatch, ShapeMismatch
 from ..ops import nn as _nn_ops
 from ..ops._utils import check_tensor
 from ..ops.activation import (  # noqa: F401 - the layer modules call these as ``F.<name>``
@@ -54,6 +54,18 @@ from ..ops.special import LogSoftmax, Softmax
 
 #: every function here is exported in ``pylucid.nn.functional`` only, none is a Tensor method
 _F = dict(namespaces=("pylucid.nn.functional",), method=False)
+
+
+def _check_kinds(op: str, name: str, t, kinds=("float",)) -> None:
+    """Raise ``DtypeMismatch`` when the tensor ``t`` (argument ``name`` of ``op``) has a dtype kind outside ``kinds``
+    (PyTorch's losses and norms refuse integer inputs it cannot write a float result into)."""
+    if not isinstance(t, Tensor):
+        return
+    dt = t.dtype
+    kind = "float" if dt.is_floating_point else "complex" if dt.is_complex else "bool" if dt == _dt.bool_ else "int"
+    if kind not in kinds:
+        raise DtypeMismatch(f"{op}: argument '{name}' has dtype {dt.name} ({kind}); {op} accepts "
+                            f"{', '.join(kinds)} tensors")
 _REDUCTIONS = ("none", "mean", "sum")
 
 
@@ -445,6 +457,8 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
 @declare(**_F)
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """``x / max(||x||_p, eps)`` along ``dim`` (``p = 0``: the count of non-zeros, which has no gradient)."""
+    check_tensor(input, "normalize")
+    _check_kinds("normalize", "input", input, ("float", "complex"))
     nrm = _vector_norm(input, p, dim, keepdim=True)
     return input / _clamp_min(nrm, eps)
 
@@ -553,6 +567,13 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     """
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"embedding_bag: mode={mode!r} is not valid; accepted: 'sum', 'mean', 'max'")
+    check_tensor(input, "embedding_bag")
+    check_tensor(weight, "embedding_bag", "weight")
+    _check_kinds("embedding_bag", "input", input, ("int",))
+    _check_kinds("embedding_bag", "weight", weight)
+    if offsets is not None:
+        check_tensor(offsets, "embedding_bag", "offsets")
+        _check_kinds("embedding_bag", "offsets", offsets, ("int",))
     from pylucid._interop import np
     if input.ndim == 2:
         if offsets is not None:
@@ -670,6 +691,13 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     """
     check_tensor(x1, "cosine_similarity", "x1")
     check_tensor(x2, "cosine_similarity", "x2")
+    # the common dtype must be a float one (PyTorch): one float argument is enough, complex is refused
+    if dim is None:
+        raise TypeError("cosine_similarity: dim must be an int, got None")
+    for name, t in (("x1", x1), ("x2", x2)):
+        _check_kinds("cosine_similarity", name, t, ("float", "int", "bool"))
+    if not x1.is_floating_point() and not x2.is_floating_point():
+        _check_kinds("cosine_similarity", "x1", x1)
     if not x1.is_floating_point() and not x1.is_complex():
         x1 = x1.to(_pl.get_default_dtype())
     if not x2.is_floating_point() and not x2.is_complex():
@@ -929,8 +957,10 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
                weight: Tensor | None = None) -> Tensor:
     """``0.5 d^2`` if ``|d| <= delta`` else ``delta (|d| - delta/2)`` (registered op, ``ForceFP32``)."""
     _check_reduction("huber_loss", reduction)
-    if delta <= 0:
+    if not delta > 0:  # NaN included
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    check_tensor(input, "huber_loss")
+    _check_kinds("huber_loss", "input", input)  # PyTorch cannot write the float loss into an integer input
     _check_same_shape("huber_loss", input, target)
     return _nn_ops.huber_loss_op(input, target, reduction, delta)
 
@@ -941,7 +971,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     """``0.5 d^2 / beta`` if ``|d| < beta`` else ``|d| - beta/2``: Huber with ``delta=beta`` divided by ``beta``
     (``beta=0``: L1)."""
     _check_reduction("smooth_l1_loss", reduction)
-    if beta < 0:
+    if not beta >= 0:  # NaN included
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     if beta == 0:
         return l1_loss(input, target, reduction=reduction)
@@ -1073,6 +1103,10 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     if reduction not in _REDUCTIONS + ("batchmean",):
         raise ValueError(f"kl_div: reduction={reduction!r} is not valid; accepted: 'none', 'mean', 'sum', "
                          "'batchmean'")
+    check_tensor(input, "kl_div")
+    check_tensor(target, "kl_div", "target")
+    _check_kinds("kl_div", "input", input)
+    _check_kinds("kl_div", "target", target)
     if log_target:
         loss = _pl.exp(target) * (target - input)
     else:

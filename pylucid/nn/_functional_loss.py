@@ -23,7 +23,7 @@ from ..errors import ShapeMismatch
 from ..ops._utils import check_tensor
 from ..ops.activation import softplus
 from ..ops.registry import declare
-from ._functional_core import _check_reduction, _reduce, pairwise_distance
+from ._functional_core import _check_kinds, _check_reduction, _reduce, pairwise_distance
 
 _F = dict(namespaces=("pylucid.nn.functional",), method=False)
 
@@ -88,6 +88,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, ep
     """
     check_tensor(input, "gaussian_nll_loss")
     check_tensor(target, "gaussian_nll_loss", "target")
+    _check_kinds("gaussian_nll_loss", "input", input, ("float", "complex"))
     if isinstance(var, (int, float)):
         if var < 0:
             raise ValueError("gaussian_nll_loss: var has negative entry/entries")
@@ -124,6 +125,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
     _check_reduction("hinge_embedding_loss", reduction)
     check_tensor(input, "hinge_embedding_loss")
     check_tensor(target, "hinge_embedding_loss", "target")
+    _check_kinds("hinge_embedding_loss", "input", input)
     zero = 0.0 * input
     margin_term = _relu(margin - input)
     loss = _pl.where(target != 1, margin_term, zero) + _pl.where(target != -1, input, zero)
@@ -137,6 +139,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
     _check_reduction("soft_margin_loss", reduction)
     check_tensor(input, "soft_margin_loss")
     check_tensor(target, "soft_margin_loss", "target")
+    _check_kinds("soft_margin_loss", "input", input, ("float", "complex"))
     z = -target * input
     # log1p(exp(z)) without overflow: max(z, 0) + log1p(exp(-|z|))
     loss = _relu(z) + _pl.log1p(_pl.exp(-_pl.abs(z)))

@@ -1118,8 +1118,9 @@ class ScaledDotProductAttention(Op):
     # Promote (PyTorch's autocast list), not the reference table's ForceFP32: the softmax and its statistics are
     # computed in float32 for half inputs on every path (cuDNN's flash kernels; the scores upcast below), so
     # autocast keeps the GEMMs in the half dtype without a float32 softmax being lost
+    # float query, key, value and additive mask (PyTorch refuses integer ones); the dropout mask is boolean
     schema = OpSchema("scaled_dot_product_attention", amp_policy=PROMOTE, saves_input=True, family="nn",
-                      accepts=("float", "int", "bool"))
+                      accepts=(("float",), ("float",), ("float",), ("float",), ("float", "int", "bool")))
     promote_args = (0, 1, 2, 3)
     n_outputs = 2
     differentiable_outputs = (True, False)
