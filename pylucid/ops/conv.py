@@ -1314,6 +1314,15 @@ def _adaptive_max(nd, input, output_size, return_indices):
     check_tensor(input, op)
     x, added = _batched(input, nd, op)
     out = _adaptive_sizes(op, input, x, nd, output_size)
+    if x.shape[1] == 0:
+        raise ShapeMismatch(f"{op}: expected input to have non-zero size for non-batch dimensions, got shape "
+                            f"{tuple(input.shape)}")
+    if x.numel() == 0:  # an empty batch: empty values and indices, as PyTorch
+        from ..creation import zeros
+
+        shape = tuple(x.shape[:2]) + out
+        vals = zeros(shape, dtype=x.dtype, device=x.device) + 0 * x.sum()
+        return _pool_result(vals, zeros(shape, dtype=_dt.int64, device=x.device), added, return_indices)
     overlap = any(x.shape[2 + i] % out[i] for i in range(nd))
     vals, idx = apply(_ADAPTIVE_MAX[nd], (x,), {"out_sp": out, "overlap": overlap})
     return _pool_result(vals, idx, added, return_indices)
