@@ -1165,6 +1165,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     """
     op = "interpolate"
     check_tensor(input, op)
+    if input.dtype == _dt.uint8:
+        # PyTorch resamples uint8 images in uint8 (rounding the interpolated values); pylucid computes in float
+        raise NotImplementedError(f"{op}: uint8 inputs are not supported; convert to a float dtype first")
     nd = input.ndim - 2
     if nd < 1 or nd > 3:
         raise ShapeMismatch(f"{op}: expected a 3-d, 4-d or 5-d (N, C, *spatial) input, got shape {tuple(input.shape)}")

@@ -324,13 +324,8 @@ def _index_to_device(index: Tensor, x: Tensor, op: str) -> Tensor:
 
 def _index_tensor(x: Tensor, index, op: str, ndim: int | None = None) -> Tensor:
     """Validate an integer index tensor (device, dtype, rank)."""
-    if not isinstance(index, Tensor):
-        from ..creation import tensor
-
-        try:
-            index = tensor(index, dtype=_dt.int64, device=x._device)
-        except Exception:
-            raise TypeError(f"{op}: index must be an integer Tensor, got {type(index).__name__}") from None
+    if not isinstance(index, Tensor):  # a list is refused, as in PyTorch (floats in it would be truncated)
+        raise TypeError(f"{op}: index must be an integer Tensor, got {type(index).__name__}")
     if index._device is not x._device:
         index = _index_to_device(index, x, op)
     if index._data.dtype.kind not in "iu":
