@@ -70,7 +70,8 @@ _TORCH_EXTENSION = re.compile(r"not implemented for '(Long|Int|Short|Char|Byte|B
 _TORCH_NO_PROMOTION = re.compile(r"expected scalar type|same dtype|mixed dtype|Input type \(\S+\) and (weight|bias) "
                                  r"type|Input dtypes must be the same|did not match|Type promoting not supported|"
                                  r"expected dtype .* for|dtypes match|should have same dtype|same datatype|"
-                                 r"must be the same dtype|All tensors must have the same dtype")
+                                 r"must be the same dtype|All tensors must have the same dtype|"
+                                 r"Found dtype \w+ but expected|dtype \w+ does not match")
 _OP_PREFIX = re.compile(r"^\s*[\w.]+(\(\))?: ")
 
 

@@ -1078,7 +1078,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
                             f"size {list(input.shape)}")
     if input.numel():
         lo, hi = float(_pl.amin(input.detach()).item()), float(_pl.amax(input.detach()).item())
-        if lo < 0 or hi > 1:
+        if not (lo >= 0 and hi <= 1):  # NaN is outside [0, 1] too
             raise ValueError("binary_cross_entropy: all elements of input should be between 0 and 1")
     return _nn_ops.bce_loss_op(input, target, weight, reduction)
 

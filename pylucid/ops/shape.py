@@ -462,6 +462,9 @@ def broadcast_shapes(*shapes) -> tuple:
     """
     out: list = []
     for shp in shapes:
+        if not isinstance(shp, (int, tuple, list)) or not all(hasattr(n, "__index__") for n in
+                                                              ((shp,) if isinstance(shp, int) else shp)):
+            raise TypeError(f"broadcast_shapes: each shape must be an int or a tuple of ints, got {shp!r}")
         shp = (shp,) if isinstance(shp, int) else tuple(shp)
         for i, n in enumerate(reversed(shp)):
             if n < 0:
