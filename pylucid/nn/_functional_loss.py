@@ -88,13 +88,13 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, ep
     """
     check_tensor(input, "gaussian_nll_loss")
     check_tensor(target, "gaussian_nll_loss", "target")
-    _check_kinds("gaussian_nll_loss", "input", input, ("float", "complex"))
     if isinstance(var, (int, float)):
         if var < 0:
             raise ValueError("gaussian_nll_loss: var has negative entry/entries")
         var = _pl.full(tuple(input.shape), float(var), dtype=input.dtype, device=input.device)
     else:
         check_tensor(var, "gaussian_nll_loss", "var")
+        _check_kinds("gaussian_nll_loss", "var", var)  # PyTorch clamps var in its own dtype
         if bool((var < 0).any()):
             raise ValueError("gaussian_nll_loss: var has negative entry/entries")
     ishape, vshape = tuple(input.shape), tuple(var.shape)

@@ -1317,7 +1317,7 @@ def _adaptive_max(nd, input, output_size, return_indices):
     check_tensor(input, op)
     x, added = _batched(input, nd, op)
     out = _adaptive_sizes(op, input, x, nd, output_size)
-    if x.shape[1] == 0:
+    if x.shape[1] == 0 and not added:  # (N, 0, L): PyTorch refuses; an unbatched (0, L) is an empty batch
         raise ShapeMismatch(f"{op}: expected input to have non-zero size for non-batch dimensions, got shape "
                             f"{tuple(input.shape)}")
     if x.numel() == 0:  # an empty batch: empty values and indices, as PyTorch
