@@ -61,8 +61,8 @@ _DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8
 _JUNK = (("None", lambda: None), ("str", lambda: "abc"), ("dict", dict), ("list", lambda: [1.0, 2.0]))
 # PyTorch's CPU build lacks some kernels for these dtypes: not a statement about the op's semantics
 _TORCH_GAPS = re.compile(r"not implemented for '(Half|BFloat16|ComplexHalf)'|Unsupported dtype (Half|BFloat16)|"
-                         r"MKL FFT error|MKL FFT doesn't support tensors of type: (Half|BFloat16)|Unsupported input type|"
-                         r"Low precision dtypes not supported")
+                         r"MKL FFT error|MKL FFT doesn't support tensors of type: (Half|BFloat16)|"
+                         r"Unsupported input type|Low precision dtypes not supported")
 # PyTorch refuses integer/bool inputs or mixed dtypes where pylucid computes (promoting like the arithmetic ops):
 # an extension, listed in the report but not a failure
 _TORCH_EXTENSION = re.compile(r"not implemented for '(Long|Int|Short|Char|Byte|Bool)'")

@@ -583,8 +583,8 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 
 
 #: the values an integer (or bool) tensor can hold: threshold's ``value`` must fit, as in PyTorch
-_INT_RANGE = {"uint8": (0, 255), "int8": (-128, 127), "int16": (-2 ** 15, 2 ** 15 - 1), "int32": (-2 ** 31, 2 ** 31 - 1),
-              "int64": (-2 ** 63, 2 ** 63 - 1), "bool": (0, 1)}
+_INT_RANGE = {"uint8": (0, 255), "int8": (-128, 127), "int16": (-2 ** 15, 2 ** 15 - 1),
+              "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1), "bool": (0, 1)}
 
 
 @declare(namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
