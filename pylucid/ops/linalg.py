@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import warnings
 
+from .. import dtypes as _dt
 from .._tensor import Tensor, _new_tensor
 from ..errors import LucidError, ShapeMismatch
 from ._op import Op, apply
@@ -464,12 +465,15 @@ class Einsum(Op):
     @staticmethod
     def forward(be, *ops, terms, out):
         if len(ops) == 2 and all(len(set(t)) == len(t) for t in terms) and len(set(out)) == len(out):
-            return _pairwise(be, terms[0], ops[0], terms[1], ops[1], out)
+            r = _pairwise(be, terms[0], ops[0], terms[1], ops[1], out)
+            # NumPy sums small integers into (u)int64: a sum over a label is int64, as PyTorch's integer sums
+            return r if r.dtype == ops[0].dtype else r.astype("int64" if r.dtype.kind in "iu" else ops[0].dtype)
         dt = ops[0].dtype
-        if dt.itemsize < 4 and dt.kind != "c":
-            return be.einsum(",".join(terms) + "->" + out, *[o.astype("float32") for o in ops],
-                             optimize=True).astype(dt)
-        return be.einsum(",".join(terms) + "->" + out, *ops, optimize=True)
+        with be.errstate():  # inf * 0 in a contraction is NaN, as in PyTorch, without a NumPy warning
+            if dt.itemsize < 4 and dt.kind != "c":
+                return be.einsum(",".join(terms) + "->" + out, *[o.astype("float32") for o in ops],
+                                 optimize=True).astype(dt)
+            return be.einsum(",".join(terms) + "->" + out, *ops, optimize=True)
 
     def backward(self, g):
         from .complex import conj
@@ -598,6 +602,10 @@ def einsum(equation: str, *operands) -> Tensor:
     for t, o in zip(new_terms, operands):
         want = tuple(size[c] for c in t)
         ops.append(broadcast_to(o, want) if tuple(o.shape) != want else o)
+    if all(not (o.dtype.is_floating_point or o.dtype.is_complex) for o in ops) and any(
+            c not in out and sum(c in t for t in new_terms) == 1 for c in size):
+        # a label summed within one operand is a sum: PyTorch's integer (and bool) sums are int64
+        ops = [o.to(_dt.int64) for o in ops]
     return apply(Einsum, tuple(ops), {"terms": tuple(new_terms), "out": out})
 
 
