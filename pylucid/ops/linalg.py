@@ -465,7 +465,8 @@ class Einsum(Op):
     @staticmethod
     def forward(be, *ops, terms, out):
         if len(ops) == 2 and all(len(set(t)) == len(t) for t in terms) and len(set(out)) == len(out):
-            r = _pairwise(be, terms[0], ops[0], terms[1], ops[1], out)
+            with be.errstate():  # inf * 0 in a contraction is NaN, as in PyTorch, without a NumPy warning
+                r = _pairwise(be, terms[0], ops[0], terms[1], ops[1], out)
             # NumPy sums small integers into (u)int64: a sum over a label is int64, as PyTorch's integer sums
             return r if r.dtype == ops[0].dtype else r.astype("int64" if r.dtype.kind in "iu" else ops[0].dtype)
         dt = ops[0].dtype
@@ -989,6 +990,10 @@ class Cholesky(Op):
         if upper:  # LAPACK's uplo='U' reads the upper triangle: the lower one of A^H
             c = be.conj(be.swapaxes(c, -1, -2))
         low = _lapack("linalg.cholesky", "the input is not positive-definite", be.linalg.cholesky, c)
+        # LAPACK's potrf passes NaN through (NumPy raises nothing); PyTorch reports the failed factorization
+        if low.size and not bool(be.isfinite(be.diagonal(low, axis1=-2, axis2=-1)).all()):
+            raise LinAlgError("linalg.cholesky: the factorization could not be completed: the input is not "
+                              "positive-definite (it has non-finite entries)")
         low = low.astype(a.dtype, copy=False)
         return be.conj(be.swapaxes(low, -1, -2)) if upper else low
 
