@@ -143,6 +143,8 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 # ---------------------------------------------------------------------------------------------------------------------
 @declare(**_F)
 def glu(input: Tensor, dim: int = -1) -> Tensor:
+    check_tensor(input, "glu")
+    _check_kinds("glu", "input", input, ("float", "int", "bool"))  # PyTorch has no complex glu
     n = input.shape[dim]
     if n % 2:
         raise ValueError(f"glu: halving dimension must be even, but dimension {dim} is size {n}")
@@ -1126,6 +1128,11 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
                           size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``1 - cos(x1, x2)`` for ``y = 1``, ``max(0, cos(x1, x2) - margin)`` for ``y = -1``."""
     _check_reduction("cosine_embedding_loss", reduction)
+    for name, t in (("input1", input1), ("input2", input2), ("target", target)):
+        check_tensor(t, "cosine_embedding_loss", name)
+    if input1.ndim not in (1, 2) or target.ndim != input1.ndim - 1:
+        raise ShapeMismatch(f"cosine_embedding_loss: expected (N, D) or (D,) inputs with an (N,) or 0-d target, "
+                            f"got {list(input1.shape)} and target {list(target.shape)}")
     eps = 1e-12  # PyTorch's EPSILON inside the loss
     dim = input1.ndim - 1
     prod = (input1 * input2).sum(dim)
@@ -1179,6 +1186,10 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     """
     from pylucid._interop import np
     _check_reduction("ctc_loss", reduction)
+    for name, v in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
+        seq = v.tolist() if hasattr(v, "tolist") else v
+        if not isinstance(seq, (list, tuple)) or not all(hasattr(n, "__index__") for n in seq):
+            raise TypeError(f"ctc_loss: {name} must be an integer Tensor or a sequence of ints, got {seq!r}")
     unbatched = log_probs.ndim == 2
     if unbatched:
         log_probs = log_probs.unsqueeze(1)

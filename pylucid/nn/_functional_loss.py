@@ -240,6 +240,8 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
     _check_reduction("multilabel_soft_margin_loss", reduction)
     check_tensor(input, "multilabel_soft_margin_loss")
     check_tensor(target, "multilabel_soft_margin_loss", "target")
+    if input.ndim == 0:  # PyTorch sums over the class dim, which a 0-d input lacks
+        raise IndexError("multilabel_soft_margin_loss: expected an input with a class dim (C,) or (N, C), got 0-d")
     # log sigmoid(x) = -softplus(-x)
     loss = target * softplus(-input) + (1 - target) * softplus(input)
     if weight is not None:
