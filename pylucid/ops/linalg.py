@@ -17,7 +17,7 @@ import warnings
 
 from .. import dtypes as _dt
 from .._tensor import Tensor, _new_tensor
-from ..errors import LucidError, ShapeMismatch
+from ..errors import DtypeMismatch, LucidError, ShapeMismatch
 from ._op import Op, apply
 from ._utils import check_tensor, conj_if_complex
 from .reduction import Norm
@@ -1643,6 +1643,11 @@ def linalg_vander(x: Tensor, *, N: int | None = None) -> Tensor:  # noqa: N803
             [1, 3, 9]])
     """
     check_tensor(x, "linalg.vander", "x")
+    if x.dtype == _dt.bool_:
+        raise DtypeMismatch("linalg.vander: argument 'x' has dtype bool; linalg.vander accepts float, complex, int "
+                            "tensors")
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        x = x.to(_dt.int64)  # integer powers are int64, as PyTorch
     if x.ndim == 0:  # a 0-d x is one point, as PyTorch
         x = x.reshape(1)
     N = x.shape[-1] if N is None else N  # noqa: N806
@@ -1664,6 +1669,8 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     from .shape import flip
 
     check_tensor(x, "vander", "x")
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        x = x.to(_dt.int64)  # integer (and bool) powers are int64, as PyTorch
     if x.ndim != 1:
         raise ShapeMismatch(f"vander: x must be 1-d, got shape {tuple(x.shape)}")
     N = x.shape[0] if N is None else N  # noqa: N806
