@@ -734,6 +734,11 @@ def _additive_mask(attn_mask, is_causal, L, S, query):
         cols = _pl.arange(S, device=query.device).reshape(1, S)
         mask = _pl.where(cols <= rows, 0.0, neg_inf).to(query.dtype)
     elif attn_mask is not None:
+        check_tensor(attn_mask, "scaled_dot_product_attention", "attn_mask")
+        ms = tuple(attn_mask.shape)
+        if len(ms) >= 1 and ms[-1] not in (1, S) or len(ms) >= 2 and ms[-2] not in (1, L):
+            raise ShapeMismatch(f"scaled_dot_product_attention: attn_mask of shape {list(ms)} does not broadcast to "
+                                f"the (L, S) = ({L}, {S}) scores")
         if attn_mask.dtype is _pl.bool:
             mask = _pl.where(attn_mask, 0.0, neg_inf).to(query.dtype)
         else:
@@ -818,6 +823,9 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     (``average_attn_weights``) or ``(N, H, L, S)``, None unless ``need_weights``.
     """
     op = "multi_head_attention_forward"
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        check_tensor(t, op, name)
+        _check_kinds(op, name, t)  # PyTorch's attention refuses integer inputs
     unbatched = query.ndim == 2
     if unbatched:
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)

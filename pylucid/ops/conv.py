@@ -625,6 +625,9 @@ def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, gr
     op = f"conv_transpose{nd}d"
     x, added = _conv_inputs(op, nd, input, weight, bias, groups, "in_channels, out_channels/groups", True)
     cin = x.shape[1]
+    if weight.shape[0] < groups:
+        raise ShapeMismatch(f"{op}: expected weight to have at least groups={groups} input channels (dim 0), got "
+                            f"weight of shape {tuple(weight.shape)}")
     if weight.shape[0] != cin or cin % groups:
         raise ShapeMismatch(f"{op}: weight {tuple(weight.shape)} expects {weight.shape[0]} input channels "
                             f"(divisible by groups={groups}), got input of shape {tuple(input.shape)}")
