@@ -960,3 +960,9 @@ def test_empty_batch_adaptive_max_pool_and_complex_silu_match_torch():
     assert [tuple(a.shape) for a in p] == [tuple(a.shape) for a in t] and p[1].dtype == pl.int64
     z = np.array([1 + 1j, -2j, 0.5], dtype=np.complex64)
     close(F.silu(pl.tensor(z)), torch.nn.functional.silu(torch.tensor(z)), atol=1e-6)
+
+
+def test_gaussian_nll_loss_float_var_of_an_integer_input_is_float():
+    x, y = np.array([[1, 2], [3, 5]]), np.array([[2, 2], [1, 4]])
+    ref = torch.nn.functional.gaussian_nll_loss(torch.tensor(x), torch.tensor(y), 0.7, reduction="sum")
+    close(F.gaussian_nll_loss(pl.tensor(x), pl.tensor(y), 0.7, reduction="sum"), ref, atol=1e-5)

@@ -433,6 +433,8 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
     """``x / (k + alpha/size * sum_{window} x^2)^beta`` over a window of ``size`` neighbouring channels
     (zero padded: ``size//2`` before, ``(size-1)//2`` after), as PyTorch."""
+    check_tensor(input, "local_response_norm")
+    _check_kinds("local_response_norm", "input", input, ("float", "int", "bool"))  # no complex pooling (PyTorch)
     if input.ndim < 3:
         raise ValueError(f"local_response_norm: expected 3D or higher input, got {input.ndim}-D")
     C = input.shape[1]

@@ -91,7 +91,9 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, ep
     if isinstance(var, (int, float)):
         if var < 0:
             raise ValueError("gaussian_nll_loss: var has negative entry/entries")
-        var = _pl.full(tuple(input.shape), float(var), dtype=input.dtype, device=input.device)
+        # a float var for an integer input too (an integer one would round 0.7 down to 0)
+        dt = input.dtype if input.is_floating_point() or input.is_complex() else _pl.get_default_dtype()
+        var = _pl.full(tuple(input.shape), float(var), dtype=dt, device=input.device)
     else:
         check_tensor(var, "gaussian_nll_loss", "var")
         _check_kinds("gaussian_nll_loss", "var", var)  # PyTorch clamps var in its own dtype
@@ -178,6 +180,9 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
                             f"shape {list(input.shape)}")
     if N and (bool((y < 0).any()) or bool((y >= C).any())):
         raise IndexError(f"multi_margin_loss: target out of range [0, {C})")
+    if weight is not None and (weight.ndim != 1 or weight.shape[0] != C):
+        raise ShapeMismatch(f"multi_margin_loss: weight of shape {list(weight.shape)} must have one entry per class "
+                            f"({C})")
     yi = y.long().unsqueeze(1)
     xy = _pl.gather(x, 1, yi)
     z = _relu(margin - xy + x)
