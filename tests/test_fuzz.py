@@ -61,7 +61,11 @@ _DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8
 _JUNK = (("None", lambda: None), ("str", lambda: "abc"), ("dict", dict), ("list", lambda: [1.0, 2.0]))
 # PyTorch's CPU build lacks some kernels for these dtypes: not a statement about the op's semantics
 _TORCH_GAPS = re.compile(r"not implemented for '(Half|BFloat16|ComplexHalf)'|Unsupported dtype (Half|BFloat16)|"
-                         r"MKL FFT error|Unsupported input type|Low precision dtypes not supported")
+                         r"MKL FFT error|MKL FFT doesn't support tensors of type: (Half|BFloat16)|"
+                         r"Unsupported input type|Low precision dtypes not supported|"
+                         # half-precision linear algebra: pylucid computes it in float32 (docs/semantics/linalg_fft.md)
+                         r"doesn't handle types other than float and double|linalg\.pinv\((Half|BFloat16)|"
+                         r"linalg\.vander supports .* but got (Half|BFloat16)")
 # PyTorch refuses integer/bool inputs or mixed dtypes where pylucid computes (promoting like the arithmetic ops):
 # an extension, listed in the report but not a failure
 _TORCH_EXTENSION = re.compile(r"not implemented for '(Long|Int|Short|Char|Byte|Bool)'")
@@ -69,7 +73,8 @@ _TORCH_EXTENSION = re.compile(r"not implemented for '(Long|Int|Short|Char|Byte|B
 _TORCH_NO_PROMOTION = re.compile(r"expected scalar type|same dtype|mixed dtype|Input type \(\S+\) and (weight|bias) "
                                  r"type|Input dtypes must be the same|did not match|Type promoting not supported|"
                                  r"expected dtype .* for|dtypes match|should have same dtype|same datatype|"
-                                 r"must be the same dtype|All tensors must have the same dtype")
+                                 r"must be the same dtype|All tensors must have the same dtype|"
+                                 r"Found dtype \w+ but expected|dtype \w+ does not match")
 _OP_PREFIX = re.compile(r"^\s*[\w.]+(\(\))?: ")
 
 
@@ -87,6 +92,7 @@ class Case:
     random: bool = False
     postprocess: object = None
     names: frozenset = frozenset()
+    tol: tuple = (0.0, 0.0)  # the entry's own (atol, rtol) where looser than the fuzzer's (a bfloat16 GEMM's)
 
 
 def _cast(a, dtype):
@@ -215,7 +221,7 @@ def entry_cases(fam, e) -> list:
             if key in seen or _REF_CRASHES.search(key):
                 continue
             seen.add(key)
-            out.append(Case(fam, key, e.op, e.ref, args, kwargs, e.random, e.postprocess, names))
+            out.append(Case(fam, key, e.op, e.ref, args, kwargs, e.random, e.postprocess, names, (e.atol, e.rtol)))
     return out
 
 
@@ -353,10 +359,11 @@ def _compare(case, out, ref) -> str:
             continue
         low = _dtype_name(o) in ("float16", "bfloat16") if isinstance(o, pylucid.Tensor) else False
         tol = 2e-2 if low else 1e-4
+        atol, rtol = max(tol, case.tol[0]), max(tol, case.tol[1])
         ac = a.astype(np.complex128)
         ec = e.astype(np.complex128)
-        if not np.allclose(ac, ec, atol=tol, rtol=tol, equal_nan=True):
-            bad = ~np.isclose(ac, ec, atol=tol, rtol=tol, equal_nan=True)
+        if not np.allclose(ac, ec, atol=atol, rtol=rtol, equal_nan=True):
+            bad = ~np.isclose(ac, ec, atol=atol, rtol=rtol, equal_nan=True)
             return f"output {k} values differ: {ac[bad].ravel()[:3]} vs torch {ec[bad].ravel()[:3]}"
     return ""
 

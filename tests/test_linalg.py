@@ -334,3 +334,26 @@ def test_tensorinv_and_tensorsolve_invert_tensordot():
     _close(pl.tensordot(inv, pl.tensor(a), 1), pl.eye(2 * 3).reshape(2, 3, 2, 3).to(pl.float64))
     with pytest.raises(ShapeMismatch, match="linalg.tensorinv"):
         L.tensorinv(pl.tensor(U(2, 3)), ind=1)
+
+
+@pytest.mark.parametrize("eq, dts", [("ii", "int32"), ("ii", "bool"), ("ij->i", "int32"), ("ij,k->i", "uint8"),
+                                     ("ij,jk->ik", "int32"), ("ij->ji", "int32"), ("i,j->ij", "bool")])
+def test_einsum_integer_results_have_torchs_dtype(eq, dts):
+    terms = eq.split("->")[0].split(",")
+    xs = [np.arange(1, 10).reshape(3, 3)[:len(t), :len(t)][0 if len(t) == 1 else slice(None)].astype(dts)
+          for t in terms]
+    p = pl.einsum(eq, *[pl.tensor(x) for x in xs])
+    t = torch.einsum(eq, *[torch.tensor(x) for x in xs])
+    assert str(t.dtype).removeprefix("torch.") == p.dtype.name
+    np.testing.assert_array_equal(p.numpy(), t.numpy())
+
+
+def test_vander_of_integers_is_int64_and_cholesky_of_nan_raises():
+    x = np.array([1, 2, 3], dtype=np.int32)
+    assert pl.vander(pl.tensor(x), 1).dtype == pl.int64 == getattr(pl, str(torch.vander(torch.tensor(x), 1).dtype)[6:])
+    a = np.eye(3, dtype=np.float32)
+    a[0, 0] = np.nan
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.linalg.cholesky(torch.tensor(a))
+    with pytest.raises(pl.linalg.LinAlgError, match="linalg.cholesky"):
+        pl.linalg.cholesky(pl.tensor(a))

@@ -896,3 +896,73 @@ def test_functional_inplace_argument_and_inplace_variants_match_torch(name, args
     leaf = pl.tensor(x, requires_grad=True)
     with pytest.raises(RuntimeError, match=f"{name}_: a leaf tensor that requires grad"):
         getattr(F, name)(leaf, *args, inplace=True)
+
+
+# ------------------------------------------------------------------- bad arguments: PyTorch refuses, so does pylucid
+_F32 = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], dtype=np.float32)
+_I64 = np.array([[1, -2, 3], [0, 2, -1]], dtype=np.int64)
+
+
+@pytest.mark.parametrize("call, exc", [
+    (lambda lib, f, x, i: f.dropout(x, 0.4, None), TypeError),  # a flag must be a bool
+    (lambda lib, f, x, i: f.dropout(x, 0.4, 1), TypeError),
+    (lambda lib, f, x, i: f.alpha_dropout(x, "0.4", True), TypeError),  # a number must be a number
+    (lambda lib, f, x, i: f.huber_loss(x, x, delta=None), TypeError),
+    (lambda lib, f, x, i: f.huber_loss(x, x, delta=float("nan")), (RuntimeError, ValueError)),
+    (lambda lib, f, x, i: f.smooth_l1_loss(x, x, beta=float("nan")), (RuntimeError, ValueError)),
+    (lambda lib, f, x, i: f.dropout(i, 0.4, True), (RuntimeError, pl.errors.DtypeMismatch)),
+    (lambda lib, f, x, i: f.cosine_similarity(i, i), (RuntimeError, pl.errors.DtypeMismatch)),
+    (lambda lib, f, x, i: f.normalize(i), (RuntimeError, pl.errors.DtypeMismatch)),
+    (lambda lib, f, x, i: f.kl_div(x, i, reduction="batchmean"), (RuntimeError, pl.errors.DtypeMismatch)),
+    (lambda lib, f, x, i: f.huber_loss(i, x), (RuntimeError, pl.errors.DtypeMismatch)),
+    (lambda lib, f, x, i: f.soft_margin_loss(i, x), (RuntimeError, pl.errors.DtypeMismatch)),
+    (lambda lib, f, x, i: f.hinge_embedding_loss(i, x), (RuntimeError, pl.errors.DtypeMismatch)),
+    (lambda lib, f, x, i: f.gaussian_nll_loss(x, x, i * i), (RuntimeError, pl.errors.DtypeMismatch)),
+    (lambda lib, f, x, i: f.scaled_dot_product_attention(i[None], i[None], i[None]),
+     (RuntimeError, pl.errors.DtypeMismatch)),
+    (lambda lib, f, x, i: f.binary_cross_entropy(x * float("nan"), x), (RuntimeError, ValueError)),
+    (lambda lib, f, x, i: f.batch_norm(x, None, lib.ones(3), training=True), ValueError),
+    (lambda lib, f, x, i: f.feature_alpha_dropout(x[0, 0], 0.4, True), (RuntimeError, ValueError)),
+    (lambda lib, f, x, i: f.adaptive_max_pool1d(x[None][:, :0], 2), (RuntimeError, pl.errors.ShapeMismatch)),
+    (lambda lib, f, x, i: f.pad(x, {}), TypeError),
+    (lambda lib, f, x, i: f.adaptive_avg_pool1d(x, (2.5,)), TypeError),
+    (lambda lib, f, x, i: lib.threshold(i.to(lib.uint8), 0.3, -1.0), (RuntimeError, ValueError)),
+    (lambda lib, f, x, i: f.hardtanh(i > 0), (RuntimeError, pl.errors.DtypeMismatch)),
+])
+def test_arguments_pytorch_refuses_are_refused(call, exc):
+    from pylucid.ops.validation import is_typed
+
+    with pytest.raises(exc):
+        call(torch, torch.nn.functional, torch.tensor(_F32), torch.tensor(_I64))
+    with pytest.raises(exc) as e:
+        call(pl, F, pl.tensor(_F32), pl.tensor(_I64))
+    assert is_typed(e.value, frozenset())  # a pylucid error whose message starts with the op's name
+
+
+def test_seeded_dropout_is_allowed_under_deterministic_algorithms():
+    prev = pl.are_deterministic_algorithms_enabled()
+    try:
+        pl.use_deterministic_algorithms(True)
+        outs = []
+        for _ in range(2):
+            pl.manual_seed(3)
+            outs.append(F.dropout(pl.ones(4, 5), 0.5, training=True).numpy())
+        np.testing.assert_array_equal(outs[0], outs[1])
+        pl.manual_seed(3)
+        assert F.alpha_dropout(pl.ones(4, 5), 0.5, training=True).shape == (4, 5)
+    finally:
+        pl.use_deterministic_algorithms(prev)
+
+
+def test_empty_batch_adaptive_max_pool_and_complex_silu_match_torch():
+    t = torch.nn.functional.adaptive_max_pool2d(torch.ones(0, 2, 4, 4), 2, return_indices=True)
+    p = F.adaptive_max_pool2d(pl.ones(0, 2, 4, 4), 2, return_indices=True)
+    assert [tuple(a.shape) for a in p] == [tuple(a.shape) for a in t] and p[1].dtype == pl.int64
+    z = np.array([1 + 1j, -2j, 0.5], dtype=np.complex64)
+    close(F.silu(pl.tensor(z)), torch.nn.functional.silu(torch.tensor(z)), atol=1e-6)
+
+
+def test_gaussian_nll_loss_float_var_of_an_integer_input_is_float():
+    x, y = np.array([[1, 2], [3, 5]]), np.array([[2, 2], [1, 4]])
+    ref = torch.nn.functional.gaussian_nll_loss(torch.tensor(x), torch.tensor(y), 0.7, reduction="sum")
+    close(F.gaussian_nll_loss(pl.tensor(x), pl.tensor(y), 0.7, reduction="sum"), ref, atol=1e-5)

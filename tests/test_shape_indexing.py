@@ -462,3 +462,34 @@ def test_unfold_windows_and_their_gradient_match_torch():
     (out * out).sum().backward()
     (tout * tout).sum().backward()
     assert x.grad.tolist() == tx.grad.tolist()  # overlapping windows add up
+
+
+# ------------------------------------------------------------------- bad arguments: PyTorch refuses, so does pylucid
+@pytest.mark.parametrize("call, exc", [
+    (lambda lib, x, i: lib.index_select(x, 1, [1.0, 2.0]), TypeError),  # a list is not an index tensor
+    (lambda lib, x, i: lib.take(x, [1, 2]), TypeError),
+    (lambda lib, x, i: lib.scatter_reduce(x, 1, i, x[:, :2].to(lib.complex64).real, "amax"), None),
+    (lambda lib, x, i: lib.scatter_reduce(x.to(lib.complex64), 1, i, x[:, :2].to(lib.complex64), "amax"),
+     (NotImplementedError, pl.errors.DtypeMismatch)),
+    (lambda lib, x, i: lib.index_fill(x, 1, i[0], [1.0, 2.0]), TypeError),
+    (lambda lib, x, i: lib.index_put(x, (i[0],), [1.0, 2.0]), TypeError),
+    (lambda lib, x, i: lib.broadcast_shapes((2, 1), [1.0, 2.0]), (TypeError, RuntimeError)),
+    (lambda lib, x, i: lib.hsplit(x, 3), (RuntimeError, ValueError)),
+    (lambda lib, x, i: lib.repeat_interleave(x, 2.5), TypeError),
+    (lambda lib, x, i: lib.nn.functional.pad(x, (1, 1), "constant", [1.0]), TypeError),
+])
+def test_arguments_pytorch_refuses_are_refused(call, exc):
+    x = np.arange(8.0, dtype=np.float32).reshape(2, 4)
+    i = np.array([[0, 1], [2, 3]])
+    if exc is None:  # both compute: the same values
+        np.testing.assert_allclose(call(pl, pl.tensor(x), pl.tensor(i)).numpy(),
+                                   call(torch, torch.tensor(x), torch.tensor(i)).numpy())
+        return
+    with pytest.raises(exc):
+        call(torch, torch.tensor(x), torch.tensor(i))
+    with pytest.raises(exc):
+        call(pl, pl.tensor(x), pl.tensor(i))
+
+
+def test_split_of_an_empty_dim_is_one_empty_chunk():
+    assert [tuple(p.shape) for p in pl.split(pl.ones(0), 2)] == [tuple(p.shape) for p in torch.split(torch.ones(0), 2)]

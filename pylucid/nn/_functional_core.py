@@ -23,7 +23,7 @@ import pylucid as _pl
 
 from .. import dtypes as _dt
 from .._tensor import Tensor
-from ..errors import ShapeMismatch
+from ..errors import DtypeMismatch, ShapeMismatch
 from ..ops import nn as _nn_ops
 from ..ops._utils import check_tensor
 from ..ops.activation import (  # noqa: F401 - the layer modules call these as ``F.<name>``
@@ -54,6 +54,18 @@ from ..ops.special import LogSoftmax, Softmax
 
 #: every function here is exported in ``pylucid.nn.functional`` only, none is a Tensor method
 _F = dict(namespaces=("pylucid.nn.functional",), method=False)
+
+
+def _check_kinds(op: str, name: str, t, kinds=("float",)) -> None:
+    """Raise ``DtypeMismatch`` when the tensor ``t`` (argument ``name`` of ``op``) has a dtype kind outside ``kinds``
+    (PyTorch's losses and norms refuse integer inputs it cannot write a float result into)."""
+    if not isinstance(t, Tensor):
+        return
+    dt = t.dtype
+    kind = "float" if dt.is_floating_point else "complex" if dt.is_complex else "bool" if dt == _dt.bool_ else "int"
+    if kind not in kinds:
+        raise DtypeMismatch(f"{op}: argument '{name}' has dtype {dt.name} ({kind}); {op} accepts "
+                            f"{', '.join(kinds)} tensors")
 _REDUCTIONS = ("none", "mean", "sum")
 
 
@@ -117,7 +129,10 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     x2 = input2.reshape(-1, in2)
     # (N, in1) @ (in1, out*in2) -> (N, out, in2), then contract with x2
     tmp = _pl.matmul(x1, weight.permute(1, 0, 2).reshape(in1, out_f * in2)).reshape(-1, out_f, in2)
-    y = (tmp * x2.unsqueeze(1)).sum(-1)
+    prod = tmp * x2.unsqueeze(1)
+    y = prod.sum(-1)
+    if y.dtype != prod.dtype:  # an integer sum is int64; PyTorch's bilinear keeps the inputs' integer dtype
+        y = y.to(prod.dtype)
     if bias is not None:
         y = y + bias
     return y.reshape(lead + (out_f,))
@@ -128,6 +143,8 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 # ---------------------------------------------------------------------------------------------------------------------
 @declare(**_F)
 def glu(input: Tensor, dim: int = -1) -> Tensor:
+    check_tensor(input, "glu")
+    _check_kinds("glu", "input", input, ("float", "int", "bool"))  # PyTorch has no complex glu
     n = input.shape[dim]
     if n % 2:
         raise ValueError(f"glu: halving dimension must be even, but dimension {dim} is size {n}")
@@ -271,6 +288,8 @@ def _alpha_dropout(op, input, p, training, feature):
     _check_p(op, p)
     if not training or p == 0.0:
         return input
+    if feature and input.ndim < 2:
+        raise ValueError(f"{op}: feature dropout needs an input of at least 2 dims (N, C, ...), got {input.ndim}-D")
     if p == 1.0:
         return input * 0.0
     shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if feature else input.shape
@@ -338,6 +357,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
             raise ShapeMismatch(f"batch_norm: {name} has {t.numel()} elements but the input has {C} channels")
     if not training and (running_mean is None or running_var is None):
         raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("batch_norm: running_mean and running_var must both be None or both be Tensors")
     n = input.numel() // C if C else 0
     if training and n <= 1:
         raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
@@ -412,6 +433,8 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
     """``x / (k + alpha/size * sum_{window} x^2)^beta`` over a window of ``size`` neighbouring channels
     (zero padded: ``size//2`` before, ``(size-1)//2`` after), as PyTorch."""
+    check_tensor(input, "local_response_norm")
+    _check_kinds("local_response_norm", "input", input, ("float", "int", "bool"))  # no complex pooling (PyTorch)
     if input.ndim < 3:
         raise ValueError(f"local_response_norm: expected 3D or higher input, got {input.ndim}-D")
     C = input.shape[1]
@@ -441,6 +464,8 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
 @declare(**_F)
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """``x / max(||x||_p, eps)`` along ``dim`` (``p = 0``: the count of non-zeros, which has no gradient)."""
+    check_tensor(input, "normalize")
+    _check_kinds("normalize", "input", input, ("float", "complex"))
     nrm = _vector_norm(input, p, dim, keepdim=True)
     return input / _clamp_min(nrm, eps)
 
@@ -549,6 +574,13 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     """
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"embedding_bag: mode={mode!r} is not valid; accepted: 'sum', 'mean', 'max'")
+    check_tensor(input, "embedding_bag")
+    check_tensor(weight, "embedding_bag", "weight")
+    _check_kinds("embedding_bag", "input", input, ("int",))
+    _check_kinds("embedding_bag", "weight", weight)
+    if offsets is not None:
+        check_tensor(offsets, "embedding_bag", "offsets")
+        _check_kinds("embedding_bag", "offsets", offsets, ("int",))
     from pylucid._interop import np
     if input.ndim == 2:
         if offsets is not None:
@@ -666,6 +698,13 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     """
     check_tensor(x1, "cosine_similarity", "x1")
     check_tensor(x2, "cosine_similarity", "x2")
+    # the common dtype must be a float one (PyTorch): one float argument is enough, complex is refused
+    if dim is None:
+        raise TypeError("cosine_similarity: dim must be an int, got None")
+    for name, t in (("x1", x1), ("x2", x2)):
+        _check_kinds("cosine_similarity", name, t, ("float", "int", "bool"))
+    if not x1.is_floating_point() and not x2.is_floating_point():
+        _check_kinds("cosine_similarity", "x1", x1)
     if not x1.is_floating_point() and not x1.is_complex():
         x1 = x1.to(_pl.get_default_dtype())
     if not x2.is_floating_point() and not x2.is_complex():
@@ -697,6 +736,11 @@ def _additive_mask(attn_mask, is_causal, L, S, query):
         cols = _pl.arange(S, device=query.device).reshape(1, S)
         mask = _pl.where(cols <= rows, 0.0, neg_inf).to(query.dtype)
     elif attn_mask is not None:
+        check_tensor(attn_mask, "scaled_dot_product_attention", "attn_mask")
+        ms = tuple(attn_mask.shape)
+        if len(ms) >= 1 and ms[-1] not in (1, S) or len(ms) >= 2 and ms[-2] not in (1, L):
+            raise ShapeMismatch(f"scaled_dot_product_attention: attn_mask of shape {list(ms)} does not broadcast to "
+                                f"the (L, S) = ({L}, {S}) scores")
         if attn_mask.dtype is _pl.bool:
             mask = _pl.where(attn_mask, 0.0, neg_inf).to(query.dtype)
         else:
@@ -781,6 +825,9 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     (``average_attn_weights``) or ``(N, H, L, S)``, None unless ``need_weights``.
     """
     op = "multi_head_attention_forward"
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        check_tensor(t, op, name)
+        _check_kinds(op, name, t)  # PyTorch's attention refuses integer inputs
     unbatched = query.ndim == 2
     if unbatched:
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
@@ -925,8 +972,10 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
                weight: Tensor | None = None) -> Tensor:
     """``0.5 d^2`` if ``|d| <= delta`` else ``delta (|d| - delta/2)`` (registered op, ``ForceFP32``)."""
     _check_reduction("huber_loss", reduction)
-    if delta <= 0:
+    if not delta > 0:  # NaN included
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    check_tensor(input, "huber_loss")
+    _check_kinds("huber_loss", "input", input)  # PyTorch cannot write the float loss into an integer input
     _check_same_shape("huber_loss", input, target)
     return _nn_ops.huber_loss_op(input, target, reduction, delta)
 
@@ -937,7 +986,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     """``0.5 d^2 / beta`` if ``|d| < beta`` else ``|d| - beta/2``: Huber with ``delta=beta`` divided by ``beta``
     (``beta=0``: L1)."""
     _check_reduction("smooth_l1_loss", reduction)
-    if beta < 0:
+    if not beta >= 0:  # NaN included
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     if beta == 0:
         return l1_loss(input, target, reduction=reduction)
@@ -1044,7 +1093,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
                             f"size {list(input.shape)}")
     if input.numel():
         lo, hi = float(_pl.amin(input.detach()).item()), float(_pl.amax(input.detach()).item())
-        if lo < 0 or hi > 1:
+        if not (lo >= 0 and hi <= 1):  # NaN is outside [0, 1] too
             raise ValueError("binary_cross_entropy: all elements of input should be between 0 and 1")
     return _nn_ops.bce_loss_op(input, target, weight, reduction)
 
@@ -1069,6 +1118,10 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     if reduction not in _REDUCTIONS + ("batchmean",):
         raise ValueError(f"kl_div: reduction={reduction!r} is not valid; accepted: 'none', 'mean', 'sum', "
                          "'batchmean'")
+    check_tensor(input, "kl_div")
+    check_tensor(target, "kl_div", "target")
+    _check_kinds("kl_div", "input", input)
+    _check_kinds("kl_div", "target", target)
     if log_target:
         loss = _pl.exp(target) * (target - input)
     else:
@@ -1085,6 +1138,11 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
                           size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``1 - cos(x1, x2)`` for ``y = 1``, ``max(0, cos(x1, x2) - margin)`` for ``y = -1``."""
     _check_reduction("cosine_embedding_loss", reduction)
+    for name, t in (("input1", input1), ("input2", input2), ("target", target)):
+        check_tensor(t, "cosine_embedding_loss", name)
+    if input1.ndim not in (1, 2) or target.ndim != input1.ndim - 1:
+        raise ShapeMismatch(f"cosine_embedding_loss: expected (N, D) or (D,) inputs with an (N,) or 0-d target, "
+                            f"got {list(input1.shape)} and target {list(target.shape)}")
     eps = 1e-12  # PyTorch's EPSILON inside the loss
     dim = input1.ndim - 1
     prod = (input1 * input2).sum(dim)
@@ -1138,6 +1196,10 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     """
     from pylucid._interop import np
     _check_reduction("ctc_loss", reduction)
+    for name, v in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
+        seq = v.tolist() if hasattr(v, "tolist") else v
+        if not isinstance(seq, (list, tuple)) or not all(hasattr(n, "__index__") for n in seq):
+            raise TypeError(f"ctc_loss: {name} must be an integer Tensor or a sequence of ints, got {seq!r}")
     unbatched = log_probs.ndim == 2
     if unbatched:
         log_probs = log_probs.unsqueeze(1)

@@ -23,7 +23,7 @@ from ..errors import ShapeMismatch
 from ..ops._utils import check_tensor
 from ..ops.activation import softplus
 from ..ops.registry import declare
-from ._functional_core import _check_reduction, _reduce, pairwise_distance
+from ._functional_core import _check_kinds, _check_reduction, _reduce, pairwise_distance
 
 _F = dict(namespaces=("pylucid.nn.functional",), method=False)
 
@@ -91,9 +91,12 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, ep
     if isinstance(var, (int, float)):
         if var < 0:
             raise ValueError("gaussian_nll_loss: var has negative entry/entries")
-        var = _pl.full(tuple(input.shape), float(var), dtype=input.dtype, device=input.device)
+        # a float var for an integer input too (an integer one would round 0.7 down to 0)
+        dt = input.dtype if input.is_floating_point() or input.is_complex() else _pl.get_default_dtype()
+        var = _pl.full(tuple(input.shape), float(var), dtype=dt, device=input.device)
     else:
         check_tensor(var, "gaussian_nll_loss", "var")
+        _check_kinds("gaussian_nll_loss", "var", var)  # PyTorch clamps var in its own dtype
         if bool((var < 0).any()):
             raise ValueError("gaussian_nll_loss: var has negative entry/entries")
     ishape, vshape = tuple(input.shape), tuple(var.shape)
@@ -124,6 +127,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
     _check_reduction("hinge_embedding_loss", reduction)
     check_tensor(input, "hinge_embedding_loss")
     check_tensor(target, "hinge_embedding_loss", "target")
+    _check_kinds("hinge_embedding_loss", "input", input)
     zero = 0.0 * input
     margin_term = _relu(margin - input)
     loss = _pl.where(target != 1, margin_term, zero) + _pl.where(target != -1, input, zero)
@@ -137,6 +141,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
     _check_reduction("soft_margin_loss", reduction)
     check_tensor(input, "soft_margin_loss")
     check_tensor(target, "soft_margin_loss", "target")
+    _check_kinds("soft_margin_loss", "input", input, ("float", "complex"))
     z = -target * input
     # log1p(exp(z)) without overflow: max(z, 0) + log1p(exp(-|z|))
     loss = _relu(z) + _pl.log1p(_pl.exp(-_pl.abs(z)))
@@ -175,6 +180,9 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
                             f"shape {list(input.shape)}")
     if N and (bool((y < 0).any()) or bool((y >= C).any())):
         raise IndexError(f"multi_margin_loss: target out of range [0, {C})")
+    if weight is not None and (weight.ndim != 1 or weight.shape[0] != C):
+        raise ShapeMismatch(f"multi_margin_loss: weight of shape {list(weight.shape)} must have one entry per class "
+                            f"({C})")
     yi = y.long().unsqueeze(1)
     xy = _pl.gather(x, 1, yi)
     z = _relu(margin - xy + x)
@@ -237,6 +245,8 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
     _check_reduction("multilabel_soft_margin_loss", reduction)
     check_tensor(input, "multilabel_soft_margin_loss")
     check_tensor(target, "multilabel_soft_margin_loss", "target")
+    if input.ndim == 0:  # PyTorch sums over the class dim, which a 0-d input lacks
+        raise IndexError("multilabel_soft_margin_loss: expected an input with a class dim (C,) or (N, C), got 0-d")
     # log sigmoid(x) = -softplus(-x)
     loss = target * softplus(-input) + (1 - target) * softplus(input)
     if weight is not None:

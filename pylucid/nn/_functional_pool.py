@@ -16,7 +16,7 @@ import inspect
 import pylucid as _pl
 
 from .._tensor import Tensor
-from ..errors import ShapeMismatch
+from ..errors import DtypeMismatch, ShapeMismatch
 from ..ops._utils import check_tensor
 from ..ops.conv import avg_pool1d, avg_pool2d, avg_pool3d
 from ..ops.registry import declare
@@ -66,6 +66,9 @@ def _max_unpool(nd, input, indices, kernel_size, stride, padding, output_size):
                             f"{list(input.shape)}")
     if indices.dtype != _pl.int64:
         raise TypeError(f"{op}: expected int64 indices, got {indices.dtype}")
+    if input.is_complex():  # the values of a max pool, which refuses complex inputs (as PyTorch)
+        raise DtypeMismatch(f"{op}: argument 'input' has dtype {input.dtype.name} (complex); {op} accepts float, "
+                            "int tensors")
     kernel = _ntuple(kernel_size, nd, "kernel_size", op)
     stride = _ntuple(stride if stride is not None else kernel, nd, "stride", op)
     padding = _ntuple(padding, nd, "padding", op)

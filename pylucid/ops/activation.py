@@ -89,8 +89,9 @@ class Logit(Op):
     @staticmethod
     def forward(be, x, eps=None):
         with be.errstate():
-            z = x if eps is None else be.clip(x, x.dtype.type(eps), x.dtype.type(1 - eps))
-            return be.log(z / (1 - z))
+            # a NaN eps clamps nothing (PyTorch's kernel compares with it: every comparison is false)
+            z = x if eps is None or eps != eps else be.clip(x, x.dtype.type(eps), x.dtype.type(1 - eps))
+            return be.log(z / (1 - z)).astype(x.dtype, copy=False)
 
     def backward(self, g):
         from .compare import logical_or
@@ -180,7 +181,7 @@ class Hardtanh(Op):
     """``y = clamp(x, min_val, max_val)``; ``dx = g`` strictly inside, 0 at and beyond the bounds (PyTorch)."""
 
     schema = OpSchema("hardtanh", amp_policy=KEEP_INPUT, saves_input=True, family="activation",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))
 
     @staticmethod
     def forward(be, x, min_val=-1.0, max_val=1.0):
@@ -197,7 +198,7 @@ class Relu6(Hardtanh):
     """``y = min(max(x, 0), 6)`` = ``hardtanh(x, 0, 6)``; no gradient at 0 and 6 (PyTorch)."""
 
     schema = OpSchema("relu6", amp_policy=KEEP_INPUT, saves_input=True, family="activation",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))
 
 
 @declare(Hardtanh, namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
@@ -374,12 +375,14 @@ class Silu(Op):
 
     @staticmethod
     def forward(be, x):
+        if x.dtype.kind == "c":  # expit has no complex loop: x / (1 + e^-x)
+            return x / (1 + be.exp(-x))
         return x * _via_float32(be, be.special.expit, x)
 
     def backward(self, g):
         x = self.input(0)
         s = sigmoid(x)
-        return mul(g, mul(s, add(mul(x, sub(1, s)), 1)))
+        return mul(g, conj_if_complex(mul(s, add(mul(x, sub(1, s)), 1))))
 
 
 @declare(Silu, namespaces=_NAMESPACES, method=False)
@@ -579,6 +582,11 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return where(logical_and(le(input, lambd), le(-lambd, input)), 0.0, input)
 
 
+#: the values an integer (or bool) tensor can hold: threshold's ``value`` must fit, as in PyTorch
+_INT_RANGE = {"uint8": (0, 255), "int8": (-128, 127), "int16": (-2 ** 15, 2 ** 15 - 1),
+              "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1), "bool": (0, 1)}
+
+
 @declare(namespaces=_NAMESPACES, method=False, inplace=True, inplace_functions=True)
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``input`` where ``input > threshold``, else ``value`` (a composite).
@@ -591,6 +599,10 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     # half inputs); integer inputs take the threshold and value cast to integers and stay integer
     x = input
     if input.dtype.category < _dt.FLOAT:
+        lo, hi = _INT_RANGE.get(input.dtype.name, (None, None))
+        for name, v in (("threshold", threshold), ("value", value)):
+            if lo is not None and not lo <= v <= hi:
+                raise ValueError(f"threshold: {name} {v} cannot be converted to {input.dtype.name} without overflow")
         threshold, value = int(threshold), int(value)
     elif input.dtype.itemsize == 2:
         x = input.float()

@@ -625,6 +625,9 @@ def _conv_transpose(nd, input, weight, bias, stride, padding, output_padding, gr
     op = f"conv_transpose{nd}d"
     x, added = _conv_inputs(op, nd, input, weight, bias, groups, "in_channels, out_channels/groups", True)
     cin = x.shape[1]
+    if weight.shape[0] < groups:
+        raise ShapeMismatch(f"{op}: expected weight to have at least groups={groups} input channels (dim 0), got "
+                            f"weight of shape {tuple(weight.shape)}")
     if weight.shape[0] != cin or cin % groups:
         raise ShapeMismatch(f"{op}: weight {tuple(weight.shape)} expects {weight.shape[0]} input channels "
                             f"(divisible by groups={groups}), got input of shape {tuple(input.shape)}")
@@ -1165,6 +1168,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     """
     op = "interpolate"
     check_tensor(input, op)
+    if input.dtype == _dt.uint8:
+        # PyTorch resamples uint8 images in uint8 (rounding the interpolated values); pylucid computes in float
+        raise NotImplementedError(f"{op}: uint8 inputs are not supported; convert to a float dtype first")
     nd = input.ndim - 2
     if nd < 1 or nd > 3:
         raise ShapeMismatch(f"{op}: expected a 3-d, 4-d or 5-d (N, C, *spatial) input, got shape {tuple(input.shape)}")
@@ -1314,6 +1320,15 @@ def _adaptive_max(nd, input, output_size, return_indices):
     check_tensor(input, op)
     x, added = _batched(input, nd, op)
     out = _adaptive_sizes(op, input, x, nd, output_size)
+    if x.shape[1] == 0 and not added:  # (N, 0, L): PyTorch refuses; an unbatched (0, L) is an empty batch
+        raise ShapeMismatch(f"{op}: expected input to have non-zero size for non-batch dimensions, got shape "
+                            f"{tuple(input.shape)}")
+    if x.numel() == 0:  # an empty batch: empty values and indices, as PyTorch
+        from ..creation import zeros
+
+        shape = tuple(x.shape[:2]) + out
+        vals = zeros(shape, dtype=x.dtype, device=x.device) + 0 * x.sum()
+        return _pool_result(vals, zeros(shape, dtype=_dt.int64, device=x.device), added, return_indices)
     overlap = any(x.shape[2 + i] % out[i] for i in range(nd))
     vals, idx = apply(_ADAPTIVE_MAX[nd], (x,), {"out_sp": out, "overlap": overlap})
     return _pool_result(vals, idx, added, return_indices)

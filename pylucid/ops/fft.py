@@ -591,6 +591,8 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: i
 
     op = "stft"
     check_tensor(input, op)
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise DtypeMismatch(f"stft: expected a float or complex input, got {input.dtype.name}")
     hop, win = _stft_lengths(op, n_fft, hop_length, win_length)
     if return_complex is None:
         if not input.dtype.is_complex and (window is None or not window.dtype.is_complex):
@@ -705,6 +707,10 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: 
         raise ShapeMismatch(f"istft: a two-sided input needs n_fft = {n_fft} frequencies, got {n_freq}")
     if onesided and return_complex:
         raise ValueError("istft: return_complex=True needs a two-sided input (onesided=False)")
+    if window is not None and window.dtype.is_complex and not return_complex:
+        raise ValueError("istft: a complex window needs return_complex=True")
+    if length is not None and length < 0:
+        raise ValueError(f"istft: length must be non-negative, got {length}")
     w = _stft_window(window, win, n_fft, real(x) if x.dtype.is_complex else x, op)
     norm = "ortho" if normalized else "backward"
     frames = transpose(x, -1, -2)  # (B, n_frames, n_freq)

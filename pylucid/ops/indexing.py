@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import dtypes as _dt
 from .._state import state
 from .._tensor import Tensor, _new_tensor
-from ..errors import DeviceMismatch, ShapeMismatch
+from ..errors import DeviceMismatch, DtypeMismatch, ShapeMismatch
 from ._op import Op, apply, check_inplace_leaf, commit_inplace, operand
 from ._utils import check_tensor, norm_dim
 from .registry import declare
@@ -205,6 +205,7 @@ def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tenso
     tensor([3., 0., 0.])
     """
     check_tensor(input, "index_put")
+    check_tensor(values, "index_put", "values")
     if isinstance(indices, list):
         indices = tuple(indices)
     if not isinstance(indices, tuple) or not all(i is None or isinstance(i, Tensor) for i in indices):
@@ -324,13 +325,8 @@ def _index_to_device(index: Tensor, x: Tensor, op: str) -> Tensor:
 
 def _index_tensor(x: Tensor, index, op: str, ndim: int | None = None) -> Tensor:
     """Validate an integer index tensor (device, dtype, rank)."""
-    if not isinstance(index, Tensor):
-        from ..creation import tensor
-
-        try:
-            index = tensor(index, dtype=_dt.int64, device=x._device)
-        except Exception:
-            raise TypeError(f"{op}: index must be an integer Tensor, got {type(index).__name__}") from None
+    if not isinstance(index, Tensor):  # a list is refused, as in PyTorch (floats in it would be truncated)
+        raise TypeError(f"{op}: index must be an integer Tensor, got {type(index).__name__}")
     if index._device is not x._device:
         index = _index_to_device(index, x, op)
     if index._data.dtype.kind not in "iu":
@@ -485,6 +481,8 @@ def index_fill(input: Tensor, dim: int, index, value) -> Tensor:
     if isinstance(value, Tensor) and value.ndim:
         raise ValueError(f"index_fill: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
     d = norm_dim(dim, max(input.ndim, 1), "index_fill")
+    if not isinstance(value, (Tensor, int, float, complex)):
+        raise TypeError(f"index_fill: value must be a number or a 0-d Tensor, got {type(value).__name__}")
     if input.ndim == 0:
         return index_fill(input.reshape(1), 0, index, value).reshape(())
     _check_bounds(index, input.shape[d], "index_fill", d)
@@ -534,6 +532,13 @@ class Gather(Op):
     def backward(self, g):
         p = self.params
         return apply(ScatterAdd, (_zeros(self.shapes[0], g), g), {"index": p["index"], "dim": p["dim"]})
+
+
+def _check_ordered(input, reduce, op):
+    """``amax``/``amin`` need ordered values: complex inputs are refused (as by max/min)."""
+    if reduce in ("amax", "amin") and input.dtype.is_complex:
+        raise DtypeMismatch(f"{op}: reduce={reduce!r} needs ordered values; argument 'input' has dtype "
+                            f"{input.dtype.name} (complex); {op} with {reduce!r} accepts float, int, bool tensors")
 
 
 def _check_scatter_index(input, dim, index, op, src=None):
@@ -803,6 +808,7 @@ def scatter_reduce(input: Tensor, dim: int, index, src: Tensor, reduce: str, *, 
                          f"got {reduce!r}")
     index, d = _check_scatter_index(input, dim, index, "scatter_reduce", src)
     _check_same_dtype(input, src, "scatter_reduce")
+    _check_ordered(input, reduce, "scatter_reduce")
     if input.ndim == 0:
         return scatter_reduce(input.reshape(1), 0, index.reshape(-1), src.reshape(-1), reduce,
                               include_self=include_self).reshape(())
@@ -1071,6 +1077,7 @@ def index_reduce(input: Tensor, dim: int, index, source: Tensor, reduce: str, *,
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise ValueError(f"index_reduce: reduce must be 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
     index, d = _check_index_src(input, dim, index, source, "index_reduce")
+    _check_ordered(input, reduce, "index_reduce")
     if input.ndim == 0:
         return index_reduce(input.reshape(1), 0, index, source.reshape(-1), reduce,
                             include_self=include_self).reshape(())

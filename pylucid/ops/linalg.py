@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import warnings
 
+from .. import dtypes as _dt
 from .._tensor import Tensor, _new_tensor
-from ..errors import LucidError, ShapeMismatch
+from ..errors import DtypeMismatch, LucidError, ShapeMismatch
 from ._op import Op, apply
 from ._utils import check_tensor, conj_if_complex
 from .reduction import Norm
@@ -464,12 +465,16 @@ class Einsum(Op):
     @staticmethod
     def forward(be, *ops, terms, out):
         if len(ops) == 2 and all(len(set(t)) == len(t) for t in terms) and len(set(out)) == len(out):
-            return _pairwise(be, terms[0], ops[0], terms[1], ops[1], out)
+            with be.errstate():  # inf * 0 in a contraction is NaN, as in PyTorch, without a NumPy warning
+                r = _pairwise(be, terms[0], ops[0], terms[1], ops[1], out)
+            # NumPy sums small integers into (u)int64: a sum over a label is int64, as PyTorch's integer sums
+            return r if r.dtype == ops[0].dtype else r.astype("int64" if r.dtype.kind in "iu" else ops[0].dtype)
         dt = ops[0].dtype
-        if dt.itemsize < 4 and dt.kind != "c":
-            return be.einsum(",".join(terms) + "->" + out, *[o.astype("float32") for o in ops],
-                             optimize=True).astype(dt)
-        return be.einsum(",".join(terms) + "->" + out, *ops, optimize=True)
+        with be.errstate():  # inf * 0 in a contraction is NaN, as in PyTorch, without a NumPy warning
+            if dt.itemsize < 4 and dt.kind != "c":
+                return be.einsum(",".join(terms) + "->" + out, *[o.astype("float32") for o in ops],
+                                 optimize=True).astype(dt)
+            return be.einsum(",".join(terms) + "->" + out, *ops, optimize=True)
 
     def backward(self, g):
         from .complex import conj
@@ -598,6 +603,10 @@ def einsum(equation: str, *operands) -> Tensor:
     for t, o in zip(new_terms, operands):
         want = tuple(size[c] for c in t)
         ops.append(broadcast_to(o, want) if tuple(o.shape) != want else o)
+    if all(not (o.dtype.is_floating_point or o.dtype.is_complex) for o in ops) and any(
+            c not in out and sum(c in t for t in new_terms) == 1 for c in size):
+        # a label summed within one operand is a sum: PyTorch's integer (and bool) sums are int64
+        ops = [o.to(_dt.int64) for o in ops]
     return apply(Einsum, tuple(ops), {"terms": tuple(new_terms), "out": out})
 
 
@@ -981,6 +990,10 @@ class Cholesky(Op):
         if upper:  # LAPACK's uplo='U' reads the upper triangle: the lower one of A^H
             c = be.conj(be.swapaxes(c, -1, -2))
         low = _lapack("linalg.cholesky", "the input is not positive-definite", be.linalg.cholesky, c)
+        # LAPACK's potrf passes NaN through (NumPy raises nothing); PyTorch reports the failed factorization
+        if low.size and not bool(be.isfinite(be.diagonal(low, axis1=-2, axis2=-1)).all()):
+            raise LinAlgError("linalg.cholesky: the factorization could not be completed: the input is not "
+                              "positive-definite (it has non-finite entries)")
         low = low.astype(a.dtype, copy=False)
         return be.conj(be.swapaxes(low, -1, -2)) if upper else low
 
@@ -1630,6 +1643,11 @@ def linalg_vander(x: Tensor, *, N: int | None = None) -> Tensor:  # noqa: N803
             [1, 3, 9]])
     """
     check_tensor(x, "linalg.vander", "x")
+    if x.dtype == _dt.bool_:
+        raise DtypeMismatch("linalg.vander: argument 'x' has dtype bool; linalg.vander accepts float, complex, int "
+                            "tensors")
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        x = x.to(_dt.int64)  # integer powers are int64, as PyTorch
     if x.ndim == 0:  # a 0-d x is one point, as PyTorch
         x = x.reshape(1)
     N = x.shape[-1] if N is None else N  # noqa: N806
@@ -1651,6 +1669,8 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     from .shape import flip
 
     check_tensor(x, "vander", "x")
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        x = x.to(_dt.int64)  # integer (and bool) powers are int64, as PyTorch
     if x.ndim != 1:
         raise ShapeMismatch(f"vander: x must be 1-d, got shape {tuple(x.shape)}")
     N = x.shape[0] if N is None else N  # noqa: N806

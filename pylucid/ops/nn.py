@@ -429,11 +429,23 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     return apply(LayerNorm, (input, weight, bias), {"k": k, "eps": float(eps)})[0]
 
 
+@declare(LayerNormBackward, namespaces=(), method=False)
 def layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape, weight: Tensor | None = None,
                         eps: float = 1e-5) -> Tensor:
     """``d layer_norm / d input`` applied to ``grad_output`` (the ``layer_norm_backward`` op; statistics from
     ``input``), as ``torch.ops.aten.native_layer_norm_backward``'s first output."""
-    k = 1 if isinstance(normalized_shape, int) else len(tuple(normalized_shape))
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    if not isinstance(normalized_shape, (tuple, list)) or not all(isinstance(d, int) for d in normalized_shape):
+        raise TypeError(f"layer_norm_backward: normalized_shape must be an int or a tuple of ints, got "
+                        f"{normalized_shape!r}")
+    k = len(normalized_shape)
+    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != tuple(normalized_shape):
+        raise ShapeMismatch(f"layer_norm_backward: normalized_shape {list(normalized_shape)} does not match the "
+                            f"trailing dims of the input of shape {list(input.shape)}")
+    if tuple(grad_output.shape) != tuple(input.shape):
+        raise ShapeMismatch(f"layer_norm_backward: grad_output of shape {list(grad_output.shape)} must have the "
+                            f"input's shape {list(input.shape)}")
     axes = tuple(range(input.ndim - k, input.ndim))
     return apply(LayerNormBackward, (grad_output, input, weight, None, None),
                  {"axes": axes, "wshape": tuple(input.shape[input.ndim - k:]), "eps": float(eps)})
@@ -511,11 +523,14 @@ class BatchNorm(Op):
         return gx, gw, gb, None, None
 
 
-def batch_norm_stats(input, running_mean, running_var, weight, bias, training: bool, eps: float,
+@declare(BatchNorm, namespaces=(), method=False)
+def batch_norm_stats(input: Tensor, running_mean, running_var, weight, bias, training: bool, eps: float,
                      momentum: float | None = None):
     """``(y, batch_mean, batch_var_biased)``; the registered ``batch_norm`` op (see ``functional.batch_norm``).
 
     With ``training`` and ``momentum`` the running buffers are updated in place (their versions bumped)."""
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input of at least 2 dims (N, C, ...), got {input.ndim}-D")
     out = apply(BatchNorm, (input, weight, bias, running_mean, running_var),
                 {"training": bool(training), "eps": float(eps),
                  "momentum": None if momentum is None or not training else float(momentum)})
@@ -1035,7 +1050,8 @@ _RANDOM_MASK_SCHEMA = dict(amp_policy=KEEP_INPUT, saves_input=True, deterministi
 class Dropout(Op):
     """``y = x * mask * scale`` with a broadcastable boolean ``mask`` (element or channel dropout)."""
 
-    schema = OpSchema("dropout", **_RANDOM_MASK_SCHEMA)
+    # float inputs and a boolean mask, as PyTorch (its dropout refuses integer and, on the CPU, complex inputs)
+    schema = OpSchema("dropout", accepts=(("float",), ("bool",)), **_RANDOM_MASK_SCHEMA)
     promote_args = (0,)
 
     @staticmethod
@@ -1047,14 +1063,15 @@ class Dropout(Op):
         return g * mask.to(g.dtype) * self.params["scale"], None
 
 
-def dropout_mask_op(input, mask, scale: float) -> Tensor:
+@declare(Dropout, namespaces=(), method=False)
+def dropout_mask_op(input: Tensor, mask: Tensor, scale: float) -> Tensor:
     return apply(Dropout, (input, mask), {"scale": float(scale)})
 
 
 class AlphaDropout(Op):
     """``y = a (x * mask + alpha' (1 - mask)) + b`` (keeps SELU's mean and variance); ``dx = a mask g``."""
 
-    schema = OpSchema("alpha_dropout", **_RANDOM_MASK_SCHEMA)
+    schema = OpSchema("alpha_dropout", accepts=(("float",), ("bool",)), **_RANDOM_MASK_SCHEMA)
     promote_args = (0,)
 
     @staticmethod
@@ -1066,7 +1083,8 @@ class AlphaDropout(Op):
         return g * self.input(1).to(g.dtype) * self.params["a"], None
 
 
-def alpha_dropout_mask_op(input, mask, a: float, b: float, alpha_p: float) -> Tensor:
+@declare(AlphaDropout, namespaces=(), method=False)
+def alpha_dropout_mask_op(input: Tensor, mask: Tensor, a: float, b: float, alpha_p: float) -> Tensor:
     return apply(AlphaDropout, (input, mask), {"a": float(a), "b": float(b), "alpha_p": float(alpha_p)})
 
 
@@ -1100,8 +1118,9 @@ class ScaledDotProductAttention(Op):
     # Promote (PyTorch's autocast list), not the reference table's ForceFP32: the softmax and its statistics are
     # computed in float32 for half inputs on every path (cuDNN's flash kernels; the scores upcast below), so
     # autocast keeps the GEMMs in the half dtype without a float32 softmax being lost
+    # float query, key, value and additive mask (PyTorch refuses integer ones); the dropout mask is boolean
     schema = OpSchema("scaled_dot_product_attention", amp_policy=PROMOTE, saves_input=True, family="nn",
-                      accepts=("float", "int", "bool"))
+                      accepts=(("float",), ("float",), ("float",), ("float",), ("float", "int", "bool")))
     promote_args = (0, 1, 2, 3)
     n_outputs = 2
     differentiable_outputs = (True, False)

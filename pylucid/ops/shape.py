@@ -462,6 +462,9 @@ def broadcast_shapes(*shapes) -> tuple:
     """
     out: list = []
     for shp in shapes:
+        if not isinstance(shp, (int, tuple, list)) or not all(hasattr(n, "__index__") for n in
+                                                              ((shp,) if isinstance(shp, int) else shp)):
+            raise TypeError(f"broadcast_shapes: each shape must be an int or a tuple of ints, got {shp!r}")
         shp = (shp,) if isinstance(shp, int) else tuple(shp)
         for i, n in enumerate(reversed(shp)):
             if n < 0:
@@ -617,7 +620,8 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
         size = int(split_size_or_sections)
         if size < 0 or (size == 0 and n != 0):
             raise ValueError(f"split: split_size must be positive, got {size}")
-        sizes = [size] * (n // size) + ([n % size] if n % size else []) if size else [0]
+        # an empty dim is one empty chunk (PyTorch)
+        sizes = ([size] * (n // size) + ([n % size] if n % size else []) or [0]) if size else [0]
     out, start = [], 0
     for s in sizes:
         out.append(_slice_dim(tensor, d, start, start + s))
@@ -666,19 +670,29 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
     return tuple(_slice_dim(input, d, a, max(a, b)) for a, b in zip(bounds[:-1], bounds[1:]))
 
 
+def _split_even(op, input, sections, d):
+    """``tensor_split`` for hsplit/vsplit/dsplit: an int number of sections must divide the dim (PyTorch)."""
+    check_tensor(input, op)
+    if not isinstance(sections, (list, tuple, Tensor)) and d < input.ndim:
+        k = int(sections)
+        if k <= 0 or input.shape[d] % k:
+            raise ValueError(f"{op}: cannot split dim {d} of size {input.shape[d]} into {k} equal sections")
+    return tensor_split(input, sections, d)
+
+
 @declare()
 def hsplit(input: Tensor, sections) -> tuple:
-    return tensor_split(input, sections, 0 if input.ndim == 1 else 1)
+    return _split_even("hsplit", input, sections, 0 if input.ndim == 1 else 1)
 
 
 @declare()
 def vsplit(input: Tensor, sections) -> tuple:
-    return tensor_split(input, sections, 0)
+    return _split_even("vsplit", input, sections, 0)
 
 
 @declare()
 def dsplit(input: Tensor, sections) -> tuple:
-    return tensor_split(input, sections, 2)
+    return _split_even("dsplit", input, sections, 2)
 
 
 class Unbind(Op):
@@ -919,6 +933,11 @@ def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *, ou
     """
     from .._tensor import _new_tensor
     from .indexing import index_select
+
+    if repeats is not None and not isinstance(repeats, Tensor) and (
+            isinstance(repeats, (float, complex, str)) or not hasattr(repeats, "__index__")):
+        raise TypeError(f"repeat_interleave: repeats must be an int or an integer Tensor, got "
+                        f"{type(repeats).__name__} {repeats!r}")
 
     check_tensor(input, "repeat_interleave")
     if repeats is None:
@@ -1212,6 +1231,8 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
             [0, 0, 0]])
     """
     check_tensor(input, "pad")
+    if value is not None and not isinstance(value, (int, float, complex, Tensor)):
+        raise TypeError(f"pad: value must be a number, got {type(value).__name__}")
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2:
         raise ValueError(f"pad: padding length must be even (pairs per dim), got {len(pad)}")

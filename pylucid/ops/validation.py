@@ -83,10 +83,16 @@ def check_dtypes(op, arrays) -> None:
 
 # ---------------------------------------------------------------------------------------------- int / dim arguments
 _DIM_NAMES = frozenset(("dim", "dim0", "dim1", "dim2", "start_dim", "end_dim", "axis", "axis0", "axis1"))
-_INT_NAMES = frozenset(("diagonal", "offset", "shifts", "num_classes", "groups", "k", "chunks"))
+_INT_NAMES = frozenset(("diagonal", "offset", "shifts", "num_classes", "groups", "k", "chunks", "storage_offset"))
+#: sizes: an int or a sequence of ints (``None`` entries in an adaptive pool's ``output_size``; ``padding`` may be a
+#: string, ``"same"``)
+_SIZE_NAMES = frozenset(("output_size", "kernel_size", "stride", "padding", "dilation", "s", "pad", "size", "sections",
+                         "indices_or_sections", "split_size_or_sections"))
 _INT_ANN = frozenset(("int", "int | None", "None | int", "Optional[int]", "typing.Optional[int]"))
 _SKIP = frozenset(("_stacklevel",))
-_DIM, _INT, _TENSOR = 0, 1, 2
+_DIM, _INT, _TENSOR, _BOOL, _FLOAT, _SIZE = 0, 1, 2, 3, 4, 5
+_BOOL_ANN = frozenset(("bool",))
+_FLOAT_ANN = frozenset(("float",))
 
 
 def _ann(p) -> str:
@@ -120,6 +126,12 @@ def signature_checks(fn, extra_ints=()) -> tuple:
             kind = _DIM
         elif ann in _INT_ANN or (p.name in _INT_NAMES and (int_default or ann == "")) or p.name in extra_ints:
             kind = _INT
+        elif p.name in _SIZE_NAMES and (ann == "" or "str" not in ann or p.name == "padding"):
+            kind = _SIZE
+        elif ann in _BOOL_ANN and default.__class__ is bool:
+            kind = _BOOL  # a flag: PyTorch's argument parser takes a Python bool only (not None, 0/1, a tensor)
+        elif ann in _FLOAT_ANN and default.__class__ in (float, int):
+            kind = _FLOAT  # a number: not None or a string
         else:
             continue
         allow_none = True  # None is the function's to refuse (``dim is required``), in its own words
@@ -181,6 +193,24 @@ def _slow_check(fname, check, v, args):
         if isinstance(v, (Tensor, int, float, complex)):
             return  # a number goes on to dispatch, which promotes it or words its own error
         raise _not_tensor(fname, pname, v)
+    if kind == _SIZE:
+        if v is None or v.__class__ in _TT or _is_int(v) or (pname == "padding" and isinstance(v, str)):
+            return
+        if isinstance(v, (tuple, list)):
+            for x in v:
+                if not (_is_int(x) or (x is None and pname == "output_size")):
+                    raise TypeError(f"{fname}: {pname} must be a tuple of ints, got {type(x).__name__} in {v!r}")
+            return
+        raise TypeError(f"{fname}: {pname} must be an int or a tuple of ints, got {type(v).__name__} {_describe(v)}")
+    if kind == _BOOL:
+        raise TypeError(f"{fname}: {pname} must be a bool, got {type(v).__name__} {_describe(v)}")
+    if kind == _FLOAT:
+        if v.__class__ in _TT:
+            if v._data.ndim == 0 and v._data.dtype.kind in "biuf":
+                return
+        elif isinstance(v, (int, float)) or (hasattr(v, "__float__") and not isinstance(v, (str, bytes, complex))):
+            return  # a Python or NumPy number
+        raise TypeError(f"{fname}: {pname} must be a float, got {type(v).__name__} {_describe(v)}")
     err = bad_int_arg(fname, pname, kind, v, allow_none, allow_seq, args)
     if err is not None:
         raise err
@@ -325,6 +355,14 @@ def _build(sig, checks):
     for i, (pname, _, kind, allow_none, _) in enumerate(checks):
         if kind == _TENSOR:
             body += [f"if {pname}.__class__ not in _v_TT:", f"    _v_slow(_v_fname, _v_checks[{i}], {pname}, ())"]
+        elif kind == _SIZE:
+            body += [f"if {pname}.__class__ is not int and {pname} is not None:",
+                     f"    _v_slow(_v_fname, _v_checks[{i}], {pname}, ())"]
+        elif kind == _BOOL:
+            body += [f"if {pname}.__class__ is not bool:", f"    _v_slow(_v_fname, _v_checks[{i}], {pname}, ())"]
+        elif kind == _FLOAT:
+            body += [f"if {pname}.__class__ is not float and {pname}.__class__ is not int:",
+                     f"    _v_slow(_v_fname, _v_checks[{i}], {pname}, ())"]
         elif kind == _INT:
             cond = f"{pname}.__class__ is not int" + (f" and {pname} is not None" if allow_none else "")
             body += [f"if {cond}:", f"    _v_slow(_v_fname, _v_checks[{i}], {pname}, ({first},))"]
