@@ -330,8 +330,10 @@ def check_fast_path_matches_graph_formula(entry, device):
 
 
 def _expected_amp_dtype(policy, autocast_dtype, input_dtype, ref_dtype):
-    if ref_dtype not in ("float16", "bfloat16", "float32", "float64"):
-        return ref_dtype  # bool/int outputs are never touched by autocast
+    if ref_dtype not in ("float16", "bfloat16", "float32"):
+        # bool/int outputs are never touched by autocast, and neither is float64 (an explicit dtype=float64:
+        # PyTorch's autocast leaves double alone)
+        return ref_dtype
     if policy is AmpPolicy.PROMOTE:
         return autocast_dtype
     if policy is AmpPolicy.FORCE_FP32:

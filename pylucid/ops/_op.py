@@ -395,7 +395,8 @@ def _apply_general(op, args, params, st):
         cdt = None
     if cdt is not None:
         ac = st.autocast
-        if ac is not None and cdt.category == _FLOAT and dev is not None:
+        # float64 is not autocast's to change (as PyTorch: only float32 and half inputs are eligible)
+        if ac is not None and cdt.category == _FLOAT and dev is not None and cdt is not _dt.float64:
             adt = ac.get(dev.type)
             if adt is not None:
                 pol = op.schema.amp_policy
@@ -597,7 +598,11 @@ def commit_inplace(x: Tensor, out: Tensor, op_name: str) -> Tensor:
 
 
 def check_inplace_leaf(x: Tensor, op_name: str) -> None:
-    if x.grad_fn is None and x._requires_grad and state.grad_enabled:
+    try:
+        leaf = x.grad_fn is None
+    except AttributeError:
+        raise TypeError(f"{op_name}: expected a Tensor to update in place, got {type(x).__name__}") from None
+    if leaf and x._requires_grad and state.grad_enabled:
         raise RuntimeError(
             f"{op_name}: a leaf tensor that requires grad is being used in an in-place operation; wrap the update "
             "in pylucid.no_grad() (as optimizers do) or work on a clone()"
