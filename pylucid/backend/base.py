@@ -512,15 +512,22 @@ class ArrayBackend:
         wt = self.xp.ascontiguousarray(w.transpose(order), dtype=cdt)
         return wt.reshape((_prod(w.shape[2:]),) + wt.shape[nd:])
 
+    def _gemm_into(self, a, b, out, accumulate: bool) -> None:
+        """``out = a @ b`` or, with ``accumulate``, ``out += a @ b`` (2-D arrays; ``out`` a view the caller owns).
+
+        Portable version: a temporary product added in. The CPU backend runs both as one BLAS ``gemm``
+        (``beta = 1`` accumulates in place), which saves the temporary's write and read per call."""
+        if accumulate:
+            out += self.xp.matmul(a, b)
+        else:
+            self.xp.matmul(a, b, out=out)
+
     def _tap_sum(self, a, wt, offs, rows, out_cols, cdt):
         """``y[:rows] = sum_t a[off_t : off_t + rows] @ wt[t]`` (the output rows of the padded grid)."""
-        xp = self.xp
-        y = xp.empty((a.shape[0], out_cols), dtype=cdt)
-        tmp = xp.empty((rows, out_cols), dtype=cdt) if len(offs) > 1 else None
-        xp.matmul(a[offs[0]:offs[0] + rows], wt[0], out=y[:rows])
-        for t in range(1, len(offs)):
-            xp.matmul(a[offs[t]:offs[t] + rows], wt[t], out=tmp)
-            y[:rows] += tmp
+        y = self.xp.empty((a.shape[0], out_cols), dtype=cdt)
+        head = y[:rows]
+        for t, off in enumerate(offs):
+            self._gemm_into(a[off:off + rows], wt[t], head, t > 0)
         return y
 
     def _conv_taps(self, x, w, b, pads, dilation, dt, cdt):
@@ -555,10 +562,9 @@ class ArrayBackend:
         rows = gf.shape[0] - top
         wt = self._tap_w(w, cdt, data_grad=True)
         acc = xp.zeros((gf.shape[0], c), dtype=cdt)
-        tmp = xp.empty((rows, c), dtype=cdt)
+        g_rows = gf[:rows]
         for t, off in enumerate(offs):  # the adjoint of _tap_sum: each tap's product added at its offset
-            xp.matmul(gf[:rows], wt[t], out=tmp)
-            acc[off:off + rows] += tmp
+            self._gemm_into(g_rows, wt[t], acc[off:off + rows], True)
         acc = acc.reshape((n,) + tuple(padded) + (c,))
         acc = acc[(slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads))]
         out = xp.empty((n, c) + tuple(size), dtype=dt)
@@ -575,7 +581,7 @@ class ArrayBackend:
         dw = xp.empty((len(offs), c, o), dtype=cdt)
         g_rows = gf[:rows]
         for t, off in enumerate(offs):
-            xp.matmul(xp.swapaxes(a[off:off + rows], 0, 1), g_rows, out=dw[t])
+            self._gemm_into(xp.swapaxes(a[off:off + rows], 0, 1), g_rows, dw[t], False)
         dw = dw.reshape(kernel + (c, o))
         out = xp.empty(tuple(w_shape), dtype=x.dtype)
         out[...] = dw.transpose((len(kernel) + 1, len(kernel)) + tuple(range(len(kernel))))
