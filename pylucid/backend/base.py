@@ -479,11 +479,15 @@ class ArrayBackend:
     # padded grid (N*P, C), the input rows a kernel tap reads are the output rows shifted by a constant
     # offset, so each tap is ONE GEMM on a contiguous slice (zero-copy) and the taps' products are summed.
     # Outputs are computed on the whole padded grid (the rows past each spatial edge are discarded, or
-    # zero in a gradient): a few percent more flops than im2col, none of its K-times-larger copy.
+    # zero in a gradient): a few percent more flops than im2col, none of its K-times-larger copy. On small
+    # grids the border rows are a large share (a 3x3 kernel on 8x8 computes 10x10 = 1.56 times the outputs):
+    # there, above _TAP_MAX_WASTE, im2col's one GEMM with a K-times longer reduction measures faster.
     _TAP_MIN_C = 16
+    _TAP_MAX_WASTE = 1.4
 
-    def _conv_taps_ok(self, c, stride, groups, n):
-        return groups == 1 and c >= self._TAP_MIN_C and n > 0 and all(v == 1 for v in stride)
+    def _conv_taps_ok(self, c, stride, groups, n, padded, out_sp):
+        return groups == 1 and c >= self._TAP_MIN_C and n > 0 and all(v == 1 for v in stride) and \
+            _prod(padded) <= self._TAP_MAX_WASTE * _prod(out_sp)
 
     @staticmethod
     def _tap_grid(padded, kernel, dilation):
@@ -626,7 +630,9 @@ class ArrayBackend:
         cdt = self._conv_cdt(dt)
         n, o = x.shape[0], w.shape[0]
         nd = x.ndim - 2
-        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0]):
+        padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
+        out_sp = tuple(p - d * (k - 1) for p, d, k in zip(padded, dilation, w.shape[2:]))
+        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0], padded, out_sp):
             return self._conv_taps(x, w, b, pads, dilation, dt, cdt)
         if groups == 1 and x.shape[1] < self._TAP_MIN_C:
             return self._conv_narrow(x, w, b, stride, pads, dilation, dt, cdt)
@@ -668,23 +674,22 @@ class ArrayBackend:
         """The input gradient (N, C, *size) of :meth:`conv_nd_gemm` from ``g`` (N, O, *out): one GEMM
         ``g @ w`` per group, then col2im. It is also the forward of the transposed convolution."""
         cdt = self._conv_cdt(g.dtype)
-        if self._conv_taps_ok(w.shape[1], stride, groups, g.shape[0]):
-            padded = self._tap_padded(size, pads, g.shape[2:], w.shape[2:], dilation)
+        padded = self._tap_padded(size, pads, g.shape[2:], w.shape[2:], dilation)
+        if self._conv_taps_ok(w.shape[1], stride, groups, g.shape[0], padded, g.shape[2:]):
             return self._conv_taps_dx(self._tap_g(g, padded, cdt), w, size, pads, dilation, padded, g.dtype, cdt)
         dcols = self._conv_gemm(self._conv_gmat(g, groups, cdt), self._conv_wmat(w, groups, cdt))
         return self._col2im_cl(dcols, g.shape[0], size, w.shape[2:], stride, pads, dilation, groups,
                                g.shape[2:], g.dtype)
 
     def conv_nd_gemm_backward_weight(self, x, g, w_shape, stride, pads, dilation, groups, gm=None):
-        """The weight gradient (O, C/G, *k) of :meth:`conv_nd_gemm`: one GEMM ``cols^T @ g`` per group
-        (the (K*C/G, O/G) orientation: the long N*L reduction feeds the larger output side)."""
+        """The weight gradient (O, C/G, *k) of :meth:`conv_nd_gemm`: one GEMM ``g^T @ cols`` per group."""
         xp = self.xp
         cdt = self._conv_cdt(x.dtype)
         kernel = tuple(w_shape[2:])
         nd = len(kernel)
         o, cg = w_shape[:2]
-        if self._conv_taps_ok(cg, stride, groups, x.shape[0]):
-            padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], kernel, dilation)
+        padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], kernel, dilation)
+        if self._conv_taps_ok(cg, stride, groups, x.shape[0], padded, g.shape[2:]):
             return self._conv_taps_dw(x, self._tap_g(g, padded, cdt), w_shape, pads, dilation, padded, cdt)
         if groups == 1 and cg < self._TAP_MIN_C and x.shape[0] > 0:
             cols, _ = self._narrow_cols(x, kernel, stride, pads, dilation, cdt, tuple(g.shape[2:]))
@@ -694,9 +699,11 @@ class ArrayBackend:
         cols, _ = self._conv_cols(x, kernel, stride, pads, dilation, groups, cdt, tuple(g.shape[2:]))
         if gm is None:
             gm = self._conv_gmat(g, groups, cdt)
-        dw = self._conv_gemm(xp.swapaxes(cols, -1, -2), gm)  # (G, K*C/G, O/G)
-        dw = dw.reshape((groups,) + kernel + (cg, o // groups))
-        dw = dw.transpose((0, nd + 2, nd + 1) + tuple(range(1, nd + 1)))
+        # (G, O/G, K*C/G): back to (O, C, *k) is a small (K, C) -> (C, K) transposition per output channel
+        # (the (K*C, O) orientation would scatter every element across the whole weight)
+        dw = self._conv_gemm(xp.swapaxes(gm, -1, -2), cols)
+        dw = dw.reshape((groups, o // groups) + kernel + (cg,))
+        dw = dw.transpose((0, 1, nd + 2) + tuple(range(2, nd + 2)))
         out = xp.empty((groups, o // groups, cg) + kernel, dtype=x.dtype)
         out[...] = dw
         return out.reshape(w_shape)
@@ -704,8 +711,8 @@ class ArrayBackend:
     def conv_nd_gemm_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
         """``(dx, dw)`` of :meth:`conv_nd_gemm` (None where not needed), sharing the gradient's layout copy."""
         cdt = self._conv_cdt(g.dtype)
-        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0]):
-            padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], w.shape[2:], dilation)
+        padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], w.shape[2:], dilation)
+        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0], padded, g.shape[2:]):
             gf = self._tap_g(g, padded, cdt)  # shared by both gradients
             return (self._conv_taps_dx(gf, w, x.shape[2:], pads, dilation, padded, x.dtype, cdt) if need_x else None,
                     self._conv_taps_dw(x, gf, w.shape, pads, dilation, padded, cdt) if need_w else None)
