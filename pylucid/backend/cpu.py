@@ -1,21 +1,58 @@
-"""The CPU backend: NumPy (and SciPy's BLAS where NumPy has no in-place accumulating GEMM)."""
+"""The CPU backend: NumPy (and, for GEMMs that accumulate into a view, the CBLAS of NumPy's own OpenBLAS)."""
 
 from __future__ import annotations
+
+import ctypes
+import os
 
 import numpy as np
 
 from .base import ArrayBackend
 
-_GEMM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
-def _blas_operand(m):
-    """``(array, trans)`` handing the row-major factor ``m`` to column-major BLAS without a copy (None if
-    neither ``m`` nor its transpose is column-major): C-contiguous ``m`` is the F-contiguous ``m.T``."""
-    if m.strides[-1] == m.itemsize and m.strides[0] >= m.itemsize * max(m.shape[1], 1):
-        return m.T, 0
-    if m.strides[0] == m.itemsize and m.strides[1] >= m.itemsize * max(m.shape[0], 1):
-        return m, 1
+def _find_cblas():
+    """``{dtype: cblas_?gemm}`` from the OpenBLAS NumPy loaded (its ``scipy_openblas64_`` build exports
+    ``scipy_cblas_sgemm64_``, a plain OpenBLAS ``cblas_sgemm``), else ``{}`` (NumPy then does the work)."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and ".so" in line})
+    except OSError:
+        return {}
+    numpy_dir = os.path.dirname(os.path.dirname(np.__file__))
+    paths = sorted(paths, key=lambda p: not p.startswith(numpy_dir))  # NumPy's own library first
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix, suffix, int_t in (("scipy_cblas_", "64_", ctypes.c_int64), ("cblas_", "", ctypes.c_int)):
+            fns = {}
+            for dt, letter, real in ((np.float32, "s", ctypes.c_float), (np.float64, "d", ctypes.c_double)):
+                fn = getattr(lib, f"{prefix}{letter}gemm{suffix}", None)
+                if fn is None:
+                    break
+                p = ctypes.c_void_p
+                fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, int_t, int_t, int_t, real, p, int_t, p,
+                               int_t, real, p, int_t]
+                fn.restype = None
+                fns[np.dtype(dt)] = fn
+            if len(fns) == 2:
+                return fns
+    return {}
+
+
+def _operand(m):
+    """``(trans flag, leading dimension)`` of the 2-D factor ``m`` for row-major CBLAS, or None when neither
+    of its axes has unit stride (a copy is then needed)."""
+    it = m.itemsize
+    s0, s1 = m.strides
+    r, c = m.shape
+    if s1 == it and s0 % it == 0 and s0 >= it * max(c, 1):
+        return _NO_TRANS, s0 // it
+    if s0 == it and s1 % it == 0 and s1 >= it * max(r, 1):
+        return _TRANS, s1 // it
     return None
 
 
@@ -24,31 +61,27 @@ class CPUBackend(ArrayBackend):
 
     def __init__(self) -> None:
         super().__init__(np)
-        self._gemms = {}
+        self._cblas = None
 
     def to_numpy(self, a, what: str = "a copy to the host"):
         return a
 
-    def _blas_gemm(self, dt):
-        fn = self._gemms.get(dt)
-        if fn is None:
-            from scipy.linalg import blas
-
-            fn = self._gemms[dt] = blas.sgemm if dt == np.float32 else blas.dgemm
-        return fn
-
     def _gemm_into(self, a, b, out, accumulate: bool) -> None:
-        # Row-major out = a @ b is column-major out^T = b^T a^T: one ``gemm`` writing out^T (F-contiguous when
-        # out is a C-ordered row block) in place, with beta = 1 to accumulate. Anything else: NumPy.
-        dt = out.dtype
-        if dt in _GEMM_DTYPES and a.dtype == dt and b.dtype == dt and out.strides[-1] == out.itemsize \
-                and out.strides[0] >= out.itemsize * out.shape[1] and a.size and b.size:
-            bb, ab = _blas_operand(b), _blas_operand(a)
-            if bb is not None and ab is not None:
-                c = out.T
-                r = self._blas_gemm(dt)(1.0, bb[0], ab[0], beta=1.0 if accumulate else 0.0, c=c,
-                                        trans_a=bb[1], trans_b=ab[1], overwrite_c=1)
-                if r.ctypes.data != c.ctypes.data:  # the wrapper copied (it should not): keep the result
-                    c[...] = r
-                return
+        # ``out += a @ b`` as one ``gemm`` with beta = 1 writing the view in place (strided rows allowed);
+        # without accumulation NumPy's matmul(out=) measures as fast or faster. Anything else: NumPy.
+        if accumulate:
+            fns = self._cblas
+            if fns is None:
+                fns = self._cblas = _find_cblas()
+            fn = fns.get(out.dtype)
+            if fn is not None and a.dtype == out.dtype and b.dtype == out.dtype and a.ndim == b.ndim == out.ndim == 2:
+                m, k = a.shape
+                n = b.shape[1]
+                oa, ob = _operand(a), _operand(b)
+                it = out.itemsize
+                if oa is not None and ob is not None and out.strides[1] == it and out.strides[0] % it == 0 and \
+                        out.strides[0] >= it * max(n, 1) and m and n and k and out.shape == (m, n):
+                    fn(_ROW_MAJOR, oa[0], ob[0], m, n, k, 1.0, a.ctypes.data, oa[1], b.ctypes.data, ob[1], 1.0,
+                       out.ctypes.data, out.strides[0] // it)
+                    return
         super()._gemm_into(a, b, out, accumulate)
