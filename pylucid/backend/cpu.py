@@ -85,3 +85,35 @@ class CPUBackend(ArrayBackend):
                        out.ctypes.data, out.strides[0] // it)
                     return
         super()._gemm_into(a, b, out, accumulate)
+
+    # -- cross-entropy of (rows, classes) logits against class indices: the picked logit gathered, never a
+    #    dense one-hot; half logits computed in float32 (the loss, the lse and the gradient are rounded by
+    #    the op once)
+    def cross_entropy(self, logits, target, ignore_index: int = -100):
+        """``(loss, lse)`` per row: ``lse - logits[r, target[r]]`` (0 where ignored), ``lse`` the row log-sum-exp."""
+        x = logits.astype(np.float32) if logits.dtype.kind == "V" or logits.dtype.itemsize < 4 else logits
+        with self.errstate():
+            m = np.max(x, axis=1, keepdims=True)
+            e = np.subtract(x, m)
+            np.exp(e, out=e)
+            lse = np.log(np.sum(e, axis=1))
+            lse += m[:, 0]
+            valid = target != ignore_index
+            safe = np.where(valid, target, 0)
+            picked = np.take_along_axis(x, safe[:, None].astype(np.intp, copy=False), axis=1)[:, 0]
+            loss = np.where(valid, lse - picked, x.dtype.type(0))
+        return loss, lse
+
+    def cross_entropy_backward(self, g, logits, lse, target, ignore_index: int = -100):
+        """``g[r] * (softmax(logits[r]) - onehot(target[r]))``, zero rows where ignored (one pass over the logits
+        for the softmax, then an in-place subtraction at the picked positions only)."""
+        x = logits.astype(np.float32) if logits.dtype.kind == "V" or logits.dtype.itemsize < 4 else logits
+        with self.errstate():
+            p = np.subtract(x, lse.astype(x.dtype, copy=False)[:, None])
+            np.exp(p, out=p)
+            valid = target != ignore_index
+            rows = np.arange(x.shape[0])
+            p[rows, np.where(valid, target, 0)] -= 1
+            gr = np.where(valid, g.astype(x.dtype, copy=False), x.dtype.type(0))
+            p *= gr[:, None]
+        return p
