@@ -367,16 +367,75 @@ class ArrayBackend:
                 a[...] = a32.astype(a.dtype)
 
     # -- GELU (the CUDA backend runs each direction as one kernel) -----------------------
+    # float32 (and half, computed in float32): Phi(x) from the Abramowitz-Stegun 7.1.26 erf,
+    # ``erf(z) = 1 - t (a1 + t (a2 + ... + t a5)) exp(-z^2)``, ``t = 1 / (1 + p z)`` (|error| < 1.5e-7, the
+    # formula of PyTorch's vectorised float erf), as ~20 in-place passes over blocks that stay in cache;
+    # scipy's erf runs the double-precision routine element by element, several times slower. The
+    # ``exp(-x^2 / 2)`` it needs is the normal density's, so the backward gets phi(x) for free. float64 keeps
+    # scipy's erf.
+    _GELU_BLOCK = 1 << 15
+    _AS_P, _AS_A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
     def _erf(self, z):
         if z.dtype in _HALF:  # scipy.special has no half kernels: float32, rounded back once
             return self.special.erf(z.astype(np.float32)).astype(z.dtype)
         return self.special.erf(z)
+
+    def _gelu_block(self, xb, cdf, e):
+        """Phi(xb) into ``cdf`` and ``exp(-xb^2 / 2)`` into ``e`` (float32 blocks of one shape)."""
+        xp, f = self.xp, np.float32
+        xp.multiply(xb, f(SQRT1_2), out=e)  # z
+        xp.abs(e, out=cdf)
+        cdf *= f(self._AS_P)
+        cdf += f(1)
+        xp.reciprocal(cdf, out=cdf)  # t
+        a1, a2, a3, a4, a5 = (f(v) for v in self._AS_A)
+        r = cdf * a5
+        for a in (a4, a3, a2, a1):
+            r += a
+            r *= cdf
+        xp.multiply(e, e, out=e)
+        xp.negative(e, out=e)
+        xp.exp(e, out=e)
+        r *= e
+        # 1 - erf(|z|) = r; Phi = 1/2 + sign(x) (1/2 - r/2)
+        r *= f(-0.5)
+        r += f(0.5)
+        xp.copysign(r, xb, out=cdf)
+        cdf += f(0.5)
+
+    def _gelu_fast(self, x, g=None):
+        """``x Phi(x)``, or with ``g`` the gradient ``g (Phi(x) + x phi(x))``, for float32/half ``x``."""
+        xp, f = self.xp, np.float32
+        dt = x.dtype
+        xf = x.astype(np.float32, copy=False).reshape(-1)
+        gf = None if g is None else g.astype(np.float32, copy=False).reshape(-1)
+        out = xp.empty(xf.shape, dtype=np.float32)
+        n, blk = xf.size, self._GELU_BLOCK
+        cdf_buf, e_buf = xp.empty(min(n, blk), dtype=np.float32), xp.empty(min(n, blk), dtype=np.float32)
+        with self.errstate():  # z^2 overflows to inf for |x| > 1e19: exp(-inf) = 0 is the right limit
+            for s in range(0, n, blk):
+                xb = xf[s:s + blk]
+                m = xb.size
+                cdf, e = cdf_buf[:m], e_buf[:m]
+                self._gelu_block(xb, cdf, e)
+                ob = out[s:s + m]
+                if gf is None:
+                    xp.multiply(xb, cdf, out=ob)
+                else:
+                    e *= f(INV_SQRT_2PI)
+                    e *= xb
+                    e += cdf
+                    xp.multiply(gf[s:s + m], e, out=ob)
+        return out.reshape(x.shape).astype(dt, copy=False)
 
     def gelu(self, x, approximate: str = "none"):
         """``x Phi(x)`` (``'none'``) or ``x/2 (1 + tanh(k (x + c x^3)))`` (``'tanh'``), in ``x``'s dtype."""
         t = x.dtype.type
         if approximate == "tanh":
             return x * t(0.5) * (1 + self.tanh((x + x * x * x * t(GELU_C)) * t(GELU_K)))
+        if x.dtype == np.float32 or x.dtype in _HALF:
+            return self._gelu_fast(x)
         return x * t(0.5) * (1 + self._erf(x * t(SQRT1_2)))
 
     def gelu_backward(self, g, x, approximate: str = "none"):
@@ -386,6 +445,8 @@ class ArrayBackend:
             th = self.tanh((x + x * x * x * t(GELU_C)) * t(GELU_K))
             d_inner = (x * x * t(3 * GELU_C) + 1) * t(GELU_K)
             return g * ((th + 1) * t(0.5) + x * t(0.5) * (1 - th * th) * d_inner)
+        if (x.dtype == np.float32 or x.dtype in _HALF) and g.shape == x.shape:
+            return self._gelu_fast(x, g).astype(g.dtype, copy=False)
         cdf = (self._erf(x * t(SQRT1_2)) + 1) * t(0.5)
         pdf = self.exp(x * x * t(-0.5)) * t(INV_SQRT_2PI)
         return g * (cdf + x * pdf)
