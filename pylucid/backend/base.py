@@ -338,7 +338,7 @@ class ArrayBackend:
     def relu_backward(self, y, g):
         """PyTorch's ``threshold_backward`` from relu's output: ``g`` where ``y > 0`` or NaN, else 0."""
         it = self._INT_OF.get(g.dtype)
-        if it is not None and y.shape == g.shape and g.flags.c_contiguous and y.dtype == g.dtype:
+        if it is not None and g.ndim and y.shape == g.shape and g.flags.c_contiguous and y.dtype == g.dtype:
             # g's bits AND-ed with an all-ones / all-zeros mask (+0.0 where y <= 0): exactly the select,
             # whatever g holds (inf, NaN), in cheap passes (NumPy's where with a scalar measures several
             # times slower)
