@@ -10,6 +10,7 @@ import numpy as np
 from .base import ArrayBackend
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_GEMM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _find_cblas():
@@ -65,6 +66,15 @@ class CPUBackend(ArrayBackend):
 
     def to_numpy(self, a, what: str = "a copy to the host"):
         return a
+
+    def matmul(self, a, b):
+        # A few rows times a transposed (F-ordered) matrix, e.g. ``h @ W^T`` of a recurrent step or a
+        # small-batch linear layer: OpenBLAS repacks the whole transposed matrix on every call, which costs
+        # more than the product; ``(W a^T)^T`` reads W in its own order (measured up to 2x faster).
+        if a.ndim == 2 and b.ndim == 2 and a.shape[0] <= 64 and b.size >= 16384 and a.dtype == b.dtype and \
+                a.dtype in _GEMM_DTYPES and b.strides[0] == b.itemsize and b.strides[1] == b.itemsize * b.shape[0]:
+            return np.ascontiguousarray(np.matmul(b.T, a.T).T)
+        return super().matmul(a, b)
 
     def _gemm_into(self, a, b, out, accumulate: bool) -> None:
         # ``out += a @ b`` as one ``gemm`` with beta = 1 writing the view in place (strided rows allowed);
