@@ -268,16 +268,22 @@ class ArrayBackend:
             if training:
                 mu = self.mean(xf, axis=axes, keepdims=True)
                 xc = xf - mu
-                var = self.mean(xc * xc, axis=axes, keepdims=True)
+                sq = xc * xc
+                var = self.mean(sq, axis=axes, keepdims=True)
+                del sq
             else:
                 mu = running_mean.astype(xf.dtype, copy=False).reshape(shape)
                 var = running_var.astype(xf.dtype, copy=False).reshape(shape)
                 xc = xf - mu
-            y = xc / self.xp.sqrt(var + eps)
+            # y = xc * (weight / sqrt(var + eps)) + bias, written into xc (fresh here): two passes over x
+            # where dividing, scaling and shifting separately made three new arrays
+            scale = 1.0 / self.xp.sqrt(var + eps)
             if weight is not None:
-                y = y * weight.reshape(shape)
+                scale = scale * weight.astype(xf.dtype, copy=False).reshape(shape)
+            xc *= scale
             if bias is not None:
-                y = y + bias.reshape(shape)
+                xc += bias.astype(xf.dtype, copy=False).reshape(shape)
+            y = xc
         mu, var = mu.reshape(-1), var.reshape(-1)
         if training and momentum is not None:
             self.batch_norm_update_(running_mean, running_var, mu, var, x.size // max(x.shape[1], 1), momentum)
@@ -304,15 +310,22 @@ class ArrayBackend:
         shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
         with self.errstate():
             rstd = (1.0 / self.xp.sqrt(var.astype(xf.dtype, copy=False) + eps)).reshape(shape)
-            xhat = (xf - mean.astype(xf.dtype, copy=False).reshape(shape)) * rstd
+            xc = xf - mean.astype(xf.dtype, copy=False).reshape(shape)  # x - mean; xhat = xc rstd
             db = self.xp.sum(gf, axis=axes)
-            dw = self.xp.sum(gf * xhat, axis=axes)
+            gx = gf * xc
+            dw = self.xp.sum(gx, axis=axes) * rstd.reshape(-1)
+            del gx
             dx = None
             if need_dx:
                 k = rstd if weight is None else rstd * up(weight).reshape(shape)
                 if training:
+                    # dx = k (g - db/m - xhat dw/m) = k g - (k rstd dw / m) xc - k db / m: one new array and
+                    # the in-place scaling of xc
                     m = gf.size // max(x.shape[1], 1)
-                    dx = k * (gf - (db / m).reshape(shape) - xhat * (dw / m).reshape(shape))
+                    dx = gf * k
+                    xc *= k * rstd * (dw / m).reshape(shape)
+                    dx -= xc
+                    dx -= k * (db / m).reshape(shape)
                 else:
                     dx = k * gf
                 dx = dx.astype(x.dtype, copy=False)
