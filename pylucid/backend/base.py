@@ -666,13 +666,15 @@ class ArrayBackend:
         a = self._conv_grid(x, pads, cdt, padded).reshape(-1, c)
         offs, top = self._tap_grid(padded, kernel, dilation)
         rows = a.shape[0] - top
-        dw = xp.empty((len(offs), c, o), dtype=cdt)
-        g_rows = gf[:rows]
+        # per tap g^T a: the (O, C) orientation of the long-reduction GEMM measures faster than a^T g for few
+        # channels (OpenBLAS, C = 32: 20%), and equal for many
+        dw = xp.empty((len(offs), o, c), dtype=cdt)
+        g_rows_t = xp.swapaxes(gf[:rows], 0, 1)
         for t, off in enumerate(offs):
-            self._gemm_into(xp.swapaxes(a[off:off + rows], 0, 1), g_rows, dw[t], False)
-        dw = dw.reshape(kernel + (c, o))
+            self._gemm_into(g_rows_t, a[off:off + rows], dw[t], False)
+        dw = dw.reshape(kernel + (o, c))
         out = xp.empty(tuple(w_shape), dtype=x.dtype)
-        out[...] = dw.transpose((len(kernel) + 1, len(kernel)) + tuple(range(len(kernel))))
+        out[...] = dw.transpose((len(kernel), len(kernel) + 1) + tuple(range(len(kernel))))
         return out
 
     @staticmethod
