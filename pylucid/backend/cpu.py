@@ -77,23 +77,24 @@ class CPUBackend(ArrayBackend):
         return super().matmul(a, b)
 
     def _gemm_into(self, a, b, out, accumulate: bool) -> None:
-        # ``out += a @ b`` as one ``gemm`` with beta = 1 writing the view in place (strided rows allowed);
-        # without accumulation NumPy's matmul(out=) measures as fast or faster. Anything else: NumPy.
-        if accumulate:
-            fns = self._cblas
-            if fns is None:
-                fns = self._cblas = _find_cblas()
-            fn = fns.get(out.dtype)
-            if fn is not None and a.dtype == out.dtype and b.dtype == out.dtype and a.ndim == b.ndim == out.ndim == 2:
-                m, k = a.shape
-                n = b.shape[1]
-                oa, ob = _operand(a), _operand(b)
-                it = out.itemsize
-                if oa is not None and ob is not None and out.strides[1] == it and out.strides[0] % it == 0 and \
-                        out.strides[0] >= it * max(n, 1) and m and n and k and out.shape == (m, n):
-                    fn(_ROW_MAJOR, oa[0], ob[0], m, n, k, 1.0, a.ctypes.data, oa[1], b.ctypes.data, ob[1], 1.0,
-                       out.ctypes.data, out.strides[0] // it)
-                    return
+        # ``out (+)= a @ b`` as one ``gemm`` writing the view in place (strided rows allowed; beta = 1
+        # accumulates). Measured against NumPy's matmul(out=) on the convolution shapes: faster for a
+        # row-major ``a`` (tall-skinny products), slower for a transposed one, which NumPy keeps.
+        fns = self._cblas
+        if fns is None:
+            fns = self._cblas = _find_cblas()
+        fn = fns.get(out.dtype)
+        if fn is not None and a.dtype == out.dtype and b.dtype == out.dtype and a.ndim == b.ndim == out.ndim == 2:
+            m, k = a.shape
+            n = b.shape[1]
+            oa, ob = _operand(a), _operand(b)
+            it = out.itemsize
+            if oa is not None and ob is not None and (accumulate or oa[0] == _NO_TRANS) and out.strides[1] == it \
+                    and out.strides[0] % it == 0 and out.strides[0] >= it * max(n, 1) and m and n and k and \
+                    out.shape == (m, n):
+                fn(_ROW_MAJOR, oa[0], ob[0], m, n, k, 1.0, a.ctypes.data, oa[1], b.ctypes.data, ob[1],
+                   1.0 if accumulate else 0.0, out.ctypes.data, out.strides[0] // it)
+                return
         super()._gemm_into(a, b, out, accumulate)
 
     # -- cross-entropy of (rows, classes) logits against class indices: the picked logit gathered, never a
