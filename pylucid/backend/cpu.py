@@ -21,14 +21,15 @@ def _find_cblas():
             paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and ".so" in line})
     except OSError:
         return {}
-    numpy_dir = os.path.dirname(os.path.dirname(np.__file__))
-    paths = sorted(paths, key=lambda p: not p.startswith(numpy_dir))  # NumPy's own library first
+    paths = sorted(paths, key=lambda p: "numpy" not in os.path.dirname(p))  # NumPy's own library first
     for path in paths:
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for prefix, suffix, int_t in (("scipy_cblas_", "64_", ctypes.c_int64), ("cblas_", "", ctypes.c_int)):
+        # the ILP64 build's symbols end in 64_ and take 64-bit sizes; the plain ones take C ints
+        for prefix, suffix, int_t in (("scipy_cblas_", "64_", ctypes.c_int64), ("scipy_cblas_", "", ctypes.c_int),
+                                      ("cblas_", "", ctypes.c_int)):
             fns = {}
             for dt, letter, real in ((np.float32, "s", ctypes.c_float), (np.float64, "d", ctypes.c_double)):
                 fn = getattr(lib, f"{prefix}{letter}gemm{suffix}", None)
