@@ -4,6 +4,7 @@
     python benchmarks/bench_models.py resnet18 lstm   # chosen cases
     python benchmarks/bench_models.py --threads 1     # one thread each (default: 2)
     python benchmarks/bench_models.py --profile lstm  # also pylucid's per-op breakdown of that case
+    python benchmarks/bench_models.py --threads 1 --cpu-time   # process CPU time: steadier on a shared machine
 
 Each model is written once against the API both frameworks share, built with ``lib = pylucid`` and
 ``lib = torch``, given the same initial weights (PyTorch's, copied) and the same batch, and stepped
@@ -20,6 +21,9 @@ alternately (``_harness.compare``: medians of interleaved rounds; ratio = pyluci
 
 Dropout runs in both frameworks, with each framework's own random stream (same rates, different bits).
 The target is ratio <= 1.3 for every case (measure on an idle machine: other processes change the ratios).
+On a machine shared with other jobs, ``--threads 1 --cpu-time`` times each step by the CPU time this
+process spent (``time.process_time``): waiting for a core no longer counts, so the ratios move much less
+(with several threads it sums the threads' time, which is not the wall time).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -316,13 +321,26 @@ def _profile(name, step) -> None:
     print(prof.table(row_limit=15))
 
 
+def _cpu_timeit(fn, number: int) -> float:
+    """``_harness.timeit`` by this process's CPU time."""
+    t0 = time.process_time()
+    for _ in range(number):
+        fn()
+    return (time.process_time() - t0) / number
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cases", nargs="*", help=f"cases to run (default: all): {', '.join(CASES)}")
     ap.add_argument("--threads", type=int, default=2, help="threads for both frameworks (default 2)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--profile", action="append", default=[], choices=list(CASES), help="print pylucid's ops")
+    ap.add_argument("--cpu-time", action="store_true", help="time by process CPU time (steadier on a busy machine)")
     args = ap.parse_args(argv)
+    if args.cpu_time:
+        import _harness
+
+        _harness.timeit = _cpu_timeit  # compare() and calibrate() time through it
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
         ap.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
@@ -339,7 +357,8 @@ def main(argv=None) -> int:
         print(f"{title:58s} ratio {rows[-1]['ratio']:.2f}", flush=True)
         if key in args.profile:
             _profile(title, p_step)
-    report(rows, f"CPU model steps, {args.threads} thread(s) each (pylucid / PyTorch {torch.__version__})")
+    clock = ", CPU time" if args.cpu_time else ""
+    report(rows, f"CPU model steps, {args.threads} thread(s) each{clock} (pylucid / PyTorch {torch.__version__})")
     return 0
 
 

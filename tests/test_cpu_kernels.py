@@ -1,6 +1,8 @@
-"""The CPU kernels of pylucid/backend/base.py against PyTorch: the stride-1 tap-GEMM convolution path
-(taken from 16 input channels, so the op database's small samples do not reach it), the im2col path at
-the same sizes, and the query-tiled attention with several blocks."""
+"""The CPU kernels of pylucid/backend/base.py and cpu.py against PyTorch: the stride-1 tap-GEMM convolution
+path (taken from 16 input channels on grids whose padding adds under 40% rows, so the op database's small
+samples do not reach it; the tests below lift that bound to run it on small grids too), the im2col path at
+the same sizes, the query-tiled attention with several blocks, the GEMM into strided views, GELU, the
+relu gradient, the fused cross-entropy and the max pool's argmax."""
 
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ import torch.nn.functional as F
 
 import pylucid as pl
 from pylucid.backend.base import ArrayBackend
+from pylucid.backend.cpu import CPUBackend
 
 CONV = {1: (F.conv1d, pl.nn.functional.conv1d), 2: (F.conv2d, pl.nn.functional.conv2d),
         3: (F.conv3d, pl.nn.functional.conv3d)}
@@ -31,10 +34,17 @@ def _compare(tfn, pfn, arrays, kwargs, dtype):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(1.0, float(np.abs(b).max())))
 
 
+@pytest.fixture(params=["taps", "im2col"])
+def conv_path(request, monkeypatch):
+    """Run a test with the tap path allowed on any grid, then with it never taken."""
+    monkeypatch.setattr(ArrayBackend, "_TAP_MAX_WASTE", 1e9 if request.param == "taps" else 0.0)
+    return request.param
+
+
 @pytest.mark.parametrize("nd", [1, 2, 3])
 @pytest.mark.parametrize("kw", [{"padding": 1}, {"padding": 2, "dilation": 2}, {"stride": 2, "padding": 1},
                                 {"groups": 2}])
-def test_conv_paths_match_torch(nd, kw):
+def test_conv_paths_match_torch(nd, kw, conv_path):
     r = np.random.default_rng(nd)
     sp = {1: (9,), 2: (6, 5), 3: (4, 5, 3)}[nd]
     x = r.standard_normal((2, 16) + sp)
@@ -46,7 +56,7 @@ def test_conv_paths_match_torch(nd, kw):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_conv_taps_half_and_single(dtype):
+def test_conv_taps_half_and_single(dtype, conv_path):
     r = np.random.default_rng(0)
     _compare(*CONV[2], (r.standard_normal((2, 16, 7, 6)), r.standard_normal((4, 16, 3, 2)) * 0.2),
              {"padding": (1, 0)}, dtype)
@@ -55,7 +65,7 @@ def test_conv_taps_half_and_single(dtype):
 @pytest.mark.parametrize("kw", [{"padding": 1}, {"padding": 1, "dilation": 2, "output_padding": 1},
                                 {"stride": 2, "padding": 1, "output_padding": 1}])
 @pytest.mark.parametrize("nd", [1, 2])
-def test_conv_transpose_paths_match_torch(nd, kw):
+def test_conv_transpose_paths_match_torch(nd, kw, conv_path):
     r = np.random.default_rng(3)
     sp = {1: (8,), 2: (5, 4)}[nd]
     x = r.standard_normal((2, 16) + sp)
@@ -90,3 +100,93 @@ def test_conv_empty_batch_wide_channels():
     assert tuple(y.shape) == (0, 4, 5, 5)
     y.sum().backward()
     assert tuple(x.grad.shape) == (0, 16, 5, 5) and float(w.grad.abs().sum()) == 0.0
+
+
+def test_conv_taps_taken_on_large_grids(monkeypatch):
+    """The default bound: a 3x3 kernel on 14x12 (16x14 padded, 1.33x) runs the taps, on 6x5 (1.87x) im2col."""
+    calls = []
+    orig = ArrayBackend._conv_taps
+
+    def spy(self, *a):
+        calls.append(a[0].shape)
+        return orig(self, *a)
+    monkeypatch.setattr(ArrayBackend, "_conv_taps", spy)
+    r = np.random.default_rng(5)
+    for size in ((14, 12), (6, 5)):
+        x, w = r.standard_normal((2, 16) + size), r.standard_normal((4, 16, 3, 3)) * 0.2
+        _compare(*CONV[2], (x, w), {"padding": 1}, "float32")
+    assert calls == [(2, 16, 14, 12)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_gemm_into_strided_views(dtype, accumulate):
+    be = CPUBackend()
+    r = np.random.default_rng(1)
+    a = r.standard_normal((40, 30)).astype(dtype)
+    b3 = r.standard_normal((30, 3, 20)).astype(dtype)  # b = b3[:, 1]: rows 60 elements apart
+    cases = [(a, b3[:, 1]), (np.asfortranarray(a), b3[:, 2]), (a[::1, :25], np.asfortranarray(b3[:25, 0]))]
+    for x, y in cases:
+        base = r.standard_normal((50, 26)).astype(dtype)
+        out = base.copy()
+        view = out[5:5 + x.shape[0], 3:3 + y.shape[1]]
+        be._gemm_into(x, y, view, accumulate)
+        want = base.copy()
+        want[5:5 + x.shape[0], 3:3 + y.shape[1]] = (want[5:5 + x.shape[0], 3:3 + y.shape[1]] if accumulate else 0) \
+            + x.astype(np.float64) @ y.astype(np.float64)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_gelu_matches_torch(dtype):
+    r = np.random.default_rng(2)
+    x = np.concatenate([r.standard_normal(70000) * 4, [0.0, -0.0, 30.0, -30.0, 1e-30, -1e-30, 1e20, -1e20]])
+    g = r.standard_normal(x.size)
+    tol = {"float32": 2e-6, "bfloat16": 1e-2}[dtype]
+    for a, b in zip(_grads(pl, pl.nn.functional.gelu, [x], {}, dtype), _grads(torch, F.gelu, [x], {}, dtype)):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    # float32 with a random (not smooth) seed gradient
+    xt = pl.tensor(x.astype(np.float32)).requires_grad_()
+    pl.nn.functional.gelu(xt).backward(pl.tensor(g.astype(np.float32)))
+    tt = torch.tensor(x.astype(np.float32)).requires_grad_()
+    F.gelu(tt).backward(torch.tensor(g.astype(np.float32)))
+    np.testing.assert_allclose(xt.grad.numpy(), tt.grad.numpy(), rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_backward_nonfinite(dtype):
+    y = np.array([[np.nan, 0.0, -0.0, 1.0, 0.0, 0.0, 2.0, np.nan]], dtype=dtype)
+    g = np.array([[1.0, np.inf, np.nan, np.nan, -np.inf, -2.0, -0.0, np.inf]], dtype=dtype)
+    got = CPUBackend().relu_backward(y, g)
+    want = torch.ops.aten.threshold_backward(torch.tensor(g), torch.tensor(y), 0).numpy()
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want)
+    assert not np.signbit(got[0, 1:3]).any()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cross_entropy_fused_matches_torch(reduction, dtype):
+    r = np.random.default_rng(4)
+    x = r.standard_normal((37, 11)) * 3
+    t = r.integers(0, 11, 37)
+    t[[3, 17]] = -100
+
+    def fn(lib):
+        tt = lib.tensor(t)
+        return lambda z: lib.nn.functional.cross_entropy(z, tt, reduction=reduction)
+    tol = {"float32": 1e-5, "bfloat16": 2e-2}[dtype]
+    for a, b in zip(_grads(pl, fn(pl), [x], {}, dtype), _grads(torch, fn(torch), [x], {}, dtype)):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    # every target ignored: the mean is 0/0 = NaN, as PyTorch
+    none = pl.nn.functional.cross_entropy(pl.tensor(x.astype(np.float32)), pl.tensor(np.full(37, -100)))
+    assert np.isnan(none.item())
+
+
+def test_max_pool_first_max_and_nan():
+    x = np.array([[[[1.0, 3.0, 3.0, 0.0], [3.0, 2.0, 0.0, 3.0], [np.nan, 1.0, 5.0, 5.0], [2.0, np.nan, 5.0, 5.0]]]])
+    for stride in (2, 1):
+        a = pl.nn.functional.max_pool2d(pl.tensor(x), 2, stride, return_indices=True)
+        b = F.max_pool2d(torch.tensor(x), 2, stride, return_indices=True)
+        np.testing.assert_array_equal(a[0].numpy(), b[0].numpy())
+        np.testing.assert_array_equal(a[1].numpy(), b[1].numpy())

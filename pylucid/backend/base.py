@@ -268,16 +268,22 @@ class ArrayBackend:
             if training:
                 mu = self.mean(xf, axis=axes, keepdims=True)
                 xc = xf - mu
-                var = self.mean(xc * xc, axis=axes, keepdims=True)
+                sq = xc * xc
+                var = self.mean(sq, axis=axes, keepdims=True)
+                del sq
             else:
                 mu = running_mean.astype(xf.dtype, copy=False).reshape(shape)
                 var = running_var.astype(xf.dtype, copy=False).reshape(shape)
                 xc = xf - mu
-            y = xc / self.xp.sqrt(var + eps)
+            # y = xc * (weight / sqrt(var + eps)) + bias, written into xc (fresh here): two passes over x
+            # where dividing, scaling and shifting separately made three new arrays
+            scale = 1.0 / self.xp.sqrt(var + eps)
             if weight is not None:
-                y = y * weight.reshape(shape)
+                scale = scale * weight.astype(xf.dtype, copy=False).reshape(shape)
+            xc *= scale
             if bias is not None:
-                y = y + bias.reshape(shape)
+                xc += bias.astype(xf.dtype, copy=False).reshape(shape)
+            y = xc
         mu, var = mu.reshape(-1), var.reshape(-1)
         if training and momentum is not None:
             self.batch_norm_update_(running_mean, running_var, mu, var, x.size // max(x.shape[1], 1), momentum)
@@ -304,15 +310,22 @@ class ArrayBackend:
         shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
         with self.errstate():
             rstd = (1.0 / self.xp.sqrt(var.astype(xf.dtype, copy=False) + eps)).reshape(shape)
-            xhat = (xf - mean.astype(xf.dtype, copy=False).reshape(shape)) * rstd
+            xc = xf - mean.astype(xf.dtype, copy=False).reshape(shape)  # x - mean; xhat = xc rstd
             db = self.xp.sum(gf, axis=axes)
-            dw = self.xp.sum(gf * xhat, axis=axes)
+            gx = gf * xc
+            dw = self.xp.sum(gx, axis=axes) * rstd.reshape(-1)
+            del gx
             dx = None
             if need_dx:
                 k = rstd if weight is None else rstd * up(weight).reshape(shape)
                 if training:
+                    # dx = k (g - db/m - xhat dw/m) = k g - (k rstd dw / m) xc - k db / m: one new array and
+                    # the in-place scaling of xc
                     m = gf.size // max(x.shape[1], 1)
-                    dx = k * (gf - (db / m).reshape(shape) - xhat * (dw / m).reshape(shape))
+                    dx = gf * k
+                    xc *= k * rstd * (dw / m).reshape(shape)
+                    dx -= xc
+                    dx -= k * (db / m).reshape(shape)
                 else:
                     dx = k * gf
                 dx = dx.astype(x.dtype, copy=False)
@@ -333,8 +346,18 @@ class ArrayBackend:
         with self.errstate():  # ml_dtypes' bfloat16 maximum warns on NaN where float32 does not
             return self.maximum(x, x.dtype.type(0))
 
+    _INT_OF = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.int64)}
+
     def relu_backward(self, y, g):
         """PyTorch's ``threshold_backward`` from relu's output: ``g`` where ``y > 0`` or NaN, else 0."""
+        it = self._INT_OF.get(g.dtype)
+        if it is not None and g.ndim and y.shape == g.shape and g.flags.c_contiguous and y.dtype == g.dtype:
+            # g's bits AND-ed with an all-ones / all-zeros mask (+0.0 where y <= 0): exactly the select,
+            # whatever g holds (inf, NaN), in cheap passes (NumPy's where with a scalar measures several
+            # times slower)
+            mask = self.less_equal(y, 0).view(np.int8).astype(it)
+            mask -= 1
+            return self.bitwise_and(g.view(it), mask, out=mask).view(g.dtype)
         return self.where(y <= 0, g.dtype.type(0), g)  # ``self.where``: CUDA's bfloat16 route keeps the dtype
 
     def cross_entropy_backward(self, g, logits, lse, target, ignore_index: int = -100):
@@ -367,16 +390,76 @@ class ArrayBackend:
                 a[...] = a32.astype(a.dtype)
 
     # -- GELU (the CUDA backend runs each direction as one kernel) -----------------------
+    # float32 (and half, computed in float32): Phi(x) from the Abramowitz-Stegun 7.1.26 erf,
+    # ``erf(z) = 1 - t (a1 + t (a2 + ... + t a5)) exp(-z^2)``, ``t = 1 / (1 + p z)`` (absolute error < 1.5e-7,
+    # about float32's rounding; the result is as close to PyTorch's float32 GELU as scipy's exact erf was, a few
+    # 1e-7 relative), as ~20 in-place passes over blocks that stay in cache;
+    # scipy's erf runs the double-precision routine element by element, several times slower. The
+    # ``exp(-x^2 / 2)`` it needs is the normal density's, so the backward gets phi(x) for free. float64 keeps
+    # scipy's erf.
+    _GELU_BLOCK = 1 << 15
+    _AS_P, _AS_A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
     def _erf(self, z):
         if z.dtype in _HALF:  # scipy.special has no half kernels: float32, rounded back once
             return self.special.erf(z.astype(np.float32)).astype(z.dtype)
         return self.special.erf(z)
+
+    def _gelu_block(self, xb, cdf, e):
+        """Phi(xb) into ``cdf`` and ``exp(-xb^2 / 2)`` into ``e`` (float32 blocks of one shape)."""
+        xp, f = self.xp, np.float32
+        xp.multiply(xb, f(SQRT1_2), out=e)  # z
+        xp.abs(e, out=cdf)
+        cdf *= f(self._AS_P)
+        cdf += f(1)
+        xp.reciprocal(cdf, out=cdf)  # t
+        a1, a2, a3, a4, a5 = (f(v) for v in self._AS_A)
+        r = cdf * a5
+        for a in (a4, a3, a2, a1):
+            r += a
+            r *= cdf
+        xp.multiply(e, e, out=e)
+        xp.negative(e, out=e)
+        xp.exp(e, out=e)
+        r *= e
+        # 1 - erf(|z|) = r; Phi = 1/2 + sign(x) (1/2 - r/2)
+        r *= f(-0.5)
+        r += f(0.5)
+        xp.copysign(r, xb, out=cdf)
+        cdf += f(0.5)
+
+    def _gelu_fast(self, x, g=None):
+        """``x Phi(x)``, or with ``g`` the gradient ``g (Phi(x) + x phi(x))``, for float32/half ``x``."""
+        xp, f = self.xp, np.float32
+        dt = x.dtype
+        xf = x.astype(np.float32, copy=False).reshape(-1)
+        gf = None if g is None else g.astype(np.float32, copy=False).reshape(-1)
+        out = xp.empty(xf.shape, dtype=np.float32)
+        n, blk = xf.size, self._GELU_BLOCK
+        cdf_buf, e_buf = xp.empty(min(n, blk), dtype=np.float32), xp.empty(min(n, blk), dtype=np.float32)
+        with self.errstate():  # z^2 overflows to inf for |x| > 1e19: exp(-inf) = 0 is the right limit
+            for s in range(0, n, blk):
+                xb = xf[s:s + blk]
+                m = xb.size
+                cdf, e = cdf_buf[:m], e_buf[:m]
+                self._gelu_block(xb, cdf, e)
+                ob = out[s:s + m]
+                if gf is None:
+                    xp.multiply(xb, cdf, out=ob)
+                else:
+                    e *= f(INV_SQRT_2PI)
+                    e *= xb
+                    e += cdf
+                    xp.multiply(gf[s:s + m], e, out=ob)
+        return out.reshape(x.shape).astype(dt, copy=False)
 
     def gelu(self, x, approximate: str = "none"):
         """``x Phi(x)`` (``'none'``) or ``x/2 (1 + tanh(k (x + c x^3)))`` (``'tanh'``), in ``x``'s dtype."""
         t = x.dtype.type
         if approximate == "tanh":
             return x * t(0.5) * (1 + self.tanh((x + x * x * x * t(GELU_C)) * t(GELU_K)))
+        if x.dtype == np.float32 or x.dtype in _HALF:
+            return self._gelu_fast(x)
         return x * t(0.5) * (1 + self._erf(x * t(SQRT1_2)))
 
     def gelu_backward(self, g, x, approximate: str = "none"):
@@ -386,6 +469,8 @@ class ArrayBackend:
             th = self.tanh((x + x * x * x * t(GELU_C)) * t(GELU_K))
             d_inner = (x * x * t(3 * GELU_C) + 1) * t(GELU_K)
             return g * ((th + 1) * t(0.5) + x * t(0.5) * (1 - th * th) * d_inner)
+        if (x.dtype == np.float32 or x.dtype in _HALF) and g.shape == x.shape:
+            return self._gelu_fast(x, g).astype(g.dtype, copy=False)
         cdf = (self._erf(x * t(SQRT1_2)) + 1) * t(0.5)
         pdf = self.exp(x * x * t(-0.5)) * t(INV_SQRT_2PI)
         return g * (cdf + x * pdf)
@@ -479,11 +564,15 @@ class ArrayBackend:
     # padded grid (N*P, C), the input rows a kernel tap reads are the output rows shifted by a constant
     # offset, so each tap is ONE GEMM on a contiguous slice (zero-copy) and the taps' products are summed.
     # Outputs are computed on the whole padded grid (the rows past each spatial edge are discarded, or
-    # zero in a gradient): a few percent more flops than im2col, none of its K-times-larger copy.
+    # zero in a gradient): a few percent more flops than im2col, none of its K-times-larger copy. On small
+    # grids the border rows are a large share (a 3x3 kernel on 8x8 computes 10x10 = 1.56 times the outputs):
+    # there, above _TAP_MAX_WASTE, im2col's one GEMM with a K-times longer reduction measures faster.
     _TAP_MIN_C = 16
+    _TAP_MAX_WASTE = 1.4
 
-    def _conv_taps_ok(self, c, stride, groups, n):
-        return groups == 1 and c >= self._TAP_MIN_C and n > 0 and all(v == 1 for v in stride)
+    def _conv_taps_ok(self, c, stride, groups, n, padded, out_sp):
+        return groups == 1 and c >= self._TAP_MIN_C and n > 0 and all(v == 1 for v in stride) and \
+            _prod(padded) <= self._TAP_MAX_WASTE * _prod(out_sp)
 
     @staticmethod
     def _tap_grid(padded, kernel, dilation):
@@ -512,15 +601,22 @@ class ArrayBackend:
         wt = self.xp.ascontiguousarray(w.transpose(order), dtype=cdt)
         return wt.reshape((_prod(w.shape[2:]),) + wt.shape[nd:])
 
+    def _gemm_into(self, a, b, out, accumulate: bool) -> None:
+        """``out = a @ b`` or, with ``accumulate``, ``out += a @ b`` (2-D arrays; ``out`` a view the caller owns).
+
+        Portable version: a temporary product added in. The CPU backend runs both as one BLAS ``gemm``
+        (``beta = 1`` accumulates in place), which saves the temporary's write and read per call."""
+        if accumulate:
+            out += self.xp.matmul(a, b)
+        else:
+            self.xp.matmul(a, b, out=out)
+
     def _tap_sum(self, a, wt, offs, rows, out_cols, cdt):
         """``y[:rows] = sum_t a[off_t : off_t + rows] @ wt[t]`` (the output rows of the padded grid)."""
-        xp = self.xp
-        y = xp.empty((a.shape[0], out_cols), dtype=cdt)
-        tmp = xp.empty((rows, out_cols), dtype=cdt) if len(offs) > 1 else None
-        xp.matmul(a[offs[0]:offs[0] + rows], wt[0], out=y[:rows])
-        for t in range(1, len(offs)):
-            xp.matmul(a[offs[t]:offs[t] + rows], wt[t], out=tmp)
-            y[:rows] += tmp
+        y = self.xp.empty((a.shape[0], out_cols), dtype=cdt)
+        head = y[:rows]
+        for t, off in enumerate(offs):
+            self._gemm_into(a[off:off + rows], wt[t], head, t > 0)
         return y
 
     def _conv_taps(self, x, w, b, pads, dilation, dt, cdt):
@@ -555,10 +651,9 @@ class ArrayBackend:
         rows = gf.shape[0] - top
         wt = self._tap_w(w, cdt, data_grad=True)
         acc = xp.zeros((gf.shape[0], c), dtype=cdt)
-        tmp = xp.empty((rows, c), dtype=cdt)
+        g_rows = gf[:rows]
         for t, off in enumerate(offs):  # the adjoint of _tap_sum: each tap's product added at its offset
-            xp.matmul(gf[:rows], wt[t], out=tmp)
-            acc[off:off + rows] += tmp
+            self._gemm_into(g_rows, wt[t], acc[off:off + rows], True)
         acc = acc.reshape((n,) + tuple(padded) + (c,))
         acc = acc[(slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads))]
         out = xp.empty((n, c) + tuple(size), dtype=dt)
@@ -572,13 +667,15 @@ class ArrayBackend:
         a = self._conv_grid(x, pads, cdt, padded).reshape(-1, c)
         offs, top = self._tap_grid(padded, kernel, dilation)
         rows = a.shape[0] - top
-        dw = xp.empty((len(offs), c, o), dtype=cdt)
-        g_rows = gf[:rows]
+        # per tap g^T a: the (O, C) orientation of the long-reduction GEMM measures faster than a^T g for few
+        # channels (OpenBLAS, C = 32: 20%), and equal for many
+        dw = xp.empty((len(offs), o, c), dtype=cdt)
+        g_rows_t = xp.swapaxes(gf[:rows], 0, 1)
         for t, off in enumerate(offs):
-            xp.matmul(xp.swapaxes(a[off:off + rows], 0, 1), g_rows, out=dw[t])
-        dw = dw.reshape(kernel + (c, o))
+            self._gemm_into(g_rows_t, a[off:off + rows], dw[t], False)
+        dw = dw.reshape(kernel + (o, c))
         out = xp.empty(tuple(w_shape), dtype=x.dtype)
-        out[...] = dw.transpose((len(kernel) + 1, len(kernel)) + tuple(range(len(kernel))))
+        out[...] = dw.transpose((len(kernel), len(kernel) + 1) + tuple(range(len(kernel))))
         return out
 
     @staticmethod
@@ -620,7 +717,9 @@ class ArrayBackend:
         cdt = self._conv_cdt(dt)
         n, o = x.shape[0], w.shape[0]
         nd = x.ndim - 2
-        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0]):
+        padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
+        out_sp = tuple(p - d * (k - 1) for p, d, k in zip(padded, dilation, w.shape[2:]))
+        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0], padded, out_sp):
             return self._conv_taps(x, w, b, pads, dilation, dt, cdt)
         if groups == 1 and x.shape[1] < self._TAP_MIN_C:
             return self._conv_narrow(x, w, b, stride, pads, dilation, dt, cdt)
@@ -662,23 +761,22 @@ class ArrayBackend:
         """The input gradient (N, C, *size) of :meth:`conv_nd_gemm` from ``g`` (N, O, *out): one GEMM
         ``g @ w`` per group, then col2im. It is also the forward of the transposed convolution."""
         cdt = self._conv_cdt(g.dtype)
-        if self._conv_taps_ok(w.shape[1], stride, groups, g.shape[0]):
-            padded = self._tap_padded(size, pads, g.shape[2:], w.shape[2:], dilation)
+        padded = self._tap_padded(size, pads, g.shape[2:], w.shape[2:], dilation)
+        if self._conv_taps_ok(w.shape[1], stride, groups, g.shape[0], padded, g.shape[2:]):
             return self._conv_taps_dx(self._tap_g(g, padded, cdt), w, size, pads, dilation, padded, g.dtype, cdt)
         dcols = self._conv_gemm(self._conv_gmat(g, groups, cdt), self._conv_wmat(w, groups, cdt))
         return self._col2im_cl(dcols, g.shape[0], size, w.shape[2:], stride, pads, dilation, groups,
                                g.shape[2:], g.dtype)
 
     def conv_nd_gemm_backward_weight(self, x, g, w_shape, stride, pads, dilation, groups, gm=None):
-        """The weight gradient (O, C/G, *k) of :meth:`conv_nd_gemm`: one GEMM ``cols^T @ g`` per group
-        (the (K*C/G, O/G) orientation: the long N*L reduction feeds the larger output side)."""
+        """The weight gradient (O, C/G, *k) of :meth:`conv_nd_gemm`: one GEMM ``g^T @ cols`` per group."""
         xp = self.xp
         cdt = self._conv_cdt(x.dtype)
         kernel = tuple(w_shape[2:])
         nd = len(kernel)
         o, cg = w_shape[:2]
-        if self._conv_taps_ok(cg, stride, groups, x.shape[0]):
-            padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], kernel, dilation)
+        padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], kernel, dilation)
+        if self._conv_taps_ok(cg, stride, groups, x.shape[0], padded, g.shape[2:]):
             return self._conv_taps_dw(x, self._tap_g(g, padded, cdt), w_shape, pads, dilation, padded, cdt)
         if groups == 1 and cg < self._TAP_MIN_C and x.shape[0] > 0:
             cols, _ = self._narrow_cols(x, kernel, stride, pads, dilation, cdt, tuple(g.shape[2:]))
@@ -688,9 +786,11 @@ class ArrayBackend:
         cols, _ = self._conv_cols(x, kernel, stride, pads, dilation, groups, cdt, tuple(g.shape[2:]))
         if gm is None:
             gm = self._conv_gmat(g, groups, cdt)
-        dw = self._conv_gemm(xp.swapaxes(cols, -1, -2), gm)  # (G, K*C/G, O/G)
-        dw = dw.reshape((groups,) + kernel + (cg, o // groups))
-        dw = dw.transpose((0, nd + 2, nd + 1) + tuple(range(1, nd + 1)))
+        # (G, O/G, K*C/G): back to (O, C, *k) is a small (K, C) -> (C, K) transposition per output channel
+        # (the (K*C, O) orientation would scatter every element across the whole weight)
+        dw = self._conv_gemm(xp.swapaxes(gm, -1, -2), cols)
+        dw = dw.reshape((groups, o // groups) + kernel + (cg,))
+        dw = dw.transpose((0, 1, nd + 2) + tuple(range(2, nd + 2)))
         out = xp.empty((groups, o // groups, cg) + kernel, dtype=x.dtype)
         out[...] = dw
         return out.reshape(w_shape)
@@ -698,8 +798,8 @@ class ArrayBackend:
     def conv_nd_gemm_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
         """``(dx, dw)`` of :meth:`conv_nd_gemm` (None where not needed), sharing the gradient's layout copy."""
         cdt = self._conv_cdt(g.dtype)
-        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0]):
-            padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], w.shape[2:], dilation)
+        padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], w.shape[2:], dilation)
+        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0], padded, g.shape[2:]):
             gf = self._tap_g(g, padded, cdt)  # shared by both gradients
             return (self._conv_taps_dx(gf, w, x.shape[2:], pads, dilation, padded, x.dtype, cdt) if need_x else None,
                     self._conv_taps_dw(x, gf, w.shape, pads, dilation, padded, cdt) if need_w else None)

@@ -770,13 +770,11 @@ class CrossEntropyLoss(Op):
 
 
 def _ce_fused(be, x, weight, label_smoothing, prob_target) -> bool:
-    """The fused CUDA cross-entropy covers the common case: (N, C) logits, class indices, no weight/smoothing.
-
-    The CPU keeps its general formula (results unchanged); ``be.cross_entropy`` exists there too.
-    """
+    """The fused cross-entropy (``be.cross_entropy``: one CUDA kernel; on the CPU a gather of the picked logit,
+    no dense one-hot) covers the common case: (N, C) logits with C > 0, class indices, no weight/smoothing."""
     floating = x.dtype.kind == "f" or (x.dtype.kind == "V" and x.dtype.itemsize == 2)  # bfloat16 is kind V
-    return be.name == "cuda" and x.ndim == 2 and floating and not prob_target and weight is None \
-        and not label_smoothing
+    return be.name in ("cuda", "cpu") and x.ndim == 2 and floating and not prob_target and weight is None \
+        and not label_smoothing and x.shape[1] > 0
 
 
 def cross_entropy_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",

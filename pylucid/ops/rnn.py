@@ -37,7 +37,8 @@ def _sig(be, x):
 
 def _up(be, a):
     """float32 for half inputs (the gates are computed in float32 and rounded once)."""
-    return a.astype("float32") if a.dtype.name in _HALF_NAMES else a
+    # itemsize first: ``dtype.name`` builds a string on every call, and this runs several times per step
+    return a.astype("float32") if a.dtype.itemsize == 2 and a.dtype.name in _HALF_NAMES else a
 
 
 class LstmCell(Op):
