@@ -62,7 +62,8 @@ _JUNK = (("None", lambda: None), ("str", lambda: "abc"), ("dict", dict), ("list"
 # PyTorch's CPU build lacks some kernels for these dtypes: not a statement about the op's semantics
 _TORCH_GAPS = re.compile(r"not implemented for '(Half|BFloat16|ComplexHalf)'|Unsupported dtype (Half|BFloat16)|"
                          r"MKL FFT error|Unsupported input type|Low precision dtypes not supported|"
-                         r"input tensor must be either float or double dtype|on CPU does not support complex")
+                         r"input tensor must be either float or double dtype|on CPU does not support complex|"
+                         r"does not support bool dtypes on CPU")
 # PyTorch refuses integer/bool inputs or mixed dtypes where pylucid computes (promoting like the arithmetic ops):
 # an extension, listed in the report but not a failure
 _TORCH_EXTENSION = re.compile(r"not implemented for '(Long|Int|Short|Char|Byte|Bool)'")

@@ -13,7 +13,7 @@ from .._state import state as _state
 from .._tensor import _TENSOR_TYPES, Tensor
 from ..dtypes import bfloat16 as _BF16_DTYPE
 from ..dtypes import bool_ as _dt_bool
-from ..errors import ShapeMismatch
+from ..errors import DtypeMismatch, ShapeMismatch
 from ._op import _FAST_FLOAT, _FAST_INT_OK, Op, apply, inplace_variant, operand
 from ._utils import camel, check_tensor, is_float_dtype
 from ._utils import conj_if_complex as _cj
@@ -67,13 +67,17 @@ def sum_to_size(g: Tensor, *shape) -> Tensor:
         return g
     from .reduction import sum as _sum
 
+    check_tensor(g, "sum_to_size", "input")
+    for n in shape:
+        if n.__class__ is not int and not (hasattr(n, "__index__") and not isinstance(n, (float, bool))):
+            raise TypeError(f"sum_to_size: size must be a tuple of ints, got {type(n).__name__} {n!r} in {shape!r}")
     if not shape:  # PyTorch's sum_to: to size () is a full sum (bool and small integers become int64)
         return _sum(g)
     from .shape import reshape
 
     lead = g.ndim - len(shape)
-    if lead < 0:
-        raise ShapeMismatch(f"sum_to_size: size {shape} is not expandable to the gradient's size {tuple(g.shape)}")
+    if lead < 0 or any(n != 1 and n != m for n, m in zip(shape, g.shape[lead:])):
+        raise ShapeMismatch(f"sum_to_size: size {shape} is not expandable to the input's size {tuple(g.shape)}")
     axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and g.shape[i + lead] != 1)
     r = _sum(g, dim=axes, keepdim=True) if axes else g
     return reshape(r, shape) if lead else r
@@ -196,6 +200,7 @@ def add(input, other, *, alpha=1) -> Tensor:
     tensor([2.5000, 3.5000])
     """
     if alpha != 1:
+        _check_alpha("add", input, other, alpha)
         other = mul(other, alpha)
     return _binary(Add, input, other, "add")
 
@@ -223,12 +228,31 @@ class Sub(Op):
 @declare(Sub, aliases=("subtract",), inplace=_direct_inplace("subtract"), dunders=("__sub__", "__rsub__", "__isub__"))
 def sub(input, other, *, alpha=1) -> Tensor:
     """``input - alpha * other``, broadcasting. Bool tensors are refused, as in PyTorch."""
-    if alpha != 1:
-        other = mul(other, alpha)
     for x in (input, other):
         if isinstance(x, Tensor) and x._data.dtype == bool:
             raise TypeError("sub: subtraction of bool tensors is not supported; use logical_xor or ~ instead")
+    if alpha != 1:
+        _check_alpha("sub", input, other, alpha)
+        other = mul(other, alpha)
     return _binary(Sub, input, other, "sub")
+
+
+def _check_alpha(name, input, other, alpha):
+    """PyTorch's rule for ``alpha``: a float (or complex) ``alpha`` needs a floating (complex) result; a bool
+    ``alpha`` a bool one. Checked only when ``alpha != 1``."""
+    kinds = [x._data.dtype.kind if x.__class__ in _TENSOR_TYPES else
+             ("b" if isinstance(x, bool) else "i" if isinstance(x, int) else "f" if isinstance(x, float) else "c")
+             for x in (input, other)]
+    if isinstance(alpha, bool):
+        if any(k != "b" for k in kinds):
+            raise TypeError(f"{name}: a bool alpha is only supported for bool results, got operands of kinds "
+                            f"{kinds}")
+        return
+    if isinstance(alpha, float) and all(k in "biu" for k in kinds):
+        raise TypeError(f"{name}: for integral input tensors, alpha must not be a floating point number, got "
+                        f"alpha={alpha!r}")
+    if isinstance(alpha, complex) and all(k != "c" for k in kinds):
+        raise TypeError(f"{name}: a complex alpha needs a complex operand, got alpha={alpha!r}")
 
 
 class Mul(Op):
@@ -741,6 +765,12 @@ def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
     >>> pylucid.addcdiv(pylucid.zeros(2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([4.0, 4.0]), value=2)
     tensor([0.5000, 1.0000])
     """
+    for t in (tensor1, tensor2):
+        check_tensor(t, "addcdiv", "tensor1" if t is tensor1 else "tensor2")
+    if tensor1._data.dtype.kind in "biu" and tensor2._data.dtype.kind in "biu":
+        raise TypeError(f"addcdiv: integer division is not supported (tensor1 {tensor1.dtype.name}, tensor2 "
+                        f"{tensor2.dtype.name}), as in PyTorch; use addcmul(input, tensor1, 1 / tensor2) for a true "
+                        "division")
     return _add_scaled(input, div(tensor1, tensor2), value)
 
 
@@ -2030,6 +2060,9 @@ def deg2rad(input: Tensor) -> Tensor:
     tensor([ 3.1416, -1.5708])
     """
     check_tensor(input, "deg2rad")
+    if input._data.dtype.kind == "c":
+        raise DtypeMismatch(f"deg2rad: input has dtype {input.dtype.name} (complex); deg2rad accepts float, int, bool "
+                            "tensors")
     return mul(input, _DEG)
 
 
@@ -2042,6 +2075,9 @@ def rad2deg(input: Tensor) -> Tensor:
     tensor([  28.6480, -114.5920])
     """
     check_tensor(input, "rad2deg")
+    if input._data.dtype.kind == "c":
+        raise DtypeMismatch(f"rad2deg: input has dtype {input.dtype.name} (complex); rad2deg accepts float, int, bool "
+                            "tensors")
     return mul(input, 57.29577951308232)
 
 
@@ -2069,7 +2105,11 @@ def ldexp(input, other) -> Tensor:
     """
     check_tensor(input, "ldexp")
     check_tensor(other, "ldexp", "other")
-    return mul(input, exp2(other))
+    out = mul(input, exp2(other))
+    if input._data.dtype.kind == "f" and other._data.dtype.kind in "biu" and out._data.dtype != input._data.dtype:
+        # an integer exponent keeps a half-precision input's dtype, as PyTorch (exp2 of it is float32)
+        out = out.to(input.dtype)
+    return out
 
 
 _FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])

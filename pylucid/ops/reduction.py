@@ -449,14 +449,14 @@ class Argmax(_ArgReduce):
     """Index of the (first) maximum; NaN counts as the maximum. Not differentiable."""
 
     schema = OpSchema("argmax", amp_policy=KEEP_INPUT, differentiable=False, family="reduction",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))  # PyTorch refuses bool
 
 
 class Argmin(_ArgReduce):
     """Index of the (first) minimum; NaN counts as the minimum. Not differentiable."""
 
     schema = OpSchema("argmin", amp_policy=KEEP_INPUT, differentiable=False, family="reduction",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))  # PyTorch refuses bool
 
 
 def _arg(cls, name, input, dim, keepdim):

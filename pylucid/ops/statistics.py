@@ -125,6 +125,8 @@ def histc(input: Tensor, bins: int = 100, min=0, max=0) -> Tensor:  # noqa: A002
     _check_float("histc", input)
     if not isinstance(bins, int) or bins <= 0:
         raise ValueError(f"histc: bins must be a positive int, got {bins!r}")
+    if not (math.isfinite(min) and math.isfinite(max)):
+        raise ValueError(f"histc: range of [{min}, {max}] is not finite")
     if min > max:
         raise ValueError(f"histc: max must be larger than or equal to min, got min={min} and max={max}")
     return apply(Histc, (input,), {"bins": bins, "min": float(min), "max": float(max)})
