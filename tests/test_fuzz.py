@@ -431,6 +431,48 @@ def _tie_indices_ok(case, out, ref) -> bool:
     return bool(np.array_equal(np.take_along_axis(x, idx, dim), vals))
 
 
+# Special functions where PyTorch's answer at a non-finite operand is an artifact of its kernel, not a value
+# (docs/semantics/math_nonfinite.md): igamma/igammac test the other operand first and return 0 or 1 for a NaN one;
+# the orthogonal polynomials return uninitialised memory for NaN x; zeta(s, inf) and polygamma(n >= 2, inf) are NaN
+# from Cephes' series (0/0) where the limit is 0. pylucid answers NaN for a NaN operand and the limit at infinity.
+_NONFINITE_OPS = re.compile(r"^(igamma|igammac|special\.gammainc|special\.gammaincc|zeta|special\.zeta|polygamma"
+                            r"(-method)?|\w*polynomial_\w+)$")
+
+
+def _nonfinite_ok(case, out, ref) -> bool:
+    """True when pylucid and PyTorch differ only where an operand is non-finite, pylucid answering NaN where one
+    is NaN and NaN or 0 (the limit) where one is infinite (``_NONFINITE_OPS``)."""
+    if not _NONFINITE_OPS.match(case.key.split("|")[0]) or not isinstance(out, pylucid.Tensor):
+        return False
+    arrays = [np.asarray(a, dtype=np.float64) for a in case.args
+              if isinstance(a, np.ndarray) and a.dtype.kind in "fiub" or isinstance(a, (int, float))]
+    a, e = pl_to_np(out).astype(np.float64), torch_to_np(ref).astype(np.float64)
+    try:
+        nan_in = np.zeros(a.shape, bool)
+        inf_in = np.zeros(a.shape, bool)
+        for x in arrays:
+            nan_in |= np.broadcast_to(np.isnan(x), a.shape)
+            inf_in |= np.broadcast_to(np.isinf(x), a.shape)
+    except ValueError:
+        return False
+    low = out.dtype.name in ("float16", "bfloat16")
+    tol = 2e-2 if low else 1e-4
+    same = np.isclose(a, e, atol=tol, rtol=tol, equal_nan=True)
+    ok_nan = nan_in & np.isnan(a)
+    ok_inf = inf_in & ~nan_in & (np.isnan(a) | (a == 0))
+    return bool(np.all(same | ok_nan | ok_inf))
+
+
+def _empty_int_softmax_ok(case, out, ref) -> bool:
+    """PyTorch's softmax/log_softmax refuse integer and bool input ("not implemented for 'Long'") but return an
+    empty integer tensor for an empty one (no kernel runs); pylucid computes them in the default float dtype (an
+    extension) for every size."""
+    if case.key.split("|")[0] not in ("softmax", "log_softmax") or not case.key.endswith("|empty"):
+        return False
+    return (isinstance(out, pylucid.Tensor) and out.numel() == 0 and out.dtype.is_floating_point
+            and not ref.dtype.is_floating_point and tuple(out.shape) == tuple(ref.shape))
+
+
 def run_case(case):
     """``(outcome, detail)``; outcome is "ok", "extension" or one of the failure kinds "accepts", "wrong", "bare",
     "crash" (an error from inside the op, typed on the way out, where PyTorch computes), "warns"."""
@@ -481,7 +523,8 @@ def run_case(case):
         return "accepts", f"torch raises {type(t_exc).__name__}: {str(t_exc).splitlines()[0][:120]}"
     try:
         diff = _compare(case, out, ref)
-        if diff and _tie_indices_ok(case, out, ref):
+        if diff and (_tie_indices_ok(case, out, ref) or _nonfinite_ok(case, out, ref) or
+                     _empty_int_softmax_ok(case, out, ref)):
             diff = ""
     except Exception as exc:  # noqa: BLE001 - a broken result (a dtype pylucid has no name for, ...)
         diff = f"unreadable result: {type(exc).__name__}: {exc}"
