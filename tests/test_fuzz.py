@@ -73,6 +73,7 @@ _TORCH_NO_PROMOTION = re.compile(r"expected scalar type|same dtype|mixed dtype|I
                                  r"expected dtype .* for|dtypes match|should have same dtype|same datatype|"
                                  r"must be the same dtype|All tensors must have the same dtype")
 _OP_PREFIX = re.compile(r"^\s*[\w.]+(\(\))?: ")
+_NUMPY_FP = re.compile(r"encountered in|Mean of empty slice|Degrees of freedom <= 0 for slice|All-NaN (slice|axis)")
 
 
 # ---------------------------------------------------------------------------------------------------- cases
@@ -473,6 +474,78 @@ def _empty_int_softmax_ok(case, out, ref) -> bool:
             and not ref.dtype.is_floating_point and tuple(out.shape) == tuple(ref.shape))
 
 
+def _complex_wrapper_not_applicable(case, t_exc) -> bool:
+    """The complex family's reference wrapper (``tests/opdb/complex.py``'s ``_tc``) indexes the ``(..., 2)`` last
+    dim of its input, which a 0-d or empty mutation removed (pylucid's wrapper then passes the real input on);
+    ``torch.view_as_complex`` refuses the zero strides of NumPy-made empty tensors."""
+    if isinstance(t_exc, IndexError) and getattr(case.ref, "__qualname__", "").startswith("_tc."):
+        return True
+    return ("stride 1" in str(t_exc) and case.key.startswith("view_as_complex")
+            and any(isinstance(a, np.ndarray) and a.size == 0 for a in case.args))
+
+
+def _half_ok(case, out) -> bool:
+    """A float16/bfloat16 result that differs from PyTorch's half-precision one but agrees with PyTorch's float32
+    computation on the same (half) inputs, rounded once: pylucid is the more accurate (``cdist``'s matrix-product
+    formula cancels completely in bfloat16 in PyTorch; pylucid runs it in float32)."""
+    if not isinstance(out, pylucid.Tensor) or out.dtype.name not in ("float16", "bfloat16") or case.random:
+        return False
+    args = tuple(a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype in (np.float16, ml_dtypes.bfloat16)
+                 else a for a in case.args)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref32 = case.ref(*(to_torch(a) for a in args), **case.kwargs)
+    except Exception:  # noqa: BLE001 - no float32 reference: nothing to compare with
+        return False
+    if not isinstance(ref32, torch.Tensor) or not ref32.dtype.is_floating_point:
+        return False
+    half = torch.float16 if out.dtype.name == "float16" else torch.bfloat16
+    return _compare(case, out, ref32.to(half)) == ""
+
+
+# pylucid computes where PyTorch raises, as documented (docs/semantics/math_nonfinite.md, the ops' docstrings)
+_DEVIATIONS = (
+    (r"^(logsumexp|prod|median_dim|nanmedian_dim)\|[^|]*\|dim=None$",
+     "dim=None reduces over every dim (keepdim keeps them as size 1); PyTorch requires a dim for this form"),
+    (r"^positive\|.*\|dtype=bool$", "+x returns a bool tensor unchanged (positive's docstring)"),
+)
+# results PyTorch does not specify for these inputs: (key pattern, why), by entry
+_UNSPECIFIED = {
+    "mode": (r"\|nan$", "the mode of a slice holding NaN follows the unordered NaN comparisons of PyTorch's sort "
+                        "(torch.mode([nan, inf, -inf, 1.]) is nan, torch.mode([2., nan, 1.]) is 1.)"),
+    "bucketize": (r"\|broadcast$", "the widened boundaries are not sorted"),
+    "searchsorted": (r"\|nan$", "NaN and -inf after inf leave the sorted sequence unsorted"),
+}
+
+
+def _mean_ok(case, out, ref) -> bool:
+    """var_mean/std_mean: PyTorch's one-pass (Welford) kernel gives a NaN mean for a slice holding an infinity;
+    pylucid's mean is torch.mean's (inf); the variances must agree."""
+    if case.key.split("|")[0] not in ("var_mean", "std_mean") or not isinstance(out, tuple):
+        return False
+    if _compare(case, out[0], ref[0]):
+        return False
+    x = to_torch(case.args[0])
+    dim = case.kwargs.get("dim", case.args[1] if len(case.args) > 1 else None)
+    mean = torch.mean(x, dim=dim, keepdim=case.kwargs.get("keepdim", False)) if dim is not None else torch.mean(x)
+    return _compare(case, out[1], mean) == ""
+
+
+def _ieee_complex_sum_ok(case, out) -> bool:
+    """add/sub of complex tensors: PyTorch's CPU kernel computes ``a + alpha * b`` with a complex ``alpha = 1``,
+    so an infinite operand gets a NaN imaginary part (``inf * 0``); pylucid's sum is the IEEE one, NumPy's."""
+    name = case.key.split("|")[0]
+    if name not in ("add", "sub") or not case.key.endswith("|nan") or case.kwargs.get("alpha", 1) != 1:
+        return False
+    a, b = case.args[0], case.args[1]
+    if not any(isinstance(x, np.ndarray) and x.dtype.kind == "c" for x in (a, b)):
+        return False
+    with np.errstate(all="ignore"):
+        expect = np.add(a, b) if name == "add" else np.subtract(a, b)
+    return bool(np.allclose(pl_to_np(out), expect, equal_nan=True))
+
+
 def run_case(case):
     """``(outcome, detail)``; outcome is "ok", "extension" or one of the failure kinds "accepts", "wrong", "bare",
     "crash" (an error from inside the op, typed on the way out, where PyTorch computes), "warns"."""
@@ -494,8 +567,10 @@ def run_case(case):
             p_exc = None
         except Exception as exc:  # noqa: BLE001 - judged below
             out, p_exc = None, exc
+    # NumPy's floating-point warnings ("invalid value encountered in ...") are attributed to the line that called
+    # the ufunc, inside pylucid; pylucid's own RuntimeWarnings (cov's degrees of freedom, ...) are deliberate
     numpy_warnings = [w for w in caught if issubclass(w.category, RuntimeWarning)
-                      and not str(w.filename).startswith(PYLUCID_DIR)]
+                      and (not str(w.filename).startswith(PYLUCID_DIR) or _NUMPY_FP.search(str(w.message)))]
     if p_exc is not None:
         tb = traceback.extract_tb(p_exc.__traceback__)
         if isinstance(p_exc, (AttributeError, TypeError)) and tb and "/tests/" in tb[-1].filename:
@@ -515,6 +590,11 @@ def run_case(case):
         if isinstance(t_exc, (AttributeError, KeyError)) and tb and "/tests/" in tb[-1].filename:
             # the reference wrapper (a lambda of the op database) cannot take this input: nothing to judge
             return "ok", "reference not applicable"
+        if _complex_wrapper_not_applicable(case, t_exc):
+            return "ok", "reference not applicable"
+        for pat, why in _DEVIATIONS:
+            if re.search(pat, case.key):
+                return "deviation", why
         if _none_is_the_default(case, out):
             return "ok", "None for an argument whose default is None: the same call as leaving it out"
         if (_TORCH_EXTENSION.search(str(t_exc)) and "complex" not in case.key.rsplit("|", 1)[-1]) or (
@@ -524,8 +604,12 @@ def run_case(case):
     try:
         diff = _compare(case, out, ref)
         if diff and (_tie_indices_ok(case, out, ref) or _nonfinite_ok(case, out, ref) or
-                     _empty_int_softmax_ok(case, out, ref)):
+                     _empty_int_softmax_ok(case, out, ref) or _half_ok(case, out) or _mean_ok(case, out, ref)
+                     or _ieee_complex_sum_ok(case, out)):
             diff = ""
+        unspecified = _UNSPECIFIED.get(case.key.split("|")[0])
+        if diff and unspecified and re.search(unspecified[0], case.key):
+            return "ok", f"unspecified: {unspecified[1]}"
     except Exception as exc:  # noqa: BLE001 - a broken result (a dtype pylucid has no name for, ...)
         diff = f"unreadable result: {type(exc).__name__}: {exc}"
     if diff:
@@ -536,7 +620,7 @@ def run_case(case):
     return "ok", ""
 
 
-_PASSING = ("ok", "extension")
+_PASSING = ("ok", "extension", "deviation")
 
 
 def _known() -> set:

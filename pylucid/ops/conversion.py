@@ -34,6 +34,9 @@ class Cast(Op):
 
             warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=4)
             x = x.real
+        if x.dtype.kind == "f" and not (dtype.is_floating_point or dtype.is_complex):
+            with be.errstate():  # NaN/inf to an integer is undefined in C: the value is the platform's, no warning
+                return be.astype(x, dtype.numpy_dtype)
         return be.astype(x, dtype.numpy_dtype)
 
     def backward(self, g):

@@ -647,7 +647,8 @@ class Sin(Op):
 
     @staticmethod
     def forward(be, x):
-        return be.sin(x)
+        with be.errstate():  # sin(+-inf) is NaN, as PyTorch, without NumPy's warning
+            return be.sin(x)
 
     def backward(self, g):
         return mul(g, _cj(cos(self.input(0))))
@@ -666,7 +667,8 @@ class Cos(Op):
 
     @staticmethod
     def forward(be, x):
-        return be.cos(x)
+        with be.errstate():  # cos(+-inf) is NaN, as PyTorch, without NumPy's warning
+            return be.cos(x)
 
     def backward(self, g):
         return neg(mul(g, _cj(sin(self.input(0)))))
@@ -754,7 +756,11 @@ def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
     >>> pylucid.addcmul(pylucid.ones(2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([3.0, 4.0]), value=0.5)
     tensor([2.5000, 5.0000])
     """
-    return _add_scaled(input, mul(tensor1, tensor2), _scalar_for(value, (input, tensor1, tensor2)))
+    t = next((x for x in (input, tensor1, tensor2) if isinstance(x, Tensor)), None)
+    if t is None:
+        return _add_scaled(input, mul(tensor1, tensor2), value)
+    with t._device.backend.errstate():  # inf + -inf is NaN, as PyTorch
+        return _add_scaled(input, mul(tensor1, tensor2), _scalar_for(value, (input, tensor1, tensor2)))
 
 
 @declare(inplace=_addc_inplace("true_divide"))
@@ -1010,7 +1016,8 @@ class Tan(Op):
 
     @staticmethod
     def forward(be, x):
-        return be.tan(x)
+        with be.errstate():  # tan(+-inf) is NaN, as PyTorch, without NumPy's warning
+            return be.tan(x)
 
     def backward(self, g):
         y = _cj(self.output())
@@ -1475,7 +1482,8 @@ class Frac(Op):
     def forward(be, x):
         if x.dtype.kind == "c":
             raise TypeError("frac: complex tensors are not supported")
-        return x - be.trunc(x)
+        with be.errstate():  # frac(+-inf) is NaN (inf - inf), as PyTorch
+            return x - be.trunc(x)
 
     def backward(self, g):
         return g
@@ -1967,10 +1975,11 @@ class Lerp(Op):
 
     @staticmethod
     def forward(be, start, end, weight):
-        diff = end - start
-        if not hasattr(weight, "dtype"):  # a weak Python scalar: keep it weak
-            return start + weight * diff if -0.5 < weight < 0.5 else end - diff * (1 - weight)
-        return be.where(be.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
+        with be.errstate():  # an infinite endpoint: inf - inf is NaN, as PyTorch
+            diff = end - start
+            if not hasattr(weight, "dtype"):  # a weak Python scalar: keep it weak
+                return start + weight * diff if -0.5 < weight < 0.5 else end - diff * (1 - weight)
+            return be.where(be.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
 
     def backward(self, g):
         start, end, w = _saved_as_tensors(self, g)
@@ -2105,7 +2114,8 @@ def ldexp(input, other) -> Tensor:
     """
     check_tensor(input, "ldexp")
     check_tensor(other, "ldexp", "other")
-    out = mul(input, exp2(other))
+    with input._device.backend.errstate():  # inf * 0 (an infinite input, a very negative exponent) is NaN
+        out = mul(input, exp2(other))
     if input._data.dtype.kind == "f" and other._data.dtype.kind in "biu" and out._data.dtype != input._data.dtype:
         # an integer exponent keeps a half-precision input's dtype, as PyTorch (exp2 of it is float32)
         out = out.to(input.dtype)
@@ -2192,7 +2202,8 @@ class Heaviside(Op):
     @staticmethod
     def forward(be, x, values):
         dt = be.result_type(x, values)
-        return be.where(x == 0, values, x > 0).astype(dt)
+        with be.errstate():  # bfloat16 comparisons with NaN warn in ml_dtypes
+            return be.where(x == 0, values, x > 0).astype(dt)
 
 
 @declare(Heaviside, inplace=True)

@@ -1196,7 +1196,8 @@ def dist(input: Tensor, other: Tensor, p=2) -> Tensor:
     check_tensor(other, "dist", "other")
     if isinstance(p, str) or p is None:
         raise TypeError(f"dist: p must be a number, got {p!r}")
-    return norm(sub(input, other), p)
+    with input._device.backend.errstate():  # inf - inf is NaN, as PyTorch
+        return norm(sub(input, other), p)
 
 
 @declare(inplace=True)
@@ -1225,9 +1226,10 @@ def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
         raise DtypeMismatch(f"renorm: expected a floating point or complex input, got {input.dtype}")
     d = norm_dims(dim, input.ndim, "renorm")[0]
     others = tuple(i for i in range(input.ndim) if i != d)
-    n = norm(input, p, others, keepdim=True)
-    factor = where(n > maxnorm, div(maxnorm, add(n, 1e-7)), 1.0)
-    return mul(input, factor.to(input.dtype) if input.dtype.is_complex else factor)
+    with input._device.backend.errstate():  # an infinite slice: inf * 0 is NaN, as PyTorch
+        n = norm(input, p, others, keepdim=True)
+        factor = where(n > maxnorm, div(maxnorm, add(n, 1e-7)), 1.0)
+        return mul(input, factor.to(input.dtype) if input.dtype.is_complex else factor)
 
 
 # the statistics family (histograms, quantiles, cov, cdist) builds on the reductions above

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .. import dtypes as _dt
 from .._state import state as _state
 from .._tensor import Tensor, _new_tensor
+from ..errors import DtypeMismatch
 from ._op import Op, apply
 from ._utils import check_tensor, conj_if_complex, norm_dim
 from .registry import declare
@@ -359,6 +360,9 @@ def _along(t, d, start, stop=None):
 
 def _trapezoid_args(op, y, x, dx, dim):
     check_tensor(y, op, "y")
+    for name, t in (("y", y), ("x", x)):
+        if isinstance(t, Tensor) and t._data.dtype == bool:
+            raise DtypeMismatch(f"{op}: received a bool input for `{name}`, but bool is not supported (as PyTorch)")
     if y.ndim == 0:
         raise ValueError(f"{op}: y must have at least one dimension, got a 0-d tensor")
     d = norm_dim(dim, y.ndim, op)
@@ -406,10 +410,11 @@ def trapezoid(y: Tensor, x: Tensor | None = None, *, dx=None, dim: int = -1) -> 
         from ..creation import zeros
 
         return zeros(tuple(n for i, n in enumerate(y.shape) if i != d), dtype=y.dtype, device=y.device)
-    if steps is None:
-        ends = mul(add(_along(y, d, 0, 1), _along(y, d, -1)), 0.5)
-        return mul(sub(_sum(y, d), _sum(ends, d)), h)
-    return div(_sum(mul(steps, add(_along(y, d, 1), _along(y, d, 0, -1))), d), 2.0)
+    with y._device.backend.errstate():  # inf - inf is NaN, as PyTorch
+        if steps is None:
+            ends = mul(add(_along(y, d, 0, 1), _along(y, d, -1)), 0.5)
+            return mul(sub(_sum(y, d), _sum(ends, d)), h)
+        return div(_sum(mul(steps, add(_along(y, d, 1), _along(y, d, 0, -1))), d), 2.0)
 
 
 @declare(method=False)
@@ -435,9 +440,10 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx=None, dim: in
     from .elementwise import add, div, mul
 
     d, steps, h = _trapezoid_args("cumulative_trapezoid", y, x, dx, dim)
-    pairs = add(_along(y, d, 0, -1), _along(y, d, 1))
-    panels = mul(pairs, h / 2.0) if steps is None else div(mul(steps, pairs), 2.0)
-    return cumsum(panels, d)
+    with y._device.backend.errstate():  # inf + -inf is NaN, as PyTorch
+        pairs = add(_along(y, d, 0, -1), _along(y, d, 1))
+        panels = mul(pairs, h / 2.0) if steps is None else div(mul(steps, pairs), 2.0)
+        return cumsum(panels, d)
 
 
 # ------------------------------------------------------------------------------------------ gradient
@@ -486,6 +492,8 @@ def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tupl
     from .shape import cat, reshape
 
     check_tensor(input, "gradient")
+    if input._data.dtype.kind == "u" and input._data.dtype.itemsize == 1:
+        raise DtypeMismatch("gradient: uint8 input is not supported (as PyTorch: its differences would wrap)")
     if input.ndim == 0:
         raise ValueError("gradient: input must have at least one dimension, got a 0-d tensor")
     if edge_order not in (1, 2):

@@ -39,7 +39,8 @@ def _sp(be, name, *args):
             out = fn(*[a.astype("float32") if hasattr(a, "dtype") and a.dtype == dt else a for a in args])
             return out.astype(dt)
         out = fn(*args)
-    return out.astype(dt, copy=False) if dt is not None and out.dtype != dt else out
+        # (inside: a float64 result beyond the dtype's range becomes inf without an overflow warning)
+        return out.astype(dt, copy=False) if dt is not None and out.dtype != dt else out
 
 
 def _const(arr, dev):
