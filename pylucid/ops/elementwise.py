@@ -2116,7 +2116,7 @@ def ldexp(input, other) -> Tensor:
     check_tensor(other, "ldexp", "other")
     with input._device.backend.errstate():  # inf * 0 (an infinite input, a very negative exponent) is NaN
         out = mul(input, exp2(other))
-    if input._data.dtype.kind == "f" and other._data.dtype.kind in "biu" and out._data.dtype != input._data.dtype:
+    if input.dtype.is_floating_point and other._data.dtype.kind in "biu" and out.dtype is not input.dtype:
         # an integer exponent keeps a half-precision input's dtype, as PyTorch (exp2 of it is float32)
         out = out.to(input.dtype)
     return out
@@ -2321,8 +2321,49 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
     from .reduction import sum as _sum
 
     check_tensor(input, "addbmm")
+    check_tensor(batch1, "addbmm", "batch1")
+    check_tensor(batch2, "addbmm", "batch2")
     ops = (input, batch1, batch2)
-    return _scaled_sum("addbmm", input, _sum(bmm(batch1, batch2), 0), _scalar_for(beta, ops), _scalar_for(alpha, ops))
+    if all(t.dtype == _dt_bool for t in ops):
+        raise TypeError("addbmm: bool tensors are not supported (the batch sum is an integer), as in PyTorch")
+    prod = bmm(batch1, batch2)
+    # an integer batch sum keeps the batches' dtype (PyTorch's addbmm; sum() would widen int32 to int64)
+    prod = _sum(prod, 0, dtype=prod.dtype if prod._data.dtype.kind in "iu" else None)
+    _check_addlike("addbmm", input, prod, beta, alpha)
+    if batch1.ndim == 3 and batch1.shape[0] == 0:
+        # no batches: PyTorch returns beta * input in input's dtype (a bool input is refused: its sum is Long)
+        if input.dtype == _dt_bool:
+            raise TypeError("addbmm: a bool input with no batches is not supported (its sum is int64), as PyTorch")
+        if beta == 0:  # input is ignored (NaN in it does not propagate)
+            from ..creation import zeros
+
+            return zeros(tuple(prod.shape), dtype=input.dtype, device=input.device)
+        base = mul(input, _scalar_for(beta, ops)) if beta != 1 else input
+        return base.expand(*prod.shape).to(input.dtype).clone()
+    out = _scaled_sum("addbmm", input, prod, _scalar_for(beta, ops), _scalar_for(alpha, ops))
+    return _beta0_dtype(input, out, beta)
+
+
+def _check_addlike(name, input, prod, beta, alpha):
+    """``beta``/``alpha`` are numbers and ``input`` expands to the product's shape (also when ``beta == 0`` ignores
+    its values), as PyTorch checks."""
+    for n, v in (("beta", beta), ("alpha", alpha)):
+        if not isinstance(v, (int, float, complex)):
+            raise TypeError(f"{name}: {n} must be a number, got {type(v).__name__} {v!r}")
+    shape, ishape = tuple(prod.shape), tuple(input.shape)
+    if len(ishape) > len(shape) or any(a != 1 and a != b for a, b in zip(ishape[::-1], shape[::-1])):
+        raise ShapeMismatch(f"{name}: input of shape {ishape} does not expand to the product's shape {shape}")
+
+
+def _beta0_dtype(input, out, beta):
+    """With ``beta == 0`` the values of ``input`` are ignored but its dtype still takes part in the promotion."""
+    if beta == 0:
+        from ..dtypes import promote_types
+
+        dt = promote_types(input.dtype, out.dtype)
+        if dt is not out.dtype:
+            return out.to(dt)
+    return out
 
 
 @declare(inplace=True)
@@ -2345,6 +2386,7 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
         raise ShapeMismatch(f"addr: vec1 and vec2 must be 1-d, got shapes {tuple(vec1.shape)} and "
                             f"{tuple(vec2.shape)}")
     ops = (input, vec1, vec2)
+    _check_addlike("addr", input, _Shape((vec1.shape[0], vec2.shape[0])), beta, alpha)
     if all(isinstance(t, Tensor) and t._data.dtype.kind in "iub" for t in ops) and any(
             isinstance(v, float) for v in (beta, alpha)):
         raise TypeError(f"addr: for integer tensors beta and alpha must be ints, got beta={beta!r}, alpha={alpha!r}")
@@ -2352,4 +2394,12 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
         from .compare import logical_and, logical_or
 
         return logical_or(logical_and(input, bool(beta)), logical_and(outer(vec1, vec2), bool(alpha)))
-    return _scaled_sum("addr", input, outer(vec1, vec2), _scalar_for(beta, ops), _scalar_for(alpha, ops))
+    return _beta0_dtype(input, _scaled_sum("addr", input, outer(vec1, vec2), _scalar_for(beta, ops),
+                                           _scalar_for(alpha, ops)), beta)
+
+
+class _Shape:
+    """A shape standing in for a product not computed yet (``_check_addlike`` reads ``.shape`` only)."""
+
+    def __init__(self, shape):
+        self.shape = shape

@@ -112,7 +112,12 @@ def _standard_gamma_grad(input: Tensor, output: Tensor) -> Tensor:
     if input.dtype is not output.dtype:
         raise DtypeMismatch(f"_standard_gamma_grad: input ({input.dtype.name}) and output ({output.dtype.name}) must "
                             "have the same dtype, as in PyTorch")
-    alpha, x = pl.broadcast_tensors(input, output)
+    with input._device.backend.errstate():  # NaN/inf draws give NaN gradients, as PyTorch, without warnings
+        return _standard_gamma_grad_of(pl, *pl.broadcast_tensors(input, output))
+
+
+def _standard_gamma_grad_of(pl, alpha, x):
+    """The body of :func:`_standard_gamma_grad` on broadcast tensors."""
     small = x < 0.8
     large = (alpha > 8.0) & ~small
     # each branch sees only safe arguments where it is not selected, so no NaN / inf reaches the gradients

@@ -508,44 +508,45 @@ def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tupl
         if input.shape[d] < edge_order + 1:
             raise ValueError(f"gradient: each dimension size must be at least edge_order + 1 = {edge_order + 1}, "
                              f"dim {d} has size {input.shape[d]}")
-    out = []
-    for d, h in zip(dims, _gradient_spacing(input, spacing, dims)):
-        f = input
+    with input._device.backend.errstate():  # inf - inf, repeated coordinates (0 steps): NaN/inf, as PyTorch
+        out = []
+        for d, h in zip(dims, _gradient_spacing(input, spacing, dims)):
+            f = input
 
-        def s(start, stop=None, d=d, f=f):
-            return _along(f, d, start, stop)
+            def s(start, stop=None, d=d, f=f):
+                return _along(f, d, start, stop)
 
-        if not isinstance(h, Tensor):
-            center = div(div(sub(s(2), s(0, -2)), h), 2)
-            if edge_order == 1:
-                first, last = div(sub(s(1, 2), s(0, 1)), h), div(sub(s(-1), s(-2, -1)), h)
+            if not isinstance(h, Tensor):
+                center = div(div(sub(s(2), s(0, -2)), h), 2)
+                if edge_order == 1:
+                    first, last = div(sub(s(1, 2), s(0, 1)), h), div(sub(s(-1), s(-2, -1)), h)
+                else:
+                    first = div(sub(add(mul(s(0, 1), -1.5), mul(s(1, 2), 2)), mul(s(2, 3), 0.5)), h)
+                    last = div(add(add(mul(s(-3, -2), 0.5), mul(s(-2, -1), -2)), mul(s(-1), 1.5)), h)
             else:
-                first = div(sub(add(mul(s(0, 1), -1.5), mul(s(1, 2), 2)), mul(s(2, 3), 0.5)), h)
-                last = div(add(add(mul(s(-3, -2), 0.5), mul(s(-2, -1), -2)), mul(s(-1), 1.5)), h)
-        else:
-            shape = [1] * input.ndim
-            shape[d] = -1
-            step = sub(h[1:], h[:-1])
-            h1, h2 = step[:-1], step[1:]
-            a = reshape(div(_neg(h2), mul(h1, add(h1, h2))), shape)
-            b = reshape(div(sub(h2, h1), mul(h1, h2)), shape)
-            c = reshape(div(h1, mul(h2, add(h1, h2))), shape)
-            center = add(add(mul(a, s(0, -2)), mul(b, s(1, -1))), mul(c, s(2)))
-            e0, l0 = step[0], step[-1]
-            if edge_order == 1:
-                first, last = div(sub(s(1, 2), s(0, 1)), e0), div(sub(s(-1), s(-2, -1)), l0)
-            else:
-                e1, l1 = step[1], step[-2]
-                fa = div(_neg(add(mul(e0, 2.0), e1)), mul(e0, add(e0, e1)))
-                fb = div(add(e0, e1), mul(e0, e1))
-                fc = div(_neg(e0), mul(e1, add(e0, e1)))
-                first = add(add(mul(fa, s(0, 1)), mul(fb, s(1, 2))), mul(fc, s(2, 3)))
-                la = div(l0, mul(l1, add(l0, l1)))
-                lb = div(_neg(add(l0, l1)), mul(l0, l1))
-                lc = div(add(mul(l0, 2.0), l1), mul(l0, add(l0, l1)))
-                last = add(add(mul(la, s(-3, -2)), mul(lb, s(-2, -1))), mul(lc, s(-1)))
-        out.append(cat([first, center, last], d))
-    return tuple(out)
+                shape = [1] * input.ndim
+                shape[d] = -1
+                step = sub(h[1:], h[:-1])
+                h1, h2 = step[:-1], step[1:]
+                a = reshape(div(_neg(h2), mul(h1, add(h1, h2))), shape)
+                b = reshape(div(sub(h2, h1), mul(h1, h2)), shape)
+                c = reshape(div(h1, mul(h2, add(h1, h2))), shape)
+                center = add(add(mul(a, s(0, -2)), mul(b, s(1, -1))), mul(c, s(2)))
+                e0, l0 = step[0], step[-1]
+                if edge_order == 1:
+                    first, last = div(sub(s(1, 2), s(0, 1)), e0), div(sub(s(-1), s(-2, -1)), l0)
+                else:
+                    e1, l1 = step[1], step[-2]
+                    fa = div(_neg(add(mul(e0, 2.0), e1)), mul(e0, add(e0, e1)))
+                    fb = div(add(e0, e1), mul(e0, e1))
+                    fc = div(_neg(e0), mul(e1, add(e0, e1)))
+                    first = add(add(mul(fa, s(0, 1)), mul(fb, s(1, 2))), mul(fc, s(2, 3)))
+                    la = div(l0, mul(l1, add(l0, l1)))
+                    lb = div(_neg(add(l0, l1)), mul(l0, l1))
+                    lc = div(add(mul(l0, 2.0), l1), mul(l0, add(l0, l1)))
+                    last = add(add(mul(la, s(-3, -2)), mul(lb, s(-2, -1))), mul(lc, s(-1)))
+            out.append(cat([first, center, last], d))
+        return tuple(out)
 
 
 def _neg(t):
