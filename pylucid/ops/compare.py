@@ -239,7 +239,7 @@ def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: b
     for v, what in ((rtol, "rtol"), (atol, "atol")):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise TypeError(f"isclose: {what} must be a number, got {type(v).__name__} {v!r}")
-    if rtol < 0 or atol < 0:
+    if not (rtol >= 0 and atol >= 0):  # (NaN fails too)
         raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, atol={atol}")
     a, b = operand("isclose", input), operand("isclose", other)
     try:

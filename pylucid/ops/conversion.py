@@ -210,6 +210,10 @@ def fill_(self: Tensor, value) -> Tensor:
     tensor([3., 3.])
     """
     check_inplace_leaf(self, "fill_")
+    if not isinstance(value, (bool, int, float, complex, Tensor)):
+        raise TypeError(f"fill_: value must be a number or a 0-d tensor, got {type(value).__name__}")
+    if isinstance(value, Tensor) and value.ndim:
+        raise ValueError(f"fill_: value must be a number or a 0-d tensor, got a tensor of shape {value.shape}")
     if isinstance(value, Tensor) and not (value._requires_grad and _state.grad_enabled):
         value = value.item()
     if (self._requires_grad or isinstance(value, Tensor)) and _state.grad_enabled:

@@ -413,8 +413,9 @@ class FloorDivide(Op):
         bb = be.asarray(b)
         _check_int_zero_division(be, bb, "floor_divide")
         with be.errstate():
-            if getattr(a, "dtype", bb.dtype).kind == "f" or bb.dtype.kind == "f":
-                return be.floor(a / b)
+            # floats too: NumPy's floor_divide is PyTorch's div_floor_floating (fmod-based, Python's rule), which
+            # floor(a / b) is not where a / b rounds up to an integer (7.0 // 0.1 = 69) or b is infinite
+            # (1.0 // -inf = -1)
             return a // b
 
 
