@@ -207,6 +207,21 @@ def _entries():
             yield fam, e
 
 
+def _minmax_bool_ref(e, ref):
+    """The op database's max/min reference builds ``(values, indices)`` from ``amax`` and ``argmax``, and
+    ``argmax`` refuses bool; ``torch.max(x, dim)`` itself takes bool: the reference for a bool input."""
+    if e.id not in ("max", "min") or getattr(ref, "__qualname__", "") != "_minmax_ref.<locals>.ref":
+        return ref
+    direct = torch.max if e.id == "max" else torch.min
+
+    def fixed(x, dim=None, keepdim=False):
+        if isinstance(x, torch.Tensor) and x.dtype == torch.bool and isinstance(dim, int):
+            return tuple(direct(x, dim, keepdim))
+        return ref(x, dim, keepdim)
+
+    return fixed
+
+
 def _weak_scalar_ref(ref):
     """The op database's ``_scalar_ref`` makes a Python scalar a 0-d tensor of the other operand's dtype, which
     truncates ``1.5`` to ``1`` for an integer tensor; PyTorch's (and pylucid's) weak-scalar rule takes the
@@ -228,7 +243,7 @@ def _weak_scalar_ref(ref):
 def entry_cases(fam, e) -> list:
     out = []
     names = _names(e)
-    ref = _weak_scalar_ref(e.ref)
+    ref = _minmax_bool_ref(e, _weak_scalar_ref(e.ref))
     seen = set()
     for si, s in enumerate(e.samples()):
         sname = s.name or str(si)
@@ -433,7 +448,7 @@ def _tie_indices_ok(case, out, ref) -> bool:
 
 
 # Special functions where PyTorch's answer at a non-finite operand is an artifact of its kernel, not a value
-# (docs/semantics/math_nonfinite.md): igamma/igammac test the other operand first and return 0 or 1 for a NaN one;
+# (docs/semantics/math_inputs.md): igamma/igammac test the other operand first and return 0 or 1 for a NaN one;
 # the orthogonal polynomials return uninitialised memory for NaN x; zeta(s, inf) and polygamma(n >= 2, inf) are NaN
 # from Cephes' series (0/0) where the limit is 0. pylucid answers NaN for a NaN operand and the limit at infinity.
 _NONFINITE_OPS = re.compile(r"^(igamma|igammac|special\.gammainc|special\.gammaincc|zeta|special\.zeta|polygamma"
@@ -504,7 +519,7 @@ def _half_ok(case, out) -> bool:
     return _compare(case, out, ref32.to(half)) == ""
 
 
-# pylucid computes where PyTorch raises, as documented (docs/semantics/math_nonfinite.md, the ops' docstrings)
+# pylucid computes where PyTorch raises, as documented (docs/semantics/math_inputs.md, the ops' docstrings)
 _DEVIATIONS = (
     (r"^(logsumexp|prod|median_dim|nanmedian_dim)\|[^|]*\|dim=None$",
      "dim=None reduces over every dim (keepdim keeps them as size 1); PyTorch requires a dim for this form"),

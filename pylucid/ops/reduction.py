@@ -282,7 +282,9 @@ def _max_or_min(cls, name, input, dim, keepdim, other):
     if dim is None or isinstance(dim, (tuple, list)):
         return _minmax(cls, name, input, dim, keepdim)
     values = _minmax(cls, name, input, dim, keepdim)
-    return ValuesIndices(values, _arg(Argmax if name == "max" else Argmin, name, input, dim, keepdim))
+    # torch.max(x, dim) takes bool (argmax alone does not): its indices are those of the 0/1 values
+    src = input.to(_dt.uint8) if input.dtype is _dt.bool_ else input
+    return ValuesIndices(values, _arg(Argmax if name == "max" else Argmin, name, src, dim, keepdim))
 
 
 @declare(Max)
