@@ -469,6 +469,8 @@ def test_renamed_ops_follow_the_reference_table():
     lambda lib: lib.zeros(2).fill_(None),
     lambda lib: lib.isclose(lib.ones(2), lib.ones(2), atol=float("nan")),
     lambda lib: lib.polar(lib.tensor([1, 2]), lib.tensor([0, 1])),
+    lambda lib: lib.addcmul(*[lib.tensor([1, 2], dtype=lib.uint8)] * 3, value=-1.5),
+    lambda lib: lib.fill(lib.tensor([1, 2], dtype=lib.uint8), -1.0),
 ])
 def test_refused_as_in_torch(call):
     with pytest.raises((RuntimeError, TypeError, ValueError)):
@@ -491,6 +493,8 @@ def test_refused_as_in_torch(call):
     lambda lib: lib.addbmm(lib.full((2, 3), float("nan")), lib.ones(0, 2, 5), lib.ones(0, 5, 3), beta=0),
 ])
 def test_values_and_dtypes_as_torch(call):
+    """(Cases the fuzzer found wrong: weak float scalars with integer tensors, ldexp's half dtype, floor division by
+    an infinity, angle of +inf, addr/addbmm dtypes with beta=0 or no batches.)"""
     t, p = call(torch), call(pl)
     assert str(p.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
     np.testing.assert_allclose(p.to(pl.float64).numpy() if not p.dtype.is_complex else p.numpy(),
@@ -530,3 +534,10 @@ def test_creation_arguments_are_checked(call, exc):
     with pytest.raises(exc) as e:
         call(pl)
     assert not isinstance(e.value, MemoryError)
+
+
+def test_unsigned_fill_and_scale_wrap_negative_ints_as_torch():
+    x = np.array([1, 2], dtype=np.uint8)
+    assert pl.fill(pl.tensor(x), -1).tolist() == torch.fill(torch.tensor(x), -1).tolist()
+    assert pl.addcmul(*[pl.tensor(x)] * 3, value=-2).tolist() == torch.addcmul(*[torch.tensor(x)] * 3,
+                                                                                 value=-2).tolist()

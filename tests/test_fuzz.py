@@ -401,12 +401,33 @@ def _compare(case, out, ref) -> str:
 _NONE_LABEL = re.compile(r"\|(arg(\d+)|(\w+))=None$")
 
 
+def _declared_param(case, which):
+    """The ``inspect.Parameter`` of the declared pylucid function the case calls, by position or name, or None when
+    the case calls a wrapper (a lambda of the op database) or the function has no such parameter."""
+    import inspect
+
+    fn = case.op if registry.declaration_of(case.op) is not None else None
+    if fn is None:
+        return None
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if isinstance(which, int):
+        p = params[which] if which < len(params) else None
+        return None if p is None or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) else p
+    return next((p for p in params if p.name == which), None)
+
+
 def _none_is_the_default(case, out) -> bool:
     """True when the mutation put ``None`` in the last positional argument or in a keyword, PyTorch refuses
     ``None`` there, and PyTorch's call without that argument gives pylucid's answer: pylucid's parameter defaults
     to ``None`` and passing it equals leaving it out (a Python call cannot tell the two apart)."""
     m = _NONE_LABEL.search(case.key)
     if m is None or case.random:
+        return False
+    param = _declared_param(case, int(m.group(2)) if m.group(2) is not None else m.group(3))
+    if param is None or param.default is not None:
         return False
     args, kwargs = case.args, dict(case.kwargs)
     if m.group(2) is not None:

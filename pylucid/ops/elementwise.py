@@ -761,7 +761,7 @@ def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
     if t is None:
         return _add_scaled(input, mul(tensor1, tensor2), value)
     with t._device.backend.errstate():  # inf + -inf is NaN, as PyTorch
-        return _add_scaled(input, mul(tensor1, tensor2), _scalar_for(value, (input, tensor1, tensor2)))
+        return _add_scaled(input, mul(tensor1, tensor2), _scalar_for(value, (input, tensor1, tensor2), "addcmul"))
 
 
 @declare(inplace=_addc_inplace("true_divide"))
@@ -786,12 +786,27 @@ def _add_scaled(input, term, value):
     return add(input, mul(term, value) if value != 1 else term)
 
 
-def _scalar_for(value, tensors):
+def check_scalar_fits(name, value, np_dtype):
+    """PyTorch's overflow check of a Python number converted to an integer dtype: a float must lie in the dtype's
+    range; an int too, except that an unsigned dtype also takes negatives down to ``-max`` (they wrap around)."""
+    if np_dtype.kind not in "iu" or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    bits = 8 * np_dtype.itemsize
+    lo, hi = (0, (1 << bits) - 1) if np_dtype.kind == "u" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if isinstance(value, int) and np_dtype.kind == "u":
+        lo = -hi
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: value {value!r} cannot be converted to {np_dtype} without overflow (as PyTorch)")
+
+
+def _scalar_for(value, tensors, name="value"):
     """A scalar multiplier as PyTorch applies it to integer operands: cast to their integer type (``0.5`` becomes
     0; a negative one wraps around for unsigned operands, ``-2`` is 254 for uint8). Others pass unchanged."""
     dts = [t._data.dtype for t in tensors if isinstance(t, Tensor)]
     if not dts or isinstance(value, (bool, complex)) or not all(d.kind in "iu" for d in dts):
         return value
+    for d in dts:
+        check_scalar_fits(name, value, d)
     v = int(value)
     if all(d.kind == "u" for d in dts):
         v %= 1 << (8 * max(d.itemsize for d in dts))
@@ -2339,9 +2354,9 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
             from ..creation import zeros
 
             return zeros(tuple(prod.shape), dtype=input.dtype, device=input.device)
-        base = mul(input, _scalar_for(beta, ops)) if beta != 1 else input
+        base = mul(input, _scalar_for(beta, ops, "beta")) if beta != 1 else input
         return base.expand(*prod.shape).to(input.dtype).clone()
-    out = _scaled_sum("addbmm", input, prod, _scalar_for(beta, ops), _scalar_for(alpha, ops))
+    out = _scaled_sum("addbmm", input, prod, _scalar_for(beta, ops, "beta"), _scalar_for(alpha, ops, "alpha"))
     return _beta0_dtype(input, out, beta)
 
 
@@ -2395,8 +2410,8 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
         from .compare import logical_and, logical_or
 
         return logical_or(logical_and(input, bool(beta)), logical_and(outer(vec1, vec2), bool(alpha)))
-    return _beta0_dtype(input, _scaled_sum("addr", input, outer(vec1, vec2), _scalar_for(beta, ops),
-                                           _scalar_for(alpha, ops)), beta)
+    return _beta0_dtype(input, _scaled_sum("addr", input, outer(vec1, vec2), _scalar_for(beta, ops, "beta"),
+                                           _scalar_for(alpha, ops, "alpha")), beta)
 
 
 class _Shape:
