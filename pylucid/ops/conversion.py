@@ -196,10 +196,10 @@ def fill(input: Tensor, value) -> Tensor:
         value = value.item()
     if not isinstance(value, (bool, int, float, complex)):
         raise TypeError(f"fill: value must be a number or a 0-d tensor, got {type(value).__name__}")
-    from .elementwise import check_scalar_fits
+    from .elementwise import _check_scalar_fits
 
     dt = input._data.dtype
-    check_scalar_fits("fill", value, dt)
+    _check_scalar_fits("fill", value, dt)
     if dt.kind == "u" and isinstance(value, int) and value < 0:  # wraps around, as PyTorch (-1 is 255 for uint8)
         value %= 1 << (8 * dt.itemsize)
     return apply(Fill, (input,), {"value": value})

@@ -786,7 +786,7 @@ def _add_scaled(input, term, value):
     return add(input, mul(term, value) if value != 1 else term)
 
 
-def check_scalar_fits(name, value, np_dtype):
+def _check_scalar_fits(name, value, np_dtype):
     """PyTorch's overflow check of a Python number converted to an integer dtype: a float must lie in the dtype's
     range; an int too, except that an unsigned dtype also takes negatives down to ``-max`` (they wrap around)."""
     if np_dtype.kind not in "iu" or isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -806,7 +806,7 @@ def _scalar_for(value, tensors, name="value"):
     if not dts or isinstance(value, (bool, complex)) or not all(d.kind in "iu" for d in dts):
         return value
     for d in dts:
-        check_scalar_fits(name, value, d)
+        _check_scalar_fits(name, value, d)
     v = int(value)
     if all(d.kind == "u" for d in dts):
         v %= 1 << (8 * max(d.itemsize for d in dts))
@@ -2346,17 +2346,12 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
     # an integer batch sum keeps the batches' dtype (PyTorch's addbmm; sum() would widen int32 to int64)
     prod = _sum(prod, 0, dtype=prod.dtype if prod._data.dtype.kind in "iu" else None)
     _check_addlike("addbmm", input, prod, beta, alpha)
-    if batch1.ndim == 3 and batch1.shape[0] == 0:
-        # no batches: PyTorch returns beta * input in input's dtype (a bool input is refused: its sum is Long)
-        if input.dtype == _dt_bool:
-            raise TypeError("addbmm: a bool input with no batches is not supported (its sum is int64), as PyTorch")
-        if beta == 0:  # input is ignored (NaN in it does not propagate)
-            from ..creation import zeros
-
-            return zeros(tuple(prod.shape), dtype=input.dtype, device=input.device)
-        base = mul(input, _scalar_for(beta, ops, "beta")) if beta != 1 else input
-        return base.expand(*prod.shape).to(input.dtype).clone()
+    no_batches = batch1.ndim == 3 and batch1.shape[0] == 0
+    if no_batches and input.dtype == _dt_bool:
+        raise TypeError("addbmm: a bool input with no batches is not supported (its sum is int64), as PyTorch")
     out = _scaled_sum("addbmm", input, prod, _scalar_for(beta, ops, "beta"), _scalar_for(alpha, ops, "alpha"))
+    if no_batches and out.dtype is not input.dtype:  # no batches: PyTorch's result has input's dtype
+        return out.to(input.dtype)
     return _beta0_dtype(input, out, beta)
 
 
