@@ -7,12 +7,15 @@ complex64; NumPy arrays keep their dtype (a float64 array stays float64).
 
 from __future__ import annotations
 
+import math
+
 from pylucid._interop import np
 
 from . import dtypes as _dt
 from ._tensor import Tensor, _new_tensor
 from .device import cpu
 from .device import device as _device
+from .errors import LucidError
 from .ops._utils import norm_shape
 
 
@@ -30,7 +33,11 @@ def _infer_np(data):
         return np.asarray(data)
     if isinstance(data, (list, tuple)):
         flat_kinds = set()
-        arr = np.asarray(_unwrap_nested(data, flat_kinds))
+        try:
+            arr = np.asarray(_unwrap_nested(data, flat_kinds))
+        except ValueError:  # NumPy: "inhomogeneous shape"
+            raise ValueError("tensor: nested sequences must be rectangular (every row of a dim the same length), "
+                             f"got {_short(data)}") from None
         if arr.dtype == object:
             raise TypeError("tensor: nested sequences must be rectangular and hold only numbers")
         if arr.dtype.kind == "f" and not any(k is np.ndarray for k in flat_kinds):
@@ -56,6 +63,42 @@ def _infer_np(data):
         f"tensor: can't build a tensor from {type(data).__name__}; accepted: numbers, (nested) lists/tuples, "
         "NumPy arrays and Tensors"
     )
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _number(op, name, v):
+    """``v`` if it is a real number (a Python or NumPy number, a one-element tensor's item), else a TypeError."""
+    if isinstance(v, Tensor):
+        if v.numel() != 1:
+            raise ValueError(f"{op}: {name} must be a number or a one-element tensor, got shape {tuple(v.shape)}")
+        v = v.item()
+    if isinstance(v, np.generic):
+        v = v.item()
+    if not isinstance(v, (int, float)) or isinstance(v, complex):
+        raise TypeError(f"{op}: {name} must be a number, got {type(v).__name__} {_short(v)}")
+    return v
+
+
+def _int_arg(op, name, v):
+    if isinstance(v, bool) or not hasattr(v, "__index__") or isinstance(v, float):
+        raise TypeError(f"{op}: {name} must be an int, got {type(v).__name__} {_short(v)}")
+    return v.__index__()
+
+
+def _allocate(op, shape, dt, fn):
+    """``fn()`` (the backend's allocation), with NumPy's size errors and MemoryError typed and naming the op."""
+    try:
+        return fn()
+    except (ValueError, MemoryError, OverflowError) as exc:
+        n = 1
+        for d in shape:
+            n *= d
+        raise LucidError(f"{op}: cannot allocate a tensor of size {shape} ({n} elements of {dt.name}): "
+                         f"{type(exc).__name__}: {exc}") from None
 
 
 def _unwrap_nested(data, kinds):
@@ -142,19 +185,30 @@ def _filled(op, shape, value, dtype, device, requires_grad, default=None):
     if any(s < 0 for s in shape):
         raise ValueError(f"{op}: negative dimension in size {shape}")
     dt = _dt.as_dtype(dtype) if dtype is not None else (default or _dt.get_default_dtype())
+    if value is not None and not isinstance(value, (int, float, complex)):
+        value = _fill_value(op, value)
     dev = _dev(device)
     be = dev.backend
     with be.device_ctx():  # allocate on cuda:N, not on the current device
         if value == 0:
-            arr = be.zeros(shape, dtype=dt.numpy_dtype)
+            arr = _allocate(op, shape, dt, lambda: be.zeros(shape, dtype=dt.numpy_dtype))
         elif value is None:
-            arr = be.empty(shape, dtype=dt.numpy_dtype)
+            arr = _allocate(op, shape, dt, lambda: be.empty(shape, dtype=dt.numpy_dtype))
         else:
-            arr = be.full(shape, value, dtype=dt.numpy_dtype)
+            arr = _allocate(op, shape, dt, lambda: be.full(shape, value, dtype=dt.numpy_dtype))
     t = _new_tensor(arr, dev)
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _fill_value(op, v):
+    """A fill value: a Python number, a NumPy scalar or a one-element tensor (its item)."""
+    if isinstance(v, Tensor) and v.numel() == 1:
+        return v.item()
+    if isinstance(v, np.generic) and v.dtype.kind in "biufc":
+        return v.item()
+    raise TypeError(f"{op}: fill_value must be a number, got {type(v).__name__} {_short(v)}")
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
@@ -184,6 +238,8 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
             default = _dt.get_default_dtype().to_complex()
     if isinstance(size, int):
         size = (size,)
+    if not isinstance(size, (tuple, list)) and not (isinstance(size, Tensor) and size.ndim == 1):
+        raise TypeError(f"full: size must be a tuple of ints, got {type(size).__name__} {_short(size)}")
     return _filled("full", (tuple(size),), fill_value, dtype, device, requires_grad, default)
 
 
@@ -213,6 +269,8 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """The ``n x m`` identity matrix."""
+    n = _int_arg("eye", "n", n)
+    m = None if m is None else _int_arg("eye", "m", m)
     if n < 0 or (m is not None and m < 0):
         raise ValueError(f"eye: n and m must be non-negative, got n={n}, m={m}")
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
@@ -233,18 +291,25 @@ def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad:
     """
     if end is None:
         start, end = 0, start
-    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    vals = [_number("arange", n, v) for n, v in (("start", start), ("end", end), ("step", step))]
+    for n, v in zip(("start", "end", "step"), vals):
+        if not math.isfinite(v):
+            raise ValueError(f"arange: unsupported range: {n}={v} must be finite")
+    if dtype is None:
+        dtype = _dt.int64 if all(isinstance(v, int) for v in vals) else _dt.get_default_dtype()
+    dt = _dt.as_dtype(dtype)
+    if dt.category in (_dt.INT, _dt.BOOL):
+        # PyTorch computes an integer range in integers: the bounds and step are truncated first
+        # (``arange(0., -8.000001, -4., dtype=int64)`` is ``[0, -4]``)
+        vals = [int(v) for v in vals]
     start, end, step = vals
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     if (end - start) * step < 0:
         raise ValueError(f"arange: upper bound and step sign are inconsistent (start={start}, end={end}, step={step})")
-    if dtype is None:
-        dtype = _dt.int64 if all(isinstance(v, int) for v in vals) else _dt.get_default_dtype()
-    dt = _dt.as_dtype(dtype)
     dev = _dev(device)
-    if dt.category == _dt.INT and all(isinstance(v, int) for v in vals):
-        arr = np.arange(start, end, step, dtype=dt.numpy_dtype)
+    if dt.category in (_dt.INT, _dt.BOOL):
+        arr = np.arange(start, end, step, dtype=np.int64).astype(dt.numpy_dtype)
     else:
         # compute in float64 like PyTorch, then cast
         n = int(np.ceil((end - start) / step))
@@ -257,6 +322,8 @@ def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad:
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    steps = _int_arg("linspace", "steps", steps)
+    start, end = _number("linspace", "start", start), _number("linspace", "end", end)
     if steps < 0:
         raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
@@ -272,6 +339,12 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None) -> Tensor:
+    """``steps`` values ``base ** linspace(start, end, steps)``."""
+    steps = _int_arg("logspace", "steps", steps)
+    start, end = _number("logspace", "start", start), _number("logspace", "end", end)
+    base = _number("logspace", "base", base)
+    if steps < 0:
+        raise ValueError(f"logspace: number of steps must be non-negative, got {steps}")
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
     dev = _dev(device)
     arr = np.logspace(start, end, steps, base=base).astype(dt.numpy_dtype)

@@ -348,6 +348,8 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
     tensor([1, 1])
     """
     _as_float_tensor(input, "multinomial")
+    if not isinstance(replacement, (bool, np.bool_)):
+        raise TypeError(f"multinomial: replacement must be a bool, got {type(replacement).__name__}")
     if input.ndim not in (1, 2):
         raise ValueError(f"multinomial: prob_dist must be 1 or 2 dim, got {input.ndim}")
     num_samples = int(num_samples)
@@ -411,6 +413,13 @@ def _fill_(self: Tensor, values, name: str) -> Tensor:
     return self
 
 
+def _refuse_kinds(self, name, kinds, why):
+    """A ``DtypeMismatch`` when ``self``'s NumPy dtype kind (``b``, ``i``/``u``, ``c``) is one PyTorch
+    refuses for this filler."""
+    if self._data.dtype.kind in kinds:
+        raise DtypeMismatch(f"{name}: not supported for {self.dtype.name} tensors ({why}, as in PyTorch)")
+
+
 def _src(self, generator):
     return _gen_for(self._device, generator)._source()
 
@@ -439,6 +448,7 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None
 @declare(namespaces=())
 def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
     """Fill with exponential samples of rate ``lambd`` (density ``lambd * exp(-lambd * x)``)."""
+    _refuse_kinds(self, "exponential_", "biuc", "a continuous distribution needs a floating dtype")
     if lambd <= 0:
         raise ValueError(f"exponential_: expects lambd > 0, got {lambd}")
     e = _src(self, generator).standard_exponential(tuple(self.shape), dtype=_sample_dtype(self.dtype))
@@ -448,6 +458,7 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
 @declare(namespaces=())
 def bernoulli_(self: Tensor, p=0.5, *, generator=None) -> Tensor:
     """Fill with 0/1 samples, 1 with probability ``p`` (a number or a tensor broadcast to ``self``)."""
+    _refuse_kinds(self, "bernoulli_", "c", "no complex kernel")
     probs = p._data if isinstance(p, Tensor) else p
     if isinstance(p, Tensor):
         if p._device is not self._device:
@@ -471,8 +482,11 @@ def random_(self: Tensor, from_: int = 0, to: int | None = None, *, generator=No
     from_ = kw.pop("from", from_)
     if kw:
         raise TypeError(f"random_: unexpected arguments {sorted(kw)}")
+    _refuse_kinds(self, "random_", "c", "integral, floating and bool types only")
     if to is None and from_ != 0:
         from_, to = 0, from_
+    if self.dtype.name == "bool" and to is not None and (from_ < 0 or to > 2):
+        raise ValueError(f"random_: [{from_}, {to}) is out of bounds for bool")
     src = _src(self, generator)
     name = self.dtype.name
     if to is None:
@@ -493,6 +507,7 @@ def random_(self: Tensor, from_: int = 0, to: int | None = None, *, generator=No
 @declare(namespaces=())
 def geometric_(self: Tensor, p: float, *, generator=None) -> Tensor:
     """Fill with the number of Bernoulli(``p``) trials up to the first success (values 1, 2, ...)."""
+    _refuse_kinds(self, "geometric_", "bc", "no bool or complex kernel")
     if not 0 < p <= 1:
         raise ValueError(f"geometric_: expects 0 < p <= 1, got {p}")
     u = _src(self, generator).random(tuple(self.shape), dtype=np.float64)
@@ -505,6 +520,7 @@ def geometric_(self: Tensor, p: float, *, generator=None) -> Tensor:
 @declare(namespaces=())
 def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator=None) -> Tensor:
     """Fill with Cauchy samples ``median + sigma * tan(pi * (u - 1/2))``."""
+    _refuse_kinds(self, "cauchy_", "biuc", "a continuous distribution needs a floating dtype")
     u = _src(self, generator).random(tuple(self.shape), dtype=np.float64)
     return _fill_(self, median + sigma * self._device.backend.tan(np.pi * (u - 0.5)), "cauchy_")
 
@@ -512,6 +528,7 @@ def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator=
 @declare(namespaces=())
 def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator=None) -> Tensor:
     """Fill with ``exp(N(mean, std))`` samples."""
+    _refuse_kinds(self, "log_normal_", "biuc", "floating dtypes only")
     if std <= 0:
         raise ValueError(f"log_normal_: expects std > 0, got {std}")
     z = _src(self, generator).standard_normal(tuple(self.shape), dtype=np.float64)

@@ -449,3 +449,95 @@ def test_renamed_ops_follow_the_reference_table():
             assert sch.saves_input, name
         if row["real_valued"] == "true":
             assert sch.real_valued, name
+
+
+# ---------------------------------------------------------------- bad inputs and non-finite values, against PyTorch
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.add(lib.tensor([1, 2]), lib.tensor([3, 4]), alpha=2.0),
+    lambda lib: lib.sub(lib.tensor([1, 2]), lib.tensor([3, 4]), alpha=0.5),
+    lambda lib: lib.rsub(lib.tensor([True, False]), lib.tensor([1.0, 2.0]), alpha=2.0),
+    lambda lib: lib.addcdiv(lib.tensor([1, 2]), lib.tensor([3, 4]), lib.tensor([1, 2])),
+    lambda lib: lib.deg2rad(lib.tensor([1 + 1j])),
+    lambda lib: lib.ones(2, 3).sum_to_size(2, 4),
+    lambda lib: lib.ones(0, 3).sum_to_size(2, 3),
+    lambda lib: lib.ones(2, 3).sum_to_size([1.0, 2.0]),
+    lambda lib: lib.addr(lib.zeros(0), lib.ones(2), lib.ones(3), beta=0),
+    lambda lib: lib.addr(lib.zeros(2, 3, dtype=lib.bool), lib.ones(2, dtype=lib.bool), lib.ones(3, dtype=lib.bool),
+                         alpha="x"),
+    lambda lib: lib.addbmm(lib.zeros(2, 2, dtype=lib.bool), lib.ones(1, 2, 3, dtype=lib.bool),
+                           lib.ones(1, 3, 2, dtype=lib.bool)),
+    lambda lib: lib.zeros(2).fill_(None),
+    lambda lib: lib.isclose(lib.ones(2), lib.ones(2), atol=float("nan")),
+    lambda lib: lib.polar(lib.tensor([1, 2]), lib.tensor([0, 1])),
+    lambda lib: lib.addcmul(*[lib.tensor([1, 2], dtype=lib.uint8)] * 3, value=-1.5),
+    lambda lib: lib.fill(lib.tensor([1, 2], dtype=lib.uint8), -1.0),
+])
+def test_refused_as_in_torch(call):
+    with pytest.raises((RuntimeError, TypeError, ValueError)):
+        call(torch)
+    with pytest.raises((TypeError, ValueError, pl.LucidError)):
+        call(pl)
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.maximum(lib.tensor([1, 2, 3]), lib.tensor(1.5)),
+    lambda lib: lib.atan2(lib.tensor([1, 2, 3]), lib.tensor(1.5)),
+    lambda lib: lib.ldexp(lib.ones(3, dtype=lib.bfloat16), lib.tensor([1, 2, 3])),
+    lambda lib: lib.div(lib.tensor([1.0, -1.0, 7.0]), lib.tensor([-float("inf"), float("inf"), 0.1]),
+                        rounding_mode="floor"),
+    lambda lib: lib.angle(lib.tensor([float("nan"), float("inf"), -float("inf"), -1.0])),
+    lambda lib: lib.addr(lib.zeros(2, 3, dtype=lib.float64), lib.ones(2), lib.ones(3), beta=0),
+    lambda lib: lib.addbmm(lib.ones(2, 3, dtype=lib.int32), lib.ones(4, 2, 5, dtype=lib.int32),
+                           lib.ones(4, 5, 3, dtype=lib.int32)),
+    lambda lib: lib.addbmm(lib.full((2, 3), 2), lib.ones(0, 2, 5), lib.ones(0, 5, 3), beta=3),
+    lambda lib: lib.addbmm(lib.full((2, 3), float("nan")), lib.ones(0, 2, 5), lib.ones(0, 5, 3), beta=0),
+])
+def test_values_and_dtypes_as_torch(call):
+    """(Cases the fuzzer found wrong: weak float scalars with integer tensors, ldexp's half dtype, floor division by
+    an infinity, angle of +inf, addr/addbmm dtypes with beta=0 or no batches.)"""
+    t, p = call(torch), call(pl)
+    assert str(p.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
+    np.testing.assert_allclose(p.to(pl.float64).numpy() if not p.dtype.is_complex else p.numpy(),
+                               t.double().numpy(), rtol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("fn", [pl.sin, pl.cos, pl.tan, pl.frac, lambda x: pl.dist(x, x), lambda x: pl.trapezoid(x),
+                                lambda x: pl.lerp(x, x.flip(0), 0.3), lambda x: x.to(pl.int64),
+                                lambda x: pl.lt(x.to(pl.bfloat16), 1.0)])
+def test_no_numpy_warnings_where_the_answer_is_nan(fn):
+    import warnings
+
+    x = pl.tensor([float("nan"), float("inf"), -float("inf"), 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        fn(x)
+
+
+# ---------------------------------------------------------------- creation functions
+@pytest.mark.parametrize("args,kwargs", [((0.0, -8.000001, -4.0), {}), ((0.5, 5.7, 1.5), {}), ((1.5,), {}),
+                                         ((-0.5, 3.2, 1), {})])
+def test_integer_arange_truncates_its_bounds_as_torch(args, kwargs):
+    assert pl.arange(*args, dtype=pl.int64).tolist() == torch.arange(*args, dtype=torch.int64).tolist()
+
+
+@pytest.mark.parametrize("call,exc", [
+    (lambda lib: lib.zeros(2**62), pl.LucidError), (lambda lib: lib.arange(0, float("nan")), ValueError),
+    (lambda lib: lib.arange(0, float("inf")), ValueError), (lambda lib: lib.arange("a"), TypeError),
+    (lambda lib: lib.arange(0, 5, 0.5, dtype=lib.int64), ValueError), (lambda lib: lib.full(2.5, 1.0), TypeError),
+    (lambda lib: lib.full((2,), "a"), TypeError), (lambda lib: lib.eye(2.5), TypeError),
+    (lambda lib: lib.linspace(0, 1, 2.5), TypeError), (lambda lib: lib.logspace(0, 2, -3), ValueError),
+    (lambda lib: lib.tensor([[1, 2], [3]]), ValueError), (lambda lib: lib.rand(-1), ValueError),
+])
+def test_creation_arguments_are_checked(call, exc):
+    with pytest.raises((RuntimeError, TypeError, ValueError)):
+        call(torch)
+    with pytest.raises(exc) as e:
+        call(pl)
+    assert not isinstance(e.value, MemoryError)
+
+
+def test_unsigned_fill_and_scale_wrap_negative_ints_as_torch():
+    x = np.array([1, 2], dtype=np.uint8)
+    assert pl.fill(pl.tensor(x), -1).tolist() == torch.fill(torch.tensor(x), -1).tolist()
+    assert pl.addcmul(*[pl.tensor(x)] * 3, value=-2).tolist() == torch.addcmul(*[torch.tensor(x)] * 3,
+                                                                                 value=-2).tolist()

@@ -22,6 +22,11 @@ computes (an error the declaration's failure path typed on the way out: "crash")
 ``RuntimeWarning``. Where PyTorch refuses integer/bool inputs its CPU build has no kernel for, or mixed dtypes it
 does not promote, and pylucid computes, the case is an "extension": listed, not a failure.
 
+Some of PyTorch's answers are not the oracle: its answer at a NaN operand of some special functions, tied indices,
+results on unsorted sequences, documented deviations (``docs/semantics/math_inputs.md``: the "deviation" outcome,
+listed, not a failure), a half-precision result that agrees with PyTorch's float32 computation, and ``None``
+passed for a declared parameter whose default is ``None`` (judged by PyTorch's call without it).
+
 Hypothesis (derandomized) picks ``PYLUCID_FUZZ_EXAMPLES`` cases per entry (default 6; ``5000`` exhausts every
 entry: the nightly run). Cases that fail today are listed in ``tests/fuzz_known_failures.txt`` and are reported
 but do not fail the run; a new failure does. ``python -m tests.test_fuzz --report FILE`` runs every case and
@@ -63,6 +68,8 @@ _JUNK = (("None", lambda: None), ("str", lambda: "abc"), ("dict", dict), ("list"
 _TORCH_GAPS = re.compile(r"not implemented for '(Half|BFloat16|ComplexHalf)'|Unsupported dtype (Half|BFloat16)|"
                          r"MKL FFT error|MKL FFT doesn't support tensors of type: (Half|BFloat16)|"
                          r"Unsupported input type|Low precision dtypes not supported|"
+                         r"input tensor must be either float or double dtype|on CPU does not support complex|"
+                         r"does not support bool dtypes on CPU|"
                          # half-precision linear algebra: pylucid computes it in float32 (docs/semantics/linalg_fft.md)
                          r"doesn't handle types other than float and double|linalg\.pinv\((Half|BFloat16)|"
                          r"linalg\.vander supports .* but got (Half|BFloat16)")
@@ -76,6 +83,7 @@ _TORCH_NO_PROMOTION = re.compile(r"expected scalar type|same dtype|mixed dtype|I
                                  r"must be the same dtype|All tensors must have the same dtype|"
                                  r"Found dtype \w+ but expected|dtype \w+ does not match")
 _OP_PREFIX = re.compile(r"^\s*[\w.]+(\(\))?: ")
+_NUMPY_FP = re.compile(r"encountered in|Mean of empty slice|Degrees of freedom <= 0 for slice|All-NaN (slice|axis)")
 
 
 # ---------------------------------------------------------------------------------------------------- cases
@@ -210,9 +218,43 @@ def _entries():
             yield fam, e
 
 
+def _minmax_bool_ref(e, ref):
+    """The op database's max/min reference builds ``(values, indices)`` from ``amax`` and ``argmax``, and
+    ``argmax`` refuses bool; ``torch.max(x, dim)`` itself takes bool: the reference for a bool input."""
+    if e.id not in ("max", "min") or getattr(ref, "__qualname__", "") != "_minmax_ref.<locals>.ref":
+        return ref
+    direct = torch.max if e.id == "max" else torch.min
+
+    def fixed(x, dim=None, keepdim=False):
+        if isinstance(x, torch.Tensor) and x.dtype == torch.bool and isinstance(dim, int):
+            return tuple(direct(x, dim, keepdim))
+        return ref(x, dim, keepdim)
+
+    return fixed
+
+
+def _weak_scalar_ref(ref):
+    """The op database's ``_scalar_ref`` makes a Python scalar a 0-d tensor of the other operand's dtype, which
+    truncates ``1.5`` to ``1`` for an integer tensor; PyTorch's (and pylucid's) weak-scalar rule takes the
+    scalar's category into account: the 0-d tensor gets ``torch.result_type(tensor, scalar)``."""
+    if getattr(ref, "__qualname__", "") != "_scalar_ref.<locals>.ref" or not ref.__closure__:
+        return ref
+    fn = ref.__closure__[0].cell_contents
+
+    def weak(a, b):
+        if not isinstance(b, torch.Tensor):
+            b = torch.tensor(b, dtype=torch.result_type(a, b))
+        if not isinstance(a, torch.Tensor):
+            a = torch.tensor(a, dtype=torch.result_type(b, a))
+        return fn(a, b)
+
+    return weak
+
+
 def entry_cases(fam, e) -> list:
     out = []
     names = _names(e)
+    ref = _minmax_bool_ref(e, _weak_scalar_ref(e.ref))
     seen = set()
     for si, s in enumerate(e.samples()):
         sname = s.name or str(si)
@@ -221,7 +263,7 @@ def entry_cases(fam, e) -> list:
             if key in seen or _REF_CRASHES.search(key):
                 continue
             seen.add(key)
-            out.append(Case(fam, key, e.op, e.ref, args, kwargs, e.random, e.postprocess, names, (e.atol, e.rtol)))
+            out.append(Case(fam, key, e.op, ref, args, kwargs, e.random, e.postprocess, names, (e.atol, e.rtol)))
     return out
 
 
@@ -368,6 +410,190 @@ def _compare(case, out, ref) -> str:
     return ""
 
 
+_NONE_LABEL = re.compile(r"\|(arg(\d+)|(\w+))=None$")
+
+
+def _declared_param(case, which):
+    """The ``inspect.Parameter`` of the declared pylucid function the case calls, by position or name, or None when
+    the case calls a wrapper (a lambda of the op database) or the function has no such parameter."""
+    import inspect
+
+    fn = case.op if registry.declaration_of(case.op) is not None else None
+    if fn is None:
+        return None
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if isinstance(which, int):
+        p = params[which] if which < len(params) else None
+        return None if p is None or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) else p
+    return next((p for p in params if p.name == which), None)
+
+
+def _none_is_the_default(case, out) -> bool:
+    """True when the mutation put ``None`` in the last positional argument or in a keyword, PyTorch refuses
+    ``None`` there, and PyTorch's call without that argument gives pylucid's answer: pylucid's parameter defaults
+    to ``None`` and passing it equals leaving it out (a Python call cannot tell the two apart)."""
+    m = _NONE_LABEL.search(case.key)
+    if m is None or case.random:
+        return False
+    param = _declared_param(case, int(m.group(2)) if m.group(2) is not None else m.group(3))
+    if param is None or param.default is not None:
+        return False
+    args, kwargs = case.args, dict(case.kwargs)
+    if m.group(2) is not None:
+        i = int(m.group(2))
+        if i != len(args) - 1:
+            return False
+        args = args[:-1]
+    else:
+        kwargs.pop(m.group(3), None)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = case.ref(*(to_torch(a) for a in args), **kwargs)
+        return _compare(case, out, ref) == ""
+    except Exception:  # noqa: BLE001 - PyTorch refuses the shorter call too
+        return False
+
+
+# ops returning (values, indices) whose samples have no ties; a dtype mutation (int, bool) makes ties, and which of
+# the tied positions is returned is not specified (PyTorch's CPU kernels differ between versions)
+_TIE_OPS = {"topk": 2, "kthvalue": 2}
+
+
+def _tie_indices_ok(case, out, ref) -> bool:
+    """True when only the indices differ, and pylucid's select the returned values from the input (ties)."""
+    name = case.key.split("|")[0]
+    if name not in _TIE_OPS or not isinstance(out, tuple) or len(out) != 2:
+        return False
+    if _compare(case, out[0], ref[0]):
+        return False
+    x = case.args[0]
+    dim = case.kwargs.get("dim", case.args[_TIE_OPS[name]] if len(case.args) > _TIE_OPS[name] else -1)
+    vals, idx = pl_to_np(out[0]), pl_to_np(out[1])
+    if x.ndim == 0:
+        return bool(np.all(idx == 0))
+    if idx.ndim < x.ndim:
+        idx, vals = np.expand_dims(idx, dim), np.expand_dims(vals, dim)
+    return bool(np.array_equal(np.take_along_axis(x, idx, dim), vals))
+
+
+# Special functions where PyTorch's answer at a non-finite operand is an artifact of its kernel, not a value
+# (docs/semantics/math_inputs.md): igamma/igammac test the other operand first and return 0 or 1 for a NaN one;
+# the orthogonal polynomials return uninitialised memory for NaN x; zeta(s, inf) and polygamma(n >= 2, inf) are NaN
+# from Cephes' series (0/0) where the limit is 0. pylucid answers NaN for a NaN operand and the limit at infinity.
+_NONFINITE_OPS = re.compile(r"^(igamma|igammac|special\.gammainc|special\.gammaincc|zeta|special\.zeta|polygamma"
+                            r"(-method)?|\w*polynomial_\w+)$")
+
+
+def _nonfinite_ok(case, out, ref) -> bool:
+    """True when pylucid and PyTorch differ only where an operand is non-finite, pylucid answering NaN where one
+    is NaN and NaN or 0 (the limit) where one is infinite (``_NONFINITE_OPS``)."""
+    if not _NONFINITE_OPS.match(case.key.split("|")[0]) or not isinstance(out, pylucid.Tensor):
+        return False
+    arrays = [np.asarray(a, dtype=np.float64) for a in case.args
+              if isinstance(a, np.ndarray) and a.dtype.kind in "fiub" or isinstance(a, (int, float))]
+    a, e = pl_to_np(out).astype(np.float64), torch_to_np(ref).astype(np.float64)
+    try:
+        nan_in = np.zeros(a.shape, bool)
+        inf_in = np.zeros(a.shape, bool)
+        for x in arrays:
+            nan_in |= np.broadcast_to(np.isnan(x), a.shape)
+            inf_in |= np.broadcast_to(np.isinf(x), a.shape)
+    except ValueError:
+        return False
+    low = out.dtype.name in ("float16", "bfloat16")
+    tol = 2e-2 if low else 1e-4
+    same = np.isclose(a, e, atol=tol, rtol=tol, equal_nan=True)
+    ok_nan = nan_in & np.isnan(a)
+    ok_inf = inf_in & ~nan_in & (np.isnan(a) | (a == 0))
+    return bool(np.all(same | ok_nan | ok_inf))
+
+
+def _empty_int_softmax_ok(case, out, ref) -> bool:
+    """PyTorch's softmax/log_softmax refuse integer and bool input ("not implemented for 'Long'") but return an
+    empty integer tensor for an empty one (no kernel runs); pylucid computes them in the default float dtype (an
+    extension) for every size."""
+    if case.key.split("|")[0] not in ("softmax", "log_softmax") or "|empty" not in case.key:
+        return False
+    return (isinstance(out, pylucid.Tensor) and out.numel() == 0 and out.dtype.is_floating_point
+            and not ref.dtype.is_floating_point and tuple(out.shape) == tuple(ref.shape))
+
+
+def _complex_wrapper_not_applicable(case, t_exc) -> bool:
+    """The complex family's reference wrapper (``tests/opdb/complex.py``'s ``_tc``) indexes the ``(..., 2)`` last
+    dim of its input, which a 0-d or empty mutation removed (pylucid's wrapper then passes the real input on);
+    ``torch.view_as_complex`` refuses the zero strides of NumPy-made empty tensors."""
+    if isinstance(t_exc, IndexError) and getattr(case.ref, "__qualname__", "").startswith("_tc."):
+        return True
+    return ("stride 1" in str(t_exc) and case.key.startswith("view_as_complex")
+            and any(isinstance(a, np.ndarray) and a.size == 0 for a in case.args))
+
+
+def _half_ok(case, out) -> bool:
+    """A float16/bfloat16 result that differs from PyTorch's half-precision one but agrees with PyTorch's float32
+    computation on the same (half) inputs, rounded once: pylucid is the more accurate (``cdist``'s matrix-product
+    formula cancels completely in bfloat16 in PyTorch; pylucid runs it in float32)."""
+    if not isinstance(out, pylucid.Tensor) or out.dtype.name not in ("float16", "bfloat16") or case.random:
+        return False
+    args = tuple(a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype in (np.float16, ml_dtypes.bfloat16)
+                 else a for a in case.args)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref32 = case.ref(*(to_torch(a) for a in args), **case.kwargs)
+    except Exception:  # noqa: BLE001 - no float32 reference: nothing to compare with
+        return False
+    if not isinstance(ref32, torch.Tensor) or not ref32.dtype.is_floating_point:
+        return False
+    half = torch.float16 if out.dtype.name == "float16" else torch.bfloat16
+    return _compare(case, out, ref32.to(half)) == ""
+
+
+# pylucid computes where PyTorch raises, as documented (docs/semantics/math_inputs.md, the ops' docstrings)
+_DEVIATIONS = (
+    (r"^(logsumexp|prod|median_dim|nanmedian_dim)\|[^|]*\|dim=None$",
+     "dim=None reduces over every dim (keepdim keeps them as size 1); PyTorch requires a dim for this form"),
+    (r"^positive\|.*\|dtype=bool$", "+x returns a bool tensor unchanged (positive's docstring)"),
+)
+# results PyTorch does not specify for these inputs: (key pattern, why), by entry
+_UNSPECIFIED = {
+    "mode": (r"\|nan$", "the mode of a slice holding NaN follows the unordered NaN comparisons of PyTorch's sort "
+                        "(torch.mode([nan, inf, -inf, 1.]) is nan, torch.mode([2., nan, 1.]) is 1.)"),
+    "searchsorted": (r"\|nan$", "NaN and -inf after inf leave the sorted sequence unsorted"),
+    "bucketize": (r"\|(broadcast|nan)$", "the widened boundaries, or NaN and -inf after inf, are not sorted"),
+}
+
+
+def _mean_ok(case, out, ref) -> bool:
+    """var_mean/std_mean: PyTorch's one-pass (Welford) kernel gives a NaN mean for a slice holding an infinity;
+    pylucid's mean is torch.mean's (inf); the variances must agree."""
+    if case.key.split("|")[0] not in ("var_mean", "std_mean") or not isinstance(out, tuple):
+        return False
+    if _compare(case, out[0], ref[0]):
+        return False
+    x = to_torch(case.args[0])
+    dim = case.kwargs.get("dim", case.args[1] if len(case.args) > 1 else None)
+    mean = torch.mean(x, dim=dim, keepdim=case.kwargs.get("keepdim", False)) if dim is not None else torch.mean(x)
+    return _compare(case, out[1], mean) == ""
+
+
+def _ieee_complex_sum_ok(case, out) -> bool:
+    """add/sub of complex tensors: PyTorch's CPU kernel computes ``a + alpha * b`` with a complex ``alpha = 1``,
+    so an infinite operand gets a NaN imaginary part (``inf * 0``); pylucid's sum is the IEEE one, NumPy's."""
+    name = case.key.split("|")[0]
+    if name not in ("add", "sub") or not case.key.endswith("|nan") or case.kwargs.get("alpha", 1) != 1:
+        return False
+    a, b = case.args[0], case.args[1]
+    if not any(isinstance(x, np.ndarray) and x.dtype.kind == "c" for x in (a, b)):
+        return False
+    with np.errstate(all="ignore"):
+        expect = np.add(a, b) if name == "add" else np.subtract(a, b)
+    return bool(np.allclose(pl_to_np(out), expect, equal_nan=True))
+
+
 def run_case(case):
     """``(outcome, detail)``; outcome is "ok", "extension" or one of the failure kinds "accepts", "wrong", "bare",
     "crash" (an error from inside the op, typed on the way out, where PyTorch computes), "warns"."""
@@ -389,8 +615,10 @@ def run_case(case):
             p_exc = None
         except Exception as exc:  # noqa: BLE001 - judged below
             out, p_exc = None, exc
+    # NumPy's floating-point warnings ("invalid value encountered in ...") are attributed to the line that called
+    # the ufunc, inside pylucid; pylucid's own RuntimeWarnings (cov's degrees of freedom, ...) are deliberate
     numpy_warnings = [w for w in caught if issubclass(w.category, RuntimeWarning)
-                      and not str(w.filename).startswith(PYLUCID_DIR)]
+                      and (not str(w.filename).startswith(PYLUCID_DIR) or _NUMPY_FP.search(str(w.message)))]
     if p_exc is not None:
         tb = traceback.extract_tb(p_exc.__traceback__)
         if isinstance(p_exc, (AttributeError, TypeError)) and tb and "/tests/" in tb[-1].filename:
@@ -410,12 +638,26 @@ def run_case(case):
         if isinstance(t_exc, (AttributeError, KeyError)) and tb and "/tests/" in tb[-1].filename:
             # the reference wrapper (a lambda of the op database) cannot take this input: nothing to judge
             return "ok", "reference not applicable"
-        if (_TORCH_EXTENSION.search(str(t_exc)) and "complex" not in case.key) or (
+        if _complex_wrapper_not_applicable(case, t_exc):
+            return "ok", "reference not applicable"
+        for pat, why in _DEVIATIONS:
+            if re.search(pat, case.key):
+                return "deviation", why
+        if _none_is_the_default(case, out):
+            return "ok", "None for an argument whose default is None: the same call as leaving it out"
+        if (_TORCH_EXTENSION.search(str(t_exc)) and "complex" not in case.key.rsplit("|", 1)[-1]) or (
                 _TORCH_NO_PROMOTION.search(str(t_exc)) and "|dtype0=" in case.key):
             return "extension", f"torch raises {type(t_exc).__name__}: {str(t_exc).splitlines()[0][:120]}"
         return "accepts", f"torch raises {type(t_exc).__name__}: {str(t_exc).splitlines()[0][:120]}"
     try:
         diff = _compare(case, out, ref)
+        if diff and (_tie_indices_ok(case, out, ref) or _nonfinite_ok(case, out, ref) or
+                     _empty_int_softmax_ok(case, out, ref) or _half_ok(case, out) or _mean_ok(case, out, ref)
+                     or _ieee_complex_sum_ok(case, out)):
+            diff = ""
+        unspecified = _UNSPECIFIED.get(case.key.split("|")[0])
+        if diff and unspecified and re.search(unspecified[0], case.key):
+            return "ok", f"unspecified: {unspecified[1]}"
     except Exception as exc:  # noqa: BLE001 - a broken result (a dtype pylucid has no name for, ...)
         diff = f"unreadable result: {type(exc).__name__}: {exc}"
     if diff:
@@ -426,7 +668,7 @@ def run_case(case):
     return "ok", ""
 
 
-_PASSING = ("ok", "extension")
+_PASSING = ("ok", "extension", "deviation")
 
 
 def _known() -> set:

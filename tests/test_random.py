@@ -260,3 +260,26 @@ def test_deterministic_warn_only_warns_instead_of_raising():
     finally:
         pl.use_deterministic_algorithms(False)
         registry._REGISTRY.pop("_test_atomic", None)
+
+
+# ---------------------------------------------------------------- refused dtypes and non-finite parameters
+@pytest.mark.parametrize("call", [
+    lambda: pl.ones(2, dtype=pl.int64).exponential_(), lambda: pl.ones(2, dtype=pl.int64).cauchy_(),
+    lambda: pl.ones(2, dtype=pl.int64).log_normal_(), lambda: pl.ones(2, dtype=pl.complex64).bernoulli_(0.5),
+    lambda: pl.ones(2, dtype=pl.bool).geometric_(0.5), lambda: pl.ones(2, dtype=pl.bool).random_(0, 10),
+    lambda: pl.binomial(pl.ones(2, dtype=pl.int64), pl.ones(2, dtype=pl.int64)),
+    lambda: pl.binomial(pl.ones(2, dtype=pl.float64), pl.ones(2)),
+    lambda: pl._standard_gamma_grad(pl.ones(2, dtype=pl.float64), pl.ones(2)),
+    lambda: pl.multinomial(pl.tensor([0.5, 0.5]), 1, "yes"),
+])
+def test_refused_as_in_torch(call):
+    with pytest.raises((TypeError, ValueError, pl.LucidError)):
+        call()
+
+
+def test_nan_parameters():
+    c = pl.binomial(pl.tensor([float("nan"), 3.0]), pl.tensor([0.5, float("nan")]))
+    assert bool(pl.isnan(c).all())
+    g = pl._standard_gamma(pl.tensor([float("nan"), -1.0, float("inf"), 2.0]))
+    tiny = float(np.finfo(np.float32).tiny)  # as torch._standard_gamma: the smallest normal number
+    assert g[0].item() == g[1].item() == tiny and g[2].item() == float("inf")

@@ -438,3 +438,45 @@ def test_cov_warns_without_degrees_of_freedom():
         warnings.simplefilter("ignore")
         want = torch.cov(torch.tensor([1.0]))
     _close(out, want)
+
+
+# ---------------------------------------------------------------- bad inputs and non-finite values, against PyTorch
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.argmax(lib.tensor([True, False])),
+    lambda lib: lib.histc(lib.ones(3), bins=4, min=0.0, max=float("nan")),
+    lambda lib: lib.searchsorted(lib.tensor([1.0, 3.0]), [1.0, 2.0]),
+    lambda lib: lib.trapezoid(lib.tensor([True, False, True])),
+    lambda lib: lib.cumulative_trapezoid(lib.tensor([True, False, True])),
+    lambda lib: lib.gradient(lib.tensor([1, 2, 4], dtype=lib.uint8)),
+])
+def test_refused_as_in_torch(call):
+    with pytest.raises((RuntimeError, TypeError, ValueError)):
+        call(torch)
+    with pytest.raises((TypeError, ValueError, pl.LucidError)):
+        call(pl)
+
+
+def test_cdist_half_precision_product_path_is_computed_in_float32():
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-2, 2, (30, 2)), rng.uniform(-2, 2, (3, 2))
+    a[0] = b[0] + 0.1  # a close pair: the bfloat16 formula cancels
+    exact = torch.cdist(torch.tensor(a), torch.tensor(b))
+    got = pl.cdist(pl.tensor(a).to(pl.bfloat16), pl.tensor(b).to(pl.bfloat16))
+    assert got.dtype == pl.bfloat16
+    np.testing.assert_allclose(got.to(pl.float64).numpy(), exact.numpy(), rtol=3e-2, atol=3e-2)
+
+
+def test_max_of_bool_along_a_dim_as_torch():
+    x = np.array([[True, False, True], [False, False, True]])
+    v, i = pl.max(pl.tensor(x), dim=1)
+    tv, ti = torch.max(torch.tensor(x), dim=1)
+    assert v.tolist() == tv.tolist() and i.tolist() == ti.tolist()
+
+
+def test_ties_and_infinite_means():
+    x = pl.tensor([[1.0, float("inf"), 2.0], [3.0, -float("inf"), 4.0]])
+    var, mean = pl.var_mean(x, dim=1, correction=0)
+    np.testing.assert_array_equal(mean.numpy(), torch.mean(torch.tensor(x.numpy()), dim=1).numpy())
+    assert bool(pl.isnan(var).all())
+    v, i = pl.topk(pl.tensor([3, 1, 3, 2]), 2)
+    assert v.tolist() == [3, 3] and sorted(i.tolist()) == [0, 2]

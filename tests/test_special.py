@@ -63,3 +63,39 @@ def test_bad_arguments_name_the_op():
         pl.igamma(1.0, 2.0)
     with pytest.raises(TypeError, match="special.chebyshev_polynomial_t: expected a Tensor or a Python number"):
         S.chebyshev_polynomial_t(pl.tensor([0.5]), [3])
+
+
+# ---------------------------------------------------------------- non-finite operands and refused dtypes
+_NF = [float("nan"), float("inf"), -float("inf"), 0.5]
+
+
+def test_nonfinite_values_agree_with_torch_where_torch_defines_them():
+    x = pl.tensor(_NF)
+    tx = torch.tensor(_NF)
+    np.testing.assert_allclose(S.spherical_bessel_j0(x).numpy(), torch.special.spherical_bessel_j0(tx).numpy(),
+                               equal_nan=True, rtol=1e-6)
+    np.testing.assert_allclose(pl.polygamma(1, x).numpy(), torch.polygamma(1, tx).numpy(), equal_nan=True,
+                               rtol=1e-5)
+    # n < 0 (a NaN n truncates to the most negative integer) gives 0 even at NaN x, as PyTorch
+    n = pl.tensor([float("nan")] * 4)
+    np.testing.assert_array_equal(S.chebyshev_polynomial_t(x, n).numpy(),
+                                  torch.special.chebyshev_polynomial_t(tx, torch.tensor([float("nan")] * 4)).numpy())
+
+
+def test_nan_operands_give_nan():
+    nan = pl.tensor([float("nan")])
+    assert bool(pl.isnan(pl.igamma(nan, pl.tensor([float("inf")]))).all())
+    assert bool(pl.isnan(S.legendre_polynomial_p(nan, 3)).all())
+
+
+@pytest.mark.parametrize("fn", [S.airy_ai, S.spherical_bessel_j0, lambda z: S.hermite_polynomial_h(z, 2)])
+def test_no_derivative_special_functions_refuse_complex(fn):
+    with pytest.raises(pl.DtypeMismatch):
+        fn(pl.tensor([1 + 1j]))
+
+
+def test_mvlgamma_refuses_bool():
+    with pytest.raises(RuntimeError):
+        torch.mvlgamma(torch.tensor(True), 1)
+    with pytest.raises(pl.DtypeMismatch):
+        pl.mvlgamma(pl.tensor(True), 1)

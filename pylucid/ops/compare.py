@@ -53,13 +53,27 @@ Eq, eq = _binary_op("eq", _calls("equal"), """``input == other`` element-wise (b
     """, dunders=("__eq__",))
 Ne, ne = _binary_op("ne", _calls("not_equal"), "``input != other`` element-wise (bool); the ``!=`` operator.",
                     aliases=("not_equal",), dunders=("__ne__",))
-Lt, lt = _binary_op("lt", _calls("less"), "``input < other`` element-wise (bool); the ``<`` operator.",
+def _ordering(be_name):
+    """The forward ``be.<be_name>(a, b)`` of an ordering: ml_dtypes' bfloat16 comparisons warn on NaN (the answer,
+    False, is PyTorch's), so a bfloat16 operand runs under ``be.errstate()``."""
+    def forward(be, a, b):
+        fn = getattr(be, be_name)
+        if getattr(getattr(a, "dtype", None), "kind", "") == "V" or \
+                getattr(getattr(b, "dtype", None), "kind", "") == "V":
+            with be.errstate():
+                return fn(a, b)
+        return fn(a, b)
+
+    return forward
+
+
+Lt, lt = _binary_op("lt", _ordering("less"), "``input < other`` element-wise (bool); the ``<`` operator.",
                     aliases=("less",), dunders=("__lt__",))
-Le, le = _binary_op("le", _calls("less_equal"), "``input <= other`` element-wise (bool); the ``<=`` operator.",
+Le, le = _binary_op("le", _ordering("less_equal"), "``input <= other`` element-wise (bool); the ``<=`` operator.",
                     aliases=("less_equal",), dunders=("__le__",))
-Gt, gt = _binary_op("gt", _calls("greater"), "``input > other`` element-wise (bool); the ``>`` operator.",
+Gt, gt = _binary_op("gt", _ordering("greater"), "``input > other`` element-wise (bool); the ``>`` operator.",
                     aliases=("greater",), dunders=("__gt__",))
-Ge, ge = _binary_op("ge", _calls("greater_equal"), "``input >= other`` element-wise (bool); the ``>=`` operator.",
+Ge, ge = _binary_op("ge", _ordering("greater_equal"), "``input >= other`` element-wise (bool); the ``>=`` operator.",
                     aliases=("greater_equal",), dunders=("__ge__",))
 LogicalAnd, logical_and = _binary_op("logical_and", _calls("logical_and"),
                                      "``input and other`` element-wise (non-zero is true; bool result).")
@@ -225,7 +239,7 @@ def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: b
     for v, what in ((rtol, "rtol"), (atol, "atol")):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise TypeError(f"isclose: {what} must be a number, got {type(v).__name__} {v!r}")
-    if rtol < 0 or atol < 0:
+    if not (rtol >= 0 and atol >= 0):  # (NaN fails too)
         raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, atol={atol}")
     a, b = operand("isclose", input), operand("isclose", other)
     try:

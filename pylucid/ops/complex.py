@@ -192,9 +192,9 @@ class Angle(Op):
     def forward(be, z):
         if z.dtype.kind == "c":
             return be.angle(z).astype(z.real.dtype)
-        # real input: pi where x < 0, NaN stays NaN, 0 otherwise (torch.angle)
-        with be.errstate():
-            return be.where(z < 0, be.asarray(3.141592653589793, dtype=z.dtype), z * 0)
+        # real input: pi where x < 0, NaN stays NaN, 0 otherwise (+inf included: torch.angle)
+        return be.where(z < 0, be.asarray(3.141592653589793, dtype=z.dtype),
+                        be.where(z != z, z, be.zeros_like(z)))
 
     def backward(self, g):
         from .elementwise import div, mul, neg
@@ -350,5 +350,8 @@ def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002
     if abs.dtype is not angle.dtype:
         raise DtypeMismatch(f"polar: expected abs and angle to have the same dtype, got {abs.dtype} and "
                             f"{angle.dtype}")
-    return complex(mul(abs, cos(angle)), mul(abs, sin(angle)))
+    if not abs.dtype.is_floating_point:
+        raise DtypeMismatch(f"polar: expected both inputs to be floating tensors, got {abs.dtype.name}")
+    with abs._device.backend.errstate():  # an infinite abs times cos(angle) = 0 is NaN, as PyTorch
+        return complex(mul(abs, cos(angle)), mul(abs, sin(angle)))
 

@@ -34,6 +34,9 @@ class Cast(Op):
 
             warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=4)
             x = x.real
+        if x.dtype.kind == "f" and not (dtype.is_floating_point or dtype.is_complex):
+            with be.errstate():  # NaN/inf to an integer is undefined in C: the value is the platform's, no warning
+                return be.astype(x, dtype.numpy_dtype)
         return be.astype(x, dtype.numpy_dtype)
 
     def backward(self, g):
@@ -193,6 +196,12 @@ def fill(input: Tensor, value) -> Tensor:
         value = value.item()
     if not isinstance(value, (bool, int, float, complex)):
         raise TypeError(f"fill: value must be a number or a 0-d tensor, got {type(value).__name__}")
+    from .elementwise import _check_scalar_fits
+
+    dt = input._data.dtype
+    _check_scalar_fits("fill", value, dt)
+    if dt.kind == "u" and isinstance(value, int) and value < 0:  # wraps around, as PyTorch (-1 is 255 for uint8)
+        value %= 1 << (8 * dt.itemsize)
     return apply(Fill, (input,), {"value": value})
 
 
@@ -207,6 +216,10 @@ def fill_(self: Tensor, value) -> Tensor:
     tensor([3., 3.])
     """
     check_inplace_leaf(self, "fill_")
+    if not isinstance(value, (bool, int, float, complex, Tensor)):
+        raise TypeError(f"fill_: value must be a number or a 0-d tensor, got {type(value).__name__}")
+    if isinstance(value, Tensor) and value.ndim:
+        raise ValueError(f"fill_: value must be a number or a 0-d tensor, got a tensor of shape {value.shape}")
     if isinstance(value, Tensor) and not (value._requires_grad and _state.grad_enabled):
         value = value.item()
     if (self._requires_grad or isinstance(value, Tensor)) and _state.grad_enabled:

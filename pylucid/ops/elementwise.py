@@ -13,7 +13,7 @@ from .._state import state as _state
 from .._tensor import _TENSOR_TYPES, Tensor
 from ..dtypes import bfloat16 as _BF16_DTYPE
 from ..dtypes import bool_ as _dt_bool
-from ..errors import ShapeMismatch
+from ..errors import DtypeMismatch, ShapeMismatch
 from ._op import _FAST_FLOAT, _FAST_INT_OK, Op, apply, inplace_variant, operand
 from ._utils import camel, check_tensor, is_float_dtype
 from ._utils import conj_if_complex as _cj
@@ -67,13 +67,17 @@ def sum_to_size(g: Tensor, *shape) -> Tensor:
         return g
     from .reduction import sum as _sum
 
+    check_tensor(g, "sum_to_size", "input")
+    for n in shape:
+        if n.__class__ is not int and not (hasattr(n, "__index__") and not isinstance(n, (float, bool))):
+            raise TypeError(f"sum_to_size: size must be a tuple of ints, got {type(n).__name__} {n!r} in {shape!r}")
     if not shape:  # PyTorch's sum_to: to size () is a full sum (bool and small integers become int64)
         return _sum(g)
     from .shape import reshape
 
     lead = g.ndim - len(shape)
-    if lead < 0:
-        raise ShapeMismatch(f"sum_to_size: size {shape} is not expandable to the gradient's size {tuple(g.shape)}")
+    if lead < 0 or any(n != 1 and n != m for n, m in zip(shape, g.shape[lead:])):
+        raise ShapeMismatch(f"sum_to_size: size {shape} is not expandable to the input's size {tuple(g.shape)}")
     axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and g.shape[i + lead] != 1)
     r = _sum(g, dim=axes, keepdim=True) if axes else g
     return reshape(r, shape) if lead else r
@@ -196,6 +200,7 @@ def add(input, other, *, alpha=1) -> Tensor:
     tensor([2.5000, 3.5000])
     """
     if alpha != 1:
+        _check_alpha("add", input, other, alpha)
         other = mul(other, alpha)
     return _binary(Add, input, other, "add")
 
@@ -223,12 +228,31 @@ class Sub(Op):
 @declare(Sub, aliases=("subtract",), inplace=_direct_inplace("subtract"), dunders=("__sub__", "__rsub__", "__isub__"))
 def sub(input, other, *, alpha=1) -> Tensor:
     """``input - alpha * other``, broadcasting. Bool tensors are refused, as in PyTorch."""
-    if alpha != 1:
-        other = mul(other, alpha)
     for x in (input, other):
         if isinstance(x, Tensor) and x._data.dtype == bool:
             raise TypeError("sub: subtraction of bool tensors is not supported; use logical_xor or ~ instead")
+    if alpha != 1:
+        _check_alpha("sub", input, other, alpha)
+        other = mul(other, alpha)
     return _binary(Sub, input, other, "sub")
+
+
+def _check_alpha(name, input, other, alpha):
+    """PyTorch's rule for ``alpha``: a float (or complex) ``alpha`` needs a floating (complex) result; a bool
+    ``alpha`` a bool one. Checked only when ``alpha != 1``."""
+    kinds = [x._data.dtype.kind if x.__class__ in _TENSOR_TYPES else
+             ("b" if isinstance(x, bool) else "i" if isinstance(x, int) else "f" if isinstance(x, float) else "c")
+             for x in (input, other)]
+    if isinstance(alpha, bool):
+        if any(k != "b" for k in kinds):
+            raise TypeError(f"{name}: a bool alpha is only supported for bool results, got operands of kinds "
+                            f"{kinds}")
+        return
+    if isinstance(alpha, float) and all(k in "biu" for k in kinds):
+        raise TypeError(f"{name}: for integral input tensors, alpha must not be a floating point number, got "
+                        f"alpha={alpha!r}")
+    if isinstance(alpha, complex) and all(k != "c" for k in kinds):
+        raise TypeError(f"{name}: a complex alpha needs a complex operand, got alpha={alpha!r}")
 
 
 class Mul(Op):
@@ -389,8 +413,9 @@ class FloorDivide(Op):
         bb = be.asarray(b)
         _check_int_zero_division(be, bb, "floor_divide")
         with be.errstate():
-            if getattr(a, "dtype", bb.dtype).kind == "f" or bb.dtype.kind == "f":
-                return be.floor(a / b)
+            # floats too: NumPy's floor_divide is PyTorch's div_floor_floating (fmod-based, Python's rule), which
+            # floor(a / b) is not where a / b rounds up to an integer (7.0 // 0.1 = 69) or b is infinite
+            # (1.0 // -inf = -1)
             return a // b
 
 
@@ -623,7 +648,8 @@ class Sin(Op):
 
     @staticmethod
     def forward(be, x):
-        return be.sin(x)
+        with be.errstate():  # sin(+-inf) is NaN, as PyTorch, without NumPy's warning
+            return be.sin(x)
 
     def backward(self, g):
         return mul(g, _cj(cos(self.input(0))))
@@ -642,7 +668,8 @@ class Cos(Op):
 
     @staticmethod
     def forward(be, x):
-        return be.cos(x)
+        with be.errstate():  # cos(+-inf) is NaN, as PyTorch, without NumPy's warning
+            return be.cos(x)
 
     def backward(self, g):
         return neg(mul(g, _cj(sin(self.input(0)))))
@@ -730,7 +757,11 @@ def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
     >>> pylucid.addcmul(pylucid.ones(2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([3.0, 4.0]), value=0.5)
     tensor([2.5000, 5.0000])
     """
-    return _add_scaled(input, mul(tensor1, tensor2), _scalar_for(value, (input, tensor1, tensor2)))
+    t = next((x for x in (input, tensor1, tensor2) if isinstance(x, Tensor)), None)
+    if t is None:
+        return _add_scaled(input, mul(tensor1, tensor2), value)
+    with t._device.backend.errstate():  # inf + -inf is NaN, as PyTorch
+        return _add_scaled(input, mul(tensor1, tensor2), _scalar_for(value, (input, tensor1, tensor2), "addcmul"))
 
 
 @declare(inplace=_addc_inplace("true_divide"))
@@ -741,6 +772,12 @@ def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
     >>> pylucid.addcdiv(pylucid.zeros(2), pylucid.tensor([1.0, 2.0]), pylucid.tensor([4.0, 4.0]), value=2)
     tensor([0.5000, 1.0000])
     """
+    for t in (tensor1, tensor2):
+        check_tensor(t, "addcdiv", "tensor1" if t is tensor1 else "tensor2")
+    if tensor1._data.dtype.kind in "biu" and tensor2._data.dtype.kind in "biu":
+        raise TypeError(f"addcdiv: integer division is not supported (tensor1 {tensor1.dtype.name}, tensor2 "
+                        f"{tensor2.dtype.name}), as in PyTorch; use addcmul(input, tensor1, 1 / tensor2) for a true "
+                        "division")
     return _add_scaled(input, div(tensor1, tensor2), value)
 
 
@@ -749,12 +786,27 @@ def _add_scaled(input, term, value):
     return add(input, mul(term, value) if value != 1 else term)
 
 
-def _scalar_for(value, tensors):
+def _check_scalar_fits(name, value, np_dtype):
+    """PyTorch's overflow check of a Python number converted to an integer dtype: a float must lie in the dtype's
+    range; an int too, except that an unsigned dtype also takes negatives down to ``-max`` (they wrap around)."""
+    if np_dtype.kind not in "iu" or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    bits = 8 * np_dtype.itemsize
+    lo, hi = (0, (1 << bits) - 1) if np_dtype.kind == "u" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if isinstance(value, int) and np_dtype.kind == "u":
+        lo = -hi
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: value {value!r} cannot be converted to {np_dtype} without overflow (as PyTorch)")
+
+
+def _scalar_for(value, tensors, name="value"):
     """A scalar multiplier as PyTorch applies it to integer operands: cast to their integer type (``0.5`` becomes
     0; a negative one wraps around for unsigned operands, ``-2`` is 254 for uint8). Others pass unchanged."""
     dts = [t._data.dtype for t in tensors if isinstance(t, Tensor)]
     if not dts or isinstance(value, (bool, complex)) or not all(d.kind in "iu" for d in dts):
         return value
+    for d in dts:
+        _check_scalar_fits(name, value, d)
     v = int(value)
     if all(d.kind == "u" for d in dts):
         v %= 1 << (8 * max(d.itemsize for d in dts))
@@ -980,7 +1032,8 @@ class Tan(Op):
 
     @staticmethod
     def forward(be, x):
-        return be.tan(x)
+        with be.errstate():  # tan(+-inf) is NaN, as PyTorch, without NumPy's warning
+            return be.tan(x)
 
     def backward(self, g):
         y = _cj(self.output())
@@ -1445,7 +1498,8 @@ class Frac(Op):
     def forward(be, x):
         if x.dtype.kind == "c":
             raise TypeError("frac: complex tensors are not supported")
-        return x - be.trunc(x)
+        with be.errstate():  # frac(+-inf) is NaN (inf - inf), as PyTorch
+            return x - be.trunc(x)
 
     def backward(self, g):
         return g
@@ -1937,10 +1991,11 @@ class Lerp(Op):
 
     @staticmethod
     def forward(be, start, end, weight):
-        diff = end - start
-        if not hasattr(weight, "dtype"):  # a weak Python scalar: keep it weak
-            return start + weight * diff if -0.5 < weight < 0.5 else end - diff * (1 - weight)
-        return be.where(be.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
+        with be.errstate():  # an infinite endpoint: inf - inf is NaN, as PyTorch
+            diff = end - start
+            if not hasattr(weight, "dtype"):  # a weak Python scalar: keep it weak
+                return start + weight * diff if -0.5 < weight < 0.5 else end - diff * (1 - weight)
+            return be.where(be.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
 
     def backward(self, g):
         start, end, w = _saved_as_tensors(self, g)
@@ -2030,6 +2085,9 @@ def deg2rad(input: Tensor) -> Tensor:
     tensor([ 3.1416, -1.5708])
     """
     check_tensor(input, "deg2rad")
+    if input._data.dtype.kind == "c":
+        raise DtypeMismatch(f"deg2rad: input has dtype {input.dtype.name} (complex); deg2rad accepts float, int, bool "
+                            "tensors")
     return mul(input, _DEG)
 
 
@@ -2042,6 +2100,9 @@ def rad2deg(input: Tensor) -> Tensor:
     tensor([  28.6480, -114.5920])
     """
     check_tensor(input, "rad2deg")
+    if input._data.dtype.kind == "c":
+        raise DtypeMismatch(f"rad2deg: input has dtype {input.dtype.name} (complex); rad2deg accepts float, int, bool "
+                            "tensors")
     return mul(input, 57.29577951308232)
 
 
@@ -2069,7 +2130,12 @@ def ldexp(input, other) -> Tensor:
     """
     check_tensor(input, "ldexp")
     check_tensor(other, "ldexp", "other")
-    return mul(input, exp2(other))
+    with input._device.backend.errstate():  # inf * 0 (an infinite input, a very negative exponent) is NaN
+        out = mul(input, exp2(other))
+    if input.dtype.is_floating_point and other._data.dtype.kind in "biu" and out.dtype is not input.dtype:
+        # an integer exponent keeps a half-precision input's dtype, as PyTorch (exp2 of it is float32)
+        out = out.to(input.dtype)
+    return out
 
 
 _FrexpResult = namedtuple("frexp", ["mantissa", "exponent"])
@@ -2152,7 +2218,8 @@ class Heaviside(Op):
     @staticmethod
     def forward(be, x, values):
         dt = be.result_type(x, values)
-        return be.where(x == 0, values, x > 0).astype(dt)
+        with be.errstate():  # bfloat16 comparisons with NaN warn in ml_dtypes
+            return be.where(x == 0, values, x > 0).astype(dt)
 
 
 @declare(Heaviside, inplace=True)
@@ -2270,8 +2337,44 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
     from .reduction import sum as _sum
 
     check_tensor(input, "addbmm")
+    check_tensor(batch1, "addbmm", "batch1")
+    check_tensor(batch2, "addbmm", "batch2")
     ops = (input, batch1, batch2)
-    return _scaled_sum("addbmm", input, _sum(bmm(batch1, batch2), 0), _scalar_for(beta, ops), _scalar_for(alpha, ops))
+    if all(t.dtype == _dt_bool for t in ops):
+        raise TypeError("addbmm: bool tensors are not supported (the batch sum is an integer), as in PyTorch")
+    prod = bmm(batch1, batch2)
+    # an integer batch sum keeps the batches' dtype (PyTorch's addbmm; sum() would widen int32 to int64)
+    prod = _sum(prod, 0, dtype=prod.dtype if prod._data.dtype.kind in "iu" else None)
+    _check_addlike("addbmm", input, prod, beta, alpha)
+    no_batches = batch1.ndim == 3 and batch1.shape[0] == 0
+    if no_batches and input.dtype == _dt_bool:
+        raise TypeError("addbmm: a bool input with no batches is not supported (its sum is int64), as PyTorch")
+    out = _scaled_sum("addbmm", input, prod, _scalar_for(beta, ops, "beta"), _scalar_for(alpha, ops, "alpha"))
+    if no_batches and out.dtype is not input.dtype:  # no batches: PyTorch's result has input's dtype
+        return out.to(input.dtype)
+    return _beta0_dtype(input, out, beta)
+
+
+def _check_addlike(name, input, prod, beta, alpha):
+    """``beta``/``alpha`` are numbers and ``input`` expands to the product's shape (also when ``beta == 0`` ignores
+    its values), as PyTorch checks."""
+    for n, v in (("beta", beta), ("alpha", alpha)):
+        if not isinstance(v, (int, float, complex)):
+            raise TypeError(f"{name}: {n} must be a number, got {type(v).__name__} {v!r}")
+    shape, ishape = tuple(prod.shape), tuple(input.shape)
+    if len(ishape) > len(shape) or any(a != 1 and a != b for a, b in zip(ishape[::-1], shape[::-1])):
+        raise ShapeMismatch(f"{name}: input of shape {ishape} does not expand to the product's shape {shape}")
+
+
+def _beta0_dtype(input, out, beta):
+    """With ``beta == 0`` the values of ``input`` are ignored but its dtype still takes part in the promotion."""
+    if beta == 0:
+        from ..dtypes import promote_types
+
+        dt = promote_types(input.dtype, out.dtype)
+        if dt is not out.dtype:
+            return out.to(dt)
+    return out
 
 
 @declare(inplace=True)
@@ -2294,6 +2397,7 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
         raise ShapeMismatch(f"addr: vec1 and vec2 must be 1-d, got shapes {tuple(vec1.shape)} and "
                             f"{tuple(vec2.shape)}")
     ops = (input, vec1, vec2)
+    _check_addlike("addr", input, _Shape((vec1.shape[0], vec2.shape[0])), beta, alpha)
     if all(isinstance(t, Tensor) and t._data.dtype.kind in "iub" for t in ops) and any(
             isinstance(v, float) for v in (beta, alpha)):
         raise TypeError(f"addr: for integer tensors beta and alpha must be ints, got beta={beta!r}, alpha={alpha!r}")
@@ -2301,4 +2405,12 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
         from .compare import logical_and, logical_or
 
         return logical_or(logical_and(input, bool(beta)), logical_and(outer(vec1, vec2), bool(alpha)))
-    return _scaled_sum("addr", input, outer(vec1, vec2), _scalar_for(beta, ops), _scalar_for(alpha, ops))
+    return _beta0_dtype(input, _scaled_sum("addr", input, outer(vec1, vec2), _scalar_for(beta, ops, "beta"),
+                                           _scalar_for(alpha, ops, "alpha")), beta)
+
+
+class _Shape:
+    """A shape standing in for a product not computed yet (``_check_addlike`` reads ``.shape`` only)."""
+
+    def __init__(self, shape):
+        self.shape = shape

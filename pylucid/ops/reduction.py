@@ -282,7 +282,9 @@ def _max_or_min(cls, name, input, dim, keepdim, other):
     if dim is None or isinstance(dim, (tuple, list)):
         return _minmax(cls, name, input, dim, keepdim)
     values = _minmax(cls, name, input, dim, keepdim)
-    return ValuesIndices(values, _arg(Argmax if name == "max" else Argmin, name, input, dim, keepdim))
+    # torch.max(x, dim) takes bool (argmax alone does not): its indices are those of the 0/1 values
+    src = input.to(_dt.uint8) if input.dtype is _dt.bool_ else input
+    return ValuesIndices(values, _arg(Argmax if name == "max" else Argmin, name, src, dim, keepdim))
 
 
 @declare(Max)
@@ -449,14 +451,14 @@ class Argmax(_ArgReduce):
     """Index of the (first) maximum; NaN counts as the maximum. Not differentiable."""
 
     schema = OpSchema("argmax", amp_policy=KEEP_INPUT, differentiable=False, family="reduction",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))  # PyTorch refuses bool
 
 
 class Argmin(_ArgReduce):
     """Index of the (first) minimum; NaN counts as the minimum. Not differentiable."""
 
     schema = OpSchema("argmin", amp_policy=KEEP_INPUT, differentiable=False, family="reduction",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))  # PyTorch refuses bool
 
 
 def _arg(cls, name, input, dim, keepdim):
@@ -1196,7 +1198,8 @@ def dist(input: Tensor, other: Tensor, p=2) -> Tensor:
     check_tensor(other, "dist", "other")
     if isinstance(p, str) or p is None:
         raise TypeError(f"dist: p must be a number, got {p!r}")
-    return norm(sub(input, other), p)
+    with input._device.backend.errstate():  # inf - inf is NaN, as PyTorch
+        return norm(sub(input, other), p)
 
 
 @declare(inplace=True)
@@ -1225,9 +1228,10 @@ def renorm(input: Tensor, p, dim: int, maxnorm) -> Tensor:
         raise DtypeMismatch(f"renorm: expected a floating point or complex input, got {input.dtype}")
     d = norm_dims(dim, input.ndim, "renorm")[0]
     others = tuple(i for i in range(input.ndim) if i != d)
-    n = norm(input, p, others, keepdim=True)
-    factor = where(n > maxnorm, div(maxnorm, add(n, 1e-7)), 1.0)
-    return mul(input, factor.to(input.dtype) if input.dtype.is_complex else factor)
+    with input._device.backend.errstate():  # an infinite slice: inf * 0 is NaN, as PyTorch
+        n = norm(input, p, others, keepdim=True)
+        factor = where(n > maxnorm, div(maxnorm, add(n, 1e-7)), 1.0)
+        return mul(input, factor.to(input.dtype) if input.dtype.is_complex else factor)
 
 
 # the statistics family (histograms, quantiles, cov, cdist) builds on the reductions above

@@ -27,6 +27,7 @@ second derivative also follows the chain rule through ``x(alpha)``.
 from __future__ import annotations
 
 from .._tensor import Tensor, _new_tensor
+from ..errors import DtypeMismatch
 from ._op import Op, apply
 from ._utils import check_tensor
 from .registry import declare
@@ -82,9 +83,14 @@ def _standard_gamma(input: Tensor, generator=None) -> Tensor:
     be = dev.backend
     src = _gen_for(dev, generator)._source()
     alpha = input._data.astype("float64")
+    # PyTorch draws 0 (then clamped to the smallest normal number) for an alpha that is not positive or is NaN,
+    # and inf for an infinite one; NumPy's sampler refuses them
+    bad = ~(alpha > 0)
+    inf = be.isinf(alpha)
     with be.device_ctx():
-        raw = src.standard_gamma(alpha)
-        raw = be.asarray(raw).astype(input._data.dtype, copy=False)
+        raw = src.standard_gamma(be.where(bad | inf, 1.0, alpha))
+        raw = be.asarray(raw)
+        raw = be.where(bad, 0.0, be.where(inf, float("inf"), raw)).astype(input._data.dtype, copy=False)
     draw = _new_tensor(raw, dev).clamp(min=_TINY[input.dtype.name])
     return apply(StandardGamma, (input, draw))
 
@@ -103,7 +109,15 @@ def _standard_gamma_grad(input: Tensor, output: Tensor) -> Tensor:
 
     check_tensor(input, "_standard_gamma_grad")
     check_tensor(output, "_standard_gamma_grad")
-    alpha, x = pl.broadcast_tensors(input, output)
+    if input.dtype is not output.dtype:
+        raise DtypeMismatch(f"_standard_gamma_grad: input ({input.dtype.name}) and output ({output.dtype.name}) must "
+                            "have the same dtype, as in PyTorch")
+    with input._device.backend.errstate():  # NaN/inf draws give NaN gradients, as PyTorch, without warnings
+        return _standard_gamma_grad_of(pl, *pl.broadcast_tensors(input, output))
+
+
+def _standard_gamma_grad_of(pl, alpha, x):
+    """The body of :func:`_standard_gamma_grad` on broadcast tensors."""
     small = x < 0.8
     large = (alpha > 8.0) & ~small
     # each branch sees only safe arguments where it is not selected, so no NaN / inf reaches the gradients
@@ -169,16 +183,26 @@ def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
 
     check_tensor(count, "binomial")
     check_tensor(prob, "binomial")
+    if not count.dtype.is_floating_point:
+        raise DtypeMismatch(f"binomial: count must be a floating tensor, got {count.dtype.name} (as PyTorch)")
+    if prob.dtype is not count.dtype:
+        raise DtypeMismatch(f"binomial: prob ({prob.dtype.name}) must have count's dtype ({count.dtype.name})")
     count_b, prob_b = pl.broadcast_tensors(count.detach(), prob.detach())
     if count_b.numel():
-        if float(count_b.min()) < 0:
-            raise ValueError("binomial: count must be non-negative")
-        if float(prob_b.min()) < 0 or float(prob_b.max()) > 1:
+        be = count.device.backend
+        c = count_b._data
+        # (comparisons, not min/max: a NaN, which gives a NaN draw, must not hide an invalid value)
+        if bool(be.any(c < 0)) or bool(be.any(be.isinf(c))):
+            raise ValueError("binomial: count must be non-negative and finite")
+        if bool(be.any(prob_b._data < 0)) or bool(be.any(prob_b._data > 1)):
             raise ValueError("binomial: prob must be in [0, 1]")
     dev = count.device
     be = dev.backend
     src = _gen_for(dev, generator)._source()
     with be.device_ctx():
-        n = count_b._data.astype("int64")
-        draw = be.asarray(src.binomial(n, prob_b._data.astype("float64"))).astype(count._data.dtype, copy=False)
+        c, pr = count_b._data, prob_b._data.astype("float64")
+        nan = be.isnan(c) | be.isnan(pr)  # NaN in, NaN out, as PyTorch
+        n = be.where(nan, 0, c).astype("int64")
+        draw = be.asarray(src.binomial(n, be.where(nan, 0.0, pr))).astype(count._data.dtype, copy=False)
+        draw = be.where(nan, be.asarray(float("nan"), dtype=draw.dtype), draw)
     return _new_tensor(draw, dev)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .. import dtypes as _dt
 from .._state import state as _state
 from .._tensor import Tensor, _new_tensor
+from ..errors import DtypeMismatch
 from ._op import Op, apply
 from ._utils import check_tensor, conj_if_complex, norm_dim
 from .registry import declare
@@ -359,6 +360,9 @@ def _along(t, d, start, stop=None):
 
 def _trapezoid_args(op, y, x, dx, dim):
     check_tensor(y, op, "y")
+    for name, t in (("y", y), ("x", x)):
+        if isinstance(t, Tensor) and t._data.dtype == bool:
+            raise DtypeMismatch(f"{op}: received a bool input for `{name}`, but bool is not supported (as PyTorch)")
     if y.ndim == 0:
         raise ValueError(f"{op}: y must have at least one dimension, got a 0-d tensor")
     d = norm_dim(dim, y.ndim, op)
@@ -406,10 +410,11 @@ def trapezoid(y: Tensor, x: Tensor | None = None, *, dx=None, dim: int = -1) -> 
         from ..creation import zeros
 
         return zeros(tuple(n for i, n in enumerate(y.shape) if i != d), dtype=y.dtype, device=y.device)
-    if steps is None:
-        ends = mul(add(_along(y, d, 0, 1), _along(y, d, -1)), 0.5)
-        return mul(sub(_sum(y, d), _sum(ends, d)), h)
-    return div(_sum(mul(steps, add(_along(y, d, 1), _along(y, d, 0, -1))), d), 2.0)
+    with y._device.backend.errstate():  # inf - inf is NaN, as PyTorch
+        if steps is None:
+            ends = mul(add(_along(y, d, 0, 1), _along(y, d, -1)), 0.5)
+            return mul(sub(_sum(y, d), _sum(ends, d)), h)
+        return div(_sum(mul(steps, add(_along(y, d, 1), _along(y, d, 0, -1))), d), 2.0)
 
 
 @declare(method=False)
@@ -435,9 +440,10 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx=None, dim: in
     from .elementwise import add, div, mul
 
     d, steps, h = _trapezoid_args("cumulative_trapezoid", y, x, dx, dim)
-    pairs = add(_along(y, d, 0, -1), _along(y, d, 1))
-    panels = mul(pairs, h / 2.0) if steps is None else div(mul(steps, pairs), 2.0)
-    return cumsum(panels, d)
+    with y._device.backend.errstate():  # inf + -inf is NaN, as PyTorch
+        pairs = add(_along(y, d, 0, -1), _along(y, d, 1))
+        panels = mul(pairs, h / 2.0) if steps is None else div(mul(steps, pairs), 2.0)
+        return cumsum(panels, d)
 
 
 # ------------------------------------------------------------------------------------------ gradient
@@ -486,6 +492,8 @@ def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tupl
     from .shape import cat, reshape
 
     check_tensor(input, "gradient")
+    if input._data.dtype.kind == "u" and input._data.dtype.itemsize == 1:
+        raise DtypeMismatch("gradient: uint8 input is not supported (as PyTorch: its differences would wrap)")
     if input.ndim == 0:
         raise ValueError("gradient: input must have at least one dimension, got a 0-d tensor")
     if edge_order not in (1, 2):
@@ -500,44 +508,45 @@ def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tupl
         if input.shape[d] < edge_order + 1:
             raise ValueError(f"gradient: each dimension size must be at least edge_order + 1 = {edge_order + 1}, "
                              f"dim {d} has size {input.shape[d]}")
-    out = []
-    for d, h in zip(dims, _gradient_spacing(input, spacing, dims)):
-        f = input
+    with input._device.backend.errstate():  # inf - inf, repeated coordinates (0 steps): NaN/inf, as PyTorch
+        out = []
+        for d, h in zip(dims, _gradient_spacing(input, spacing, dims)):
+            f = input
 
-        def s(start, stop=None, d=d, f=f):
-            return _along(f, d, start, stop)
+            def s(start, stop=None, d=d, f=f):
+                return _along(f, d, start, stop)
 
-        if not isinstance(h, Tensor):
-            center = div(div(sub(s(2), s(0, -2)), h), 2)
-            if edge_order == 1:
-                first, last = div(sub(s(1, 2), s(0, 1)), h), div(sub(s(-1), s(-2, -1)), h)
+            if not isinstance(h, Tensor):
+                center = div(div(sub(s(2), s(0, -2)), h), 2)
+                if edge_order == 1:
+                    first, last = div(sub(s(1, 2), s(0, 1)), h), div(sub(s(-1), s(-2, -1)), h)
+                else:
+                    first = div(sub(add(mul(s(0, 1), -1.5), mul(s(1, 2), 2)), mul(s(2, 3), 0.5)), h)
+                    last = div(add(add(mul(s(-3, -2), 0.5), mul(s(-2, -1), -2)), mul(s(-1), 1.5)), h)
             else:
-                first = div(sub(add(mul(s(0, 1), -1.5), mul(s(1, 2), 2)), mul(s(2, 3), 0.5)), h)
-                last = div(add(add(mul(s(-3, -2), 0.5), mul(s(-2, -1), -2)), mul(s(-1), 1.5)), h)
-        else:
-            shape = [1] * input.ndim
-            shape[d] = -1
-            step = sub(h[1:], h[:-1])
-            h1, h2 = step[:-1], step[1:]
-            a = reshape(div(_neg(h2), mul(h1, add(h1, h2))), shape)
-            b = reshape(div(sub(h2, h1), mul(h1, h2)), shape)
-            c = reshape(div(h1, mul(h2, add(h1, h2))), shape)
-            center = add(add(mul(a, s(0, -2)), mul(b, s(1, -1))), mul(c, s(2)))
-            e0, l0 = step[0], step[-1]
-            if edge_order == 1:
-                first, last = div(sub(s(1, 2), s(0, 1)), e0), div(sub(s(-1), s(-2, -1)), l0)
-            else:
-                e1, l1 = step[1], step[-2]
-                fa = div(_neg(add(mul(e0, 2.0), e1)), mul(e0, add(e0, e1)))
-                fb = div(add(e0, e1), mul(e0, e1))
-                fc = div(_neg(e0), mul(e1, add(e0, e1)))
-                first = add(add(mul(fa, s(0, 1)), mul(fb, s(1, 2))), mul(fc, s(2, 3)))
-                la = div(l0, mul(l1, add(l0, l1)))
-                lb = div(_neg(add(l0, l1)), mul(l0, l1))
-                lc = div(add(mul(l0, 2.0), l1), mul(l0, add(l0, l1)))
-                last = add(add(mul(la, s(-3, -2)), mul(lb, s(-2, -1))), mul(lc, s(-1)))
-        out.append(cat([first, center, last], d))
-    return tuple(out)
+                shape = [1] * input.ndim
+                shape[d] = -1
+                step = sub(h[1:], h[:-1])
+                h1, h2 = step[:-1], step[1:]
+                a = reshape(div(_neg(h2), mul(h1, add(h1, h2))), shape)
+                b = reshape(div(sub(h2, h1), mul(h1, h2)), shape)
+                c = reshape(div(h1, mul(h2, add(h1, h2))), shape)
+                center = add(add(mul(a, s(0, -2)), mul(b, s(1, -1))), mul(c, s(2)))
+                e0, l0 = step[0], step[-1]
+                if edge_order == 1:
+                    first, last = div(sub(s(1, 2), s(0, 1)), e0), div(sub(s(-1), s(-2, -1)), l0)
+                else:
+                    e1, l1 = step[1], step[-2]
+                    fa = div(_neg(add(mul(e0, 2.0), e1)), mul(e0, add(e0, e1)))
+                    fb = div(add(e0, e1), mul(e0, e1))
+                    fc = div(_neg(e0), mul(e1, add(e0, e1)))
+                    first = add(add(mul(fa, s(0, 1)), mul(fb, s(1, 2))), mul(fc, s(2, 3)))
+                    la = div(l0, mul(l1, add(l0, l1)))
+                    lb = div(_neg(add(l0, l1)), mul(l0, l1))
+                    lc = div(add(mul(l0, 2.0), l1), mul(l0, add(l0, l1)))
+                    last = add(add(mul(la, s(-3, -2)), mul(lb, s(-2, -1))), mul(lc, s(-1)))
+            out.append(cat([first, center, last], d))
+        return tuple(out)
 
 
 def _neg(t):

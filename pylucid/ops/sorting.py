@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from .._tensor import Tensor, _new_tensor
+from ..errors import ShapeMismatch
 from ._op import Op, apply
 from ._utils import check_tensor, is_float_dtype, norm_dim
 from .registry import declare
@@ -109,13 +110,33 @@ class SelectAlongDimBackward(Op):
         self.extra = None
 
 
+def _check_along(name, x, idx, dim, shape, gather):
+    """Both tensors, the same number of dims, and sizes PyTorch accepts: a gather (``take_along_dim``) broadcasts
+    ``x`` and ``idx`` outside ``dim``; a scatter needs ``idx`` no larger than ``x`` (the source) and ``shape``."""
+    check_tensor(x, name, "input")
+    check_tensor(idx, name, "indices")
+    if idx._data.dtype.kind not in "iu":
+        raise TypeError(f"{name}: indices must be an integer tensor, got {idx.dtype.name}")
+    if x.ndim != idx.ndim or len(shape) != idx.ndim:
+        raise ShapeMismatch(f"{name}: input {tuple(x.shape)} and indices {tuple(idx.shape)} must have the same "
+                            "number of dims")
+    d = dim % idx.ndim if idx.ndim else 0
+    for i, (n, m, k) in enumerate(zip(x.shape, idx.shape, shape)):
+        ok = (i == d or n == m or n == 1 or m == 1) if gather else (m <= n and (i == d or m <= k))
+        if not ok:
+            raise ShapeMismatch(f"{name}: indices {tuple(idx.shape)} do not fit input {tuple(x.shape)} "
+                                f"(dim {dim})")
+
+
 def select_along_dim(x: Tensor, idx: Tensor, dim: int) -> Tensor:
     """Internal: ``x`` gathered at the int64 indices ``idx`` along ``dim`` (PyTorch's ``take_along_dim``)."""
+    _check_along("select_along_dim", x, idx, dim, tuple(x.shape) if isinstance(x, Tensor) else None, True)
     return apply(SelectAlongDim, (x, idx), {"dim": dim})
 
 
 def select_along_dim_backward(g: Tensor, idx: Tensor, dim: int, shape: tuple) -> Tensor:
     """Internal: zeros of ``shape`` with ``g`` scatter-added at ``idx`` along ``dim``."""
+    _check_along("select_along_dim_backward", g, idx, dim, tuple(shape), False)
     return apply(SelectAlongDimBackward, (g, idx), {"dim": dim, "shape": tuple(shape)})
 
 
@@ -450,6 +471,8 @@ def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False, rig
             raise ValueError("searchsorted: side='left' and right=True contradict each other")
         right = side == "right"
     scalar = not isinstance(input, Tensor)
+    if scalar and not isinstance(input, (int, float, complex)):
+        raise TypeError(f"searchsorted: input must be a Tensor or a number, got {type(input).__name__}")
     if scalar:
         from ..creation import tensor
 

@@ -16,6 +16,7 @@ import math
 
 from .. import dtypes as _dt
 from .._tensor import Tensor, _new_tensor
+from ..errors import DtypeMismatch
 from ._op import Op, apply, operand
 from ._utils import camel, check_tensor, norm_dim
 from .registry import declare, op_function
@@ -38,7 +39,8 @@ def _sp(be, name, *args):
             out = fn(*[a.astype("float32") if hasattr(a, "dtype") and a.dtype == dt else a for a in args])
             return out.astype(dt)
         out = fn(*args)
-    return out.astype(dt, copy=False) if dt is not None and out.dtype != dt else out
+        # (inside: a float64 result beyond the dtype's range becomes inf without an overflow warning)
+        return out.astype(dt, copy=False) if dt is not None and out.dtype != dt else out
 
 
 def _const(arr, dev):
@@ -260,7 +262,9 @@ class Polygamma(Op):
             return Digamma.forward(be, x)
         # on CUDA n goes in as an integer array: cupyx's polygamma calls cupy.where(n == 0, ...), which
         # rejects the Python bool a Python int gives; the CPU keeps SciPy's scalar path (unchanged numerics)
-        return _sp(be, "polygamma", n if be.name == "cpu" else be.asarray(n, dtype="int64"), x)
+        out = _sp(be, "polygamma", n if be.name == "cpu" else be.asarray(n, dtype="int64"), x)
+        # at -inf the poles accumulate: no limit (SciPy answers +-inf), NaN as PyTorch
+        return be.where(x == -math.inf, be.asarray(math.nan, dtype=out.dtype), out)
 
     def backward(self, g):
         from .elementwise import mul
@@ -468,6 +472,9 @@ def multigammaln(input: Tensor, p: int) -> Tensor:
     """
     if not isinstance(p, int) or p < 1:
         raise ValueError(f"multigammaln: p must be a positive int, got {p!r}")
+    check_tensor(input, "multigammaln")
+    if input._data.dtype == bool:
+        raise DtypeMismatch("multigammaln: the input tensor may not be a bool tensor (as in PyTorch)")
     from .elementwise import add
 
     out = lgamma(input)
@@ -747,8 +754,10 @@ erfcx = op_function(Erfcx, namespaces=_SPECIAL, method=False)
 
 # ------------------------------------------------------------------------------------------ Bessel, Airy
 def _nodiff_schema(name: str) -> OpSchema:
-    """The special functions PyTorch gives no derivative (their outputs do not require grad)."""
-    return OpSchema(name, amp_policy=FORCE_FP32, real_valued=True, differentiable=False, family="special")
+    """The special functions PyTorch gives no derivative (their outputs do not require grad); real arguments only,
+    as PyTorch (its kernels have no complex version)."""
+    return OpSchema(name, amp_policy=FORCE_FP32, real_valued=True, differentiable=False, family="special",
+                    accepts=("float", "int", "bool"))
 
 
 class _Bessel(Op):
@@ -840,6 +849,7 @@ class SphericalBesselJ0(Op):
             x2 = xf * xf
             small = 1 + x2 * (-1 / 6 + x2 * (1 / 120 + x2 * (-1 / 5040 + x2 * (1 / 362880 + x2 * (-1 / 39916800)))))
             out = be.where(be.abs(xf) < 0.5, small, big)
+            out = be.where(be.isinf(xf), 0, out)  # the limit of sin(x)/x at +-inf, as PyTorch
         return out.astype(x.dtype, copy=False)
 
 
@@ -876,7 +886,7 @@ def _poly_eval(be, kind, x, n):
     n = n.astype("int64")
     one = be.ones_like(x)
     first = {"t": x, "u": 2 * x, "v": 2 * x - 1, "w": 2 * x + 1, "h": 2 * x, "he": x, "l": 1 - x, "p": x}[kind]
-    out = be.where(n == 0, one, be.where(n == 1, first, 0 * x))
+    out = be.where(n == 0, one, be.where(n == 1, first, be.zeros_like(x)))  # n < 0: 0, even at x = NaN
     top = int(n.max()) if n.size else 0
     p, q = one, first
     for k in range(1, top):  # q = p_k, p = p_{k-1}  ->  p_{k+1}

@@ -14,6 +14,7 @@ import math
 import warnings
 from collections import namedtuple
 
+from .. import dtypes as _dt
 from .._tensor import Tensor, _new_tensor
 from ..errors import DtypeMismatch, ShapeMismatch
 from ._op import Op, apply
@@ -125,6 +126,8 @@ def histc(input: Tensor, bins: int = 100, min=0, max=0) -> Tensor:  # noqa: A002
     _check_float("histc", input)
     if not isinstance(bins, int) or bins <= 0:
         raise ValueError(f"histc: bins must be a positive int, got {bins!r}")
+    if not (math.isfinite(min) and math.isfinite(max)):
+        raise ValueError(f"histc: range of [{min}, {max}] is not finite")
     if min > max:
         raise ValueError(f"histc: max must be larger than or equal to min, got min={min} and max={max}")
     return apply(Histc, (input,), {"bins": bins, "min": float(min), "max": float(max)})
@@ -580,10 +583,16 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
     P, R = x1.shape[-2], x2.shape[-2]
     use_mm = p == 2 and (compute_mode == "use_mm_for_euclid_dist" or (
         compute_mode == "use_mm_for_euclid_dist_if_necessary" and (P > 25 or R > 25)))
-    if use_mm:
-        n1 = _sum(mul(x1, x1), -1, keepdim=True)
-        n2 = _sum(mul(x2, x2), -1, keepdim=True)
-        d2 = add(add(mul(matmul(x1, transpose(x2, -1, -2)), -2.0), n1), transpose(n2, -1, -2))
-        return sqrt(clamp_min(d2, 1e-30))
-    diff = unsqueeze(x1, -2) - unsqueeze(x2, -3)  # (..., P, R, M)
-    return norm(diff, p, -1)
+    with x1._device.backend.errstate():  # inf - inf is NaN, as PyTorch
+        if use_mm:
+            half = x1.dtype.is_floating_point and x1.dtype.itemsize == 2
+            if half:  # |a|^2 - 2 a.b + |b|^2 cancels completely in 8 bits of mantissa: float32, rounded once
+                dt = x1.dtype
+                x1, x2 = x1.to(_dt.float32), x2.to(_dt.float32)
+            n1 = _sum(mul(x1, x1), -1, keepdim=True)
+            n2 = _sum(mul(x2, x2), -1, keepdim=True)
+            d2 = add(add(mul(matmul(x1, transpose(x2, -1, -2)), -2.0), n1), transpose(n2, -1, -2))
+            out = sqrt(clamp_min(d2, 1e-30))
+            return out.to(dt) if half else out
+        diff = unsqueeze(x1, -2) - unsqueeze(x2, -3)  # (..., P, R, M)
+        return norm(diff, p, -1)
