@@ -54,6 +54,7 @@ from . import diffeq, einops, signal  # noqa: E402,F401
 from .signal import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window  # noqa: E402,F401
 from . import distributions  # noqa: E402,F401
 from . import func  # noqa: E402,F401
+from . import masked  # noqa: E402,F401
 from ._threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads  # noqa: E402,F401,E501
 from .serialization import load, load_safetensors, save, save_safetensors  # noqa: E402
 

@@ -33,6 +33,7 @@ import torch
 import pylucid
 import pylucid.fft
 import pylucid.linalg
+import pylucid.masked
 import pylucid.nn.functional
 import pylucid.special
 from tests.opinfo_skips import SKIPS, lookup
@@ -117,13 +118,15 @@ def resolve(opinfo):
     return found
 
 
-_MODULE_NAMES = frozenset(("torch", "wrapper_set_seed", "Tensor", "nn", "functional", "linalg", "special", "fft"))
+_MODULE_NAMES = frozenset(("torch", "wrapper_set_seed", "Tensor", "nn", "functional", "linalg", "special", "fft",
+                           "masked"))
 
 
 def _names_exist(fn) -> bool:
     """Every function or method a database lambda names exists in pylucid (``lambda x: torch.Tensor.cauchy_(x)``
     tests ``Tensor.cauchy_``)."""
-    spaces = (pylucid, pylucid.Tensor, pylucid.nn.functional, pylucid.linalg, pylucid.special, pylucid.fft)
+    spaces = (pylucid, pylucid.Tensor, pylucid.nn.functional, pylucid.linalg, pylucid.special, pylucid.fft,
+              pylucid.masked)
     names = [n for n in fn.__code__.co_names if n not in _MODULE_NAMES]
     return bool(names) and all(any(hasattr(sp, n) for sp in spaces) for n in names)
 
@@ -333,6 +336,38 @@ def _wrapper(opinfo):
     return None if getattr(w, "__name__", "") == "<lambda>" else w
 
 
+def _masked_output_mask(w, opinfo, sample):
+    """The output mask PyTorch's masked-op gradcheck wrappers apply (None: no mask given), computed in torch."""
+    import torch.testing._internal.opinfo.core as core
+
+    kw = sample.kwargs
+    if w is core.gradcheck_wrapper_masked_operation:
+        if kw.get("mask") is None:
+            return None
+        return torch.masked._output_mask(opinfo.op, sample.input, *sample.args, **kw)
+    if w is core.gradcheck_wrapper_masked_pointwise_operation:
+        if kw.get("input_mask") is None or kw.get("other_mask") is None:
+            return None
+        both = torch.logical_and(kw["input_mask"], kw["other_mask"])
+        return torch.masked._input_mask(sample.input, *sample.args, **dict(kw, mask=both))
+    return False
+
+
+def _pl_wrapper(opinfo, sample):
+    """PyTorch's gradcheck wrapper for the pylucid call. The masked-op wrappers, which call torch.masked on the
+    sample, become ``where(output mask, output, 0)`` with the mask computed by torch."""
+    w = _wrapper(opinfo)
+    if w is None:
+        return None
+    out_mask = _masked_output_mask(w, opinfo, sample)
+    if out_mask is False:
+        return w
+    if out_mask is None:
+        return lambda fn, inp, *a, **k: fn(inp, *a, **k)
+    m = to_pl(out_mask)
+    return lambda fn, inp, *a, **k: pylucid.where(m, fn(inp, *a, **k), 0.0)
+
+
 def _grad_outputs(out, proc):
     try:
         out = proc(out)
@@ -352,8 +387,9 @@ def run_grad(opinfo, fn, sample, order: int):
     t_in = torch_leaves(sample)
     if not t_in:
         return "no input requires grad"
+    # the wrapper gets the OpInfo's function (the masked-op wrappers read its __name__)
     t_out = opinfo(sample.input, *sample.args, **sample.kwargs) if wrapper is None else \
-        wrapper(opinfo, sample.input, *sample.args, **sample.kwargs)
+        wrapper(opinfo.op, sample.input, *sample.args, **sample.kwargs)
     t_outs = _grad_outputs(t_out, sample.output_process_fn_grad)
     keep = [i for i, o in enumerate(t_outs) if o.requires_grad and o.dtype.is_floating_point or o.is_complex()]
     keep = [i for i in keep if t_outs[i].requires_grad]
@@ -365,7 +401,7 @@ def run_grad(opinfo, fn, sample, order: int):
 
     p_in: list = []
     convert = lambda o: to_pl(o, p_in)  # noqa: E731
-    p_out = _call(fn, sample, convert, wrapper)
+    p_out = _call(fn, sample, convert, _pl_wrapper(opinfo, sample))
     p_outs = _grad_outputs(p_out, sample.output_process_fn_grad)
     if len(p_outs) != len(t_outs):
         raise Mismatch(f"{len(p_outs)} differentiable outputs, torch has {len(t_outs)}")
