@@ -1756,3 +1756,18 @@ def unsafe_split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
 def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
     """``chunk`` (PyTorch's variant without view tracking; pylucid's views are safe either way)."""
     return chunk(input, chunks, dim)
+
+
+_pad = pad  # constant_pad_nd's argument ``pad`` shadows the function
+
+
+@declare(method=False)
+def constant_pad_nd(input: Tensor, pad, value: float = 0) -> Tensor:
+    """``pad(input, pad, "constant", value)`` (PyTorch's ``torch.constant_pad_nd``): ``pad`` lists
+    ``(left, right)`` pairs from the last dim backwards; negative entries crop.
+
+    >>> import pylucid
+    >>> pylucid.constant_pad_nd(pylucid.tensor([[1, 2]]), (1, 0), 7)
+    tensor([[7, 1, 2]])
+    """
+    return _pad(input, pad, "constant", value)

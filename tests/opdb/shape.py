@@ -326,5 +326,7 @@ ENTRIES = [
           ("split_with_sizes", [Sample((U(5, 2), [2, 3])), Sample((U(2, 5), [1, 0, 4], 1), name="dim1-empty")]),
           ("split_with_sizes_copy", [Sample((U(5, 2), [2, 3]))]),
           ("unsafe_split", [Sample((U(5, 2), 2))]),
-          ("unsafe_chunk", [Sample((U(5, 2), 2))]))],
+          ("unsafe_chunk", [Sample((U(5, 2), 2))]),
+          ("constant_pad_nd", [Sample((U(3, 4), (1, 2))),
+                               Sample((U(2, 3, 4), (1, 0, -1, 2), 0.5), name="value-crop")]))],
 ]
