@@ -97,7 +97,9 @@ def _on_pylucid(fn):
     """The database's lambda with ``torch`` bound to ``pylucid`` (``lambda self, c, o: torch.where(c, self, o)``
     calls ``pylucid.where``): it keeps the argument order the samples are written for."""
     env = dict(fn.__globals__, torch=pylucid, wrapper_set_seed=_seeded)
-    return types.FunctionType(fn.__code__, env, fn.__name__, fn.__defaults__, fn.__closure__)
+    out = types.FunctionType(fn.__code__, env, fn.__name__, fn.__defaults__, fn.__closure__)
+    out.__kwdefaults__ = fn.__kwdefaults__
+    return out
 
 
 def resolve(opinfo):
@@ -354,14 +356,15 @@ def _masked_output_mask(w, opinfo, sample):
 
 
 def _pl_wrapper(opinfo, sample):
-    """PyTorch's gradcheck wrapper for the pylucid call. The masked-op wrappers, which call torch.masked on the
+    """PyTorch's gradcheck wrapper for the pylucid call, with ``torch`` bound to ``pylucid`` (the cholesky-like
+    wrapper calls ``torch.diag_embed``). The masked-op wrappers, which call torch.masked's internals on the
     sample, become ``where(output mask, output, 0)`` with the mask computed by torch."""
     w = _wrapper(opinfo)
     if w is None:
         return None
     out_mask = _masked_output_mask(w, opinfo, sample)
     if out_mask is False:
-        return w
+        return _on_pylucid(w) if hasattr(w, "__code__") else w
     if out_mask is None:
         return lambda fn, inp, *a, **k: fn(inp, *a, **k)
     m = to_pl(out_mask)
