@@ -1372,9 +1372,11 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
         return input.new_empty(0)
     pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
     idx = list(pick(range(input.shape[0]), r))
-    if not idx:
-        return input.new_empty(0, r)
-    return getitem(input, tensor(idx, device=input.device))
+    from .. import dtypes as _dt
+
+    # no combination (r > len): an empty index keeps the result in the graph, as PyTorch's
+    index = tensor(idx, device=input.device) if idx else tensor([], dtype=_dt.int64, device=input.device).reshape(0, r)
+    return getitem(input, index)
 
 
 def _tri_indices(op, row, col, offset, dtype, device, upper):
