@@ -1320,3 +1320,50 @@ def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
         mean = rstd = pl.zeros(0, dtype=x.dtype, device=x.device)
     out = F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
     return out, mean, rstd
+
+
+# ---------------------------------------------------------------- PyTorch's grid sampler entry points
+_GRID_MODES = ("bilinear", "nearest", "bicubic")
+_GRID_PADDINGS = ("zeros", "border", "reflection")
+
+
+def _grid_sampler(op, input, grid, interpolation_mode, padding_mode, align_corners, ndim):
+    from ..nn import functional as F
+
+    check_tensor(input, op)
+    check_tensor(grid, op)
+    if input.ndim != ndim:
+        raise ShapeMismatch(f"{op}: expected a {ndim}-D input, got {input.ndim}-D of shape {tuple(input.shape)}")
+    if interpolation_mode not in range(len(_GRID_MODES)) or padding_mode not in range(len(_GRID_PADDINGS)):
+        raise ValueError(f"{op}: interpolation_mode {interpolation_mode!r} / padding_mode {padding_mode!r}; accepted: "
+                         "0 (bilinear), 1 (nearest), 2 (bicubic) and 0 (zeros), 1 (border), 2 (reflection)")
+    return F.grid_sample(input, grid, _GRID_MODES[interpolation_mode], _GRID_PADDINGS[padding_mode],
+                         bool(align_corners))
+
+
+@declare(method=False)
+def grid_sampler_2d(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
+                    align_corners: bool) -> Tensor:
+    """``nn.functional.grid_sample`` of a 4-D input with the modes as integers (``torch.grid_sampler_2d``):
+    ``interpolation_mode`` 0 bilinear, 1 nearest, 2 bicubic; ``padding_mode`` 0 zeros, 1 border, 2 reflection.
+
+    >>> import pylucid
+    >>> x = pylucid.arange(4.0).reshape(1, 1, 2, 2)
+    >>> pylucid.grid_sampler_2d(x, pylucid.zeros(1, 1, 1, 2), 0, 0, False)
+    tensor([[[[1.5000]]]])
+    """
+    return _grid_sampler("grid_sampler_2d", input, grid, interpolation_mode, padding_mode, align_corners, 4)
+
+
+@declare(method=False)
+def grid_sampler_3d(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
+                    align_corners: bool) -> Tensor:
+    """``nn.functional.grid_sample`` of a 5-D input with the modes as integers (``torch.grid_sampler_3d``):
+    ``interpolation_mode`` 0 bilinear (trilinear), 1 nearest; ``padding_mode`` 0 zeros, 1 border, 2 reflection.
+
+    >>> import pylucid
+    >>> x = pylucid.arange(8.0).reshape(1, 1, 2, 2, 2)
+    >>> pylucid.grid_sampler_3d(x, pylucid.zeros(1, 1, 1, 1, 3), 0, 0, True)
+    tensor([[[[[3.5000]]]]])
+    """
+    return _grid_sampler("grid_sampler_3d", input, grid, interpolation_mode, padding_mode, align_corners, 5)
