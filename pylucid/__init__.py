@@ -38,6 +38,7 @@ from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set
 from .creation import (  # noqa: E402
     arange, as_tensor, asarray, empty, empty_like, eye, from_dlpack, from_numpy, full, full_like, linspace, logspace,
     ones, ones_like, tensor, zeros, zeros_like,
+    empty_permuted, empty_strided, scalar_tensor,
 )
 from .random import (  # noqa: E402
     Generator, default_generator, get_rng_state, initial_seed, manual_seed, rand, rand_like, randint, randint_like,
