@@ -141,40 +141,6 @@ SKIPS: list[Skip] = [
          'not implemented',
          sample='(T[4, 4, 3, 8]:D, requires_grad, T[4, 4, 6, 8]:D, requires_grad, T[4, 4, 6, 8]:D, '
                 'requires_grad, is_causal=False, dropout_p=0.0)'),
-    Skip('nn.functional.triplet_margin_with_distance_loss', '*', 'forward', 'deviation',
-         "the sample passes torch's own nn.PairwiseDistance module as distance_function, which pylucid tensors"
-         " cannot enter (harness limit; pylucid's distance functions are tested in tests/opdb/nn.py, "
-         'docs/semantics/opinfo.md)',
-         sample='(T[5, 10]:D, T[5, 10]:D, T[5, 10]:D, margin=1e-06, distance_function=PairwiseDistance())'),
-    Skip('nn.functional.triplet_margin_with_distance_loss', '*', 'forward', 'deviation',
-         "the sample passes torch's own nn.PairwiseDistance module as distance_function, which pylucid tensors"
-         " cannot enter (harness limit; pylucid's distance functions are tested in tests/opdb/nn.py, "
-         'docs/semantics/opinfo.md)',
-         sample="(T[5, 10]:D, T[5, 10]:D, T[5, 10]:D, reduction='none', distance_function=PairwiseDistance())"),
-    Skip('nn.functional.triplet_margin_with_distance_loss', '*', 'grad', 'deviation',
-         "the sample passes torch's own nn.PairwiseDistance module as distance_function, which pylucid tensors"
-         " cannot enter (harness limit; pylucid's distance functions are tested in tests/opdb/nn.py, "
-         'docs/semantics/opinfo.md)',
-         sample='(T[5, 10]:D, requires_grad, T[5, 10]:D, requires_grad, T[5, 10]:D, requires_grad, '
-                'margin=1e-06, distance_function=PairwiseDistance())'),
-    Skip('nn.functional.triplet_margin_with_distance_loss', '*', 'grad', 'deviation',
-         "the sample passes torch's own nn.PairwiseDistance module as distance_function, which pylucid tensors"
-         " cannot enter (harness limit; pylucid's distance functions are tested in tests/opdb/nn.py, "
-         'docs/semantics/opinfo.md)',
-         sample='(T[5, 10]:D, requires_grad, T[5, 10]:D, requires_grad, T[5, 10]:D, requires_grad, '
-                "reduction='none', distance_function=PairwiseDistance())"),
-    Skip('nn.functional.triplet_margin_with_distance_loss', '*', 'gradgrad', 'deviation',
-         "the sample passes torch's own nn.PairwiseDistance module as distance_function, which pylucid tensors"
-         " cannot enter (harness limit; pylucid's distance functions are tested in tests/opdb/nn.py, "
-         'docs/semantics/opinfo.md)',
-         sample='(T[5, 10]:D, requires_grad, T[5, 10]:D, requires_grad, T[5, 10]:D, requires_grad, '
-                'margin=1e-06, distance_function=PairwiseDistance())'),
-    Skip('nn.functional.triplet_margin_with_distance_loss', '*', 'gradgrad', 'deviation',
-         "the sample passes torch's own nn.PairwiseDistance module as distance_function, which pylucid tensors"
-         " cannot enter (harness limit; pylucid's distance functions are tested in tests/opdb/nn.py, "
-         'docs/semantics/opinfo.md)',
-         sample='(T[5, 10]:D, requires_grad, T[5, 10]:D, requires_grad, T[5, 10]:D, requires_grad, '
-                "reduction='none', distance_function=PairwiseDistance())"),
     Skip('normal.number_mean', 'float32', 'forward', 'known bug',
          "(mathops) TypeError: normal() got an unexpected keyword argument 'layout'",
          sample="(1.6, 0.3, [2, 2, 2], dtype=torch.float32, layout=torch.strided, device='cpu')"),

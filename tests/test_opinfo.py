@@ -184,6 +184,8 @@ def to_pl(obj, grads: list | None = None):
         return None
     if isinstance(obj, torch.Generator):
         return None
+    if isinstance(obj, torch.nn.PairwiseDistance):  # a sample's distance_function: pylucid's module of that name
+        return pylucid.nn.PairwiseDistance(p=obj.norm, eps=obj.eps, keepdim=obj.keepdim)
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
         return type(obj)(*(to_pl(v, grads) for v in obj))
     if isinstance(obj, (list, tuple)):
