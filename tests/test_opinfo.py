@@ -8,8 +8,9 @@ float64 for ops PyTorch differentiates, the first-order gradient (a vjp with a
 random cotangent) and the second-order one (the gradient of ``<vjp, v>``).
 
 At most ``SAMPLES`` samples per op and dtype are run (spread over the
-OpInfo's list); ``PYLUCID_OPINFO_FULL=1`` runs them all. Known differences
-are listed, each with its reason, in ``tests/opinfo_skips.py``.
+OpInfo's list; every sample of the ``masked.*`` OpInfos); ``PYLUCID_OPINFO_FULL=1``
+runs them all. Known differences are listed, each with its reason, in
+``tests/opinfo_skips.py``.
 
 ``python -m tests.test_opinfo --report`` (or ``tools/opinfo_report.py``)
 prints the coverage and agreement figures.
@@ -45,6 +46,10 @@ KINDS = ("forward", "grad", "gradgrad")
 TOL = {torch.float32: (1e-4, 1e-5), torch.float64: (1e-7, 1e-7), torch.complex64: (1e-4, 1e-5),
        torch.complex128: (1e-7, 1e-7)}
 GRAD_TOL = (1e-6, 1e-6)
+
+# OpInfos whose every sample runs: pylucid.masked has no op-database entries (tests/opdb), this suite is its test
+# (a few seconds)
+ALL_SAMPLES = ("masked.",)
 
 # OpInfo names that are not ops of the public API: sparse layouts, prototype ops, internal aten entries
 # (names with a leading underscore or the ``torch.ops`` namespace), jiterator CUDA kernels.
@@ -304,7 +309,7 @@ def samples(opinfo, dtype, requires_grad: bool) -> list:
 def _draw(opinfo, dtype, requires_grad: bool) -> list:
     torch.manual_seed(0)
     got = list(opinfo.sample_inputs("cpu", dtype, requires_grad=requires_grad))
-    if FULL or len(got) <= SAMPLES:
+    if FULL or len(got) <= SAMPLES or opinfo.name.startswith(ALL_SAMPLES):
         return got
     idx = np.linspace(0, len(got) - 1, SAMPLES).round().astype(int)
     return [got[i] for i in sorted(set(idx))]
