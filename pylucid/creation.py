@@ -301,6 +301,14 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad: boo
     return tensor(s, dtype=dt, device=device, requires_grad=requires_grad)
 
 
+def _int_tuple(op, name, value):
+    """``value`` (an int or a sequence of ints) as a tuple of ints; a TypeError naming ``op`` otherwise."""
+    seq = (value,) if isinstance(value, int) else value
+    if not isinstance(seq, (tuple, list)) or not all(isinstance(v, int) for v in seq):
+        raise TypeError(f"{op}: {name} must be a tuple of ints, got {value!r}")
+    return tuple(int(v) for v in seq)
+
+
 @_declare(method=False)
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
                   pin_memory: bool = False) -> Tensor:
@@ -311,7 +319,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     >>> pylucid.empty_strided((2, 3), (1, 2)).shape
     (2, 3)
     """
-    size, stride = norm_shape((size,), "empty_strided"), tuple(stride)
+    size, stride = norm_shape((size,), "empty_strided"), _int_tuple("empty_strided", "stride", stride)
     if len(stride) != len(size):
         raise ValueError(f"empty_strided: {len(size)} sizes and {len(stride)} strides given; accepted: one stride "
                          "per dim")
@@ -328,7 +336,8 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
     >>> pylucid.empty_permuted((2, 3, 4), (0, 2, 1)).shape
     (2, 3, 4)
     """
-    size, perm = norm_shape((size,), "empty_permuted"), tuple(physical_layout)
+    size = norm_shape((size,), "empty_permuted")
+    perm = _int_tuple("empty_permuted", "physical_layout", physical_layout)
     if sorted(perm) != list(range(len(size))):
         raise ValueError(f"empty_permuted: physical_layout {perm} is not a permutation of the {len(size)} dims")
     return _filled("empty_permuted", (size,), None, dtype, device, requires_grad)

@@ -1311,6 +1311,11 @@ def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
     from ..nn import functional as F
 
     check_tensor(input, "native_batch_norm")
+    if not isinstance(training, bool):
+        raise TypeError(f"native_batch_norm: training must be a bool, got {type(training).__name__}")
+    for name, v in (("momentum", momentum), ("eps", eps)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"native_batch_norm: {name} must be a float, got {type(v).__name__}")
     x = input
     if training:
         dims = (0, *range(2, x.ndim))
