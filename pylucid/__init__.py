@@ -38,6 +38,7 @@ from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set
 from .creation import (  # noqa: E402
     arange, as_tensor, asarray, empty, empty_like, eye, from_dlpack, from_numpy, full, full_like, linspace, logspace,
     ones, ones_like, tensor, zeros, zeros_like,
+    empty_permuted, empty_strided, scalar_tensor,
 )
 from .random import (  # noqa: E402
     Generator, default_generator, get_rng_state, initial_seed, manual_seed, rand, rand_like, randint, randint_like,
@@ -55,6 +56,7 @@ from .signal import bartlett_window, blackman_window, hamming_window, hann_windo
 from . import distributions  # noqa: E402,F401
 from . import func  # noqa: E402,F401
 from . import onnx  # noqa: E402,F401
+from . import masked  # noqa: E402,F401
 from ._threads import get_num_interop_threads, get_num_threads, set_num_interop_threads, set_num_threads  # noqa: E402,F401,E501
 from .serialization import load, load_safetensors, save, save_safetensors  # noqa: E402
 

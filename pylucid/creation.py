@@ -349,3 +349,81 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
     dev = _dev(device)
     arr = np.logspace(start, end, steps, base=base).astype(dt.numpy_dtype)
     return _new_tensor(dev.backend.asarray(arr) if dev is not cpu else arr, dev)
+
+
+# ---------------------------------------------------------------- PyTorch's layout-explicit creation functions
+def _declare(**kw):
+    from .ops.registry import declare
+
+    return declare(**kw)
+
+
+@_declare(method=False)
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
+                  pin_memory: bool = False) -> Tensor:
+    """A 0-d tensor holding the real number ``s`` (``torch.scalar_tensor``): of the default float dtype unless
+    ``dtype`` is given, also for an int or a bool (unlike :func:`tensor`).
+
+    >>> import pylucid
+    >>> pylucid.scalar_tensor(3), pylucid.scalar_tensor(3, dtype=pylucid.int64)
+    (tensor(3.), tensor(3))
+    """
+    if isinstance(s, complex) or not isinstance(s, (int, float)) and not hasattr(s, "__float__"):
+        raise TypeError(f"scalar_tensor: s must be a real number, got {type(s).__name__}")
+    dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
+    return tensor(s, dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def _int_tuple(op, name, value):
+    """``value`` (an int or a sequence of ints) as a tuple of ints; a TypeError naming ``op`` otherwise."""
+    seq = (value,) if isinstance(value, int) else value
+    if not isinstance(seq, (tuple, list)) or not all(isinstance(v, int) for v in seq):
+        raise TypeError(f"{op}: {name} must be a tuple of ints, got {value!r}")
+    return tuple(int(v) for v in seq)
+
+
+@_declare(method=False)
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
+                  pin_memory: bool = False) -> Tensor:
+    """An uninitialised tensor of shape ``size`` (``torch.empty_strided``). pylucid tensors are row-major
+    arrays, so ``stride`` is checked (one entry per dim) but does not change the layout.
+
+    >>> import pylucid
+    >>> pylucid.empty_strided((2, 3), (1, 2)).shape
+    (2, 3)
+    """
+    size, stride = norm_shape((size,), "empty_strided"), _int_tuple("empty_strided", "stride", stride)
+    if len(stride) != len(size):
+        raise ValueError(f"empty_strided: {len(size)} sizes and {len(stride)} strides given; accepted: one stride "
+                         "per dim")
+    return _filled("empty_strided", (size,), None, dtype, device, requires_grad)
+
+
+@_declare(method=False)
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
+                   pin_memory: bool = False) -> Tensor:
+    """An uninitialised tensor of shape ``size`` (``torch.empty_permuted``). pylucid tensors are row-major
+    arrays, so ``physical_layout`` is checked (a permutation of the dims) but does not change the layout.
+
+    >>> import pylucid
+    >>> pylucid.empty_permuted((2, 3, 4), (0, 2, 1)).shape
+    (2, 3, 4)
+    """
+    size = norm_shape((size,), "empty_permuted")
+    perm = _int_tuple("empty_permuted", "physical_layout", physical_layout)
+    if sorted(perm) != list(range(len(size))):
+        raise ValueError(f"empty_permuted: physical_layout {perm} is not a permutation of the {len(size)} dims")
+    return _filled("empty_permuted", (size,), None, dtype, device, requires_grad)
+
+
+@_declare(method="new_empty_strided", namespaces=())
+def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad: bool = False,
+                      pin_memory: bool = False) -> Tensor:
+    """``empty_strided(size, stride)`` with this tensor's dtype and device unless given.
+
+    >>> import pylucid
+    >>> pylucid.ones(2, dtype=pylucid.float64).new_empty_strided((2, 3), (3, 1)).dtype
+    pylucid.float64
+    """
+    return empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype,
+                         device=self.device if device is None else device, requires_grad=requires_grad)

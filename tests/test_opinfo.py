@@ -8,8 +8,9 @@ float64 for ops PyTorch differentiates, the first-order gradient (a vjp with a
 random cotangent) and the second-order one (the gradient of ``<vjp, v>``).
 
 At most ``SAMPLES`` samples per op and dtype are run (spread over the
-OpInfo's list); ``PYLUCID_OPINFO_FULL=1`` runs them all. Known differences
-are listed, each with its reason, in ``tests/opinfo_skips.py``.
+OpInfo's list; every sample of the ``masked.*`` OpInfos); ``PYLUCID_OPINFO_FULL=1``
+runs them all. Known differences are listed, each with its reason, in
+``tests/opinfo_skips.py``.
 
 ``python -m tests.test_opinfo --report`` (or ``tools/opinfo_report.py``)
 prints the coverage and agreement figures.
@@ -33,6 +34,7 @@ import torch
 import pylucid
 import pylucid.fft
 import pylucid.linalg
+import pylucid.masked
 import pylucid.nn.functional
 import pylucid.special
 from tests.opinfo_skips import SKIPS, lookup
@@ -44,6 +46,10 @@ KINDS = ("forward", "grad", "gradgrad")
 TOL = {torch.float32: (1e-4, 1e-5), torch.float64: (1e-7, 1e-7), torch.complex64: (1e-4, 1e-5),
        torch.complex128: (1e-7, 1e-7)}
 GRAD_TOL = (1e-6, 1e-6)
+
+# OpInfos whose every sample runs: pylucid.masked has no op-database entries (tests/opdb), this suite is its test
+# (a few seconds)
+ALL_SAMPLES = ("masked.",)
 
 # OpInfo names that are not ops of the public API: sparse layouts, prototype ops, internal aten entries
 # (names with a leading underscore or the ``torch.ops`` namespace), jiterator CUDA kernels.
@@ -96,7 +102,9 @@ def _on_pylucid(fn):
     """The database's lambda with ``torch`` bound to ``pylucid`` (``lambda self, c, o: torch.where(c, self, o)``
     calls ``pylucid.where``): it keeps the argument order the samples are written for."""
     env = dict(fn.__globals__, torch=pylucid, wrapper_set_seed=_seeded)
-    return types.FunctionType(fn.__code__, env, fn.__name__, fn.__defaults__, fn.__closure__)
+    out = types.FunctionType(fn.__code__, env, fn.__name__, fn.__defaults__, fn.__closure__)
+    out.__kwdefaults__ = fn.__kwdefaults__
+    return out
 
 
 def resolve(opinfo):
@@ -117,13 +125,15 @@ def resolve(opinfo):
     return found
 
 
-_MODULE_NAMES = frozenset(("torch", "wrapper_set_seed", "Tensor", "nn", "functional", "linalg", "special", "fft"))
+_MODULE_NAMES = frozenset(("torch", "wrapper_set_seed", "Tensor", "nn", "functional", "linalg", "special", "fft",
+                           "masked"))
 
 
 def _names_exist(fn) -> bool:
     """Every function or method a database lambda names exists in pylucid (``lambda x: torch.Tensor.cauchy_(x)``
     tests ``Tensor.cauchy_``)."""
-    spaces = (pylucid, pylucid.Tensor, pylucid.nn.functional, pylucid.linalg, pylucid.special, pylucid.fft)
+    spaces = (pylucid, pylucid.Tensor, pylucid.nn.functional, pylucid.linalg, pylucid.special, pylucid.fft,
+              pylucid.masked)
     names = [n for n in fn.__code__.co_names if n not in _MODULE_NAMES]
     return bool(names) and all(any(hasattr(sp, n) for sp in spaces) for n in names)
 
@@ -179,6 +189,8 @@ def to_pl(obj, grads: list | None = None):
         return None
     if isinstance(obj, torch.Generator):
         return None
+    if isinstance(obj, torch.nn.PairwiseDistance):  # a sample's distance_function: pylucid's module of that name
+        return pylucid.nn.PairwiseDistance(p=obj.norm, eps=obj.eps, keepdim=obj.keepdim)
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
         return type(obj)(*(to_pl(v, grads) for v in obj))
     if isinstance(obj, (list, tuple)):
@@ -297,7 +309,7 @@ def samples(opinfo, dtype, requires_grad: bool) -> list:
 def _draw(opinfo, dtype, requires_grad: bool) -> list:
     torch.manual_seed(0)
     got = list(opinfo.sample_inputs("cpu", dtype, requires_grad=requires_grad))
-    if FULL or len(got) <= SAMPLES:
+    if FULL or len(got) <= SAMPLES or opinfo.name.startswith(ALL_SAMPLES):
         return got
     idx = np.linspace(0, len(got) - 1, SAMPLES).round().astype(int)
     return [got[i] for i in sorted(set(idx))]
@@ -333,6 +345,39 @@ def _wrapper(opinfo):
     return None if getattr(w, "__name__", "") == "<lambda>" else w
 
 
+def _masked_output_mask(w, opinfo, sample):
+    """The output mask PyTorch's masked-op gradcheck wrappers apply (None: no mask given), computed in torch."""
+    import torch.testing._internal.opinfo.core as core
+
+    kw = sample.kwargs
+    if w is core.gradcheck_wrapper_masked_operation:
+        if kw.get("mask") is None:
+            return None
+        return torch.masked._output_mask(opinfo.op, sample.input, *sample.args, **kw)
+    if w is core.gradcheck_wrapper_masked_pointwise_operation:
+        if kw.get("input_mask") is None or kw.get("other_mask") is None:
+            return None
+        both = torch.logical_and(kw["input_mask"], kw["other_mask"])
+        return torch.masked._input_mask(sample.input, *sample.args, **dict(kw, mask=both))
+    return False
+
+
+def _pl_wrapper(opinfo, sample):
+    """PyTorch's gradcheck wrapper for the pylucid call, with ``torch`` bound to ``pylucid`` (the cholesky-like
+    wrapper calls ``torch.diag_embed``). The masked-op wrappers, which call torch.masked's internals on the
+    sample, become ``where(output mask, output, 0)`` with the mask computed by torch."""
+    w = _wrapper(opinfo)
+    if w is None:
+        return None
+    out_mask = _masked_output_mask(w, opinfo, sample)
+    if out_mask is False:
+        return _on_pylucid(w) if hasattr(w, "__code__") else w
+    if out_mask is None:
+        return lambda fn, inp, *a, **k: fn(inp, *a, **k)
+    m = to_pl(out_mask)
+    return lambda fn, inp, *a, **k: pylucid.where(m, fn(inp, *a, **k), 0.0)
+
+
 def _grad_outputs(out, proc):
     try:
         out = proc(out)
@@ -352,8 +397,9 @@ def run_grad(opinfo, fn, sample, order: int):
     t_in = torch_leaves(sample)
     if not t_in:
         return "no input requires grad"
+    # the wrapper gets the OpInfo's function (the masked-op wrappers read its __name__)
     t_out = opinfo(sample.input, *sample.args, **sample.kwargs) if wrapper is None else \
-        wrapper(opinfo, sample.input, *sample.args, **sample.kwargs)
+        wrapper(opinfo.op, sample.input, *sample.args, **sample.kwargs)
     t_outs = _grad_outputs(t_out, sample.output_process_fn_grad)
     keep = [i for i, o in enumerate(t_outs) if o.requires_grad and o.dtype.is_floating_point or o.is_complex()]
     keep = [i for i in keep if t_outs[i].requires_grad]
@@ -365,7 +411,7 @@ def run_grad(opinfo, fn, sample, order: int):
 
     p_in: list = []
     convert = lambda o: to_pl(o, p_in)  # noqa: E731
-    p_out = _call(fn, sample, convert, wrapper)
+    p_out = _call(fn, sample, convert, _pl_wrapper(opinfo, sample))
     p_outs = _grad_outputs(p_out, sample.output_process_fn_grad)
     if len(p_outs) != len(t_outs):
         raise Mismatch(f"{len(p_outs)} differentiable outputs, torch has {len(t_outs)}")
@@ -409,7 +455,9 @@ def _compare_grads(t_g, p_g, t_in, what, values=True):
         tg = torch.zeros_like(x) if tg is None else tg
         if pg is None:
             pg = pylucid.zeros(tuple(x.shape), dtype=pl_dtype(x.dtype))
-        compare(tg, pg, GRAD_TOL, f"{what} of input {i}", check_dtype=False, values=values)
+        # a float32 input (cov's aweights in a float64 sample) has a float32 gradient: float32's tolerance
+        tol = TOL[x.dtype] if x.dtype in (torch.float32, torch.complex64) else GRAD_TOL
+        compare(tg, pg, tol, f"{what} of input {i}", check_dtype=False, values=values)
 
 
 def dtypes_of(opinfo):

@@ -1252,3 +1252,140 @@ def _p_norm_last(d: Tensor, p: float) -> Tensor:
     pos = s > 0
     # s^(1/p) with gradient 0 (not 0 * inf) at s = 0
     return pl.where(pos, pl.where(pos, s, 1.0 + 0.0 * s) ** (1.0 / p), 0.0 * s)
+
+
+# ---------------------------------------------------------------- PyTorch's native normalization entry points
+def _norm_stats(x, dims, eps):
+    """Mean and ``1 / sqrt(biased variance + eps)`` over ``dims`` (kept), as the native kernels return them."""
+    import pylucid as pl
+
+    mean = pl.mean(x, dims, keepdim=True)
+    rstd = pl.rsqrt(pl.var(x, dims, correction=0, keepdim=True) + eps)
+    return mean, rstd
+
+
+@declare(method=False)
+def native_layer_norm(input: Tensor, normalized_shape, weight: Tensor | None, bias: Tensor | None,
+                      eps: float) -> tuple:
+    """``(layer_norm(input, normalized_shape, weight, bias, eps), mean, rstd)`` (``torch.native_layer_norm``):
+    ``mean`` and ``rstd = 1 / sqrt(var + eps)`` (biased variance) are taken over the trailing
+    ``normalized_shape`` dims and keep them as size 1 (differentiable; PyTorch's carry no gradient).
+
+    >>> import pylucid
+    >>> out, mean, rstd = pylucid.native_layer_norm(pylucid.tensor([[1.0, 3.0]]), (2,), None, None, 0.0)
+    >>> out, mean, rstd
+    (tensor([[-1.,  1.]]), tensor([[2.]]), tensor([[1.]]))
+    """
+    from ..nn import functional as F
+
+    check_tensor(input, "native_layer_norm")
+    n = len(tuple(normalized_shape))
+    out = F.layer_norm(input, tuple(normalized_shape), weight, bias, eps)
+    mean, rstd = _norm_stats(input, tuple(range(input.ndim - n, input.ndim)), eps)
+    return out, mean, rstd
+
+
+@declare(method=False)
+def native_group_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None, N: int, C: int, HxW: int,  # noqa: N803
+                      group: int, eps: float) -> tuple:
+    """``(group_norm(input, group, weight, bias, eps), mean, rstd)`` (``torch.native_group_norm``): ``mean`` and
+    ``rstd = 1 / sqrt(var + eps)`` (biased variance) of each sample's group, shape ``(N, group)``; as in PyTorch
+    all three outputs are differentiable. ``N``, ``C``, ``HxW`` restate the input's shape ``(N, C, *)``.
+
+    >>> import pylucid
+    >>> out, mean, rstd = pylucid.native_group_norm(pylucid.tensor([[[1.0], [3.0]]]), None, None, 1, 2, 1, 1, 0.0)
+    >>> out.flatten(), mean, rstd
+    (tensor([-1.,  1.]), tensor([[2.]]), tensor([[1.]]))
+    """
+    import pylucid as pl
+
+    from ..nn import functional as F
+
+    check_tensor(input, "native_group_norm")
+    if input.shape[:2] != (N, C) or input.numel() != N * C * HxW:
+        raise ShapeMismatch(f"native_group_norm: input of shape {tuple(input.shape)} does not match N={N}, C={C}, "
+                            f"HxW={HxW}; accepted: an input of shape (N, C, *) with HxW elements per channel")
+    out = F.group_norm(input, group, weight, bias, eps)
+    mean, rstd = _norm_stats(pl.reshape(input, (N, group, (C // group) * HxW)), (-1,), eps)
+    return out, mean.squeeze(-1), rstd.squeeze(-1)
+
+
+@declare(method=False)
+def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None, running_mean: Tensor | None,
+                      running_var: Tensor | None, training: bool, momentum: float, eps: float) -> tuple:
+    """``(batch_norm(...), save_mean, save_invstd)`` (``torch.native_batch_norm``): in training, the batch mean and
+    ``1 / sqrt(var + eps)`` (biased variance) per channel (dim 1), and ``running_mean``/``running_var`` are
+    updated in place as ``batch_norm`` does; in evaluation both saved statistics are empty. They are
+    differentiable (PyTorch's carry no gradient).
+
+    >>> import pylucid
+    >>> out, m, s = pylucid.native_batch_norm(pylucid.tensor([[1.0], [3.0]]), None, None, None, None, True, 0.1, 0.0)
+    >>> out.flatten(), m, s
+    (tensor([-1.,  1.]), tensor([2.]), tensor([1.]))
+    """
+    import pylucid as pl
+
+    from ..nn import functional as F
+
+    check_tensor(input, "native_batch_norm")
+    if not isinstance(training, bool):
+        raise TypeError(f"native_batch_norm: training must be a bool, got {type(training).__name__}")
+    for name, v in (("momentum", momentum), ("eps", eps)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"native_batch_norm: {name} must be a float, got {type(v).__name__}")
+    x = input
+    if training:
+        dims = (0, *range(2, x.ndim))
+        mean, rstd = _norm_stats(x, dims, eps)
+        mean, rstd = mean.reshape(-1), rstd.reshape(-1)
+    else:
+        mean = rstd = pl.zeros(0, dtype=x.dtype, device=x.device)
+    out = F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    return out, mean, rstd
+
+
+# ---------------------------------------------------------------- PyTorch's grid sampler entry points
+_GRID_MODES = ("bilinear", "nearest", "bicubic")
+_GRID_PADDINGS = ("zeros", "border", "reflection")
+
+
+def _grid_sampler(op, input, grid, interpolation_mode, padding_mode, align_corners, ndim):
+    from ..nn import functional as F
+
+    check_tensor(input, op)
+    check_tensor(grid, op)
+    if input.ndim != ndim:
+        raise ShapeMismatch(f"{op}: expected a {ndim}-D input, got {input.ndim}-D of shape {tuple(input.shape)}")
+    if interpolation_mode not in range(len(_GRID_MODES)) or padding_mode not in range(len(_GRID_PADDINGS)):
+        raise ValueError(f"{op}: interpolation_mode {interpolation_mode!r} / padding_mode {padding_mode!r}; accepted: "
+                         "0 (bilinear), 1 (nearest), 2 (bicubic) and 0 (zeros), 1 (border), 2 (reflection)")
+    return F.grid_sample(input, grid, _GRID_MODES[interpolation_mode], _GRID_PADDINGS[padding_mode],
+                         bool(align_corners))
+
+
+@declare(method=False)
+def grid_sampler_2d(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
+                    align_corners: bool) -> Tensor:
+    """``nn.functional.grid_sample`` of a 4-D input with the modes as integers (``torch.grid_sampler_2d``):
+    ``interpolation_mode`` 0 bilinear, 1 nearest, 2 bicubic; ``padding_mode`` 0 zeros, 1 border, 2 reflection.
+
+    >>> import pylucid
+    >>> x = pylucid.arange(4.0).reshape(1, 1, 2, 2)
+    >>> pylucid.grid_sampler_2d(x, pylucid.zeros(1, 1, 1, 2), 0, 0, False)
+    tensor([[[[1.5000]]]])
+    """
+    return _grid_sampler("grid_sampler_2d", input, grid, interpolation_mode, padding_mode, align_corners, 4)
+
+
+@declare(method=False)
+def grid_sampler_3d(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
+                    align_corners: bool) -> Tensor:
+    """``nn.functional.grid_sample`` of a 5-D input with the modes as integers (``torch.grid_sampler_3d``):
+    ``interpolation_mode`` 0 bilinear (trilinear), 1 nearest; ``padding_mode`` 0 zeros, 1 border, 2 reflection.
+
+    >>> import pylucid
+    >>> x = pylucid.arange(8.0).reshape(1, 1, 2, 2, 2)
+    >>> pylucid.grid_sampler_3d(x, pylucid.zeros(1, 1, 1, 1, 3), 0, 0, True)
+    tensor([[[[[3.5000]]]]])
+    """
+    return _grid_sampler("grid_sampler_3d", input, grid, interpolation_mode, padding_mode, align_corners, 5)

@@ -336,6 +336,8 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
     if not isinstance(n, int) or n < 0:
         raise ValueError(f"diff: order n must be a non-negative int, got {n!r}")
     d = norm_dim(dim, input.ndim, "diff")
+    if n == 0:  # as PyTorch: the input itself (a copy); prepend and append are not used
+        return input.clone()
     parts = [t for t in (prepend, input, append) if t is not None]
     for t in (prepend, append):
         if t is not None and t.ndim != input.ndim:

@@ -1393,9 +1393,11 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
         return input.new_empty(0)
     pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
     idx = list(pick(range(input.shape[0]), r))
-    if not idx:
-        return input.new_empty(0, r)
-    return getitem(input, tensor(idx, device=input.device))
+    from .. import dtypes as _dt
+
+    # no combination (r > len): an empty index keeps the result in the graph, as PyTorch's
+    index = tensor(idx, device=input.device) if idx else tensor([], dtype=_dt.int64, device=input.device).reshape(0, r)
+    return getitem(input, index)
 
 
 def _tri_indices(op, row, col, offset, dtype, device, upper):
@@ -1777,3 +1779,79 @@ def unsafe_split(input: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
 def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
     """``chunk`` (PyTorch's variant without view tracking; pylucid's views are safe either way)."""
     return chunk(input, chunks, dim)
+
+
+_pad = pad  # constant_pad_nd's argument ``pad`` shadows the function
+
+
+@declare(method=False)
+def constant_pad_nd(input: Tensor, pad, value: float = 0) -> Tensor:
+    """``pad(input, pad, "constant", value)`` (PyTorch's ``torch.constant_pad_nd``): ``pad`` lists
+    ``(left, right)`` pairs from the last dim backwards; negative entries crop.
+
+    >>> import pylucid
+    >>> pylucid.constant_pad_nd(pylucid.tensor([[1, 2]]), (1, 0), 7)
+    tensor([[7, 1, 2]])
+    """
+    return _pad(input, pad, "constant", value)
+
+
+def _check_resizable(self, op):
+    check_tensor(self, op)
+    if self._requires_grad or self.grad_fn is not None:
+        raise RuntimeError(f"{op}: cannot resize a tensor that requires grad or is part of a graph; resize a "
+                           "detached tensor (x.detach()) instead")
+    if self._base is not None:
+        raise RuntimeError(f"{op}: cannot resize a view; resize the tensor it views or a clone()")
+
+
+def _resize(self, size, op):
+    """Give ``self`` the shape ``size`` in place: its first elements (row-major) keep their values, elements past
+    the old ones are uninitialised; the version is bumped."""
+    _check_resizable(self, op)
+    if any(s < 0 for s in size):
+        raise ValueError(f"{op}: negative dimension in size {size}")
+    be = self._device.backend
+    n = 1
+    for s in size:
+        n *= s
+    flat = self._data.reshape(-1)
+    if n <= flat.shape[0]:
+        data = flat[:n].reshape(size)
+    else:
+        with be.device_ctx():
+            data = be.empty((n,), dtype=self._data.dtype)
+        data[:flat.shape[0]] = flat
+        data = data.reshape(size)
+    self._data = data
+    self._version[0] += 1
+    return self
+
+
+@declare(method="resize_", namespaces=())
+def resize_(self: Tensor, *size, memory_format=None) -> Tensor:
+    """Change this tensor's shape in place to ``size`` (``x.resize_(2, 3)`` or ``x.resize_((2, 3))``): the first
+    elements in row-major order keep their values, new ones are uninitialised. A tensor that requires grad, is
+    in a graph, or is a view cannot be resized (PyTorch refuses the first two as well).
+
+    >>> import pylucid
+    >>> x = pylucid.arange(6)
+    >>> x.resize_(2, 3)
+    tensor([[0, 1, 2],
+            [3, 4, 5]])
+    >>> x.resize_(4).shape
+    (4,)
+    """
+    return _resize(self, norm_shape(size, "resize_"), "resize_")
+
+
+@declare()
+def resize_as_(input: Tensor, the_template: Tensor, *, memory_format=None) -> Tensor:
+    """``input.resize_(the_template.shape)`` (``torch.resize_as_`` and ``Tensor.resize_as_``).
+
+    >>> import pylucid
+    >>> pylucid.zeros(4).resize_as_(pylucid.ones(2, 2)).shape
+    (2, 2)
+    """
+    check_tensor(the_template, "resize_as_")
+    return _resize(input, tuple(the_template.shape), "resize_as_")

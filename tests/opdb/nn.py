@@ -626,4 +626,29 @@ ENTRIES = [
                      Sample((U(4, 3), U(2, 3, 3, seed=1), I(4, 3, hi=2, seed=2)), {"reduction": "sum"}, "k-dim"),
                      Sample((U(5, 3), U(4, 3, seed=1), I(5, hi=4, seed=2)), {"label_smoothing": 0.1,
                                                                              "ignore_index": 1}, "smoothing")])]),
+    # PyTorch's native normalization entry points: the output and the statistics (PyTorch differentiates the
+    # statistics of group_norm only; the layer and batch forms are differentiated through their output)
+    *[e for name, samples in (
+        ("native_layer_norm", lambda: [Sample((U(2, 3, 4), (4,), U(4, seed=1), U(4, seed=2), 1e-5)),
+                                       Sample((U(2, 3, 4), (3, 4), None, None, 0.5), name="no-affine")]),
+        ("native_batch_norm", lambda: [
+            Sample((U(4, 3, 2), U(3, seed=1), U(3, seed=2), None, None, True, 0.1, 1e-5)),
+            Sample((U(4, 3), None, None, U(3, seed=3), U(3, lo=0.5, hi=2.0, seed=4), False, 0.1, 1e-5), name="eval",
+                   grad_args=(0,))]))
+       for e in (OpEntry(name, getattr(pylucid, name), getattr(torch, name), samples, grad=False, gradgrad=False),
+                 OpEntry(name, lambda *a, _f=getattr(pylucid, name): _f(*a)[0],
+                         lambda *a, _f=getattr(torch, name): _f(*a)[0], samples, variant="output"))],
+    OpEntry("native_group_norm", pylucid.native_group_norm, torch.native_group_norm,
+            lambda: [Sample((U(2, 4, 3), U(4, seed=1), U(4, seed=2), 2, 4, 3, 2, 1e-5)),
+                     Sample((U(1, 6, 2, 2), None, None, 1, 6, 4, 3, 0.5), name="no-affine")]),
+    OpEntry("grid_sampler_2d", pylucid.grid_sampler_2d, torch.grid_sampler_2d,
+            lambda: [Sample((U(1, 2, 3, 4), U(1, 2, 3, 2, lo=-1.3, hi=1.3, seed=1), 0, 0, False)),
+                     Sample((U(1, 2, 3, 4), U(1, 2, 2, 2, lo=-1.3, hi=1.3, seed=1), 2, 2, True), name="bicubic"),
+                     Sample((U(1, 1, 3, 3), U(1, 2, 2, 2, lo=-1.3, hi=1.3, seed=1), 1, 1, False), name="nearest",
+                            grad_args=(0,))],
+            error_inputs=lambda: [ErrorInput((U(1, 1, 2, 2), U(1, 2, 2, 2), 3, 0, False), exc=ValueError,
+                                             match="grid_sampler_2d: interpolation_mode")]),
+    OpEntry("grid_sampler_3d", pylucid.grid_sampler_3d, torch.grid_sampler_3d,
+            lambda: [Sample((U(1, 2, 2, 3, 3), U(1, 2, 1, 2, 3, lo=-1.2, hi=1.2, seed=1), 0, 1, True))],
+            gradcheck_max_numel=48),
 ]

@@ -12,6 +12,7 @@ import torch
 import pylucid as pl
 from pylucid.errors import ShapeMismatch
 from tests.opdb import ALL_FLOAT_DTYPES, C, ErrorInput, I, OpEntry, Sample, U, noncontig
+from tests.optest_utils import TORCH_DTYPE
 
 
 def _as_strided_scatter_ref(x, src, size, stride, offset):
@@ -74,6 +75,13 @@ def _pad_samples():
 
 def _torch_pad(x, pad, mode="constant", value=None):
     return torch.nn.functional.pad(x, pad, mode=mode, value=value)
+
+
+def _torch_dtype_kw(fn):
+    """``fn`` with a pylucid ``dtype=`` keyword given as torch's."""
+    def call(*a, dtype=None, **k):
+        return fn(*a, **k) if dtype is None else fn(*a, dtype=TORCH_DTYPE[dtype.name], **k)
+    return call
 
 
 def _listed(fn):
@@ -242,7 +250,7 @@ ENTRIES = [
                      Sample((U(3),), {"with_replacement": True}, "with-replacement"),
                      Sample((np.array([1, 2, 3]), 1), name="int-r1")],
             error_inputs=lambda: [ErrorInput((U(2, 2),), exc=ValueError, match="combinations: expects a 1-D")]),
-    # fewer elements than r: an empty (0, r) result with no graph (as PyTorch's)
+    # fewer elements than r: an empty (0, r) result, in the graph as PyTorch's
     OpEntry("combinations", pl.combinations, torch.combinations, lambda: [Sample((U(2), 3), name="none")],
             variant="none", grad=False),
     *[OpEntry(n, getattr(pl, n),
@@ -326,5 +334,37 @@ ENTRIES = [
           ("split_with_sizes", [Sample((U(5, 2), [2, 3])), Sample((U(2, 5), [1, 0, 4], 1), name="dim1-empty")]),
           ("split_with_sizes_copy", [Sample((U(5, 2), [2, 3]))]),
           ("unsafe_split", [Sample((U(5, 2), 2))]),
-          ("unsafe_chunk", [Sample((U(5, 2), 2))]))],
+          ("unsafe_chunk", [Sample((U(5, 2), 2))]),
+          ("constant_pad_nd", [Sample((U(3, 4), (1, 2))),
+                               Sample((U(2, 3, 4), (1, 0, -1, 2), 0.5), name="value-crop")]))],
+    # -- creation with PyTorch's layout arguments (pylucid's arrays are row-major: strides and layouts are checked
+    #    only; the reference gets torch's dtype); an uninitialised result is compared in shape and dtype
+    OpEntry("scalar_tensor", pl.scalar_tensor, _torch_dtype_kw(torch.scalar_tensor),
+            lambda: [Sample((3,)), Sample((2.5,), name="float"), Sample((True,), name="bool"),
+                     Sample((7,), {"dtype": pl.int64}, "int64")],
+            dtypes=("float32",), grad=False, gradgrad=False, amp=False,
+            error_inputs=lambda: [ErrorInput((1 + 2j,), exc=TypeError, match="scalar_tensor: s must be a real")]),
+    *[OpEntry(n, getattr(pl, n), _torch_dtype_kw(getattr(torch, n)), samples, dtypes=("float32",), grad=False,
+              gradgrad=False,
+              amp=False, postprocess=np.zeros_like, error_inputs=errors)
+      for n, samples, errors in (
+          ("empty_strided", lambda: [Sample(((2, 3), (1, 2))), Sample(((), ()), name="0d"),
+                                     Sample(((0, 4), (4, 1)), {"dtype": pl.float64}, "empty-float64")],
+           lambda: [ErrorInput(((2, 3), (1,)), exc=ValueError, match="empty_strided: 2 sizes and 1 strides")]),
+          ("empty_permuted", lambda: [Sample(((2, 3, 4), (0, 2, 1))), Sample(((), ()), name="0d")],
+           lambda: [ErrorInput(((2, 3), (0, 0)), exc=ValueError, match="empty_permuted: physical_layout")]))],
+    OpEntry("new_empty_strided", pl.Tensor.new_empty_strided, _torch_dtype_kw(torch.Tensor.new_empty_strided),
+            lambda: [Sample((U(2), (2, 3), (3, 1))), Sample((U(2), (4,), (1,)), {"dtype": pl.int64}, "int64")],
+            grad=False, gradgrad=False, amp=False, postprocess=np.zeros_like),
+    # -- in-place resizing: a grown tensor's new elements are uninitialised, so results are compared in shape and
+    #    dtype (the fuzzer grows them; the doctest shows growth); the kept values are compared by the OpInfo suite. The
+    #    reference resizes a clone: a tensor made from a NumPy array cannot grow its storage
+    OpEntry("resize_", pl.Tensor.resize_, lambda x, *s: x.clone().resize_(*s),
+            lambda: [Sample((U(2, 3), (3, 2))), Sample((U(2, 3), 6), name="varargs"),
+                     Sample((np.array(1.5), (1, 1)), name="0d")],
+            grad=False, gradgrad=False, amp=False, postprocess=np.zeros_like,
+            error_inputs=lambda: [ErrorInput((U(2, 3), (-1, 2)), exc=ValueError, match="resize_: negative")]),
+    OpEntry("resize_as_", pl.resize_as_, lambda x, t: torch.resize_as_(x.clone(), t),
+            lambda: [Sample((U(2, 3), U(3, 2, seed=1))), Sample((U(4), U(2, 2, seed=1)), name="2d")],
+            grad=False, gradgrad=False, amp=False, postprocess=np.zeros_like),
 ]
