@@ -126,7 +126,8 @@ def signature_checks(fn, extra_ints=()) -> tuple:
             kind = _DIM
         elif ann in _INT_ANN or (p.name in _INT_NAMES and (int_default or ann == "")) or p.name in extra_ints:
             kind = _INT
-        elif p.name in _SIZE_NAMES and (ann == "" or "str" not in ann or p.name == "padding"):
+        elif (p.name in _SIZE_NAMES and (ann == "" or "str" not in ann or p.name == "padding")
+              and not (p.name == "s" and p.default is p.empty)):  # fft's optional s; scalar_tensor's s is a number
             kind = _SIZE
         elif ann in _BOOL_ANN and default.__class__ is bool:
             kind = _BOOL  # a flag: PyTorch's argument parser takes a Python bool only (not None, 0/1, a tensor)
