@@ -347,6 +347,8 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
         raise ValueError(f"logspace: number of steps must be non-negative, got {steps}")
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
     dev = _dev(device)
+    if not (dt.is_floating_point or dt.is_complex or dt == _dt.bool_):
+        start, end = int(start), int(end)  # an integer dtype truncates the exponent range first, as PyTorch
     arr = np.logspace(start, end, steps, base=base).astype(dt.numpy_dtype)
     return _new_tensor(dev.backend.asarray(arr) if dev is not cpu else arr, dev)
 

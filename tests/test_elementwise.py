@@ -520,6 +520,14 @@ def test_integer_arange_truncates_its_bounds_as_torch(args, kwargs):
     assert pl.arange(*args, dtype=pl.int64).tolist() == torch.arange(*args, dtype=torch.int64).tolist()
 
 
+@pytest.mark.parametrize("args", [(0, 1.2, 4), (0.5, 2.2, 4, 3.0), (-1.7, 2.9, 5, 2.5), (1.9, -0.5, 3)])
+def test_integer_logspace_truncates_its_exponents_as_torch(args):
+    start, end, steps, *base = args
+    kw = {"base": base[0]} if base else {}
+    assert (pl.logspace(start, end, steps, dtype=pl.int64, **kw).tolist()
+            == torch.logspace(start, end, steps, dtype=torch.int64, **kw).tolist())
+
+
 @pytest.mark.parametrize("call,exc", [
     (lambda lib: lib.zeros(2**62), pl.LucidError), (lambda lib: lib.arange(0, float("nan")), ValueError),
     (lambda lib: lib.arange(0, float("inf")), ValueError), (lambda lib: lib.arange("a"), TypeError),
