@@ -493,3 +493,19 @@ def test_arguments_pytorch_refuses_are_refused(call, exc):
 
 def test_split_of_an_empty_dim_is_one_empty_chunk():
     assert [tuple(p.shape) for p in pl.split(pl.ones(0), 2)] == [tuple(p.shape) for p in torch.split(torch.ones(0), 2)]
+
+
+@pytest.mark.parametrize("value", [1.5, 0.0])
+def test_nonzero_as_tuple_of_a_0d_tensor_indexes_it_as_1d(value):
+    got = pl.nonzero(pl.tensor(value), as_tuple=True)
+    want = torch.nonzero(torch.tensor(value), as_tuple=True)
+    assert len(got) == len(want) == 1 and got[0].tolist() == want[0].tolist() and got[0].dtype == pl.int64
+
+
+@pytest.mark.parametrize("shape", [(), (2, 3)])
+def test_pad_with_no_pairs_is_a_copy(shape):
+    x = pl.ones(shape, requires_grad=True)
+    y = pl.nn.functional.pad(x, ())
+    assert y.shape == tuple(torch.nn.functional.pad(torch.ones(shape), ()).shape) and y is not x
+    y.sum().backward()
+    assert x.grad.tolist() == torch.ones(shape).tolist()

@@ -987,7 +987,10 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
     if not as_tuple:
         return out
     if input.ndim == 0:
-        return (out.reshape(-1),)  # PyTorch treats a 0-d input as 1-D here
+        # PyTorch treats a 0-d input as 1-D here: index 0 once if the value is non-zero
+        from ..creation import zeros
+
+        return (zeros(out.shape[0], dtype=out.dtype, device=out.device),)
     return tuple(out[:, i] for i in range(input.ndim))
 
 

@@ -1241,6 +1241,8 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
         raise ValueError(f"pad: padding {pad} has {k} dims but the input has only {input.ndim}")
     if mode not in ("constant", "reflect", "replicate", "circular"):
         raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+    if k == 0:
+        return input.clone()  # nothing to pad (also a 0-d input): a copy, as PyTorch
     pads = [(0, 0)] * input.ndim
     for i in range(k):
         pads[input.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
