@@ -828,9 +828,8 @@ class ArrayBackend:
         cs = slice(None) if mask.shape[-1] == 1 else slice(0, kend)
         return mask[..., rs, cs]
 
-    def _sdpa_scores(self, qb, kc, mask, scale, causal, r0, r1, kend):
-        """``(p, lse)``: the softmax probabilities of query rows r0:r1 over keys :kend in the compute
-        dtype, and their log-sum-exp (fully masked rows: NaN probabilities, as PyTorch's math kernel)."""
+    def _sdpa_logits(self, qb, kc, mask, scale, causal, r0, r1, kend):
+        """The scaled, masked scores ``q k^T * scale + mask`` of query rows r0:r1 over keys :kend."""
         xp = self.xp
         s = xp.matmul(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
         s *= scale
@@ -840,6 +839,13 @@ class ArrayBackend:
         if causal and kend > r0:
             # key j is masked for query i when j > i (top-left aligned)
             s[..., xp.triu(xp.ones((r1 - r0, kend), dtype=bool), r0 + 1)] = -xp.inf
+        return s
+
+    def _sdpa_scores(self, qb, kc, mask, scale, causal, r0, r1, kend):
+        """``(p, lse)``: the softmax probabilities of query rows r0:r1 over keys :kend in the compute
+        dtype, and their log-sum-exp (fully masked rows: NaN probabilities, as PyTorch's math kernel)."""
+        xp = self.xp
+        s = self._sdpa_logits(qb, kc, mask, scale, causal, r0, r1, kend)
         mx = xp.max(s, axis=-1, keepdims=True)
         mx = xp.where(xp.isfinite(mx), mx, 0)
         s -= mx
@@ -894,13 +900,7 @@ class ArrayBackend:
             r1 = min(lq, r0 + bs)
             kend = min(s_len, r1) if causal else s_len
             qb, gb = qc[..., r0:r1, :], gc[..., r0:r1, :]
-            s = xp.matmul(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
-            s *= scale
-            m = self._sdpa_rows(mask, r0, r1, kend)
-            if m is not None:
-                s += m.astype(s.dtype, copy=False)
-            if causal and kend > r0:
-                s[..., xp.triu(xp.ones((r1 - r0, kend), dtype=bool), r0 + 1)] = -xp.inf
+            s = self._sdpa_logits(qb, kc, mask, scale, causal, r0, r1, kend)
             s -= lse[..., r0:r1, :]
             with self.errstate():
                 p = xp.exp(s)
