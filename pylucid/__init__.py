@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import builtins as _builtins
 
+from . import _fp_warnings  # noqa: F401 - installs the floating-point warning filter first
+
 from . import dtypes as _dtypes
 from ._state import flags as _flags
 from ._tensor import Tensor

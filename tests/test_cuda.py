@@ -871,6 +871,33 @@ def test_adam_step_on_cuda_is_one_fused_call_per_group(opt_name, monkeypatch):
 
 
 @cuda_only
+@pytest.mark.parametrize("kwargs", [dict(), dict(momentum=0.9), dict(momentum=0.9, nesterov=True, weight_decay=0.01),
+                                    dict(momentum=0.7, dampening=0.2, maximize=True)])
+def test_sgd_step_on_cuda_is_one_launch_and_matches_cpu(kwargs, monkeypatch):
+    """SGD on contiguous float32 CUDA parameters runs the multi-tensor kernel once per step and follows the CPU
+    step (float32 rounding: the kernel may contract a product and a sum into one FMA)."""
+    be = pylucid.zeros(1, device="cuda").device.backend
+    launches = []
+    real = be._multi_tables
+    monkeypatch.setattr(be, "_multi_tables", lambda *a: (launches.append(1), real(*a))[1])
+    cpu_m = _mlp(6)
+    gpu_m = _mlp(6).to("cuda")
+    gpu_m.load_state_dict({k: v.cuda() for k, v in cpu_m.state_dict().items()})
+    oc, og = pylucid.optim.SGD(cpu_m.parameters(), lr=0.05, **kwargs), pylucid.optim.SGD(gpu_m.parameters(), lr=0.05,
+                                                                                         **kwargs)
+    g0 = _rng(5)
+    for _ in range(4):
+        x = g0.standard_normal((9, 12)).astype(np.float32)
+        for m, o, dev in ((cpu_m, oc, "cpu"), (gpu_m, og, "cuda")):
+            o.zero_grad()
+            m(pylucid.tensor(x, device=dev)).square().sum().backward()
+            o.step()
+    assert len(launches) == 4
+    for (k, pc), pg in zip(cpu_m.state_dict().items(), gpu_m.state_dict().values()):
+        np.testing.assert_allclose(_np(pg), _np(pc), rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+@cuda_only
 def test_conv_pool_gpu_match_cpu():
     nn = pylucid.nn
     pylucid.manual_seed(4)

@@ -54,6 +54,7 @@ from hypothesis import strategies as st
 
 import pylucid
 import pylucid.errors as plerr
+from pylucid import _fp_warnings
 from pylucid.ops import registry
 from tests.opdb import _FAMILIES
 from tests.optest_utils import TORCH_DTYPE, flat_outputs, pl_to_np, to_pl, to_torch, torch_to_np
@@ -610,6 +611,7 @@ def run_case(case):
     p_args = tuple(to_pl(a) for a in case.args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        _fp_warnings.install()  # what a user sees: pylucid's filter of NumPy's floating-point warnings applies
         try:
             out = case.op(*p_args, **case.kwargs)
             p_exc = None

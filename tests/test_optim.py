@@ -461,6 +461,69 @@ def test_lr_as_tensor():
     assert w.tolist() == [0.5]
 
 
+# ----------------------------------------------------------------- the fused multi-tensor SGD op
+# ``pylucid._fused_sgd_`` is what SGD's step calls for contiguous float32/float64 parameters (every device).
+@pytest.mark.parametrize("kwargs", [dict(), dict(momentum=0.9), dict(momentum=0.9, dampening=0.3),
+                                    dict(momentum=0.8, nesterov=True, weight_decay=0.1),
+                                    dict(momentum=0.5, maximize=True, weight_decay=0.05), dict(weight_decay=0.2)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_sgd_fused_step_matches_torch(kwargs, dtype):
+    calls = []
+    real = pylucid.ops._fused_sgd_
+    init, consts = _problem(steps=6)
+    np_dtype = np.dtype(dtype)
+    ps = [pylucid.tensor(x.astype(np_dtype), requires_grad=True) for x in init]
+    tps = [torch.tensor(x.astype(np_dtype), requires_grad=True) for x in init]
+    opt, topt = pylucid.optim.SGD(ps, lr=0.05, **kwargs), torch.optim.SGD(tps, lr=0.05, **kwargs)
+    pylucid.ops._fused_sgd_ = lambda *a, **k: (calls.append(len(a[0])), real(*a, **k))
+    try:
+        for t in range(6):
+            for p, tp, c in zip(ps, tps, consts[t]):
+                g = _grad_np(p.detach().numpy().astype(np.float64), c).astype(np_dtype)
+                p.grad, tp.grad = pylucid.tensor(g), torch.tensor(g)
+            opt.step()
+            topt.step()
+            # PyTorch's ``add(alpha=)`` may round a product and its sum once (an FMA); NumPy rounds twice
+            tol = dict(rtol=1e-12, atol=1e-14) if dtype == "float64" else dict(rtol=2e-6, atol=2e-7)
+            for i, (p, tp) in enumerate(zip(ps, tps)):
+                np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), err_msg=f"step {t}, {i}", **tol)
+                if kwargs.get("momentum"):
+                    np.testing.assert_allclose(opt.state[p]["momentum_buffer"].numpy(),
+                                               topt.state[tp]["momentum_buffer"].numpy(), **tol)
+    finally:
+        pylucid.ops._fused_sgd_ = real
+    assert calls == [len(ps)] * 6
+
+
+def test_sgd_fused_step_first_step_of_a_late_parameter_and_fallbacks():
+    # a parameter whose gradient appears only at step 2 gets its buffer then (= its gradient, PyTorch's clone);
+    # a float16 parameter keeps the loop
+    a, b = pylucid.tensor([1.0, 2.0], requires_grad=True), pylucid.tensor([3.0], requires_grad=True)
+    ta, tb = torch.tensor([1.0, 2.0], requires_grad=True), torch.tensor([3.0], requires_grad=True)
+    opt, topt = pylucid.optim.SGD([a, b], lr=0.1, momentum=0.9), torch.optim.SGD([ta, tb], lr=0.1, momentum=0.9)
+    a.grad, ta.grad = pylucid.tensor([0.5, -1.0]), torch.tensor([0.5, -1.0])
+    opt.step(), topt.step()
+    b.grad, tb.grad = pylucid.tensor([2.0]), torch.tensor([2.0])
+    opt.step(), topt.step()
+    assert a.tolist() == pytest.approx(ta.tolist()) and b.tolist() == pytest.approx(tb.tolist())
+    h = pylucid.tensor([1.0, 2.0], dtype=pylucid.float16, requires_grad=True)
+    h.grad = pylucid.tensor([1.0, 1.0], dtype=pylucid.float16)
+    pylucid.optim.SGD([h], lr=0.5, momentum=0.9).step()
+    assert h.dtype is pylucid.float16 and h.tolist() == [0.5, 1.5]
+
+
+def test_fused_sgd_op_errors():
+    p, g, b = (pylucid.zeros(3) for _ in range(3))
+    with pytest.raises(ValueError, match="_fused_sgd_: params has 1 tensors but momentum_buffers has 0"):
+        pylucid._fused_sgd_([p], [g], [], lr=0.1, momentum=0.9)
+    with pytest.raises(pylucid.ShapeMismatch, match=r"grads\[0\] has shape \(2,\)"):
+        pylucid._fused_sgd_([p], [pylucid.zeros(2)], [], lr=0.1)
+    leaf = pylucid.zeros(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        pylucid._fused_sgd_([leaf], [g], [b], lr=0.1, momentum=0.9)
+    pylucid._fused_sgd_([], [], [], lr=0.1)  # nothing to update
+
+
 # ----------------------------------------------------------------- the fused multi-tensor Adam op
 # ``pylucid._fused_adam_`` is the op Adam/AdamW's fused step calls (one backend call for a whole group;
 # on CUDA one kernel launch per dtype). It runs on every device; these tests hold its CPU path to PyTorch.

@@ -389,6 +389,28 @@ class ArrayBackend:
             for a, a32 in ((quad[0], p32), (quad[2], m32), (quad[3], v32)):
                 a[...] = a32.astype(a.dtype)
 
+    def sgd_step(self, params, grads, bufs, *, lr: float, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False,
+                 init: bool = False) -> None:
+        """SGD for a list of float32/float64 arrays, in place, one array at a time (PyTorch's single-tensor
+        arithmetic: every product rounded before its sum). ``bufs`` are the momentum buffers (ignored without
+        momentum); ``init`` marks the first step, whose buffer becomes the gradient."""
+        xp = self.xp
+        for i, (p, g) in enumerate(zip(params, grads)):
+            if maximize:
+                g = xp.negative(g)
+            if weight_decay != 0:
+                g = g + p * p.dtype.type(weight_decay)
+            if momentum != 0:
+                buf = bufs[i]
+                if init:
+                    buf[...] = g
+                else:
+                    buf *= buf.dtype.type(momentum)
+                    buf += g if dampening == 0 else g * g.dtype.type(1 - dampening)
+                g = g + buf * buf.dtype.type(momentum) if nesterov else buf
+            p += g * p.dtype.type(-lr)
+
     # -- GELU (the CUDA backend runs each direction as one kernel) -----------------------
     # float32 (and half, computed in float32): Phi(x) from the Abramowitz-Stegun 7.1.26 erf,
     # ``erf(z) = 1 - t (a1 + t (a2 + ... + t a5)) exp(-z^2)``, ``t = 1 / (1 + p z)`` (absolute error < 1.5e-7,

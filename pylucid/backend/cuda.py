@@ -1407,35 +1407,73 @@ class CUDABackend(ArrayBackend):
             inflight.pop(0)
         return dev
 
-    def _adam_fused(self, dt, quads, hp) -> None:
-        cp = self.xp
-        # parameters and their state keep their storage from step to step, gradients do not (zero_grad with
-        # set_to_none frees them): cache the long-lived tables under the parameter/state pointers and upload
-        # only the gradient-pointer table when the gradients moved (one small host-to-device copy, no sync)
-        key = tuple(a.data.ptr for quad in quads for a in (quad[0], quad[2], quad[3])) + tuple(
-            q[0].size for q in quads)
-        grad_ptrs = tuple(q[1].data.ptr for q in quads)
+    def _multi_tables(self, rows, volatile: int):
+        """``(pointer tables, sizes, chunk tensors, chunk starts, chunk count)`` on the device for a multi-tensor
+        kernel over ``rows`` (one tuple of arrays per tensor, the first giving the size).
+
+        Parameters and their state keep their storage from step to step, gradients (role ``volatile``) do not
+        (``zero_grad`` with ``set_to_none`` frees them): the long-lived tables are cached under the other roles'
+        pointers, and only the gradient-pointer table is uploaded again when the gradients moved (one small
+        host-to-device copy, no sync).
+        """
+        nroles = len(rows[0])
+        key = (nroles, volatile) + tuple(a.data.ptr for row in rows for j, a in enumerate(row) if j != volatile) \
+            + tuple(r[0].size for r in rows)
+        vol_ptrs = tuple(r[volatile].data.ptr for r in rows)
         tables = self._adam_tables.get(key)
         if tables is None:
-            ptrs = [np.array([q[i].data.ptr for q in quads], dtype=np.uint64) for i in range(4)]
-            sizes = np.array([q[0].size for q in quads], dtype=np.int64)
+            ptrs = [np.array([r[j].data.ptr for r in rows], dtype=np.uint64) for j in range(nroles)]
+            sizes = np.array([r[0].size for r in rows], dtype=np.int64)
             ct, cs = [], []
-            for t, s in enumerate(sizes):
-                for start in range(0, int(s), self._ADAM_CHUNK):
+            for t, n in enumerate(sizes):
+                for start in range(0, int(n), self._ADAM_CHUNK):
                     ct.append(t)
                     cs.append(start)
             with self.device_ctx():
                 up = self.asarray  # (inside a capture: copies the graph keeps)
                 tables = ([up(p) for p in ptrs], up(sizes), up(np.array(ct, np.int32)), up(np.array(cs, np.int64)),
-                          len(ct), grad_ptrs)
+                          len(ct), vol_ptrs)
             if len(self._adam_tables) > 64:  # parameters re-allocated: forget stale tables
                 self._adam_tables.clear()
             self._adam_tables[key] = tables
-        (pp, gp, mp, vp), sizes, ct, cs, nchunks, cached_grad_ptrs = tables
-        if grad_ptrs != cached_grad_ptrs:
+        ptr_tables, sizes, ct, cs, nchunks, cached = tables
+        if vol_ptrs != cached:
+            ptr_tables = list(ptr_tables)
             with self.device_ctx():
-                gp = self._upload_async(grad_ptrs)
-            self._adam_tables[key] = ((pp, gp, mp, vp), sizes, ct, cs, nchunks, grad_ptrs)
+                ptr_tables[volatile] = self._upload_async(vol_ptrs)
+            self._adam_tables[key] = (ptr_tables, sizes, ct, cs, nchunks, vol_ptrs)
+        return ptr_tables, sizes, ct, cs, nchunks
+
+    def sgd_step(self, params, grads, bufs, *, lr: float, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False,
+                 init: bool = False) -> None:
+        """SGD for every array of a group in one kernel launch per dtype (C-contiguous float32/float64; the
+        others take the base method, one array at a time)."""
+        has_m = momentum != 0
+        groups: dict = {}
+        for i, (p, g) in enumerate(zip(params, grads)):
+            row = (p, g, bufs[i]) if has_m else (p, g)
+            fused = p.dtype in _KERNEL_DTYPES and p.size > 0 and all(
+                a.dtype == p.dtype and a.flags.c_contiguous for a in row)
+            groups.setdefault(p.dtype if fused else None, []).append(row)
+        hp = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
+                  maximize=maximize, init=init)
+        for dt, rows in groups.items():
+            if dt is None:
+                super().sgd_step([r[0] for r in rows], [r[1] for r in rows], [r[-1] for r in rows], **hp)
+                continue
+            ptrs, sizes, ct, cs, nchunks = self._multi_tables(rows, 1)
+            s = dt.type
+            with self.device_ctx():
+                get_kernel("sgd_multi", dt)(
+                    (nchunks,), (512,),
+                    (ptrs[0], ptrs[1], ptrs[2] if has_m else ptrs[0], sizes, ct, cs, np.int64(self._ADAM_CHUNK),
+                     s(lr), s(momentum), s(dampening), s(weight_decay), np.int32(bool(nesterov)),
+                     np.int32(bool(maximize)), np.int32(bool(init)), np.int32(has_m)))
+
+    def _adam_fused(self, dt, quads, hp) -> None:
+        cp = self.xp
+        (pp, gp, mp, vp), sizes, ct, cs, nchunks = self._multi_tables(quads, 1)
         step = hp["step"]
         s = dt.type
         dev_hp = None

@@ -4,7 +4,7 @@ Two families:
 
 * **Fused kernels** (:data:`KERNELS`): row-wise softmax, layer norm and cross-entropy, per-channel
   batch norm (forward and backward), column
-  sums, the relu and embedding backwards, multi-tensor Adam, bias + activation and the 16-byte
+  sums, the relu and embedding backwards, multi-tensor Adam and SGD, bias + activation and the 16-byte
   vectorised binary op. Each is written once over ``scalar_t``; :func:`kernel_source` puts the
   shared block reductions in front and makes it float or double. Their semantics are the
   functions of :mod:`pylucid.backend.reference`.
@@ -397,6 +397,37 @@ extern "C" __global__ void adam_multi(const unsigned long long* __restrict__ p_p
         m[i] = mi;
         v[i] = vi;
         p[i] = pi - step_size * mi / (sqrt(vi) / bc2_sqrt + eps);
+    }
+}
+""",
+    "sgd_multi": r"""
+// multi-tensor SGD (momentum, dampening, Nesterov, L2 weight decay, maximize): one launch for a whole group,
+// the chunk tables of adam_multi; init != 0 is the first step, whose momentum buffer is the gradient itself
+extern "C" __global__ void sgd_multi(const unsigned long long* __restrict__ p_ptr,
+                                     const unsigned long long* __restrict__ g_ptr,
+                                     const unsigned long long* __restrict__ b_ptr,
+                                     const long long* __restrict__ sizes, const int* __restrict__ chunk_tensor,
+                                     const long long* __restrict__ chunk_start, long long chunk,
+                                     scalar_t lr, scalar_t momentum, scalar_t dampening, scalar_t wd,
+                                     int nesterov, int maximize, int init, int has_momentum) {
+    int t = chunk_tensor[blockIdx.x];
+    long long start = chunk_start[blockIdx.x];
+    long long end = start + chunk;
+    if (end > sizes[t]) end = sizes[t];
+    scalar_t* p = (scalar_t*)p_ptr[t];
+    const scalar_t* g = (const scalar_t*)g_ptr[t];
+    scalar_t* b = has_momentum ? (scalar_t*)b_ptr[t] : (scalar_t*)0;
+    for (long long i = start + threadIdx.x; i < end; i += blockDim.x) {
+        scalar_t gi = maximize ? -g[i] : g[i];
+        scalar_t pi = p[i];
+        if (wd != (scalar_t)0) gi += wd * pi;
+        if (has_momentum) {
+            scalar_t gd = dampening != (scalar_t)0 ? ((scalar_t)1 - dampening) * gi : gi;
+            scalar_t bi = init ? gi : momentum * b[i] + gd;
+            b[i] = bi;
+            gi = nesterov ? gi + momentum * bi : bi;
+        }
+        p[i] = pi - lr * gi;
     }
 }
 """,

@@ -144,3 +144,51 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
         for t in written:
             t._version[0] += 1
     return None
+
+
+@declare(method=False)
+def _fused_sgd_(params, grads, momentum_buffers, *, lr: float, momentum: float = 0.0, dampening: float = 0.0,
+                weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False,
+                first_step: bool = False) -> None:
+    r"""One SGD step for lists of tensors, in place, in one backend call (PyTorch's single-tensor arithmetic)::
+
+        g = -g if maximize;   g = g + weight_decay * p
+        b = g if first_step else momentum * b + (1 - dampening) * g      (with momentum != 0)
+        g = g + momentum * b if nesterov else b                           (with momentum != 0)
+        p = p - lr * g
+
+    ``params`` (and ``momentum_buffers`` with a nonzero ``momentum``; pass ``[]`` without) are written and their
+    versions bumped; ``grads`` are only read. All tensors are on one device, and the tensors of one index share a
+    shape and a floating dtype. On CUDA the contiguous float32/float64 tensors are updated by one multi-tensor
+    kernel launch per dtype, the others one by one.
+
+    Raises ValueError for lists of different lengths, TypeError for a non-Tensor, DeviceMismatch, ShapeMismatch
+    or DtypeMismatch naming the index, and RuntimeError for a parameter that requires grad while grad mode is on.
+
+    >>> import pylucid
+    >>> p, g, b = pylucid.tensor([1.0, -2.0]), pylucid.tensor([2.0, -4.0]), pylucid.zeros(2)
+    >>> pylucid._fused_sgd_([p], [g], [b], lr=0.1, momentum=0.9, first_step=True)
+    >>> p, b
+    (tensor([ 0.8000, -1.6000]), tensor([ 2., -4.]))
+    """
+    op = "_fused_sgd_"
+    has_m = momentum != 0
+    names = ("params", "grads", "momentum_buffers") if has_m else ("params", "grads")
+    lists = (params, grads, momentum_buffers) if has_m else (params, grads)
+    dev, arrays = _arrays_of(op, names, lists)
+    if dev is None:
+        return None
+    if state.grad_enabled:
+        for p in params:
+            check_inplace_leaf(p, op)
+    be = dev.backend
+    with be.device_ctx():
+        be.sgd_step(arrays[0], arrays[1], arrays[2] if has_m else [], lr=float(lr), momentum=float(momentum),
+                    dampening=float(dampening), weight_decay=float(weight_decay), nesterov=bool(nesterov),
+                    maximize=bool(maximize), init=bool(first_step))
+    for t in params:
+        t._version[0] += 1
+    if has_m:
+        for t in momentum_buffers:
+            t._version[0] += 1
+    return None

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from .. import ops as _ops
+from ..creation import empty_like
+from ..dtypes import float32, float64
 from ..ops import add, clone, mul
 from .optimizer import Optimizer, _to_scalar
+
+_FUSED_DTYPES = (float32, float64)
 
 __all__ = ["SGD"]
 
@@ -61,6 +66,8 @@ class SGD(Optimizer):
         # no step count, and no state at all without momentum (PyTorch's layout): the template's loop does not fit
         lr = _to_scalar(group["lr"])
         momentum, dampening, nesterov = group["momentum"], group["dampening"], group["nesterov"]
+        if self._fused_step(group, lr, momentum, dampening, nesterov):
+            return
         states = self.state
         for p, g in self._grads(group, group["maximize"], group["weight_decay"]):
             if momentum != 0:
@@ -73,3 +80,44 @@ class SGD(Optimizer):
                 g = add(g, mul(buf, momentum)) if nesterov else buf
             # PyTorch: param.add_(grad, alpha=-lr)
             p[...] = add(p, mul(g, -lr))
+
+    def _fused_step(self, group, lr, momentum, dampening, nesterov) -> bool:
+        """The group's step through ``pylucid._fused_sgd_`` (on CUDA one multi-tensor kernel launch; on the CPU
+        in-place passes with the arithmetic of the loop below, without its temporaries and copies).
+
+        Taken when every parameter with a gradient is a contiguous float32/float64 tensor on one device with a
+        contiguous gradient of its dtype, and the momentum buffers (where they exist) match; returns False,
+        having changed nothing, otherwise. Parameters without a buffer yet (the first step) get one, filled with
+        their gradient by the kernel, as PyTorch's ``clone``.
+        """
+        live = [p for p in group["params"] if p.grad is not None]
+        if not live:
+            return False
+        dev = live[0].device
+        for p in live:
+            g = p.grad
+            if (p.device != dev or p.dtype not in _FUSED_DTYPES or g.dtype is not p.dtype or not p.is_contiguous()
+                    or not g.is_contiguous()):
+                return False
+        hp = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=group["weight_decay"],
+                  nesterov=nesterov, maximize=group["maximize"])
+        if momentum == 0:
+            _ops._fused_sgd_(live, [p.grad for p in live], [], **hp)
+            return True
+        states = self.state
+        old, new = [], []
+        for p in live:
+            buf = states[p].get("momentum_buffer")
+            if buf is None:
+                new.append(p)
+            elif buf.device != dev or buf.dtype is not p.dtype or not buf.is_contiguous() or buf.shape != p.shape:
+                return False
+            else:
+                old.append(p)
+        for p in new:
+            states[p]["momentum_buffer"] = empty_like(p)
+        for ps, first in ((old, False), (new, True)):
+            if ps:
+                _ops._fused_sgd_(ps, [p.grad for p in ps], [states[p]["momentum_buffer"] for p in ps],
+                                 first_step=first, **hp)
+        return True
