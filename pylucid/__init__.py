@@ -47,6 +47,7 @@ from .random import (  # noqa: E402
     randn, randn_like, randperm, seed, set_rng_state,
 )
 from . import amp  # noqa: E402
+from .amp import autocast  # noqa: E402 - torch.autocast
 from . import cuda  # noqa: E402
 from . import accelerator, backends, hub  # noqa: E402
 from ._compile import compile  # noqa: E402,A001

@@ -1351,6 +1351,56 @@ def test_fast_launch_binary_matches_ufunc_gpu(op, dt, shape, _generic_mode):
 
 
 @cuda_only
+@pytest.mark.parametrize("dt", [np.dtype(np.float16), _BF16_NP], ids=lambda d: d.name)
+@single_gpu
+def test_fast_half_kernels_on_unaligned_views_gpu(dt, _generic_mode):
+    """The half kernels take 16-byte words where the bases are aligned; views at an odd offset (x[1:]) take the
+    one-element path: same results either way."""
+    be = _be()
+    a, b = _gpu_operands(be.xp, dt, (1003,))
+    for x, y in ((a[1:], b[1:]), (a[1:], b[:-1]), (a[3:], b[3:])):
+        out = be.add(x, y)
+        _check_same(be, out, _generic_mode(lambda: be.add(x, y)), True, 0)
+        c = be.astype(x, np.dtype(np.float32))
+        np.testing.assert_array_equal(_host(be, c), _host(be, x).astype(np.float32))
+
+
+@cuda_only
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_half_logits_under_autocast_reads_them_in_place(half, reduction, monkeypatch):
+    """Under autocast, cross entropy of half logits is float32 (the op is ForceFP32) without a float32 copy of
+    the logits: the loss equals PyTorch's float32 cross entropy of the same (half-rounded) values, and the
+    logits' gradient is PyTorch's float32 gradient rounded once to the half dtype."""
+    casts = []
+    be = pylucid.zeros(1, device="cuda").device.backend
+    real = be.astype
+    monkeypatch.setattr(be, "astype", lambda a, dt, copy=True: (casts.append((a.shape, a.dtype, np.dtype(dt))),
+                                                                  real(a, dt, copy))[1])
+    g0 = _rng(40)
+    x = (g0.standard_normal((37, 1029)) * 4).astype(np.float32)
+    t = g0.integers(0, 1029, 37)
+    t[5] = -100
+    hx = pylucid.tensor(x, device="cuda").to(getattr(pylucid, half)).detach().requires_grad_()
+    with pylucid.autocast("cuda", dtype=getattr(pylucid, half)):
+        loss = pylucid.nn.functional.cross_entropy(hx, pylucid.tensor(t, device="cuda"), reduction=reduction)
+    assert loss.dtype is pylucid.float32
+    assert not [c for c in casts if c[0] == (37, 1029) and c[1] != c[2]], casts  # no copy of the logits
+    (loss.sum() if reduction == "none" else loss).backward()
+    assert hx.grad.dtype is getattr(pylucid, half)
+    tx = torch.tensor(hx.detach().float().cpu().numpy(), requires_grad=True)
+    tl = torch.nn.functional.cross_entropy(tx, torch.tensor(t), reduction=reduction)
+    (tl.sum() if reduction == "none" else tl).backward()
+    np.testing.assert_allclose(loss.detach().cpu().numpy(), tl.detach().numpy(), rtol=2e-6, atol=2e-6)
+    ref_g = tx.grad.to(getattr(torch, half)).float().numpy()
+    got_g = hx.grad.float().cpu().numpy()
+    # one half ulp where the float32 gradients differ in their last bits before rounding
+    np.testing.assert_allclose(got_g, ref_g, rtol=2 ** -7 if half == "bfloat16" else 2 ** -10, atol=1e-8)
+    # outside autocast a half loss stays half, as PyTorch
+    assert pylucid.nn.functional.cross_entropy(hx, pylucid.tensor(t, device="cuda")).dtype is getattr(pylucid, half)
+
+
+@cuda_only
 @pytest.mark.parametrize("op", sorted(cuda_sources.FAST_UNARY))
 @pytest.mark.parametrize("dt", _FAST_DTYPES, ids=lambda d: d.name)
 @single_gpu

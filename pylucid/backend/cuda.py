@@ -37,13 +37,14 @@ from ..backends import cuda as _cuda_flags
 from ..backends import cudnn as _cudnn_flags
 from .base import _HALF, _NULL_CTX, ArrayBackend
 from .cuda_launch import bias_add_kernel, cast_kernel, fast_kernel, get_kernel, raw_launcher, strided_copy_kernel
-from .cuda_sources import BIAS_ACT_CODES, COPY_MAX_NDIM, FAST_UNARY, OPS_VEC
+from .cuda_sources import BIAS_ACT_CODES, CAST_VEC, COPY_MAX_NDIM, FAST_UNARY, OPS_VEC
 
 _cupy = None
 _reason = None
 
 _F16 = np.dtype(np.float16)
 _BF16 = np.dtype(ml_dtypes.bfloat16)
+_HALF_DT = frozenset((_F16, _BF16))
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _KERNEL_DTYPES = (_F32, _F64)
@@ -399,7 +400,8 @@ class _FastLaunch:
                             k = self._kernel(self._aa, "aa", dt)
                         if k is not None:
                             c = self._alloc(shape, dt)
-                            k(((n + _FAST_BLOCK - 1) // _FAST_BLOCK,), (_FAST_BLOCK,), (a, b, c, n))
+                            per = _FAST_BLOCK * 8 if dt in _HALF_DT else _FAST_BLOCK  # FAST_VEC_AA: 8 per thread
+                            k(((n + per - 1) // per,), (_FAST_BLOCK,), (a, b, c, n))
                             return c
             elif a._c_contiguous:
                 n = a.size
@@ -672,7 +674,8 @@ class CUDABackend(ArrayBackend):
                 if k is not None:
                     n = a.size
                     c = self.ndarray(a.shape, dst)
-                    k(((n + _FAST_BLOCK - 1) // _FAST_BLOCK,), (_FAST_BLOCK,), (a, c, n))
+                    per_block = _FAST_BLOCK * CAST_VEC
+                    k(((n + per_block - 1) // per_block,), (_FAST_BLOCK,), (a, c, n))
                     return c
         return a.astype(np_dtype, copy=copy)
 
@@ -1213,9 +1216,20 @@ class CUDABackend(ArrayBackend):
         out, _, cdt = self._compute(*arrays)
         return out, None, cdt
 
-    def cross_entropy(self, logits, target, ignore_index: int = -100):
-        """Per-row cross-entropy of 2-D ``logits`` against int targets: ``(loss, lse)`` (see the reference)."""
+    def _ce_logits(self, logits):
+        """``(array, storage dtype name or None, kernel dtype, input dtype)`` for the cross-entropy kernels: half
+        logits are read in place (the kernels load them and compute in float32: no float32 copy of a
+        (rows, vocabulary) matrix), others as :meth:`_compute` gives them."""
+        dt = logits.dtype
+        if dt in _HALF_DT:
+            return _contig(self.ascontiguousarray, logits), dt.name, _F32, dt
         (xc,), dt, cdt = self._compute(logits)
+        return xc, None, cdt, dt
+
+    def cross_entropy(self, logits, target, ignore_index: int = -100, float_out: bool = False):
+        """Per-row cross-entropy of 2-D ``logits`` against int targets: ``(loss, lse)`` (see the reference);
+        ``float_out`` keeps the float32 of the computation for half logits (autocast's float32 loss)."""
+        xc, io, cdt, dt = self._ce_logits(logits)
         cp = self.xp
         rows, cols = logits.shape
         with self.device_ctx():
@@ -1223,9 +1237,11 @@ class CUDABackend(ArrayBackend):
             loss = self.ndarray((rows,), cdt)
             lse = self.ndarray((rows,), cdt)
             if rows:
-                get_kernel("cross_entropy_fwd", cdt)((rows,), (self._row_threads(cols),),
-                                                     (xc, t, loss, lse, np.int64(cols), np.int64(ignore_index)))
-        return loss.astype(dt, copy=False), lse.astype(dt, copy=False)
+                get_kernel("cross_entropy_fwd", cdt, io)((rows,), (self._row_threads(cols),),
+                                                         (xc, t, loss, lse, np.int64(cols), np.int64(ignore_index)))
+        # the row log-sum-exps stay in the kernel dtype (float32 for half logits): the backward's softmax is
+        # exp(x - lse), which a half lse would put off by its rounding
+        return (loss if float_out else loss.astype(dt, copy=False)), lse
 
     def cross_entropy_backward(self, g, logits, lse, target, ignore_index: int = -100):
         """``dlogits`` of :meth:`cross_entropy` given the per-row incoming gradient ``g``.
@@ -1236,17 +1252,17 @@ class CUDABackend(ArrayBackend):
         if g.ndim == 0 or (g.ndim == 1 and g.strides[0] == 0 and g.size):
             g = g.reshape(()) if g.ndim == 0 else g[:1].reshape(())
             g_stride = 0
-        (xc, gc, lc), dt, cdt = self._compute(logits, g, lse)
+        xc, io, cdt, dt = self._ce_logits(logits)
+        (gc, lc), _, _ = self._compute(g.astype(cdt, copy=False), lse.astype(cdt, copy=False))
         cp = self.xp
         rows, cols = logits.shape
-        n = rows * cols
         with self.device_ctx():
             t = _contig(cp.ascontiguousarray, target.astype(np.int64, copy=False))
-            dx = self.ndarray((rows, cols), cdt)
-            if n:
-                get_kernel("cross_entropy_bwd", cdt)((self._grid(n),), (256,),
-                                                     (gc, xc, lc, t, dx, np.int64(cols), np.int64(ignore_index),
-                                                      np.int64(n), np.int64(g_stride)))
+            dx = self.ndarray((rows, cols), dt if io else cdt)  # half logits: dx written in their dtype
+            if rows and cols:
+                get_kernel("cross_entropy_bwd", cdt, io)((self._grid(rows, 1),), (self._row_threads(cols),),
+                                                         (gc, xc, lc, t, dx, np.int64(cols), np.int64(ignore_index),
+                                                          np.int64(rows), np.int64(g_stride)))
         return self.astype(dx, dt, copy=False)
 
     def cross_entropy_reduce(self, loss, target, ignore_index: int = -100, mean: bool = True):

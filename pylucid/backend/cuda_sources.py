@@ -237,42 +237,73 @@ extern "C" __global__ void batch_norm_bwd(const io_t* __restrict__ g, const io_t
 }
 """,
     "cross_entropy_fwd": r"""
-extern "C" __global__ void cross_entropy_fwd(const scalar_t* __restrict__ logits, const long long* __restrict__ target,
+extern "C" __global__ void cross_entropy_fwd(const io_t* __restrict__ logits, const long long* __restrict__ target,
                                              scalar_t* __restrict__ loss, scalar_t* __restrict__ lse_out,
                                              long long cols, long long ignore_index) {
-    __shared__ scalar_t sh[32];
-    const scalar_t* xr = logits + (long long)blockIdx.x * cols;
-    scalar_t m = NEG_INF;
-    for (long long j = threadIdx.x; j < cols; j += blockDim.x) m = fmax(m, xr[j]);
-    m = block_max(m, sh);
-    scalar_t s = 0;
-    for (long long j = threadIdx.x; j < cols; j += blockDim.x) s += exp(xr[j] - m);
-    s = block_sum(s, sh);
-    if (threadIdx.x == 0) {
-        scalar_t lse = m + log(s);
-        long long t = target[blockIdx.x];
-        scalar_t l;
-        if (t == ignore_index) l = 0;
-        else if (t < 0 || t >= cols) l = (scalar_t)__int_as_float(0x7fc00000);  // NaN, never read out of bounds
-        else l = lse - xr[t];
-        loss[blockIdx.x] = l;
-        lse_out[blockIdx.x] = lse;
+    // one block per row, ONE pass over the logits (read in their storage type io_t, computed in scalar_t):
+    // each thread keeps a running maximum m and the sum s of exp(x - m), rescaled when m grows; the block
+    // then combines the (m, s) pairs. An empty partial (m = -inf) contributes nothing.
+    __shared__ scalar_t shm[32];
+    __shared__ scalar_t shs[32];
+    const io_t* xr = logits + (long long)blockIdx.x * cols;
+    scalar_t m = NEG_INF, s = 0;
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+        scalar_t x = LD(xr[j]);
+        if (x > m) { s = s * exp(m - x) + (scalar_t)1; m = x; }
+        else s += exp(x - m);  // x = NaN: s becomes NaN, and so does the row's loss
+    }
+    // (m, s) combine: m = max, s = s1 exp(m1 - m) + s2 exp(m2 - m)
+    for (int o = 16; o > 0; o >>= 1) {
+        scalar_t m2 = __shfl_xor_sync(0xffffffff, m, o), s2 = __shfl_xor_sync(0xffffffff, s, o);
+        scalar_t mm = fmax(m, m2);
+        s = (m == NEG_INF ? (scalar_t)0 : s * exp(m - mm)) + (m2 == NEG_INF ? (scalar_t)0 : s2 * exp(m2 - mm));
+        m = mm;
+    }
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if (lane == 0) { shm[wid] = m; shs[wid] = s; }
+    __syncthreads();
+    if (wid == 0) {
+        m = lane < nw ? shm[lane] : NEG_INF;
+        s = lane < nw ? shs[lane] : (scalar_t)0;
+        for (int o = 16; o > 0; o >>= 1) {
+            scalar_t m2 = __shfl_xor_sync(0xffffffff, m, o), s2 = __shfl_xor_sync(0xffffffff, s, o);
+            scalar_t mm = fmax(m, m2);
+            s = (m == NEG_INF ? (scalar_t)0 : s * exp(m - mm)) + (m2 == NEG_INF ? (scalar_t)0 : s2 * exp(m2 - mm));
+            m = mm;
+        }
+        if (lane == 0) {
+            scalar_t lse = m + log(s);
+            long long t = target[blockIdx.x];
+            scalar_t l;
+            if (t == ignore_index) l = 0;
+            else if (t < 0 || t >= cols) l = (scalar_t)__int_as_float(0x7fc00000);  // NaN, never read out of bounds
+            else l = lse - LD(xr[t]);
+            loss[blockIdx.x] = l;
+            lse_out[blockIdx.x] = lse;
+        }
     }
 }
 """,
     "cross_entropy_bwd": r"""
-extern "C" __global__ void cross_entropy_bwd(const scalar_t* __restrict__ g, const scalar_t* __restrict__ logits,
+extern "C" __global__ void cross_entropy_bwd(const scalar_t* __restrict__ g, const io_t* __restrict__ logits,
                                              const scalar_t* __restrict__ lse, const long long* __restrict__ target,
-                                             scalar_t* __restrict__ dx, long long cols, long long ignore_index,
-                                             long long n, long long g_stride) {
+                                             io_t* __restrict__ dx, long long cols, long long ignore_index,
+                                             long long rows, long long g_stride) {
+    // one block per row (grid-stride over rows): no division per element; logits and dx in their storage type.
     // g_stride 0: one gradient for every row (the mean/sum reductions), read without a broadcast copy
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        long long r = i / cols, c = i - r * cols;
+    for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+        const io_t* xr = logits + r * cols;
+        io_t* dr = dx + r * cols;
         long long t = target[r];
-        if (t == ignore_index) { dx[i] = 0; continue; }
-        scalar_t p = exp(logits[i] - lse[r]);
-        dx[i] = g[r * g_stride] * (p - (c == t ? (scalar_t)1 : (scalar_t)0));
+        scalar_t gr = g[r * g_stride], lr = lse[r];
+        if (t == ignore_index) {
+            for (long long c = threadIdx.x; c < cols; c += blockDim.x) dr[c] = ST((scalar_t)0);
+            continue;
+        }
+        for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
+            scalar_t p = exp(LD(xr[c]) - lr);
+            dr[c] = ST(gr * (p - (c == t ? (scalar_t)1 : (scalar_t)0)));
+        }
     }
 }
 """,
@@ -516,7 +547,8 @@ BIAS_ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
 
 
 #: kernels whose large operands have a storage type ``io_t`` of their own (read by ``LD``, written by ``ST``)
-IO_KERNELS = frozenset({"batch_norm_fwd", "batch_norm_bwd", "relu_fwd", "relu_bwd"})
+IO_KERNELS = frozenset({"batch_norm_fwd", "batch_norm_bwd", "relu_fwd", "relu_bwd", "cross_entropy_fwd",
+                        "cross_entropy_bwd"})
 
 
 def kernel_source(name: str, dtype, io=None) -> str:
@@ -562,6 +594,8 @@ FAST_BINARY = {"add": "x + y", "subtract": "x - y", "multiply": "x * y", "true_d
 FAST_UNARY = {"negative": "-x", "exp": "exp(x)", "log": "log(x)", "tanh": "tanh(x)", "sqrt": "sqrt(x)"}
 #: unary functions whose half result is exact from float32 (sign flip): the rest stay on CuPy for half
 FAST_UNARY_HALF = frozenset({"negative"})
+#: dtypes whose array-array fast kernels take 8 elements per thread (launch ceil(n / 8) threads)
+FAST_VEC_AA = frozenset({"float16", "bfloat16"})
 
 _FAST_PRELUDE = r"""
 __device__ __forceinline__ float h2f(unsigned short h) {
@@ -607,6 +641,33 @@ def fast_source(op: str, kind: str, dtype_name: str):
     params, loads = _FAST_SIGS[kind]
     name = f"pl_fast_{op}_{kind}_{dtype_name}"
     body = loads.replace("CT", ct).format(a=load.format("a[i]"), b=load.format("b[i]"), s=scal.format("s"))
+    if kind == "aa" and dtype_name in FAST_VEC_AA:
+        # half types, array-array: 8 elements per thread through 16-byte words (2-byte accesses one per thread
+        # reach a fraction of the bandwidth); unaligned bases (views at an odd offset) one element per thread.
+        # Launch ceil(n / 8) threads.
+        vbody = loads.replace("CT", ct).format(a=load.format("ra.e[k]"), b=load.format("rb.e[k]"), s="")
+        one = f"{{ {body} c[i] = {store.format(f'({ct})({expr})')}; }}"
+        src = (_FAST_PRELUDE + f"""
+extern "C" __global__ void {name}({params.replace("ST", st)}, {st}* __restrict__ c, long long n) {{
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (((unsigned long long)a | (unsigned long long)b | (unsigned long long)c) & 15ull) {{
+        for (long long i = t; i < n; i += (long long)gridDim.x * blockDim.x) {one}
+        return;
+    }}
+    long long nv = n / 8;
+    if (t < nv) {{
+        union {{ uint4 q; {st} e[8]; }} ra, rb, rc;
+        ra.q = ((const uint4*)a)[t];
+        rb.q = ((const uint4*)b)[t];
+        #pragma unroll
+        for (int k = 0; k < 8; ++k) {{ {vbody} rc.e[k] = {store.format(f'({ct})({expr})')}; }}
+        ((uint4*)c)[t] = rc.q;
+    }}
+    long long i = nv * 8 + t;
+    if (i < n) {one}
+}}
+""")
+        return src, name
     src = (_FAST_PRELUDE
            + f'extern "C" __global__ void {name}({params.replace("ST", st)}, {st}* __restrict__ c, long long n) {{\n'
            + "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -617,7 +678,12 @@ def fast_source(op: str, kind: str, dtype_name: str):
 def bias_add_source(dtype_name: str, bias_name: str | None = None):
     """CUDA source and kernel name of ``y[i] += b[i % ncol]`` in place: a Linear's bias on its fresh GEMM
     output. ``b`` has ``y``'s dtype or (``bias_name``) float32 under a half ``y``, as autocast's float32
-    bias; half types add in float32 and round once. None if not covered."""
+    bias; half types add in float32 and round once. None if not covered.
+
+    With ``ncol`` a multiple of 8 and ``y`` 16-byte aligned, a thread takes 8 consecutive elements of one row
+    (16-byte loads and stores for the half types; one column index per 8 elements, 32-bit when the array is
+    small enough: 64-bit division is several times slower); otherwise one element per thread. Grid-stride loops.
+    """
     bias_name = bias_name or dtype_name
     spec, bspec = _FAST_TYPES.get(dtype_name), _FAST_TYPES.get(bias_name)
     if spec is None or bspec is None or (bias_name != dtype_name and bias_name != "float32"):
@@ -625,13 +691,39 @@ def bias_add_source(dtype_name: str, bias_name: str | None = None):
     st, ct, load, store, _ = spec
     bst, _, bload, _, _ = bspec
     name = f"pl_bias_add_{dtype_name}_{bias_name}"
-    src = (_FAST_PRELUDE
-           + f'extern "C" __global__ void {name}({st}* __restrict__ y, const {bst}* __restrict__ b, '
-           + "long long ncol, long long n) {\n"
-           + "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
-           + "         i += (long long)gridDim.x * blockDim.x) {\n"
-           + f"        {ct} v = ({ct}){load.format('y[i]')} + ({ct}){bload.format('b[i % ncol]')};\n"
-           + f"        y[i] = {store.format(f'({ct})v')};\n    }}\n}}\n")
+    nvec = 8 * _SIZES[st] // 16
+    src = (_FAST_PRELUDE + f"""
+template <class I> __device__ __forceinline__ void {name}_vec({st}* __restrict__ y, const {bst}* __restrict__ b,
+                                                         I ncol, I nv) {{
+    for (I v = (I)blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += (I)gridDim.x * blockDim.x) {{
+        I col = (v * 8) % ncol;
+        union {{ uint4 q[{nvec}]; {st} e[8]; }} r;
+        uint4* p = (uint4*)(y + v * 8);
+        #pragma unroll
+        for (int k = 0; k < {nvec}; ++k) r.q[k] = p[k];
+        #pragma unroll
+        for (int k = 0; k < 8; ++k) {{
+            {ct} t = ({ct}){load.format('r.e[k]')} + ({ct}){bload.format('b[col + k]')};
+            r.e[k] = {store.format(f'({ct})t')};
+        }}
+        #pragma unroll
+        for (int k = 0; k < {nvec}; ++k) p[k] = r.q[k];
+    }}
+}}
+
+extern "C" __global__ void {name}({st}* __restrict__ y, const {bst}* __restrict__ b, long long ncol, long long n) {{
+    if (ncol % 8 == 0 && ((unsigned long long)y & 15ull) == 0) {{
+        if (n < 2147483647ll) {name}_vec<unsigned int>(y, b, (unsigned int)ncol, (unsigned int)(n / 8));
+        else {name}_vec<long long>(y, b, ncol, n / 8);
+        return;
+    }}
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {{
+        {ct} v = ({ct}){load.format('y[i]')} + ({ct}){bload.format('b[i % ncol]')};
+        y[i] = {store.format(f'({ct})v')};
+    }}
+}}
+""")
     return src, name
 
 
@@ -688,17 +780,52 @@ CAST_PAIRS = frozenset({("float32", "float16"), ("float32", "bfloat16"), ("float
                         ("bfloat16", "float64")})
 
 
+#: elements per thread of the cast kernel: 8 (16-byte loads or stores of the half types, two or four of float32/64)
+CAST_VEC = 8
+_SIZES = {"unsigned short": 2, "float": 4, "double": 8}
+
+
 def cast_source(src: str, dst: str):
-    """CUDA source and kernel name converting a contiguous ``src`` array to ``dst``; None if not covered."""
+    """CUDA source and kernel name converting a contiguous ``src`` array to ``dst``; None if not covered.
+
+    Each thread converts ``CAST_VEC`` consecutive elements, loaded and stored as 16-byte words (memory
+    bandwidth: one element per thread leaves the half types' 2-byte accesses at a fraction of it); the last
+    ``n % CAST_VEC`` elements go one per thread. Base pointers that are not 16-byte aligned (views at an odd
+    offset) take a grid-stride loop of single elements. Launch ``ceil(n / CAST_VEC)`` threads.
+    """
     if (src, dst) not in CAST_PAIRS:
         return None
     s_st, s_ct, load, _, _ = _FAST_TYPES[src]
     d_st, d_ct, _, store, _ = _FAST_TYPES[dst]
     ct = "double" if "double" in (s_ct, d_ct) else "float"
     name = f"pl_cast_{src}_{dst}"
-    src_code = (_FAST_PRELUDE
-                + f'extern "C" __global__ void {name}(const {s_st}* __restrict__ a, {d_st}* __restrict__ c, '
-                + "long long n) {\n    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-                + f"    if (i < n) {{ {ct} x = ({ct}){load.format('a[i]')}; "
-                + f"c[i] = {store.format(f'({d_ct})x')}; }}\n}}\n")
+    vs, vd = CAST_VEC * _SIZES[s_st] // 16, CAST_VEC * _SIZES[d_st] // 16
+    one = f"{{ {ct} x = ({ct}){load.format('a[j]')}; c[j] = {store.format(f'({d_ct})x')}; }}"
+    src_code = (_FAST_PRELUDE + f"""
+extern "C" __global__ void {name}(const {s_st}* __restrict__ a, {d_st}* __restrict__ c, long long n) {{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (((unsigned long long)a | (unsigned long long)c) & 15ull) {{
+        for (long long j = i; j < n; j += (long long)gridDim.x * blockDim.x) {one}
+        return;
+    }}
+    long long nv = n / {CAST_VEC};
+    if (i < nv) {{
+        union {{ uint4 v[{vs}]; {s_st} e[{CAST_VEC}]; }} in;
+        union {{ uint4 v[{vd}]; {d_st} e[{CAST_VEC}]; }} out;
+        const uint4* ap = (const uint4*)(a + i * {CAST_VEC});
+        #pragma unroll
+        for (int k = 0; k < {vs}; ++k) in.v[k] = ap[k];
+        #pragma unroll
+        for (int k = 0; k < {CAST_VEC}; ++k) {{
+            {ct} x = ({ct}){load.format('in.e[k]')};
+            out.e[k] = {store.format(f'({d_ct})x')};
+        }}
+        uint4* cp = (uint4*)(c + i * {CAST_VEC});
+        #pragma unroll
+        for (int k = 0; k < {vd}; ++k) cp[k] = out.v[k];
+    }}
+    long long j = nv * {CAST_VEC} + i;
+    if (j < n) {one}
+}}
+""")
     return src_code, name

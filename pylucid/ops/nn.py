@@ -652,15 +652,18 @@ class CrossEntropyLoss(Op):
     differentiable_outputs = (True, False, False)
 
     @staticmethod
-    def forward(be, x, target, weight, ignore_index, reduction, label_smoothing, prob_target):
+    def forward(be, x, target, weight, ignore_index, reduction, label_smoothing, prob_target, float_out=False):
+        # float_out (CUDA, half logits under autocast; see cross_entropy_loss): float32 loss from the half
+        # logits read in place, so no float32 copy of a (rows, vocabulary) matrix is made
         if _ce_fused(be, x, weight, label_smoothing, prob_target):
             # CUDA: one fused kernel (row max, log-sum-exp, picked logit)
-            rows, lse = be.cross_entropy(x, target, ignore_index)
+            rows, lse = be.cross_entropy(x, target, ignore_index, float_out=True) if float_out else \
+                be.cross_entropy(x, target, ignore_index)
             if reduction == "none":
                 out, count = rows, be.sum(target != ignore_index)
             else:  # sum, or mean over the rows not ignored (0/0 = NaN, as PyTorch): one more kernel
                 out, count = be.cross_entropy_reduce(rows, target, ignore_index, reduction == "mean")
-            return out.astype(x.dtype, copy=False), lse, count
+            return out.astype(rows.dtype if float_out else x.dtype, copy=False), lse, count
         xf = _up(be, x)
         if prob_target:
             target = target.astype(xf.dtype, copy=False)
@@ -697,10 +700,13 @@ class CrossEntropyLoss(Op):
         else:
             q = _const(self, self._q(be, target._data, None if weight is None else weight._data, x._data.dtype))
         qg = q * self._g(g)
-        logp = _log_softmax_t(x, 1)
+        xc = x.float() if self.params.get("float_out") else x  # autocast's float32 computation, as forward
+        logp = _log_softmax_t(xc, 1)
         from .elementwise import exp
 
         gx = _sum(qg, 1, keepdim=True) * exp(logp) - qg if self.next_edges[0] is not None else None
+        if gx is not None and gx.dtype != x.dtype:
+            gx = gx.to(x.dtype)
         gt = None
         if self.params["prob_target"] and self.next_edges[1] is not None:
             gt = self._target_grad(logp, None if weight is None else weight.detach(), x, g)
@@ -781,9 +787,21 @@ def cross_entropy_loss(input, target, weight=None, ignore_index: int = -100, red
                        label_smoothing: float = 0.0) -> Tensor:
     """The fused op behind ``functional.cross_entropy`` (inputs of shape ``(N, C, d1, ...)``)."""
     prob = target.is_floating_point()
-    return apply(CrossEntropyLoss, (input, target, weight),
-                 {"ignore_index": int(ignore_index), "reduction": reduction, "label_smoothing": float(label_smoothing),
-                  "prob_target": prob})[0]
+    params = {"ignore_index": int(ignore_index), "reduction": reduction, "label_smoothing": float(label_smoothing),
+              "prob_target": prob}
+    ac = state.autocast
+    if (ac is not None and input.__class__ in _TENSOR_TYPES and input._device.type == "cuda"
+            and ac.get("cuda") is not None and input.dtype in (_dt.float16, _dt.bfloat16) and input.ndim == 2
+            and weight is None and not label_smoothing and not prob):
+        # autocast's float32 cross entropy (the op is ForceFP32) without casting the logits: the CUDA kernels
+        # read the half logits, compute in float32 and return a float32 loss; the logits' gradient is written
+        # in their dtype, rounded once, as the cast's backward would round the float32 gradient
+        state.autocast = None
+        try:
+            return apply(CrossEntropyLoss, (input, target, weight), {**params, "float_out": True})[0]
+        finally:
+            state.autocast = ac
+    return apply(CrossEntropyLoss, (input, target, weight), params)[0]
 
 
 class NLLLoss(Op):
