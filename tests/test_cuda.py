@@ -701,11 +701,13 @@ def test_layer_norm_module_gpu_matches_cpu():
 
 
 @cuda_only
-@pytest.mark.parametrize("shape", [(7, 5), (6, 3, 11), (4, 64, 9, 13), (3, 2, 3, 4, 5), (1, 3, 1, 1)])
+@pytest.mark.parametrize("shape", [(7, 5), (6, 3, 11), (4, 64, 9, 13), (3, 2, 3, 4, 5), (1, 3, 1, 1),
+                                   (64, 8, 16, 16), (3, 5, 100, 101), (2, 130, 70, 70)])
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("affine", [True, False])
 def test_batch_norm_kernels_match_torch(shape, training, affine):
-    """The fused per-channel kernels (forward, and dx/dweight/dbias in one backward call) against PyTorch."""
+    """The fused per-channel kernels (forward, and dx/dweight/dbias in one backward call) against PyTorch; the
+    last three shapes train over several blocks per channel (uneven ranges included)."""
     if training and np.prod(shape) == shape[1]:  # one value per channel: both refuse to train
         with pytest.raises(ValueError):
             pylucid.nn.functional.batch_norm(pylucid.ones(shape, device="cuda"), None, None, training=True)
@@ -756,14 +758,16 @@ def test_relu_kernels_match_cpu(dtype):
 
 @cuda_only
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_batch_norm_module_gpu_matches_cpu(dtype):
-    """BatchNorm2d training steps on the GPU (fused kernels) and the CPU (array path), float32 and bfloat16."""
+@pytest.mark.parametrize("shape", [(8, 16, 7, 9), (32, 16, 32, 32)])
+def test_batch_norm_module_gpu_matches_cpu(dtype, shape):
+    """BatchNorm2d training steps on the GPU (fused kernels; the larger shape over several blocks per channel)
+    and the CPU (array path), float32 and bfloat16."""
     pylucid.manual_seed(0)
     dt = getattr(pylucid, dtype)
     cpu, gpu = pylucid.nn.BatchNorm2d(16), pylucid.nn.BatchNorm2d(16).to("cuda")
     gpu.load_state_dict({k: v.cuda() for k, v in cpu.state_dict().items()})
-    x = _rng(32).standard_normal((8, 16, 7, 9)).astype(np.float32)
-    g = _rng(33).standard_normal((8, 16, 7, 9)).astype(np.float32)
+    x = _rng(32).standard_normal(shape).astype(np.float32)
+    g = _rng(33).standard_normal(shape).astype(np.float32)
     c, d = pylucid.tensor(x).to(dt).requires_grad_(), pylucid.tensor(x, device="cuda").to(dt).requires_grad_()
     yc, yd = cpu(c), gpu(d)
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == "float32" else dict(rtol=2e-2, atol=2e-2)
@@ -1372,16 +1376,16 @@ def test_cross_entropy_half_logits_under_autocast_reads_them_in_place(half, redu
     """Under autocast, cross entropy of half logits is float32 (the op is ForceFP32) without a float32 copy of
     the logits: the loss equals PyTorch's float32 cross entropy of the same (half-rounded) values, and the
     logits' gradient is PyTorch's float32 gradient rounded once to the half dtype."""
-    casts = []
-    be = pylucid.zeros(1, device="cuda").device.backend
-    real = be.astype
-    monkeypatch.setattr(be, "astype", lambda a, dt, copy=True: (casts.append((a.shape, a.dtype, np.dtype(dt))),
-                                                                  real(a, dt, copy))[1])
     g0 = _rng(40)
     x = (g0.standard_normal((37, 1029)) * 4).astype(np.float32)
     t = g0.integers(0, 1029, 37)
     t[5] = -100
     hx = pylucid.tensor(x, device="cuda").to(getattr(pylucid, half)).detach().requires_grad_()
+    casts = []
+    be = hx.device.backend
+    real = be.astype
+    monkeypatch.setattr(be, "astype", lambda a, dt, copy=True: (casts.append((a.shape, a.dtype, np.dtype(dt))),
+                                                                  real(a, dt, copy))[1])
     with pylucid.autocast("cuda", dtype=getattr(pylucid, half)):
         loss = pylucid.nn.functional.cross_entropy(hx, pylucid.tensor(t, device="cuda"), reduction=reduction)
     assert loss.dtype is pylucid.float32

@@ -1155,8 +1155,10 @@ class CUDABackend(ArrayBackend):
 
     def batch_norm(self, x, weight, bias, running_mean, running_var, training: bool, eps: float,
                    momentum: float | None = None):
-        """Batch norm over every axis but 1 (see the base class): one kernel, one block per channel; the
-        running buffers are updated by the same kernel when they are contiguous in the compute dtype."""
+        """Batch norm over every axis but 1 (see the base class): one kernel, one block per channel, or in
+        training two kernels over several blocks per channel (partial statistics, then their combination and
+        the normalisation) where one block per channel would leave the GPU idle; the running buffers are
+        updated by the same kernels when they are contiguous in the compute dtype."""
         geo = self._bn_geometry(x)
         if geo is None:
             return super().batch_norm(x, weight, bias, running_mean, running_var, training, eps, momentum)
@@ -1172,12 +1174,27 @@ class CUDABackend(ArrayBackend):
             upd = training and momentum is not None
             direct = [upd and r is not None and r.dtype == cdt and r.flags.c_contiguous and r.size == c
                       for r in (running_mean, running_var)]
-            get_kernel("batch_norm_fwd", cdt, io)(
-                (c,), (self._row_threads(n * s),),
-                (xc, xc if wc is None else wc, xc if bc is None else bc, mean, var, y,
-                 running_mean if direct[0] else np.uint64(0), running_var if direct[1] else np.uint64(0),
-                 np.int32(n), np.int32(c), np.int32(s), cdt.type(eps), cdt.type(momentum or 0.0),
-                 np.int32(bool(training)), np.int32(wc is not None), np.int32(bc is not None)))
+            parts = self._bn_parts(c, n * s) if training else 1
+            if parts > 1:
+                # many blocks per channel (one per channel leaves most of the GPU idle for few channels)
+                pm, pm2 = self.ndarray((c * parts,), cdt), self.ndarray((c * parts,), cdt)
+                total = np.uint32(n * s)
+                threads = self._row_threads(-(-(n * s) // parts))
+                get_kernel("bn_part_stats", cdt, io)((c, parts), (threads,),
+                                                     (xc, pm, pm2, np.int32(c), np.int32(s), total))
+                get_kernel("bn_part_apply", cdt, io)(
+                    (c, parts), (threads,),
+                    (xc, xc if wc is None else wc, xc if bc is None else bc, pm, pm2, mean, var, y,
+                     running_mean if direct[0] else np.uint64(0), running_var if direct[1] else np.uint64(0),
+                     np.int32(c), np.int32(s), total, cdt.type(eps), cdt.type(momentum or 0.0),
+                     np.int32(wc is not None), np.int32(bc is not None)))
+            else:
+                get_kernel("batch_norm_fwd", cdt, io)(
+                    (c,), (self._row_threads(n * s),),
+                    (xc, xc if wc is None else wc, xc if bc is None else bc, mean, var, y,
+                     running_mean if direct[0] else np.uint64(0), running_var if direct[1] else np.uint64(0),
+                     np.int32(n), np.int32(c), np.int32(s), cdt.type(eps), cdt.type(momentum or 0.0),
+                     np.int32(bool(training)), np.int32(wc is not None), np.int32(bc is not None)))
             if upd and not all(direct):  # buffers of another dtype or layout: the array update
                 self.batch_norm_update_(None if direct[0] else running_mean, None if direct[1] else running_var,
                                         mean, var, n * s, momentum)
@@ -1194,13 +1211,33 @@ class CUDABackend(ArrayBackend):
         with self.device_ctx():
             dx = self.ndarray(xc.shape, xc.dtype) if need_dx else None
             dw, db = self.ndarray((c,), cdt), self.ndarray((c,), cdt)
-            get_kernel("batch_norm_bwd", cdt, io)(
-                (c,), (self._row_threads(n * s),),
-                (gc, xc, xc if wc is None else wc, mc, vc, np.uint64(0) if dx is None else dx, dw, db, np.int32(n),
-                 np.int32(c), np.int32(s), cdt.type(eps), np.int32(bool(training)), np.int32(wc is not None)))
+            parts = self._bn_parts(c, n * s) if training else 1
+            if parts > 1:
+                psg, psgx = self.ndarray((c * parts,), cdt), self.ndarray((c * parts,), cdt)
+                total = np.uint32(n * s)
+                threads = self._row_threads(-(-(n * s) // parts))
+                get_kernel("bn_part_grad_sums", cdt, io)((c, parts), (threads,),
+                                                         (gc, xc, mc, psg, psgx, np.int32(c), np.int32(s), total))
+                get_kernel("bn_part_grad_apply", cdt, io)(
+                    (c, parts), (threads,),
+                    (gc, xc, xc if wc is None else wc, mc, vc, psg, psgx, np.uint64(0) if dx is None else dx, dw, db,
+                     np.int32(c), np.int32(s), total, cdt.type(eps), np.int32(wc is not None)))
+            else:
+                get_kernel("batch_norm_bwd", cdt, io)(
+                    (c,), (self._row_threads(n * s),),
+                    (gc, xc, xc if wc is None else wc, mc, vc, np.uint64(0) if dx is None else dx, dw, db,
+                     np.int32(n), np.int32(c), np.int32(s), cdt.type(eps), np.int32(bool(training)),
+                     np.int32(wc is not None)))
         if dx is not None and dx.dtype != x.dtype:
             dx = self.astype(dx, x.dtype, copy=False)
         return dx, dw, db
+
+    def _bn_parts(self, c: int, total: int) -> int:
+        """Blocks per channel for the batch-norm kernels: enough blocks to fill the GPU a few times over, each
+        with at least 4096 values (1: the one-block-per-channel kernels)."""
+        if self._sm_count is None:
+            self._sm_count = self.xp.cuda.Device(self.index).attributes["MultiProcessorCount"]
+        return max(1, min(64, -(-4 * self._sm_count // c), total // 4096))
 
     def _bn_param(self, a, cdt):
         """A per-channel operand (weight, bias, statistics) as a contiguous ``cdt`` array, or None."""

@@ -236,6 +236,124 @@ extern "C" __global__ void batch_norm_bwd(const io_t* __restrict__ g, const io_t
     }
 }
 """,
+    "bn_part_stats": r"""
+// batch norm over many blocks per channel, step 1 (training forward): block (ch, p) of a (c, P) grid takes the
+// p-th of P equal ranges of channel ch's m = n s values of a contiguous (n, c, s) view and writes its mean and
+// centred second moment (two passes over its range, which the second reads from cache) to pmean/pm2[ch P + p]
+extern "C" __global__ void bn_part_stats(const io_t* __restrict__ x, scalar_t* __restrict__ pmean,
+                                         scalar_t* __restrict__ pm2, int c, int s, unsigned int total) {
+    __shared__ scalar_t sh[32];
+    const int ch = blockIdx.x, p = blockIdx.y, P = gridDim.y;
+    const unsigned int chunk = (total + P - 1) / P, lo = p * chunk, hi = min(total, lo + chunk);
+    scalar_t acc = 0;
+    for (unsigned int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        unsigned int k = i / s;
+        acc += LD(x[((long long)k * c + ch) * s + (i - k * s)]);
+    }
+    const scalar_t cnt = (scalar_t)(hi > lo ? hi - lo : 0);
+    const scalar_t tot = block_sum(acc, sh);
+    const scalar_t mean = cnt > 0 ? tot / cnt : (scalar_t)0;
+    acc = 0;
+    for (unsigned int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        unsigned int k = i / s;
+        scalar_t d = LD(x[((long long)k * c + ch) * s + (i - k * s)]) - mean;
+        acc += d * d;
+    }
+    acc = block_sum(acc, sh);
+    if (threadIdx.x == 0) { pmean[ch * P + p] = mean; pm2[ch * P + p] = acc; }
+}
+""",
+    "bn_part_apply": r"""
+// step 2: every block of channel ch combines the P partials of step 1 in the same fixed order (Chan et al.:
+// exact and deterministic), block 0 writes the batch mean and biased variance (and updates the running
+// statistics, unbiased variance), and each block normalises its own range: y = (x - mean) rstd w + b
+extern "C" __global__ void bn_part_apply(const io_t* __restrict__ x, const scalar_t* __restrict__ w,
+                                         const scalar_t* __restrict__ b, const scalar_t* __restrict__ pmean,
+                                         const scalar_t* __restrict__ pm2, scalar_t* __restrict__ mean_out,
+                                         scalar_t* __restrict__ var_out, io_t* __restrict__ y,
+                                         scalar_t* __restrict__ run_mean, scalar_t* __restrict__ run_var,
+                                         int c, int s, unsigned int total, scalar_t eps, scalar_t momentum,
+                                         int has_w, int has_b) {
+    const int ch = blockIdx.x, p = blockIdx.y, P = gridDim.y;
+    const unsigned int chunk = (total + P - 1) / P;
+    scalar_t n_a = 0, mean = 0, m2 = 0;
+    for (int q = 0; q < P; ++q) {
+        unsigned int qlo = q * chunk, qhi = min(total, qlo + chunk);
+        if (qhi <= qlo) break;
+        scalar_t n_b = (scalar_t)(qhi - qlo), mb = pmean[ch * P + q];
+        scalar_t n_ab = n_a + n_b, d = mb - mean;
+        mean += d * (n_b / n_ab);
+        m2 += pm2[ch * P + q] + d * d * (n_a * n_b / n_ab);
+        n_a = n_ab;
+    }
+    const scalar_t var = m2 / (scalar_t)total;
+    if (p == 0 && threadIdx.x == 0) {
+        mean_out[ch] = mean;
+        var_out[ch] = var;
+        if (run_mean) run_mean[ch] = run_mean[ch] * ((scalar_t)1 - momentum) + mean * momentum;
+        if (run_var) run_var[ch] = run_var[ch] * ((scalar_t)1 - momentum)
+                                   + var * ((scalar_t)total / (scalar_t)(total - 1)) * momentum;
+    }
+    scalar_t scale = (scalar_t)1 / sqrt(var + eps);
+    if (has_w) scale *= w[ch];
+    const scalar_t shift = has_b ? b[ch] : (scalar_t)0;
+    const unsigned int lo = p * chunk, hi = min(total, lo + chunk);
+    for (unsigned int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        unsigned int k = i / s;
+        long long at = ((long long)k * c + ch) * s + (i - k * s);
+        y[at] = ST((LD(x[at]) - mean) * scale + shift);
+    }
+}
+""",
+    "bn_part_grad_sums": r"""
+// batch norm backward over many blocks per channel, step 1: block (ch, p) writes the partial sums of g and of
+// g (x - mean) over its range
+extern "C" __global__ void bn_part_grad_sums(const io_t* __restrict__ g, const io_t* __restrict__ x,
+                                             const scalar_t* __restrict__ mean, scalar_t* __restrict__ psg,
+                                             scalar_t* __restrict__ psgx, int c, int s, unsigned int total) {
+    __shared__ scalar_t sh[32];
+    const int ch = blockIdx.x, p = blockIdx.y, P = gridDim.y;
+    const unsigned int chunk = (total + P - 1) / P, lo = p * chunk, hi = min(total, lo + chunk);
+    const scalar_t mu = mean[ch];
+    scalar_t sg = 0, sgx = 0;
+    for (unsigned int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        unsigned int k = i / s;
+        long long at = ((long long)k * c + ch) * s + (i - k * s);
+        scalar_t gi = LD(g[at]);
+        sg += gi;
+        sgx += gi * (LD(x[at]) - mu);
+    }
+    sg = block_sum(sg, sh);
+    sgx = block_sum(sgx, sh);
+    if (threadIdx.x == 0) { psg[ch * P + p] = sg; psgx[ch * P + p] = sgx; }
+}
+""",
+    "bn_part_grad_apply": r"""
+// step 2 (training): the partial sums added in a fixed order; block 0 writes db = sum g and dw = rstd sum g (x -
+// mean); each block writes dx = w rstd (g - db / m - xhat dw / m) over its range (dx null: the sums only)
+extern "C" __global__ void bn_part_grad_apply(const io_t* __restrict__ g, const io_t* __restrict__ x,
+                                              const scalar_t* __restrict__ w, const scalar_t* __restrict__ mean,
+                                              const scalar_t* __restrict__ var, const scalar_t* __restrict__ psg,
+                                              const scalar_t* __restrict__ psgx, io_t* __restrict__ dx,
+                                              scalar_t* __restrict__ dw, scalar_t* __restrict__ db, int c, int s,
+                                              unsigned int total, scalar_t eps, int has_w) {
+    const int ch = blockIdx.x, p = blockIdx.y, P = gridDim.y;
+    const scalar_t mu = mean[ch], rs = (scalar_t)1 / sqrt(var[ch] + eps);
+    scalar_t sg = 0, sgx = 0;
+    for (int q = 0; q < P; ++q) { sg += psg[ch * P + q]; sgx += psgx[ch * P + q]; }
+    sgx *= rs;
+    if (p == 0 && threadIdx.x == 0) { db[ch] = sg; dw[ch] = sgx; }
+    if (!dx) return;
+    const scalar_t k1 = (has_w ? w[ch] : (scalar_t)1) * rs;
+    const scalar_t m1 = sg / (scalar_t)total, m2 = sgx / (scalar_t)total;
+    const unsigned int chunk = (total + P - 1) / P, lo = p * chunk, hi = min(total, lo + chunk);
+    for (unsigned int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        unsigned int k = i / s;
+        long long at = ((long long)k * c + ch) * s + (i - k * s);
+        dx[at] = ST(k1 * (LD(g[at]) - m1 - (LD(x[at]) - mu) * rs * m2));
+    }
+}
+""",
     "cross_entropy_fwd": r"""
 extern "C" __global__ void cross_entropy_fwd(const io_t* __restrict__ logits, const long long* __restrict__ target,
                                              scalar_t* __restrict__ loss, scalar_t* __restrict__ lse_out,
@@ -548,7 +666,8 @@ BIAS_ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
 
 #: kernels whose large operands have a storage type ``io_t`` of their own (read by ``LD``, written by ``ST``)
 IO_KERNELS = frozenset({"batch_norm_fwd", "batch_norm_bwd", "relu_fwd", "relu_bwd", "cross_entropy_fwd",
-                        "cross_entropy_bwd"})
+                        "cross_entropy_bwd", "bn_part_stats", "bn_part_apply", "bn_part_grad_sums",
+                        "bn_part_grad_apply"})
 
 
 def kernel_source(name: str, dtype, io=None) -> str:
