@@ -1177,7 +1177,7 @@ class CUDABackend(ArrayBackend):
             parts = self._bn_parts(c, n * s) if training else 1
             if parts > 1:
                 # many blocks per channel (one per channel leaves most of the GPU idle for few channels)
-                pm, pm2 = self.ndarray((c * parts,), cdt), self.ndarray((c * parts,), cdt)
+                pm, pm2 = self.ndarray((2, c * parts), cdt)  # one allocation for both
                 total = np.uint32(n * s)
                 threads = self._row_threads(-(-(n * s) // parts))
                 get_kernel("bn_part_stats", cdt, io)((c, parts), (threads,),
@@ -1213,7 +1213,7 @@ class CUDABackend(ArrayBackend):
             dw, db = self.ndarray((c,), cdt), self.ndarray((c,), cdt)
             parts = self._bn_parts(c, n * s) if training else 1
             if parts > 1:
-                psg, psgx = self.ndarray((c * parts,), cdt), self.ndarray((c * parts,), cdt)
+                psg, psgx = self.ndarray((2, c * parts), cdt)
                 total = np.uint32(n * s)
                 threads = self._row_threads(-(-(n * s) // parts))
                 get_kernel("bn_part_grad_sums", cdt, io)((c, parts), (threads,),

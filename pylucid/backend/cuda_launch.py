@@ -165,7 +165,13 @@ def bias_add_kernel(dtype, bias_dtype=None):
     name = np.dtype(dtype).name
     bname = np.dtype(bias_dtype).name if bias_dtype is not None else name
     got = bias_add_source(name, bname)
-    return None if got is None else _compile(got, ("bias_add", name, bname))
+    if got is None:
+        return None
+    fn = _compile(got, ("bias_add", name, bname))
+    if fn is None or not hasattr(fn, "ptr"):
+        return fn
+    layout = signature_layout(got[0], got[1])  # the direct launch: CuPy's call costs several us per Linear
+    return generic_launcher(fn, layout) if _RAW_GET_KERNEL and layout else fn
 
 
 def cast_kernel(src, dst):
