@@ -47,6 +47,7 @@ from .random import (  # noqa: E402
     randn, randn_like, randperm, seed, set_rng_state,
 )
 from . import amp  # noqa: E402
+from ._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format  # noqa: E402,F401,E501
 from .amp import autocast  # noqa: E402 - torch.autocast
 from . import cuda  # noqa: E402
 from . import accelerator, backends, hub  # noqa: E402

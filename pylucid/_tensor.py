@@ -178,8 +178,19 @@ class Tensor:
         st = tuple(s // self._data.dtype.itemsize for s in self._data.strides)
         return st if dim is None else st[_norm_dim(dim, self._data.ndim, "stride")]
 
-    def is_contiguous(self) -> bool:
-        return bool(self._data.flags.c_contiguous)
+    def is_contiguous(self, memory_format=None) -> bool:
+        """Row-major packed (``memory_format=pylucid.channels_last``/``channels_last_3d``: packed in that
+        layout; see :mod:`pylucid._memory_format`)."""
+        if memory_format is None:
+            return bool(self._data.flags.c_contiguous)
+        from . import _memory_format as mf
+
+        fmt = mf.check("is_contiguous", memory_format)
+        if fmt is mf.preserve_format:
+            raise RuntimeError("is_contiguous: preserve memory format is unsupported by the contiguous operator")
+        if fmt.ndim is not None and self._data.ndim != fmt.ndim:
+            return False
+        return mf.is_dense_in(self._data, mf.axes_order(fmt, self._data.ndim, "is_contiguous"))
 
     def data_ptr(self) -> int:
         d = self._data
@@ -386,7 +397,8 @@ class Tensor:
             to(device=None, dtype=None, non_blocking=False, copy=False)
             to(other, non_blocking=False, copy=False)     # other's device and dtype
 
-        ``memory_format=`` is accepted and has no effect (tensors are always row-major strided).
+        ``memory_format=`` (``pylucid.channels_last``, ``contiguous_format``, ...) lays the result out in that
+        format (``preserve_format``, the default, keeps the layout).
 
         Returns ``self`` when nothing changes, unless ``copy=True``. ``non_blocking`` is accepted;
         copies between host and GPU complete before ``to`` returns.
@@ -401,8 +413,7 @@ class Tensor:
         dev = kwargs.pop("device", None)
         non_blocking = kwargs.pop("non_blocking", False)
         copy = kwargs.pop("copy", False)
-        # every pylucid tensor is strided row-major; a memory_format asks for nothing more
-        kwargs.pop("memory_format", None)
+        memory_format = kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"Tensor.to: unexpected keyword arguments {sorted(kwargs)}")
         if args:
@@ -444,6 +455,11 @@ class Tensor:
             dtype = _dt.as_dtype(dtype)
             if dtype.numpy_dtype != t._data.dtype:
                 t = cast(t, dtype)
+        if memory_format is not None:
+            from . import _memory_format as mf
+
+            if mf.check("Tensor.to", memory_format) is not mf.preserve_format:
+                t = t.contiguous(memory_format=memory_format)
         if copy and t is self:
             t = self.clone()
         return t

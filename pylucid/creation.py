@@ -11,6 +11,7 @@ import math
 
 from pylucid._interop import np
 
+from . import _memory_format as _mf
 from . import dtypes as _dt
 from ._tensor import Tensor, _new_tensor
 from .device import cpu
@@ -222,8 +223,11 @@ def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
-    """An uninitialised tensor."""
-    return _filled("empty", size, None, dtype, device, requires_grad)
+    """An uninitialised tensor (``memory_format=pylucid.channels_last``: laid out channels-last)."""
+    fmt = _mf.check("empty", memory_format)
+    if fmt is _mf.preserve_format and memory_format is not None:
+        raise RuntimeError("empty: preserve memory format is unsupported here (there is no input to preserve)")
+    return _in_format(_filled("empty", size, None, dtype, device, requires_grad), fmt, "empty")
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -243,28 +247,44 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     return _filled("full", (tuple(size),), fill_value, dtype, device, requires_grad, default)
 
 
-def _like(op, x, value, dtype, device, requires_grad):
+def _like(op, x, value, dtype, device, requires_grad, memory_format=None):
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
-    return _filled(op, (x.shape,), value, dtype if dtype is not None else x.dtype,
-                   device if device is not None else x.device, requires_grad)
+    out = _filled(op, (x.shape,), value, dtype if dtype is not None else x.dtype,
+                  device if device is not None else x.device, requires_grad)
+    fmt = _mf.check(op, memory_format)
+    if fmt is _mf.preserve_format:  # PyTorch's default: a channels-last input gives a channels-last result
+        fmt = _mf.format_of(x._data) if x.ndim in (4, 5) else _mf.contiguous_format
+    return _in_format(out, fmt, op)
+
+
+def _in_format(t, fmt, op):
+    """``t`` (fresh, row-major) laid out in memory format ``fmt``: the same values, the format's strides."""
+    if fmt is None or fmt is _mf.contiguous_format or fmt is _mf.preserve_format:
+        return t
+    order = _mf.axes_order(fmt, t.ndim, op)
+    data = _mf.in_layout(t._data, order)
+    out = _new_tensor(data, t._device)
+    if t.requires_grad:
+        out.requires_grad_()
+    return out
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
-    return _like("zeros_like", input, 0, dtype, device, requires_grad)
+    return _like("zeros_like", input, 0, dtype, device, requires_grad, memory_format)
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
-    return _like("ones_like", input, 1, dtype, device, requires_grad)
+    return _like("ones_like", input, 1, dtype, device, requires_grad, memory_format)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
-    return _like("empty_like", input, None, dtype, device, requires_grad)
+    return _like("empty_like", input, None, dtype, device, requires_grad, memory_format)
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False,
               memory_format=None) -> Tensor:
-    return _like("full_like", input, fill_value, dtype, device, requires_grad)
+    return _like("full_like", input, fill_value, dtype, device, requires_grad, memory_format)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

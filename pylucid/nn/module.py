@@ -491,13 +491,18 @@ class Module:
         return self
 
     def to(self, *args, **kwargs) -> "Module":
-        """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``.
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``, ``to(memory_format=...)``.
 
         A dtype applies to floating-point (and complex) parameters and buffers
         only. Parameters are moved in place (the same Parameter objects), so an
         optimizer built before the move keeps working.
         """
+        fmt = kwargs.pop("memory_format", None)
         dev, dtype = _parse_to(args, kwargs)
+        if fmt is not None:
+            from .. import _memory_format as mf
+
+            fmt = mf.check("Module.to", fmt)
         if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
             raise TypeError(
                 f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}"
@@ -513,6 +518,8 @@ class Module:
                 else:
                     target = dtype
                 out = out.to(target)
+            if fmt is not None and fmt.ndim == out.ndim and (out.is_floating_point() or out.is_complex()):
+                out = out.contiguous(memory_format=fmt)  # channels_last: the 4-d weights and buffers, as PyTorch
             return out
 
         return self._apply(convert)

@@ -7,6 +7,7 @@ under float16 autocast receives a float32 ``.grad``.
 
 from __future__ import annotations
 
+from .. import _memory_format as _mf
 from .. import dtypes as _dt
 from .._state import state as _state
 from .._tensor import Tensor, _new_tensor
@@ -125,18 +126,31 @@ class Clone(Op):
 
 @declare(Clone)
 def clone(x: Tensor, *, memory_format=None) -> Tensor:
-    """A copy of ``x`` with its own storage, differentiable (``dx = g``)."""
-    return apply(Clone, (x,))
+    """A copy of ``x`` with its own storage, differentiable (``dx = g``).
+
+    ``memory_format`` (default ``preserve_format``): a channels-last tensor stays channels-last, anything else
+    is copied row-major; ``contiguous_format``/``channels_last``/``channels_last_3d`` ask for that layout.
+    (PyTorch also keeps the strides of other dense permuted layouts; pylucid copies those row-major.)
+    """
+    fmt = _mf.check("clone", memory_format)
+    if fmt is _mf.preserve_format:
+        fmt = _mf.format_of(x._data) if x._data.ndim in (4, 5) else _mf.contiguous_format
+    if fmt is _mf.contiguous_format:
+        return apply(Clone, (x,))
+    return apply(Contiguous, (x,), {"order": _mf.axes_order(fmt, x._data.ndim, "clone")})
 
 
 class Contiguous(Op):
-    """A C-contiguous copy when ``x`` is not contiguous; ``dx = g``."""
+    """A packed copy of ``x``: C-contiguous, or with its axes laid out in ``order`` (a memory format's physical
+    axis order, e.g. ``(0, 2, 3, 1)`` for channels-last); ``dx = g``."""
 
     schema = OpSchema("contiguous", amp_policy=KEEP_INPUT, family="conversion")
 
     @staticmethod
-    def forward(be, x):
-        return be.ascontiguousarray(x)
+    def forward(be, x, order=None):
+        if order is None:
+            return be.ascontiguousarray(x)
+        return _mf.in_layout(x, order)
 
     def backward(self, g):
         return g
@@ -147,9 +161,26 @@ class Contiguous(Op):
 
 @declare(Contiguous)
 def contiguous(x: Tensor, memory_format=None) -> Tensor:
-    if x._data.flags.c_contiguous:
+    """``x`` itself when it is laid out in ``memory_format`` (default ``pylucid.contiguous_format``: row-major),
+    else a differentiable packed copy in that layout (``pylucid.channels_last`` for 4-d tensors,
+    ``channels_last_3d`` for 5-d ones). ``preserve_format`` is refused, as PyTorch refuses it.
+
+    >>> import pylucid
+    >>> x = pylucid.ones(1, 2, 2, 3)
+    >>> x.contiguous(memory_format=pylucid.channels_last).stride()
+    (12, 1, 6, 2)
+    """
+    if memory_format is None or memory_format is _mf.contiguous_format:
+        if x._data.flags.c_contiguous:
+            return x
+        return apply(Contiguous, (x,))
+    fmt = _mf.check("contiguous", memory_format)
+    if fmt is _mf.preserve_format:
+        raise RuntimeError("contiguous: preserve memory format is unsupported by the contiguous operator")
+    order = _mf.axes_order(fmt, x._data.ndim, "contiguous")
+    if _mf.is_dense_in(x._data, order):
         return x
-    return apply(Contiguous, (x,))
+    return apply(Contiguous, (x,), {"order": order})
 
 
 # ---------------------------------------------------------------- writes into a tensor's storage
