@@ -27,6 +27,8 @@ __all__ = ["supported", "create", "attach", "remove", "Segment"]
 
 _DIR = "/dev/shm"
 _ALIGN = 64  # a cache line: no two ranks write into one
+#: the most a segment may take: this many bytes, and half of what /dev/shm has free
+MAX_BYTES = 2 * 1024**3
 
 
 def supported() -> bool:
@@ -40,7 +42,14 @@ def aligned(n: int) -> int:
 
 def create(nbytes: int):
     """Make a segment of ``nbytes`` (its pages reserved now, so a full ``/dev/shm`` fails here and not
-    with SIGBUS later): ``(name, mmap)``, or ``(None, None)`` when that is not possible."""
+    with SIGBUS later): ``(name, mmap)``, or ``(None, None)`` when that is not possible or the segment
+    would exceed :data:`MAX_BYTES` or half of the free space of ``/dev/shm``."""
+    try:
+        st = os.statvfs(_DIR)
+    except OSError:
+        return None, None
+    if nbytes > min(MAX_BYTES, st.f_bavail * st.f_frsize // 2):
+        return None, None
     name = os.path.join(_DIR, f"pylucid-ddp-{os.getpid()}-{secrets.token_hex(8)}")
     try:
         fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)

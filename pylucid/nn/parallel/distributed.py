@@ -52,6 +52,9 @@ __all__ = ["DistributedDataParallel", "GradBucket"]
 _FIRST_BUCKET_BYTES = 1024 * 1024
 _DEFAULT_BUCKET_MB = 25
 _BROADCAST_BUCKET_BYTES = 250 * 1024 * 1024
+#: the most ranks that average through shared memory (each rank reads every rank's slot: beyond a few
+#: ranks MPI's algorithms move less)
+_SHARED_MAX_RANKS = 8
 
 
 class GradBucket:
@@ -231,7 +234,7 @@ class _Reducer:
         self.order_recorded = False
         self.rebuild_order = None
         # ranks of one machine average CPU gradients through shared memory (PYLUCID_DDP_SHM=0: through MPI)
-        self.share = (self.world > 1 and not as_view and params[0].device.type == "cpu"
+        self.share = (1 < self.world <= _SHARED_MAX_RANKS and not as_view and params[0].device.type == "cpu"
                       and isinstance(process_group._engine(params[0]), MPIEngine)
                       and os.environ.get("PYLUCID_DDP_SHM", "1") != "0")
         self.shared = None
