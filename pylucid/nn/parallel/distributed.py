@@ -11,15 +11,19 @@ How it works (PyTorch's reducer, built on pylucid's tensor hooks):
   ``bucket_cap_mb``, 25 MB by default). After the first iteration the buckets
   are rebuilt in the order the gradients actually arrived (rank 0's order,
   broadcast, so every rank has the same buckets).
-- A hook on each parameter copies its gradient into its bucket's flat buffer
-  as soon as the engine has it. When a bucket is full its all-reduce
-  (``ReduceOp.AVG``) is started asynchronously, while backward goes on with
-  the layers below; later hooks drive MPI's progress. Buckets are started in
-  bucket order on every rank, so the collectives match across ranks.
-- When the last gradient arrives, the reducer waits for the outstanding
-  all-reduces and writes the averaged gradients into ``.grad`` (a new
-  ``.grad`` tensor per synchronised backward; the previous ``.grad`` value,
-  accumulated under ``no_sync()``, is included in what is averaged).
+- A hook on each parameter copies its gradient, divided by the world size,
+  into its bucket as soon as the engine has it. Ranks of one machine with CPU
+  parameters keep the buckets in shared memory (:class:`_SharedBuckets`): a
+  full bucket raises this rank's flag, and at the end of backward every rank
+  adds all ranks' copies into ``.grad``. Otherwise a full bucket's all-reduce
+  is started asynchronously, while backward goes on with the layers below;
+  later hooks drive MPI's progress. Buckets are started in bucket order on
+  every rank, so the collectives match across ranks.
+- When the last gradient arrives, the reducer waits for the other ranks'
+  buckets (or the outstanding all-reduces) and writes the averaged gradients
+  into ``.grad`` (a new ``.grad`` tensor per synchronised backward; the
+  previous ``.grad`` value, accumulated under ``no_sync()``, is included in
+  what is averaged).
 
 ``no_sync()`` skips the communication for the backward passes of the forward
 passes run inside it (gradients accumulate locally; the next synchronised
