@@ -104,6 +104,30 @@ def _ops_for(name):
 def _job_collectives(pl, dist, check):
     r, n = dist.get_rank(), dist.get_world_size()
     shape = (3, 4)
+
+    def overlapping():
+        # several all-reduces in flight at once, completed in reverse order, while rank 0 has a receive
+        # from any rank pending: each must get its own sum, the receive only the message sent to it
+        sizes = (10, 300000, 7)
+        arrays = [[_values(k, (m,), "float32", salt=m) for k in range(n)] for m in sizes]
+        pending = None
+        box = pl.zeros(5)
+        if r == 0:
+            pending = dist.irecv(box)
+        ts = [pl.tensor(a[r]) for a in arrays]
+        works = [dist.all_reduce(t, async_op=True) for t in ts]
+        for w in reversed(works):
+            w.wait()
+        for t, a in zip(ts, arrays):
+            _same(t.numpy(), _reference("SUM", a), f"overlapping all_reduce of {t.numel()}")
+        if r == 1:
+            dist.send(pl.arange(5.0), dst=0)
+        if r == 0:
+            pending.wait()
+            _same(box.numpy(), np.arange(5.0, dtype=np.float32), "the pending receive")
+        dist.barrier()
+    check("all_reduce/overlapping", overlapping)
+
     for name in DTYPES:
         dt = getattr(pl, name) if name != "bool" else pl.bool
         for op in _ops_for(name):
