@@ -9,7 +9,10 @@ PyTorch's on gloo over TCP loopback), alternately in rounds as in
 - DDP training step (forward, backward with the gradient all-reduce, optimizer
   step) of the MLP 784-512-512-10 (global batch 128, SGD) and the pre-norm
   transformer block (global batch 16 x 64 tokens x 128, Adam) of
-  ``bench_train.py``; ratio pylucid / PyTorch time (target <= 1.0);
+  ``bench_train.py``; ratio pylucid / PyTorch time (target <= 1.0); then the
+  same step without DDP (what the communication adds is the difference) and
+  pylucid's step with its gradients averaged through MPI instead of shared
+  memory (``PYLUCID_DDP_SHM=0``);
 - ``all_reduce`` of 1, 16 and 64 MB of float32: bus bandwidth (bytes / time)
   and its ratio pylucid / PyTorch (target >= 1.0);
 - the ZeRO optimizer's memory saving: Adam state bytes per rank for the
@@ -117,6 +120,11 @@ def job() -> None:
         copy_weights(tm, pm)
         tddp = torch.nn.parallel.DistributedDataParallel(tm)
         pddp = PDDP(pm)
+        os.environ["PYLUCID_DDP_SHM"] = "0"
+        pm_mpi = build(pl)
+        copy_weights(tm, pm_mpi)
+        pddp_mpi = PDDP(pm_mpi)
+        del os.environ["PYLUCID_DDP_SHM"]
         topt = getattr(torch.optim, opt_cls)(tddp.parameters(), **opt_kw)
         popt = getattr(pl.optim, opt_cls)(pddp.parameters(), **opt_kw)
         prun = step_fn(pl, pddp, popt, pl.tensor(xs), None if ys is None else pl.tensor(ys), loss)
@@ -129,7 +137,9 @@ def job() -> None:
                         None if ys is None else pl.tensor(ys), loss)
         trun1 = step_fn(torch, tm1, getattr(torch.optim, opt_cls)(tm1.parameters(), **opt_kw),
                         torch.from_numpy(xs), None if ys is None else torch.from_numpy(ys), loss)
-        fns = [prun, trun, prun1, trun1]
+        prun_mpi = step_fn(pl, pddp_mpi, getattr(pl.optim, opt_cls)(pddp_mpi.parameters(), **opt_kw), pl.tensor(xs),
+                           None if ys is None else pl.tensor(ys), loss)
+        fns = [prun, trun, prun1, trun1, prun_mpi]
         zero = None
         if opt_cls == "Adam":
             pz = build(pl)
@@ -139,12 +149,14 @@ def job() -> None:
             zero = (step_fn(pl, zddp, zopt, pl.tensor(xs), None, loss), zopt, popt)
             fns.append(zero[0])
         times = _rounds(fns, barrier=barrier)
+        mpi_times = times.pop(4)
         rows.append(_row(f"DDP step: {name}", times[0], times[1]))
         rows.append(_row("  same step without DDP (one rank's share)", times[2], times[3]))
         added = [[a - b for a, b in zip(times[0], times[2])], [a - b for a, b in zip(times[1], times[3])]]
         p_add, t_add = statistics.median(added[0]), statistics.median(added[1])
         rows.append({"case": "  time DDP adds (communication, hooks)", "pylucid_s": p_add, "torch_s": t_add,
                      "ratio": p_add / t_add if t_add > 0 else float("nan")})
+        rows.append(_row("  DDP step, gradients through MPI (PYLUCID_DDP_SHM=0)", mpi_times, times[1]))
         if zero is not None:
             rows.append(_row(f"DDP step + ZeRO(Adam): {name}", times[4], times[1],
                              zero_state_bytes=state_bytes(zero[1]), plain_state_bytes=state_bytes(zero[2])))

@@ -19,7 +19,7 @@ import torch.utils.data as tud
 import pylucid
 import pylucid.distributed as dist
 from pylucid import nn
-from pylucid.distributed import _mpi
+from pylucid.distributed import _mpi, _shm
 from pylucid.distributed._work import DistBackendError, Future, Work
 from pylucid.nn.parallel import DistributedDataParallel as DDP
 from pylucid.utils.data import DataLoader, DistributedSampler, TensorDataset
@@ -307,3 +307,25 @@ def test_launcher_command_lines():
     with pytest.raises(SystemExit):
         run.main(["-n", "0", "train.py"])
     assert run.main(["--mpiexec", "no-such-mpiexec-here", "train.py"]) == 127
+
+
+@pytest.mark.skipif(not _shm.supported(), reason="shared-memory segments need x86-64 and a writable /dev/shm")
+def test_shared_segment_maps_one_memory_and_leaves_no_file():
+    nflags, data = 3, 1000
+    total = _shm.Segment.part_bytes(nflags, data) * 2
+    name, mm = _shm.create(total)
+    assert name is not None and os.path.exists(name)
+    other = _shm.attach(name, total)  # another rank's mapping
+    assert _shm.attach(name, total + 64) is None, "a size that does not match must not be mapped"
+    _shm.remove(name)
+    assert not os.path.exists(name)
+    a, b = _shm.Segment(mm, 2, 0, nflags, data), _shm.Segment(other, 2, 1, nflags, data)
+    x = a.array(0, 64, (3, 4), np.float32)
+    x[...] = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert np.array_equal(b.array(0, 64, (3, 4), np.float32), x), "the ranks must see the same memory"
+    assert b.array(1, 64, (3, 4), np.float32).sum() == 0, "each rank has its own part"
+    a.publish(2, 5)
+    assert not a.reached(2, 5) and b.behind(2, 5) == [1]
+    b.publish(2, 6)
+    assert a.reached(2, 5) and b.reached(2, 5) and not a.reached(2, 6) and a.behind(1, 1) == [0, 1]
+    assert _shm.create(_shm.MAX_BYTES + 1) == (None, None), "oversized segments are refused"

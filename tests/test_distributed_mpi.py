@@ -104,6 +104,30 @@ def _ops_for(name):
 def _job_collectives(pl, dist, check):
     r, n = dist.get_rank(), dist.get_world_size()
     shape = (3, 4)
+
+    def overlapping():
+        # several all-reduces in flight at once, completed in reverse order, while rank 0 has a receive
+        # from any rank pending: each must get its own sum, the receive only the message sent to it
+        sizes = (10, 300000, 7)
+        arrays = [[_values(k, (m,), "float32", salt=m) for k in range(n)] for m in sizes]
+        pending = None
+        box = pl.zeros(5)
+        if r == 0:
+            pending = dist.irecv(box)
+        ts = [pl.tensor(a[r]) for a in arrays]
+        works = [dist.all_reduce(t, async_op=True) for t in ts]
+        for w in reversed(works):
+            w.wait()
+        for t, a in zip(ts, arrays):
+            _same(t.numpy(), _reference("SUM", a), f"overlapping all_reduce of {t.numel()}")
+        if r == 1:
+            dist.send(pl.arange(5.0), dst=0)
+        if r == 0:
+            pending.wait()
+            _same(box.numpy(), np.arange(5.0, dtype=np.float32), "the pending receive")
+        dist.barrier()
+    check("all_reduce/overlapping", overlapping)
+
     for name in DTYPES:
         dt = getattr(pl, name) if name != "bool" else pl.bool
         for op in _ops_for(name):
@@ -456,6 +480,68 @@ def _job_ddp(pl, dist, check, record):
                 assert p.grad.dtype is dt and np.array_equal(got, want), (dt, np.abs(got - want).max())
     check("ddp_dtypes", dtypes)
 
+    def shared_memory():
+        # ranks of one machine average through shared memory by default; the gradients must be bit for bit
+        # those of the MPI all-reduce (PYLUCID_DDP_SHM=0), on every rank, iteration after iteration (the two
+        # slots alternate; the buckets are rebuilt after the first iteration)
+        import glob
+
+        from pylucid.distributed import _shm
+
+        def make(shm):
+            os.environ["PYLUCID_DDP_SHM"] = "1" if shm else "0"
+            try:
+                pl.manual_seed(4)
+                model = nn.Sequential(nn.Linear(300, 200), nn.ReLU(), nn.Linear(200, 200), nn.ReLU(),
+                                      nn.Linear(200, 200), nn.Tanh(), nn.Linear(200, 7))
+                return model, DDP(model, bucket_cap_mb=0.15)
+            finally:
+                del os.environ["PYLUCID_DDP_SHM"]
+        (m1, d1), (m2, d2) = make(True), make(False)
+        assert d2.reducer.shared is None
+        if not _shm.supported():
+            return
+        assert d1.reducer.shared is not None and all(b.shared for b in d1.reducer.buckets)
+        pids = [None] * n
+        dist.all_gather_object(pids, os.getpid())
+        left = glob.glob(f"/dev/shm/pylucid-ddp-{pids[0]}-*")
+        assert not left, f"shared-memory files left behind: {left}"
+        rng = np.random.default_rng(20 + r)
+        for it in range(4):
+            x = pl.tensor(rng.standard_normal((6, 300)).astype(np.float32))
+            for m, d in ((m1, d1), (m2, d2)):
+                m.zero_grad()
+                d(x).pow(2).sum().backward()
+            for p, q in zip(m1.parameters(), m2.parameters()):
+                assert np.array_equal(p.grad.numpy(), q.grad.numpy()), f"iteration {it}: shm and MPI differ"
+                every = [pl.zeros_like(p.grad) for _ in range(n)]
+                dist.all_gather(every, p.grad)
+                assert all(np.array_equal(e.numpy(), every[0].numpy()) for e in every), f"ranks differ ({it})"
+        assert len(d1.reducer.buckets) > 2, "the test wants several buckets"
+    check("ddp_shared_memory", shared_memory)
+
+    def shared_memory_timeout():
+        # a rank that never runs its backward: the others' wait for its gradients ends with the timeout
+        from pylucid.distributed import _shm
+
+        if not _shm.supported():
+            return
+        g = dist.new_group(list(range(n)), timeout=1.0)
+        pl.manual_seed(0)
+        ddp = DDP(nn.Linear(4, 4), process_group=g)
+        out = ddp(pl.ones(2, 4))
+        if r == 0:
+            t0 = time.monotonic()
+            try:
+                out.sum().backward()
+            except dist.DistBackendError as exc:
+                assert "rank(s) [1]" in str(exc) and "timeout" in str(exc), str(exc)
+                assert time.monotonic() - t0 < 30
+            else:
+                raise AssertionError("the backward of rank 0 must time out waiting for rank 1")
+        dist.barrier()
+    check("ddp_shared_memory_timeout", shared_memory_timeout)
+
 
 class _nullcontext:
     def __enter__(self):
@@ -639,7 +725,7 @@ def test_collectives_match_numpy_on_both_ranks(job, family):
 
 
 @pytest.mark.parametrize("check", ["ddp_mlp", "ddp_cnn", "ddp_no_sync", "ddp_unused", "ddp_buffers_bucket_view",
-                                   "ddp_dtypes"])
+                                   "ddp_dtypes", "ddp_shared_memory", "ddp_shared_memory_timeout"])
 def test_ddp(job, check):
     bad = _failures(job, check)
     assert not bad, "\n".join(bad)

@@ -15,7 +15,7 @@ from pylucid._interop import np
 from pylucid._tensor import Tensor, _new_tensor
 
 __all__ = ["np", "array", "device_of", "is_cuda", "wrap", "mark_written", "host_copy", "contiguous",
-           "write", "copy_scaled", "empty_like", "empty", "HALF_DTYPES"]
+           "write", "copy_scaled", "sum_of", "empty_like", "empty", "HALF_DTYPES"]
 
 #: float16 and bfloat16: no MPI datatype, reductions run in float32
 HALF_DTYPES = (np.dtype(np.float16), np.dtype("bfloat16"))
@@ -94,6 +94,29 @@ def copy_scaled(dst: Tensor, src, scale=None, plus=None) -> None:
         elif a is not d:
             d[...] = a
     dst._version[0] += 1
+
+
+def sum_of(srcs, dst=None):
+    """``srcs[0] + srcs[1] + ...``, added in that order (every rank adds in rank order, so all get the same
+    bits), into Tensor ``dst`` (of the sources' shape; its version bumped) or into a new Tensor, returned."""
+    a = [s._data for s in srcs]
+    dev = srcs[0]._device
+    be = dev.backend
+    with be.device_ctx():
+        if dst is None:
+            out = be.add(a[0], a[1]) if len(a) > 1 else a[0].copy()
+        else:
+            out = dst._data
+            if len(a) > 1:
+                be.add(a[0], a[1], out=out, casting="unsafe")
+            else:
+                out[...] = a[0]
+        for x in a[2:]:
+            be.add(out, x, out=out, casting="unsafe")
+    if dst is None:
+        return _new_tensor(out, dev)
+    dst._version[0] += 1
+    return dst
 
 
 def empty_like(t: Tensor, shape=None, dtype=None, host: bool = False):

@@ -11,15 +11,19 @@ How it works (PyTorch's reducer, built on pylucid's tensor hooks):
   ``bucket_cap_mb``, 25 MB by default). After the first iteration the buckets
   are rebuilt in the order the gradients actually arrived (rank 0's order,
   broadcast, so every rank has the same buckets).
-- A hook on each parameter copies its gradient into its bucket's flat buffer
-  as soon as the engine has it. When a bucket is full its all-reduce
-  (``ReduceOp.AVG``) is started asynchronously, while backward goes on with
-  the layers below; later hooks drive MPI's progress. Buckets are started in
-  bucket order on every rank, so the collectives match across ranks.
-- When the last gradient arrives, the reducer waits for the outstanding
-  all-reduces and writes the averaged gradients into ``.grad`` (a new
-  ``.grad`` tensor per synchronised backward; the previous ``.grad`` value,
-  accumulated under ``no_sync()``, is included in what is averaged).
+- A hook on each parameter copies its gradient, divided by the world size,
+  into its bucket as soon as the engine has it. Ranks of one machine with CPU
+  parameters keep the buckets in shared memory (:class:`_SharedBuckets`): a
+  full bucket raises this rank's flag, and at the end of backward every rank
+  adds all ranks' copies into ``.grad``. Otherwise a full bucket's all-reduce
+  is started asynchronously, while backward goes on with the layers below;
+  later hooks drive MPI's progress. Buckets are started in bucket order on
+  every rank, so the collectives match across ranks.
+- When the last gradient arrives, the reducer waits for the other ranks'
+  buckets (or the outstanding all-reduces) and writes the averaged gradients
+  into ``.grad`` (a new ``.grad`` tensor per synchronised backward; the
+  previous ``.grad`` value, accumulated under ``no_sync()``, is included in
+  what is averaged).
 
 ``no_sync()`` skips the communication for the backward passes of the forward
 passes run inside it (gradients accumulate locally; the next synchronised
@@ -32,6 +36,8 @@ parameter no rank used keeps its ``.grad`` untouched.
 from __future__ import annotations
 
 import contextlib
+import os
+import time
 import weakref
 
 import pylucid
@@ -39,6 +45,9 @@ import pylucid.distributed as dist
 from pylucid._tensor import Tensor
 from pylucid.autograd.graph import AccumulateGrad
 from pylucid.distributed import _arrays as A
+from pylucid.distributed import _shm
+from pylucid.distributed._mpi import MPIEngine
+from pylucid.distributed._work import DistBackendError, spin_until
 
 from ..module import Module
 
@@ -47,6 +56,9 @@ __all__ = ["DistributedDataParallel", "GradBucket"]
 _FIRST_BUCKET_BYTES = 1024 * 1024
 _DEFAULT_BUCKET_MB = 25
 _BROADCAST_BUCKET_BYTES = 250 * 1024 * 1024
+#: the most ranks that average through shared memory (each rank reads every rank's slot: beyond a few
+#: ranks MPI's algorithms move less)
+_SHARED_MAX_RANKS = 8
 
 
 class GradBucket:
@@ -85,7 +97,7 @@ def _allreduce_avg(process_group, bucket: GradBucket):
 
 class _Bucket:
     __slots__ = ("index", "members", "params", "buffer", "views", "offsets", "pending", "future", "work",
-                 "prescaled")
+                 "prescaled", "shared")
 
     def __init__(self, index: int, members: list, params: list) -> None:
         self.index = index
@@ -109,6 +121,7 @@ class _Bucket:
         # reducer does too: one pass over the gradients less) and then sums; float16/bfloat16 sum in
         # float32 and divide once at the end instead (ReduceOp.AVG), so they round only once
         self.prescaled = p0.dtype not in (pylucid.float16, pylucid.bfloat16)
+        self.shared = False  # reduced through memory the ranks share (see _SharedBuckets)
 
 
 def _assign_buckets(params: list, order: list, cap_bytes: int) -> list:
@@ -135,6 +148,78 @@ def _assign_buckets(params: list, order: list, cap_bytes: int) -> list:
     return done
 
 
+class _SharedBuckets:
+    """The buckets of ranks that share one machine, reduced through shared memory instead of MPI.
+
+    Each rank has, per bucket, two slots (used in alternate iterations) in a segment every rank
+    maps (:mod:`pylucid.distributed._shm`). The hooks copy the prescaled gradients into this
+    rank's slot; a full bucket raises this rank's flag for the bucket to the iteration number.
+    At the end of backward each rank waits for every rank's flag and adds the slots in rank
+    order straight into ``.grad`` (so every rank gets the same bits, and the sum is also the
+    copy out of the bucket). No message goes back and forth: the rank that finishes backward
+    last finds the others' gradients there and goes on, without waiting for a late peer to be
+    scheduled again, which on a machine whose cores are shared is most of an MPI all-reduce's
+    time. Two slots, because a rank may start the next backward while a peer still reads this
+    one; it cannot get two ahead, since finishing one needs every peer's gradients of it.
+    """
+
+    def __init__(self, seg, buckets: list, world: int, dev) -> None:
+        self.seg = seg
+        self.gen = 0
+        # srcs[parity][i]: parameter i's gradient slot of every rank (rank order); mine[parity][i]: this rank's
+        self.srcs = ({}, {})
+        self.mine = ({}, {})
+        off = 0
+        for b in buckets:
+            if not b.shared:
+                continue
+            dt = A.array(b.buffer).dtype
+            for parity in (0, 1):
+                for j, i in enumerate(b.members):
+                    p = b.params[j]
+                    start = off + b.offsets[j] * dt.itemsize
+                    views = [A.wrap(seg.array(k, start, tuple(p.shape), dt), dev) for k in range(world)]
+                    self.srcs[parity][i] = views
+                    self.mine[parity][i] = views[seg.rank]
+                off += _shm.aligned(A.array(b.buffer).nbytes)
+
+    @staticmethod
+    def layout(buckets: list) -> int:
+        """Data bytes per rank: two aligned slots per shared bucket."""
+        return 2 * sum(_shm.aligned(A.array(b.buffer).nbytes) for b in buckets if b.shared)
+
+    @classmethod
+    def make(cls, buckets: list, pg):
+        """Collective over ``pg``: the shared buckets of ``buckets`` (marking them ``shared``), or None when
+        the ranks are not all on this machine or shared memory is not available; then nothing is marked."""
+        candidates = [b for b in buckets if b.prescaled]
+        world, rank = pg.size(), pg.rank()
+        if not candidates:
+            return None
+        for b in candidates:
+            b.shared = True
+        data = cls.layout(buckets)
+        total = _shm.Segment.part_bytes(len(buckets), data) * world
+        name = mm = None
+        if rank == 0 and _shm.supported():
+            name, mm = _shm.create(total)
+        box = [name]
+        dist.broadcast_object_list(box, src=dist.get_global_rank(pg, 0), group=pg)
+        name = box[0]
+        if name is not None and rank != 0:
+            mm = _shm.attach(name, total)
+        ok = pylucid.tensor([0 if mm is None else 1], dtype=pylucid.int32)
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=pg)
+        if rank == 0 and name is not None:
+            _shm.remove(name)  # every rank has mapped it (or given up): the name is no longer needed
+        if not int(ok.item()):
+            for b in candidates:
+                b.shared = False
+            return None
+        seg = _shm.Segment(mm, world, rank, len(buckets), data)
+        return cls(seg, buckets, world, candidates[0].buffer.device)
+
+
 class _Reducer:
     """Bucketed, hook-driven gradient averaging for one DDP instance."""
 
@@ -152,6 +237,11 @@ class _Reducer:
         self.scale = 1.0 / self.world if self.world > 1 else None
         self.order_recorded = False
         self.rebuild_order = None
+        # ranks of one machine average CPU gradients through shared memory (PYLUCID_DDP_SHM=0: through MPI)
+        self.share = (1 < self.world <= _SHARED_MAX_RANKS and not as_view and params[0].device.type == "cpu"
+                      and isinstance(process_group._engine(params[0]), MPIEngine)
+                      and os.environ.get("PYLUCID_DDP_SHM", "1") != "0")
+        self.shared = None
         self._build(list(range(len(params)))[::-1])
         self.armed = False
         self.started = False
@@ -168,11 +258,25 @@ class _Reducer:
         groups = _assign_buckets(self.params, order, self.cap_bytes)
         self.buckets = [_Bucket(k, members, self.params) for k, members in enumerate(groups)]
         self.bucket_of = [None] * len(self.params)
-        self.view_of = [None] * len(self.params)
+        self.private_views = [None] * len(self.params)
         for b in self.buckets:
             for j, i in enumerate(b.members):
                 self.bucket_of[i] = b
-                self.view_of[i] = b.views[j]
+                self.private_views[i] = b.views[j]
+        self.shared = _SharedBuckets.make(self.buckets, self.pg) if self.share else None
+        # where the hooks put each gradient: its bucket's buffer, or this rank's slot of this iteration
+        self.view_of = self.private_views
+        if self.shared is not None:
+            self.slot_views = tuple([self.shared.mine[parity].get(i, v) for i, v in enumerate(self.private_views)]
+                                    for parity in (0, 1))
+
+    def drop_shared(self) -> None:
+        """Reduce every bucket through MPI from now on (a communication hook takes the buffers)."""
+        self.share = False
+        self.shared = None
+        for b in self.buckets:
+            b.shared = False
+        self.view_of = self.private_views
 
     # -- iteration life cycle ------------------------------------------------------------
     def prepare_forward(self) -> None:
@@ -236,7 +340,9 @@ class _Reducer:
         n = len(buckets)
         while self.next_bucket < n and buckets[self.next_bucket].pending == 0:
             b = buckets[self.next_bucket]
-            if self.custom_hook:
+            if b.shared:
+                self.shared.seg.publish(b.index, self.shared.gen)
+            elif self.custom_hook:
                 b.future = self.comm_hook(self.comm_state, GradBucket(b, self.next_bucket == n - 1))
             else:
                 op = dist.ReduceOp.SUM if self.scale is not None and b.prescaled else dist.ReduceOp.AVG
@@ -247,6 +353,8 @@ class _Reducer:
 
     def _poke(self) -> None:
         for b in self.buckets[:self.next_bucket]:
+            if b.shared:
+                continue
             if not (b.future.done() if b.work is None else b.work.is_completed()):
                 return  # testing the oldest request drives MPI's progress for the others too
 
@@ -261,6 +369,9 @@ class _Reducer:
             )
         if not self.started:
             self.started = True
+            if self.shared is not None:
+                self.shared.gen += 1
+                self.view_of = self.slot_views[self.shared.gen & 1]
             if self.unused:
                 self._mark_unused()
         p = self.params[i]
@@ -278,7 +389,11 @@ class _Reducer:
         """Wait for every bucket, write the averages into ``.grad``; returns what the engine adds to
         parameter ``last`` (whose ``.grad`` it sets after this hook): a zero of its shape."""
         used = None
+        shared = self.shared
         for b in self.buckets:
+            if b.shared:
+                self._wait_shared(b)
+                continue
             if b.work is not None:
                 b.work.wait()
                 b.work = None
@@ -294,9 +409,17 @@ class _Reducer:
             self.used_work = None
         synced = dist._core._synced_grads
         locally_unused = set(self.unused)
+        srcs = None if shared is None else shared.srcs[shared.gen & 1]
         for i, p in enumerate(self.params):
             if used is not None and not used[i]:
                 continue  # no rank used it: its .grad stays as it was
+            if srcs is not None and i in srcs:
+                if i == last or i in locally_unused or p.grad is None:
+                    p.grad = A.sum_of(srcs[i])
+                else:
+                    A.sum_of(srcs[i], p.grad)
+                synced[id(p)] = (weakref.ref(p.grad), self.pg)
+                continue
             view = self.view_of[i]
             if self.as_view:
                 p.grad = view
@@ -313,6 +436,21 @@ class _Reducer:
             self.arrival = []
         return pylucid.zeros((), dtype=self.params[last].dtype, device=self.params[last].device).expand(
             self.params[last].shape)
+
+    def _wait_shared(self, b) -> None:
+        seg, gen = self.shared.seg, self.shared.gen
+        if seg.reached(b.index, gen):
+            return
+        timeout = self.pg._timeout
+
+        def timed_out(waited):
+            late = [dist.get_global_rank(self.pg, k) for k in seg.behind(b.index, gen)]
+            raise DistBackendError(
+                f"DistributedDataParallel: the gradients of bucket {b.index} from rank(s) {late} did not arrive "
+                f"within the timeout ({timeout:g} s; waited {waited:.1f} s): another rank has failed, is stuck, or "
+                "runs a different number of synchronised backward passes. Set the timeout with "
+                "init_process_group(timeout=...) or pylucid launch --timeout SECONDS.")
+        spin_until(lambda: seg.reached(b.index, gen), time.monotonic() + timeout, timed_out)
 
     def _rebuild(self) -> None:
         """Rebuild the buckets in the order gradients arrived in the first iteration (rank 0's order)."""
@@ -533,6 +671,7 @@ class DistributedDataParallel(Module):
         if not callable(hook):
             raise TypeError("register_comm_hook: hook must be callable as hook(state, bucket)")
         r.comm_state, r.comm_hook, r.custom_hook = state, hook, True
+        r.drop_shared()
 
     def extra_repr(self) -> str:
         return f"process_group={self.process_group.group_name!r}, buckets={len(self.reducer.buckets)}"
