@@ -1081,8 +1081,9 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
     """``(L, info)``: :func:`cholesky` that reports a matrix that is not positive-definite in ``info`` (LAPACK's:
     the order of its first leading minor that is not) instead of raising; ``check_errors=True`` raises.
 
-    When some matrix of the batch fails, the whole ``L`` is returned detached, NaN for the failed matrices
-    (PyTorch leaves LAPACK's partial factor there).
+    When some matrix of the batch fails, the whole ``L`` is returned detached, LAPACK's partial factor for the
+    failed matrices (as PyTorch): the columns before the failing one factored, the failing pivot ``a_jj - |l_j|^2``
+    (``<= 0`` or NaN) on the diagonal, the rest of the lower triangle as in ``A``.
     """
     _check_square(A, "linalg.cholesky_ex")
     try:
@@ -1096,25 +1097,34 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
     flat = data.reshape((_prod(A.shape[:-2]), n, n))
     outs, infos = [], []
     for m in flat:
-        try:
-            low = be.linalg.cholesky(m)
-            infos.append(0)
-        except Exception:  # numpy's / CuPy's LinAlgError: find the first failing leading minor
-            low = be.full((n, n), be.nan, dtype=m.dtype)
-            k = next((k for k in range(1, n + 1) if not _is_pd(be, m[:k, :k])), n)
-            infos.append(k)
+        if upper:  # the upper triangle is read: the lower one of A^H
+            m = be.conj(be.swapaxes(m, -1, -2))
+        low, k = _potf2(be, m)
+        infos.append(k)
         outs.append(be.conj(be.swapaxes(low, -1, -2)) if upper else low)
     low = be.stack(outs).reshape(A.shape).astype(A._data.dtype, copy=False)
     info = be.asarray(infos, dtype="int32").reshape(tuple(A.shape[:-2]))
     return _const(A, low), _const(A, info)
 
 
-def _is_pd(be, m):
-    try:
-        low = be.linalg.cholesky(m)
-    except Exception:  # numpy.linalg.LinAlgError (CuPy returns NaN instead)
-        return False
-    return bool(be.isfinite(low).all())
+def _potf2(be, m):
+    """LAPACK's unblocked Cholesky (``potf2``, lower) of one matrix: ``(L, info)``. It stops at the first pivot
+    ``a_jj - |l_j|^2`` that is not positive (or is NaN), leaves it on the diagonal and the columns after it as in
+    ``m``, and reports its 1-based index in ``info`` (0: factored)."""
+    a = be.tril(m)
+    n = a.shape[-1]
+    with be.errstate():  # inf - inf in a row's norm: NaN, as LAPACK computes it
+        for j in range(n):
+            row = a[j, :j]
+            ajj = (a[j, j] - (row * be.conj(row)).sum()).real
+            if not bool(ajj > 0):  # also NaN
+                a[j, j] = ajj
+                return a, j + 1
+            ajj = be.sqrt(ajj)
+            a[j, j] = ajj
+            if j + 1 < n:
+                a[j + 1:, j] = (a[j + 1:, j] - a[j + 1:, :j] @ be.conj(row)) / ajj
+    return a, 0
 
 
 class SolveTriangular(Op):
@@ -1258,6 +1268,31 @@ def _unpack(lu):
     return add(tril(lu[..., :, :k], -1), eye), triu(lu[..., :k, :])
 
 
+def _getf2(be, m):
+    """LAPACK's unblocked LU with partial pivoting (``getf2``) of one matrix with NaN or inf entries:
+    ``(packed LU, 0-based pivots)``. OpenBLAS's ``getrf`` skips the scaling by a NaN pivot (its multipliers
+    stay finite); here, as in reference LAPACK and PyTorch's MKL, ``x / NaN`` makes every later row NaN. The
+    pivot is ``i?amax``'s: the first largest ``|x|`` (``|re| + |im|`` for complex), a NaN never larger, so a
+    NaN in the pivot position stays the pivot."""
+    a = m.copy()
+    rows, cols = a.shape
+    k = min(rows, cols)
+    piv = []
+    with be.errstate():  # inf - inf, 0 * inf: NaN, as LAPACK computes it
+        for j in range(k):
+            col = a[j:, j]
+            mag = be.abs(col.real) + be.abs(col.imag) if col.dtype.kind == "c" else be.abs(col)
+            p = j if bool(be.isnan(mag[0])) else j + int(be.argmax(be.where(be.isnan(mag), -1.0, mag)))
+            piv.append(p)
+            if p != j:
+                a[[j, p]] = a[[p, j]]
+            pivot = a[j, j]
+            if bool(pivot != 0):  # a zero pivot (a singular matrix) leaves its column as it is
+                a[j + 1:, j] /= pivot
+            a[j + 1:, j + 1:] -= a[j + 1:, j:j + 1] * a[j:j + 1, j + 1:]
+    return a, be.asarray(piv, dtype="int64")
+
+
 class LuFactor(Op):
     """Packed LU factorisation ``P^T A = L U`` (scipy's ``lu_factor``) with 1-based int32 pivots, as PyTorch.
 
@@ -1277,7 +1312,7 @@ class LuFactor(Op):
         dt = a.dtype
 
         def one(m):  # square or rectangular: min(m, n) pivots
-            lu, piv = sl.lu_factor(m, check_finite=False)
+            lu, piv = sl.lu_factor(m, check_finite=False) if bool(be.isfinite(m).all()) else _getf2(be, m)
             return lu, (piv + 1).astype("int32")[:, None]
 
         if a.size == 0:
