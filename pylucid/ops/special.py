@@ -262,15 +262,9 @@ class Polygamma(Op):
             return Digamma.forward(be, x)
         # on CUDA n goes in as an integer array: cupyx's polygamma calls cupy.where(n == 0, ...), which
         # rejects the Python bool a Python int gives; the CPU keeps SciPy's scalar path (unchanged numerics)
-        dt = x.dtype
-        # SciPy's polygamma is n! * zeta(n + 1, x): in float32 n! overflows and zeta underflows (inf * 0 is NaN,
-        # 0 * n! is 0 where the value is representable); float64, rounded once
-        xc = x.astype("float64") if dt.kind in "fV" and dt.itemsize <= 4 else x
-        out = _sp(be, "polygamma", n if be.name == "cpu" else be.asarray(n, dtype="int64"), xc)
+        out = _sp(be, "polygamma", n if be.name == "cpu" else be.asarray(n, dtype="int64"), x)
         # at -inf the poles accumulate: no limit (SciPy answers +-inf), NaN as PyTorch
-        out = be.where(x == -math.inf, be.asarray(math.nan, dtype=out.dtype), out)
-        with be.errstate():  # beyond the dtype's range: inf, without NumPy's overflow warning
-            return out.astype(dt, copy=False)
+        return be.where(x == -math.inf, be.asarray(math.nan, dtype=out.dtype), out)
 
     def backward(self, g):
         from .elementwise import mul
