@@ -1099,7 +1099,12 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
     for m in flat:
         if upper:  # the upper triangle is read: the lower one of A^H
             m = be.conj(be.swapaxes(m, -1, -2))
-        low, k = _potf2(be, m)
+        try:  # LAPACK's blocked factor where it succeeds; NumPy raises on a failed one, passes NaN through
+            low, k = be.linalg.cholesky(m), 0
+            if not bool(be.isfinite(be.diagonal(low)).all()):
+                low, k = _potf2(be, m)
+        except Exception:  # numpy's LinAlgError (CuPy returns NaN instead)
+            low, k = _potf2(be, m)
         infos.append(k)
         outs.append(be.conj(be.swapaxes(low, -1, -2)) if upper else low)
     low = be.stack(outs).reshape(A.shape).astype(A._data.dtype, copy=False)
