@@ -542,16 +542,19 @@ def _complex_wrapper_not_applicable(case, t_exc) -> bool:
 
 def _float64_ok(case, out) -> bool:
     """polygamma of float32: PyTorch's float32 kernel multiplies an overflowed ``n!`` by an underflowed
-    ``zeta(n + 1, x)`` (NaN, or 0 where the value is representable); pylucid's agrees with PyTorch's float64
-    computation rounded once."""
+    ``zeta(n + 1, x)`` (NaN where the value overflows to inf, or is a representable small number); pylucid's
+    agrees with PyTorch's float64 computation rounded once."""
     if not re.match(r"^polygamma(-method)?\|", case.key) or not isinstance(out, pylucid.Tensor) or \
             out.dtype.name != "float32":
         return False
     args = tuple(a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype == np.float32 else a
                  for a in case.args)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ref64 = case.ref(*(to_torch(a) for a in args), **case.kwargs)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref64 = case.ref(*(to_torch(a) for a in args), **case.kwargs)
+    except Exception:  # noqa: BLE001 - no float64 reference: nothing to compare with
+        return False
     return _compare(case, out, ref64.to(torch.float32)) == ""
 
 
