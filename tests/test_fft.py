@@ -160,3 +160,12 @@ def test_hermitian_nd_transforms_invert_each_other(name):
     else:
         np.testing.assert_allclose(getattr(pl.fft, name)(pl.tensor(x + 0j)).numpy(),
                                    getattr(torch.fft, name)(torch.tensor(x + 0j)).numpy(), atol=1e-10)
+
+
+@pytest.mark.parametrize("shape, n", [((0,), 8), ((2, 0), 6)])
+def test_irfft_of_an_empty_spectrum_is_zeros(shape, n):
+    x = np.zeros(shape, dtype=np.complex64)
+    np.testing.assert_array_equal(pl.fft.irfft(pl.tensor(x), n=n).numpy(),
+                                  torch.fft.irfft(torch.tensor(x), n=n).numpy())
+    np.testing.assert_array_equal(pl.fft.irfftn(pl.tensor(x), s=(n,)).numpy(),
+                                  torch.fft.irfftn(torch.tensor(x), s=(n,)).numpy())

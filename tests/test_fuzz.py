@@ -252,10 +252,17 @@ def _weak_scalar_ref(ref):
     return weak
 
 
+def _cond_ref(e, ref):
+    """The op database writes cond's norm-product reference out (``matrix_norm(a, p) * matrix_norm(inv(a), p)``),
+    for the gradients PyTorch's cond cannot take; without its NaN -> inf step, and for one ``p`` only (not
+    ``None``). The fuzzer compares values: ``torch.linalg.cond`` itself is the reference."""
+    return torch.linalg.cond if e.id.startswith("linalg.cond") else ref
+
+
 def entry_cases(fam, e) -> list:
     out = []
     names = _names(e)
-    ref = _minmax_bool_ref(e, _weak_scalar_ref(e.ref))
+    ref = _cond_ref(e, _minmax_bool_ref(e, _weak_scalar_ref(e.ref)))
     seen = set()
     for si, s in enumerate(e.samples()):
         sname = s.name or str(si)
@@ -533,6 +540,24 @@ def _complex_wrapper_not_applicable(case, t_exc) -> bool:
             and any(isinstance(a, np.ndarray) and a.size == 0 for a in case.args))
 
 
+def _float64_ok(case, out) -> bool:
+    """polygamma of float32: PyTorch's float32 kernel multiplies an overflowed ``n!`` by an underflowed
+    ``zeta(n + 1, x)`` (NaN where the value overflows to inf, or is a representable small number); pylucid's
+    agrees with PyTorch's float64 computation rounded once."""
+    if not re.match(r"^polygamma(-method)?\|", case.key) or not isinstance(out, pylucid.Tensor) or \
+            out.dtype.name != "float32":
+        return False
+    args = tuple(a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype == np.float32 else a
+                 for a in case.args)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref64 = case.ref(*(to_torch(a) for a in args), **case.kwargs)
+    except Exception:  # noqa: BLE001 - no float64 reference: nothing to compare with
+        return False
+    return _compare(case, out, ref64.to(torch.float32)) == ""
+
+
 def _half_ok(case, out) -> bool:
     """A float16/bfloat16 result that differs from PyTorch's half-precision one but agrees with PyTorch's float32
     computation on the same (half) inputs, rounded once: pylucid is the more accurate (``cdist``'s matrix-product
@@ -558,6 +583,11 @@ _DEVIATIONS = (
     (r"^(logsumexp|prod|median_dim|nanmedian_dim)\|[^|]*\|dim=None$",
      "dim=None reduces over every dim (keepdim keeps them as size 1); PyTorch requires a dim for this form"),
     (r"^positive\|.*\|dtype=bool$", "+x returns a bool tensor unchanged (positive's docstring)"),
+    (r"^(linalg\.ldl_factor|ldl_solve)\|.*\|nan$", "PyTorch's ldl_factor fails an internal assert on the info code "
+                                                  "of a NaN input (a bug it asks to report); pylucid factors it"),
+    (r"^(svd|pca)_lowrank\|.*\|dtype=(bfloat16|float16)$", "half precision computed in float32 (PyTorch mixes its "
+                                                            "float32 random matrix with the input and raises)"),
+    (r"^fft\.i?fftshift\|.*\|0d$", "a 0-d tensor has nothing to shift: a copy (PyTorch's roll refuses no dims)"),
 )
 # results PyTorch does not specify for these inputs: (key pattern, why), by entry
 _UNSPECIFIED = {
@@ -565,6 +595,22 @@ _UNSPECIFIED = {
                         "(torch.mode([nan, inf, -inf, 1.]) is nan, torch.mode([2., nan, 1.]) is 1.)"),
     "searchsorted": (r"\|nan$", "NaN and -inf after inf leave the sorted sequence unsorted"),
     "bucketize": (r"\|(broadcast|nan)$", "the widened boundaries, or NaN and -inf after inf, are not sorted"),
+    "einsum": (r"\|empty\|dtype0=", "PyTorch refuses mixed dtypes (pylucid promotes, an extension) but gives an "
+                                    "empty result the last operand's dtype"),
+    # sym() of a bool matrix is singular: the last pivot is the square root of a rounding error (NumPy's LAPACK
+    # computes float32 in float64)
+    **dict.fromkeys(("cholesky", "linalg.cholesky_ex"), (r"\|dtype=bool$", "the last pivot of a singular matrix")),
+    # a Cholesky factor has a real diagonal; the complex cast makes it complex, of which LAPACK's potri (lauum)
+    # reads the real part only
+    **dict.fromkeys(("cholesky_inverse", "cholesky_inverse-direct"), (r"\|dtype=complex64$",
+                                                                      "a factor with a complex diagonal")),
+    # MKL's Householder reflector of a column with a NaN leading entry takes max/min of NaN and the column's norm:
+    # a finite R[0, 0] from a NaN column (pylucid's is NaN)
+    **dict.fromkeys(("qr", "qr-method", "qr-torch", "geqrf"), (r"\|nan$", "R[0, 0] of a NaN column")),
+    "ldl_factor": (r"\|nan$", "Bunch-Kaufman pivots chosen by comparisons with NaN (reference LAPACK stops at a "
+                              "NaN pivot, MKL goes on)"),
+    "linalg.cond-edges": (r"\|singular\|arg1=None$", "the singular-value ratio of a singular matrix: 1 / a rounding "
+                                                     "error (NumPy computes float32 in float64)"),
 }
 
 
@@ -655,6 +701,7 @@ def run_case(case):
         diff = _compare(case, out, ref)
         if diff and (_tie_indices_ok(case, out, ref) or _nonfinite_ok(case, out, ref) or
                      _empty_int_softmax_ok(case, out, ref) or _half_ok(case, out) or _mean_ok(case, out, ref)
+                     or _float64_ok(case, out)
                      or _ieee_complex_sum_ok(case, out)):
             diff = ""
         unspecified = _UNSPECIFIED.get(case.key.split("|")[0])

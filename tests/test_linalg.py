@@ -357,3 +357,89 @@ def test_vander_of_integers_is_int64_and_cholesky_of_nan_raises():
         torch.linalg.cholesky(torch.tensor(a))
     with pytest.raises(pl.linalg.LinAlgError, match="linalg.cholesky"):
         pl.linalg.cholesky(pl.tensor(a))
+
+
+_SUMS = [("ab,ab->a", [(3, 1), (1, 4)]), ("i,i", [(1,), (3,)]), ("ab,ab,ab->a", [(3, 1), (3, 1), (1, 4)])]
+_NO_SUMS = [("ab,ab->a", [(3, 4), (1, 4)]), ("ab,a->a", [(3, 1), (3,)]), ("ii->i", [(1, 1)])]
+
+
+# PyTorch has no bool bmm: bool operands only where its contraction sums
+@pytest.mark.parametrize("eq, shapes, dt", [(*c, dt) for c in _SUMS for dt in ("int32", "uint8", "bool")]
+                         + [(*c, dt) for c in _NO_SUMS for dt in ("int32", "uint8")])
+def test_einsum_integer_dtype_with_size_one_labels_is_torchs(eq, shapes, dt):
+    # a label of size 1 in one operand: PyTorch sums it in the other (an int64 sum) before the product
+    xs = [np.arange(1, 1 + int(np.prod(s))).reshape(s).astype(dt) for s in shapes]
+    p = pl.einsum(eq, *[pl.tensor(x) for x in xs])
+    t = torch.einsum(eq, *[torch.tensor(x) for x in xs])
+    assert str(t.dtype).removeprefix("torch.") == p.dtype.name
+    np.testing.assert_array_equal(p.numpy(), t.numpy())
+
+
+def test_complex_matmul_with_infinite_entries_is_the_textbook_product():
+    a = np.array([[-2.4 - 0.5j, 1.8 + 1j, 1.1 - 0.3j], [1j, 2, 3]], dtype=np.complex64)
+    b = np.array([[np.inf, 1], [-0.5 + 3.3j, np.nan], [-0.2 - 0.3j, 2j]], dtype=np.complex64)
+    _close(pl.tensor(a) @ pl.tensor(b), torch.tensor(a) @ torch.tensor(b))
+    _close(pl.tensor(a) @ pl.tensor(b.real.copy()), torch.tensor(a) @ torch.tensor(b.real.copy()).to(torch.complex64))
+
+
+def test_slogdet_sign_of_a_nan_determinant_is_zero():
+    a = np.array([[[np.nan, 1], [2, 1]], [[2, 1], [1, 3]], [[np.inf, 0], [0, 1]]], dtype=np.float32)
+    for p, t in zip(L.slogdet(pl.tensor(a)), TL.slogdet(torch.tensor(a))):
+        _close(p, t)
+
+
+@pytest.mark.parametrize("p", [1, -1, "fro", float("inf")])
+def test_cond_of_a_nan_matrix_is_inf(p):
+    a = np.array([[np.nan, np.inf], [-np.inf, 1.0]], dtype=np.float32)
+    _close(L.cond(pl.tensor(a), p), TL.cond(torch.tensor(a), p))
+
+
+def test_lu_of_a_matrix_with_nan_propagates_it_as_lapack():
+    rng = np.random.default_rng(0)
+    for shape in [(3, 3), (2, 3), (3, 2), (2, 3, 4)]:
+        a = rng.standard_normal(shape).astype(np.float32)
+        a.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
+        for p, t in zip(L.lu_factor_ex(pl.tensor(a)), TL.lu_factor_ex(torch.tensor(a))):
+            _close(p, t, atol=1e-5)
+        for p, t in zip(L.lu(pl.tensor(a)), TL.lu(torch.tensor(a))):
+            _close(p, t, atol=1e-5)
+    # a NaN below the first pivot is never the largest: the pivot is chosen among the other entries
+    a = np.array([[1.0, 2, 0], [np.nan, 1, 1], [3, 0, 1]], dtype=np.float32)
+    for p, t in zip(L.lu_factor(pl.tensor(a)), TL.lu_factor(torch.tensor(a))):
+        _close(p, t)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_ex_of_a_failed_matrix_is_lapacks_partial_factor(upper):
+    a = np.array([[[np.nan, np.inf, 1], [np.inf, 11, 0.6], [1, 0.6, 4]], [[4, 2, 1], [2, 5, 3], [1, 3, -5]],
+                  [[4, 2, 1], [2, 5, 3], [1, 3, 5]]], dtype=np.float32)
+    p, t = L.cholesky_ex(pl.tensor(a), upper=upper), TL.cholesky_ex(torch.tensor(a), upper=upper)
+    assert p[1].numpy().tolist() == t.info.numpy().tolist() == [1, 3, 0]
+    _close(p[0], t.L, atol=1e-5)
+
+
+def test_input_shape_is_checked_with_beta_zero_and_small_argument_checks():
+    with pytest.raises(RuntimeError):
+        torch.addmm(torch.ones(2, 3), torch.ones(2, 4), torch.ones(4, 4), beta=0)
+    with pytest.raises(ShapeMismatch, match="addmm: input of shape"):
+        pl.addmm(pl.ones(2, 3), pl.ones(2, 4), pl.ones(4, 4), beta=0)
+    _close(pl.addmm(pl.ones(4), pl.ones(2, 4), pl.ones(4, 4), beta=0),
+           torch.addmm(torch.ones(4), torch.ones(2, 4), torch.ones(4, 4), beta=0))
+    with pytest.raises(TypeError):
+        TL.vecdot(torch.ones(3, 2), torch.ones(3, 2), dim=None)
+    with pytest.raises(TypeError, match="linalg.vecdot: argument 'dim' must be an int"):
+        L.vecdot(pl.ones(3, 2), pl.ones(3, 2), dim=None)
+    with pytest.raises(RuntimeError):
+        TL.tensorinv(torch.tensor(2.0), 1)
+    with pytest.raises(ShapeMismatch, match="linalg.tensorinv: ind=1"):
+        L.tensorinv(pl.tensor(2.0), 1)
+
+
+def test_householder_product_without_reflectors_ignores_nan():
+    a = U(3, 2)
+    a[0, 0] = np.nan
+    A, TA = pl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    q, tq = L.householder_product(A, pl.zeros(0, dtype=pl.float64)), TL.householder_product(TA, torch.zeros(0).double())
+    _close(q, tq)
+    q.sum().backward()
+    assert A.grad is not None and not bool(A.grad.isnan().any())

@@ -99,3 +99,14 @@ def test_mvlgamma_refuses_bool():
         torch.mvlgamma(torch.tensor(True), 1)
     with pytest.raises(pl.DtypeMismatch):
         pl.mvlgamma(pl.tensor(True), 1)
+
+
+def test_polygamma_of_float32_is_the_float64_value_rounded_once():
+    # PyTorch's float32 kernel gives NaN (an overflowed n! times an underflowed zeta); its float64 is exact
+    x = np.array([0.5, 2.8, 10.0, 50.0, 100.0], dtype=np.float32)
+    for n in (30, 99):
+        expect = torch.polygamma(n, torch.tensor(x, dtype=torch.float64)).float().numpy()
+        got = pl.polygamma(n, pl.tensor(x))
+        assert got.dtype == pl.float32
+        np.testing.assert_allclose(got.numpy(), expect, rtol=1e-6)
+    assert np.isnan(torch.polygamma(99, torch.tensor(x)).numpy()).any()

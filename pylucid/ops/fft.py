@@ -141,6 +141,12 @@ class FftC2R(Op):
     @staticmethod
     def forward(be, x, dims, sizes, norm):
         x = _as_compute(be, x)
+        if any(x.shape[d] == 0 for d in dims):
+            # an empty spectrum zero-padded to ``sizes`` is all zeros (NumPy's pocketfft reads past an empty axis)
+            shape = list(x.shape)
+            for d, n in zip(dims, sizes):
+                shape[d] = n
+            return be.zeros(tuple(shape), dtype=_real_of(x.dtype))
         with be.errstate():
             out = be.fft.irfftn(x, s=sizes, axes=dims, norm=norm)
         return out.astype(_real_of(x.dtype), copy=False)

@@ -39,6 +39,8 @@ class Matmul(Op):
 
     @staticmethod
     def forward(be, a, b):
+        if (a.dtype.kind == "c" or b.dtype.kind == "c") and not (be.isfinite(a).all() and be.isfinite(b).all()):
+            return _complex_matmul_nonfinite(be, a, b)
         return be.matmul(a, b)
 
     def backward(self, g):
@@ -84,6 +86,22 @@ class Matmul(Op):
         if eb is not None:
             gb = be.sum_to_shape(be.matmul(be.swapaxes(a2, -1, -2).conj(), g2), b2.shape).reshape(sb)
         return ga, gb
+
+
+def _complex_matmul_nonfinite(be, a, b):
+    """A complex product with an infinite or NaN entry, as four real products: each term is then the textbook
+    ``(ar br - ai bi) + i (ar bi + ai br)`` (PyTorch's MKL answer: ``(inf + 0j)(-2 - 1j) = -inf - infj``), where
+    OpenBLAS's complex kernels give NaN parts for some infinite terms."""
+    dt = be.result_type(a, b)
+    a, b = a.astype(dt, copy=False), b.astype(dt, copy=False)
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    with be.errstate():  # inf * 0 and inf - inf are NaN, as in PyTorch, without a NumPy warning
+        re = be.matmul(ar, br) - be.matmul(ai, bi)
+        im = be.matmul(ar, bi) + be.matmul(ai, br)
+    out = be.empty(re.shape, dtype=dt)
+    out.real[...] = re
+    out.imag[...] = im
+    return out
 
 
 @declare(Matmul, namespaces=("pylucid", "pylucid.linalg"), dunders=("__matmul__", "__rmatmul__"))
@@ -467,8 +485,9 @@ class Einsum(Op):
         if len(ops) == 2 and all(len(set(t)) == len(t) for t in terms) and len(set(out)) == len(out):
             with be.errstate():  # inf * 0 in a contraction is NaN, as in PyTorch, without a NumPy warning
                 r = _pairwise(be, terms[0], ops[0], terms[1], ops[1], out)
-            # NumPy sums small integers into (u)int64: a sum over a label is int64, as PyTorch's integer sums
-            return r if r.dtype == ops[0].dtype else r.astype("int64" if r.dtype.kind in "iu" else ops[0].dtype)
+            # NumPy sums small integers into (u)int64; the public function casts the operands to int64 where
+            # PyTorch's einsum sums (``_torch_sums``), so the result keeps the operands' dtype
+            return r if r.dtype == ops[0].dtype else r.astype(ops[0].dtype)
         dt = ops[0].dtype
         with be.errstate():  # inf * 0 in a contraction is NaN, as in PyTorch, without a NumPy warning
             if dt.itemsize < 4 and dt.kind != "c":
@@ -599,15 +618,43 @@ def einsum(equation: str, *operands) -> Tensor:
                 shapes = ", ".join(str(tuple(x.shape)) for x in operands)
                 raise ShapeMismatch(f"einsum: subscript {c!r} has size {prev} in one operand and {n} in another "
                                     f"(shapes {shapes} for {equation!r})")
+    if all(not (o.dtype.is_floating_point or o.dtype.is_complex) for o in operands) and _torch_sums(
+            new_terms, [tuple(o.shape) for o in operands], out):
+        # PyTorch's integer (and bool) sums are int64, and so is an integer einsum whose contraction sums
+        operands = [o.to(_dt.int64) for o in operands]
     ops = []
     for t, o in zip(new_terms, operands):
         want = tuple(size[c] for c in t)
         ops.append(broadcast_to(o, want) if tuple(o.shape) != want else o)
-    if all(not (o.dtype.is_floating_point or o.dtype.is_complex) for o in ops) and any(
-            c not in out and sum(c in t for t in new_terms) == 1 for c in size):
-        # a label summed within one operand is a sum: PyTorch's integer (and bool) sums are int64
-        ops = [o.to(_dt.int64) for o in ops]
     return apply(Einsum, tuple(ops), {"terms": tuple(new_terms), "out": out})
+
+
+def _torch_sums(terms, shapes, out):
+    """Whether ``torch.einsum`` sums a label with ``sum`` (not inside a product): one operand, or a label of size
+    > 1 in only one of the two operands of a step of its left-to-right contraction (size-1 dims broadcast: they
+    do not count). That decides the result dtype of integer operands."""
+    contr = [c for c in dict.fromkeys("".join(terms)) if c not in out]
+    if not contr:
+        return False
+    if len(terms) == 1:
+        return True
+    sizes = [dict(zip(t, s)) for t, s in zip(terms, shapes)]  # a repeated letter is a diagonal: one size
+    counts = {c: sum(sz.get(c, 1) != 1 for sz in sizes) for c in contr}
+    acc = sizes[0]
+    for sz in sizes[1:]:
+        nxt = {}
+        for c in contr:
+            x, y = acc.get(c, 1), sz.get(c, 1)
+            nxt[c] = max(x, y)
+            if x != 1 and y != 1:
+                counts[c] -= 1
+                if counts[c] == 1:  # contracted in this step's product
+                    counts[c] = 0
+                    nxt[c] = 1
+            elif counts[c] == 1 and (x != 1 or y != 1):
+                return True
+        acc = nxt
+    return False
 
 
 @declare()
@@ -640,6 +687,10 @@ def _scaled_sum(op, input, prod, beta, alpha):
         alpha, beta = int(alpha), int(beta)
     if alpha != 1:
         prod = mul(prod, alpha)
+    shape, target = tuple(getattr(input, "shape", ())), tuple(prod.shape)
+    if len(shape) > len(target) or any(s not in (1, t) for s, t in zip(shape[::-1], target[::-1])):
+        # checked also for beta=0, where input is not read: PyTorch expands it to the product's shape first
+        raise ShapeMismatch(f"{op}: input of shape {shape} does not broadcast to the product's shape {target}")
     try:
         if beta == 0:  # PyTorch: input is ignored (NaN/inf in it do not propagate)
             return prod
@@ -856,6 +907,8 @@ class Slogdet(Op):
     def forward(be, a):
         with be.errstate():
             sign, logabs = be.linalg.slogdet(_compute(a))
+        if a.dtype.kind != "c":  # a NaN on the LU diagonal: LAPACK's sign is 1, PyTorch's (the sign of NaN) 0
+            sign = be.where(be.isnan(logabs), 0.0, sign)
         return sign.astype(a.dtype), logabs.astype(a.real.dtype if a.dtype.kind == "c" else a.dtype)
 
     def backward(self, g_sign, g_logabs):
@@ -1028,8 +1081,9 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
     """``(L, info)``: :func:`cholesky` that reports a matrix that is not positive-definite in ``info`` (LAPACK's:
     the order of its first leading minor that is not) instead of raising; ``check_errors=True`` raises.
 
-    When some matrix of the batch fails, the whole ``L`` is returned detached, NaN for the failed matrices
-    (PyTorch leaves LAPACK's partial factor there).
+    When some matrix of the batch fails, the whole ``L`` is returned detached, LAPACK's partial factor for the
+    failed matrices (as PyTorch): the columns before the failing one factored, the failing pivot ``a_jj - |l_j|^2``
+    (``<= 0`` or NaN) on the diagonal, the rest of the lower triangle as in ``A``.
     """
     _check_square(A, "linalg.cholesky_ex")
     try:
@@ -1043,25 +1097,39 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
     flat = data.reshape((_prod(A.shape[:-2]), n, n))
     outs, infos = [], []
     for m in flat:
-        try:
-            low = be.linalg.cholesky(m)
-            infos.append(0)
-        except Exception:  # numpy's / CuPy's LinAlgError: find the first failing leading minor
-            low = be.full((n, n), be.nan, dtype=m.dtype)
-            k = next((k for k in range(1, n + 1) if not _is_pd(be, m[:k, :k])), n)
-            infos.append(k)
+        if upper:  # the upper triangle is read: the lower one of A^H
+            m = be.conj(be.swapaxes(m, -1, -2))
+        try:  # LAPACK's blocked factor where it succeeds; NumPy raises on a failed one, passes NaN through
+            low, k = be.linalg.cholesky(m), 0
+            if not bool(be.isfinite(be.diagonal(low)).all()):
+                low, k = _potf2(be, m)
+        except Exception:  # numpy's LinAlgError (CuPy returns NaN instead)
+            low, k = _potf2(be, m)
+        infos.append(k)
         outs.append(be.conj(be.swapaxes(low, -1, -2)) if upper else low)
     low = be.stack(outs).reshape(A.shape).astype(A._data.dtype, copy=False)
     info = be.asarray(infos, dtype="int32").reshape(tuple(A.shape[:-2]))
     return _const(A, low), _const(A, info)
 
 
-def _is_pd(be, m):
-    try:
-        low = be.linalg.cholesky(m)
-    except Exception:  # numpy.linalg.LinAlgError (CuPy returns NaN instead)
-        return False
-    return bool(be.isfinite(low).all())
+def _potf2(be, m):
+    """LAPACK's unblocked Cholesky (``potf2``, lower) of one matrix: ``(L, info)``. It stops at the first pivot
+    ``a_jj - |l_j|^2`` that is not positive (or is NaN), leaves it on the diagonal and the columns after it as in
+    ``m``, and reports its 1-based index in ``info`` (0: factored)."""
+    a = be.tril(m)
+    n = a.shape[-1]
+    with be.errstate():  # inf - inf in a row's norm: NaN, as LAPACK computes it
+        for j in range(n):
+            row = a[j, :j]
+            ajj = (a[j, j] - (row * be.conj(row)).sum()).real
+            if not bool(ajj > 0):  # also NaN
+                a[j, j] = ajj
+                return a, j + 1
+            ajj = be.sqrt(ajj)
+            a[j, j] = ajj
+            if j + 1 < n:
+                a[j + 1:, j] = (a[j + 1:, j] - a[j + 1:, :j] @ be.conj(row)) / ajj
+    return a, 0
 
 
 class SolveTriangular(Op):
@@ -1205,6 +1273,31 @@ def _unpack(lu):
     return add(tril(lu[..., :, :k], -1), eye), triu(lu[..., :k, :])
 
 
+def _getf2(be, m):
+    """LAPACK's unblocked LU with partial pivoting (``getf2``) of one matrix with NaN or inf entries:
+    ``(packed LU, 0-based pivots)``. OpenBLAS's ``getrf`` skips the scaling by a NaN pivot (its multipliers
+    stay finite); here, as in reference LAPACK and PyTorch's MKL, ``x / NaN`` makes every later row NaN. The
+    pivot is ``i?amax``'s: the first largest ``|x|`` (``|re| + |im|`` for complex), a NaN never larger, so a
+    NaN in the pivot position stays the pivot."""
+    a = m.copy()
+    rows, cols = a.shape
+    k = min(rows, cols)
+    piv = []
+    with be.errstate():  # inf - inf, 0 * inf: NaN, as LAPACK computes it
+        for j in range(k):
+            col = a[j:, j]
+            mag = be.abs(col.real) + be.abs(col.imag) if col.dtype.kind == "c" else be.abs(col)
+            p = j if bool(be.isnan(mag[0])) else j + int(be.argmax(be.where(be.isnan(mag), -1.0, mag)))
+            piv.append(p)
+            if p != j:
+                a[[j, p]] = a[[p, j]]
+            pivot = a[j, j]
+            if bool(pivot != 0):  # a zero pivot (a singular matrix) leaves its column as it is
+                a[j + 1:, j] /= pivot
+            a[j + 1:, j + 1:] -= a[j + 1:, j:j + 1] * a[j:j + 1, j + 1:]
+    return a, be.asarray(piv, dtype="int64")
+
+
 class LuFactor(Op):
     """Packed LU factorisation ``P^T A = L U`` (scipy's ``lu_factor``) with 1-based int32 pivots, as PyTorch.
 
@@ -1224,7 +1317,7 @@ class LuFactor(Op):
         dt = a.dtype
 
         def one(m):  # square or rectangular: min(m, n) pivots
-            lu, piv = sl.lu_factor(m, check_finite=False)
+            lu, piv = sl.lu_factor(m, check_finite=False) if bool(be.isfinite(m).all()) else _getf2(be, m)
             return lu, (piv + 1).astype("int32")[:, None]
 
         if a.size == 0:
@@ -1544,7 +1637,7 @@ def cond(A: Tensor, p=None) -> Tensor:
     >>> pylucid.linalg.cond(pylucid.tensor([[4.0, 0.0], [0.0, 0.5]]))
     tensor(8.)
     """
-    from .elementwise import div, mul
+    from .elementwise import div, mul, nan_to_num
 
     _check_matrix(A, "linalg.cond")
     if p is None or (not isinstance(p, str) and p in (2, -2)):
@@ -1562,7 +1655,8 @@ def cond(A: Tensor, p=None) -> Tensor:
         from .indexing import where
 
         out = where(_const(out, info._data != 0), float("inf"), out)
-    return out
+    # 0 * inf, and the NaN of a matrix with NaN entries, are inf: PyTorch's (and NumPy's) answer
+    return nan_to_num(out, nan=float("inf"), posinf=float("inf"), neginf=float("-inf"))
 
 
 def _prod(shape):
@@ -1585,6 +1679,8 @@ def tensorinv(A: Tensor, ind: int = 2) -> Tensor:
     check_tensor(A, "linalg.tensorinv", "A")
     if not isinstance(ind, int) or ind <= 0:
         raise ValueError(f"linalg.tensorinv: ind must be a positive int, got {ind!r}")
+    if ind > A.ndim:
+        raise ShapeMismatch(f"linalg.tensorinv: ind={ind} is more than the {A.ndim} dims of A {tuple(A.shape)}")
     out_shape, in_shape = tuple(A.shape[:ind]), tuple(A.shape[ind:])
     if _prod(out_shape) != _prod(in_shape):
         raise ShapeMismatch(f"linalg.tensorinv: the product of the first {ind} dims of A {tuple(A.shape)} must "
@@ -1694,6 +1790,7 @@ def householder_product(A: Tensor, tau: Tensor) -> Tensor:
             [ 0.]])
     """
     from .elementwise import add, mul, sub
+    from .reduction import sum as _sum
     from .shape import unsqueeze
 
     _check_matrix(A, "linalg.householder_product")
@@ -1707,8 +1804,9 @@ def householder_product(A: Tensor, tau: Tensor) -> Tensor:
                             f"{tuple(tau.shape)} for A {tuple(A.shape)}")
     k = tau.shape[-1]
     be = A.device.backend
-    if k == 0:  # no reflectors: the first n columns of I, still in A's graph (as PyTorch)
-        return add(mul(A, 0.0), _const(A, be.eye(m, n, dtype=A._data.dtype)))
+    if k == 0:  # no reflectors: the first n columns of I, still in A's graph (as PyTorch); a sum over no rows is
+        # 0 where A * 0 would carry A's NaN/inf
+        return add(_sum(A[..., :0, :], -2, keepdim=True), _const(A, be.eye(m, n, dtype=A._data.dtype)))
     v = add(tril(A, -1), _const(A, be.eye(m, n, dtype=A._data.dtype)))
     q = _const(A, be.broadcast_to(be.eye(m, n, dtype=A._data.dtype), tuple(A.shape)).copy())
     for i in range(k - 1, -1, -1):  # Q = H_1 (H_2 (... (H_k E)))
@@ -2638,6 +2736,8 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
 
     check_tensor(x, "linalg.vecdot", "x")
     check_tensor(y, "linalg.vecdot", "y")
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"linalg.vecdot: argument 'dim' must be an int, got {type(dim).__name__}")
     _check_float(x, "linalg.vecdot")
     _check_float(y, "linalg.vecdot")
     return _sum(mul(conj(x), y), dim)
