@@ -595,6 +595,47 @@ def _ieee_complex_sum_ok(case, out) -> bool:
     return bool(np.allclose(pl_to_np(out), expect, equal_nan=True))
 
 
+def _float64_kernel_ok(case, out) -> bool:
+    """gelu: PyTorch's vectorised float32 CPU kernel answers NaN at +inf (its erf polynomial), where its float64
+    kernel and its strided float32 loop answer inf (``x Phi(x) -> x``); pylucid's result agrees with PyTorch's
+    float64 computation on the same inputs, rounded once."""
+    if case.key.split("|")[0] not in ("gelu", "nn.functional.gelu") or not isinstance(out, pylucid.Tensor):
+        return False
+    if out.dtype.name != "float32" or case.random:
+        return False
+    args = tuple(a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype == np.float32 else a for a in case.args)
+    ref64 = case.ref(*(to_torch(a) for a in args), **case.kwargs)
+    return _compare(case, out, ref64.to(torch.float32)) == ""
+
+
+def _empty_unshuffle_ok(case, out, ref) -> bool:
+    """pixel_unshuffle: PyTorch returns a clone of an empty input, its shape not unshuffled (a ``numel() == 0``
+    shortcut; ``pixel_shuffle`` reshapes its empty input); pylucid's empty result has the unshuffled shape."""
+    if case.key.split("|")[0] != "pixel_unshuffle" or not case.key.endswith("|empty") or \
+            not isinstance(out, pylucid.Tensor):
+        return False
+    x, r = case.args[0], case.args[1]
+    want = (*x.shape[:-3], x.shape[-3] * r * r, x.shape[-2] // r, x.shape[-1] // r)
+    return tuple(ref.shape) == x.shape and tuple(out.shape) == want and out.dtype.name == _dtype_name(ref)
+
+
+def _grid_nonfinite_ok(case, out, ref) -> bool:
+    """grid_sample at a non-finite grid coordinate: PyTorch's 2-d kernel clamps NaN to 0 under border/reflection
+    padding, its 3-d kernel to size - 1, its 2-d bilinear one answers NaN under zeros padding where the 3-d one
+    answers 0; pylucid answers NaN (border, reflection: no value to clamp to) or 0 (zeros: off the input). The
+    other points must agree."""
+    if case.key.split("|")[0] not in ("nn.functional.grid_sample", "grid_sampler_2d", "grid_sampler_3d") or \
+            not isinstance(out, pylucid.Tensor) or not isinstance(ref, torch.Tensor) or len(case.args) < 2:
+        return False
+    a, e = pl_to_np(out).astype(np.float64), torch_to_np(ref).astype(np.float64)
+    grid = np.asarray(case.args[1])
+    if a.shape != e.shape or grid.ndim != a.ndim or grid.dtype.kind != "f":
+        return False
+    lost = np.broadcast_to(np.expand_dims(~np.isfinite(grid).all(-1), 1), a.shape)
+    same = np.isclose(a, e, atol=1e-4, rtol=1e-4, equal_nan=True)
+    return bool(np.all(same | (lost & (np.isnan(a) | ((a == 0) & np.isnan(e))))))
+
+
 def run_case(case):
     """``(outcome, detail)``; outcome is "ok", "extension" or one of the failure kinds "accepts", "wrong", "bare",
     "crash" (an error from inside the op, typed on the way out, where PyTorch computes), "warns"."""
@@ -657,6 +698,9 @@ def run_case(case):
                      _empty_int_softmax_ok(case, out, ref) or _half_ok(case, out) or _mean_ok(case, out, ref)
                      or _ieee_complex_sum_ok(case, out)):
             diff = ""
+        if diff and (_float64_kernel_ok(case, out) or _empty_unshuffle_ok(case, out, ref)
+                     or _grid_nonfinite_ok(case, out, ref)):
+            return "deviation", "PyTorch's kernel artifact (docs/semantics/math_inputs.md)"
         unspecified = _UNSPECIFIED.get(case.key.split("|")[0])
         if diff and unspecified and re.search(unspecified[0], case.key):
             return "ok", f"unspecified: {unspecified[1]}"

@@ -966,3 +966,12 @@ def test_gaussian_nll_loss_float_var_of_an_integer_input_is_float():
     x, y = np.array([[1, 2], [3, 5]]), np.array([[2, 2], [1, 4]])
     ref = torch.nn.functional.gaussian_nll_loss(torch.tensor(x), torch.tensor(y), 0.7, reduction="sum")
     close(F.gaussian_nll_loss(pl.tensor(x), pl.tensor(y), 0.7, reduction="sum"), ref, atol=1e-5)
+
+
+def test_gelu_at_infinity_is_the_limit_as_torch_float64():
+    # PyTorch's vectorised float32 kernel answers NaN at +inf; its float64 kernel answers inf (docs/semantics)
+    x = np.array([np.inf, -np.inf, np.nan, 1.0] * 4)
+    for approximate in ("none", "tanh"):
+        want = torch.nn.functional.gelu(torch.tensor(x), approximate=approximate).numpy()
+        got = F.gelu(pl.tensor(x.astype(np.float32)), approximate=approximate).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -1359,8 +1359,9 @@ def _grid_sampler(op, input, grid, interpolation_mode, padding_mode, align_corne
     if interpolation_mode not in range(len(_GRID_MODES)) or padding_mode not in range(len(_GRID_PADDINGS)):
         raise ValueError(f"{op}: interpolation_mode {interpolation_mode!r} / padding_mode {padding_mode!r}; accepted: "
                          "0 (bilinear), 1 (nearest), 2 (bicubic) and 0 (zeros), 1 (border), 2 (reflection)")
-    return F.grid_sample(input, grid, _GRID_MODES[interpolation_mode], _GRID_PADDINGS[padding_mode],
-                         bool(align_corners))
+    if not isinstance(align_corners, bool):
+        raise TypeError(f"{op}: align_corners must be a bool, got {type(align_corners).__name__}")
+    return F.grid_sample(input, grid, _GRID_MODES[interpolation_mode], _GRID_PADDINGS[padding_mode], align_corners)
 
 
 @declare(method=False)
