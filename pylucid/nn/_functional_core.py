@@ -1062,6 +1062,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     out = _nn_ops.cross_entropy_loss(input, target, weight, ignore_index, reduction, label_smoothing)
     if unbatched and reduction == "none":
         out = out.squeeze(0)
+    if reduction == "mean" and target.is_floating_point() and input.numel() == 0:
+        out = out + float("nan")  # the mean of no probability rows is 0 / 0, as PyTorch
     return out
 
 
@@ -1107,7 +1109,14 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     if tuple(input.shape) != tuple(target.shape):
         raise ShapeMismatch(f"binary_cross_entropy_with_logits: target size {list(target.shape)} must be the same "
                             f"as the input size {list(input.shape)}")
-    return _nn_ops.bce_with_logits_op(input, target, weight, pos_weight, reduction)
+    out = _nn_ops.bce_with_logits_op(input, target, weight, pos_weight, reduction)
+    # PyTorch's loss has the target's dtype (its kernel computes (1 - target).mul_(input) in place), outside autocast
+    if out.dtype != target.dtype and target.dtype.is_floating_point and input.dtype.is_floating_point:
+        from .._state import state
+
+        if not state.autocast:
+            out = out.to(target.dtype)
+    return out
 
 
 @declare(**_F)

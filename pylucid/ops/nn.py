@@ -447,8 +447,10 @@ def layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape, we
         raise ShapeMismatch(f"layer_norm_backward: grad_output of shape {list(grad_output.shape)} must have the "
                             f"input's shape {list(input.shape)}")
     axes = tuple(range(input.ndim - k, input.ndim))
-    return apply(LayerNormBackward, (grad_output, input, weight, None, None),
-                 {"axes": axes, "wshape": tuple(input.shape[input.ndim - k:]), "eps": float(eps)})
+    gx = apply(LayerNormBackward, (grad_output, input, weight, None, None),
+               {"axes": axes, "wshape": tuple(input.shape[input.ndim - k:]), "eps": float(eps)})
+    # a gradient has its input's dtype (PyTorch's kernel needs equal dtypes; an empty call returns input's)
+    return gx if gx.dtype == input.dtype or grad_output.dtype == input.dtype else gx.to(input.dtype)
 
 
 class BatchNorm(Op):
