@@ -129,10 +129,9 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     x2 = input2.reshape(-1, in2)
     # (N, in1) @ (in1, out*in2) -> (N, out, in2), then contract with x2
     tmp = _pl.matmul(x1, weight.permute(1, 0, 2).reshape(in1, out_f * in2)).reshape(-1, out_f, in2)
-    prod = tmp * x2.unsqueeze(1)
-    y = prod.sum(-1)
-    if y.dtype != prod.dtype:  # an integer sum is int64; PyTorch's bilinear keeps the inputs' integer dtype
-        y = y.to(prod.dtype)
+    # the contraction with x2 as a batched matrix product: (N, out, in2) @ (N, in2, 1), which keeps an integer
+    # dtype as PyTorch's bilinear does
+    y = _pl.matmul(tmp, x2.unsqueeze(-1)).squeeze(-1)
     if bias is not None:
         y = y + bias
     return y.reshape(lead + (out_f,))
