@@ -1038,6 +1038,11 @@ def test_mean_cross_entropy_of_no_probability_rows_is_nan_as_torch():
         got = F.cross_entropy(pl.zeros(*shape), pl.zeros(*shape))
         assert math.isnan(want.item()) and math.isnan(got.item())
     assert F.cross_entropy(pl.zeros(0, 4), pl.zeros(0, 4), reduction="sum").item() == 0.0
+    for shape in ((2, 0), (0,)):  # no classes: empty sums, and a 0 / 0 mean
+        for reduction in ("none", "sum", "mean"):
+            want = torch.nn.functional.cross_entropy(torch.zeros(shape), torch.zeros(shape), reduction=reduction)
+            got = F.cross_entropy(pl.zeros(*shape), pl.zeros(*shape), reduction=reduction)
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
 def test_layer_norm_backward_has_the_input_dtype():

@@ -1058,7 +1058,12 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
         # class (never an out-of-bounds read): checking here would copy the targets to the host and
         # synchronise the device on every step (PyTorch raises an asynchronous device-side assert there).
         _check_targets("cross_entropy", target, C, ignore_index)
-    out = _nn_ops.cross_entropy_loss(input, target, weight, ignore_index, reduction, label_smoothing)
+    if C == 0 and target.is_floating_point():
+        # no classes: each row's loss is an empty sum, 0; the mean divides by numel / C = 0 / 0 (NaN), as PyTorch
+        rows = -(input * target).sum(1)
+        out = rows if reduction == "none" else rows.sum() if reduction == "sum" else rows.sum() + float("nan")
+    else:
+        out = _nn_ops.cross_entropy_loss(input, target, weight, ignore_index, reduction, label_smoothing)
     if unbatched and reduction == "none":
         out = out.squeeze(0)
     if reduction == "mean" and target.is_floating_point() and input.numel() == 0:
