@@ -25,7 +25,9 @@ does not promote, and pylucid computes, the case is an "extension": listed, not 
 Some of PyTorch's answers are not the oracle: its answer at a NaN operand of some special functions, tied indices,
 results on unsorted sequences, documented deviations (``docs/semantics/math_inputs.md``: the "deviation" outcome,
 listed, not a failure), a half-precision result that agrees with PyTorch's float32 computation, and ``None``
-passed for a declared parameter whose default is ``None`` (judged by PyTorch's call without it).
+passed for a declared parameter whose default is ``None`` (judged by PyTorch's call without it), and artifacts of
+PyTorch's kernels (float32 ``gelu(+inf)``, an empty ``pixel_unshuffle``, non-finite ``grid_sample`` coordinates,
+norms with an infinite weight: "deviation") or of its generator (``fractional_max_pool``'s own draws).
 
 Hypothesis (derandomized) picks ``PYLUCID_FUZZ_EXAMPLES`` cases per entry (default 6; ``5000`` exhausts every
 entry: the nightly run). Cases that fail today are listed in ``tests/fuzz_known_failures.txt`` and are reported
@@ -606,8 +608,11 @@ def _float64_kernel_ok(case, out) -> bool:
     if out.dtype.name != "float32" or case.random:
         return False
     args = tuple(a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype == np.float32 else a for a in case.args)
-    ref64 = case.ref(*(to_torch(a) for a in args), **case.kwargs)
-    return _compare(case, out, ref64.to(torch.float32)) == ""
+    try:
+        ref64 = case.ref(*(to_torch(a) for a in args), **case.kwargs)
+    except Exception:  # noqa: BLE001 - no float64 reference: nothing to compare with
+        return False
+    return isinstance(ref64, torch.Tensor) and _compare(case, out, ref64.to(torch.float32)) == ""
 
 
 def _empty_unshuffle_ok(case, out, ref) -> bool:
@@ -617,6 +622,8 @@ def _empty_unshuffle_ok(case, out, ref) -> bool:
             not isinstance(out, pylucid.Tensor):
         return False
     x, r = case.args[0], case.args[1]
+    if not isinstance(x, np.ndarray) or x.ndim < 3 or not _int_like(r) or r < 1:
+        return False
     want = (*x.shape[:-3], x.shape[-3] * r * r, x.shape[-2] // r, x.shape[-1] // r)
     return tuple(ref.shape) == x.shape and tuple(out.shape) == want and out.dtype.name == _dtype_name(ref)
 
