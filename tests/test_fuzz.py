@@ -25,7 +25,9 @@ does not promote, and pylucid computes, the case is an "extension": listed, not 
 Some of PyTorch's answers are not the oracle: its answer at a NaN operand of some special functions, tied indices,
 results on unsorted sequences, documented deviations (``docs/semantics/math_inputs.md``: the "deviation" outcome,
 listed, not a failure), a half-precision result that agrees with PyTorch's float32 computation, and ``None``
-passed for a declared parameter whose default is ``None`` (judged by PyTorch's call without it).
+passed for a declared parameter whose default is ``None`` (judged by PyTorch's call without it), and artifacts of
+PyTorch's kernels (float32 ``gelu(+inf)``, an empty ``pixel_unshuffle``, non-finite ``grid_sample`` coordinates,
+norms with an infinite weight: "deviation") or of its generator (``fractional_max_pool``'s own draws).
 
 Hypothesis (derandomized) picks ``PYLUCID_FUZZ_EXAMPLES`` cases per entry (default 6; ``5000`` exhausts every
 entry: the nightly run). Cases that fail today are listed in ``tests/fuzz_known_failures.txt`` and are reported
@@ -523,8 +525,10 @@ def _nonfinite_ok(case, out, ref) -> bool:
 def _empty_int_softmax_ok(case, out, ref) -> bool:
     """PyTorch's softmax/log_softmax refuse integer and bool input ("not implemented for 'Long'") but return an
     empty integer tensor for an empty one (no kernel runs); pylucid computes them in the default float dtype (an
-    extension) for every size."""
-    if case.key.split("|")[0] not in ("softmax", "log_softmax") or "|empty" not in case.key:
+    extension) for every size. PyTorch's multi_margin_loss is the same (its 'mean' of an empty integer input is
+    uninitialised memory)."""
+    if case.key.split("|")[0] not in ("softmax", "log_softmax", "nn.functional.multi_margin_loss") or \
+            "|empty" not in case.key:
         return False
     return (isinstance(out, pylucid.Tensor) and out.numel() == 0 and out.dtype.is_floating_point
             and not ref.dtype.is_floating_point and tuple(out.shape) == tuple(ref.shape))
@@ -641,6 +645,94 @@ def _ieee_complex_sum_ok(case, out) -> bool:
     return bool(np.allclose(pl_to_np(out), expect, equal_nan=True))
 
 
+def _float64_kernel_ok(case, out) -> bool:
+    """gelu: PyTorch's vectorised float32 CPU kernel answers NaN at +inf (its erf polynomial), where its float64
+    kernel and its strided float32 loop answer inf (``x Phi(x) -> x``); pylucid's result agrees with PyTorch's
+    float64 computation on the same inputs, rounded once."""
+    if case.key.split("|")[0] not in ("gelu", "nn.functional.gelu") or not isinstance(out, pylucid.Tensor):
+        return False
+    if out.dtype.name != "float32" or case.random:
+        return False
+    args = tuple(a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype == np.float32 else a for a in case.args)
+    try:
+        ref64 = case.ref(*(to_torch(a) for a in args), **case.kwargs)
+    except Exception:  # noqa: BLE001 - no float64 reference: nothing to compare with
+        return False
+    return isinstance(ref64, torch.Tensor) and _compare(case, out, ref64.to(torch.float32)) == ""
+
+
+def _empty_unshuffle_ok(case, out, ref) -> bool:
+    """pixel_unshuffle: PyTorch returns a clone of an empty input, its shape not unshuffled (a ``numel() == 0``
+    shortcut; ``pixel_shuffle`` reshapes its empty input); pylucid's empty result has the unshuffled shape."""
+    if case.key.split("|")[0] != "pixel_unshuffle" or not case.key.endswith("|empty") or \
+            not isinstance(out, pylucid.Tensor):
+        return False
+    x, r = case.args[0], case.args[1]
+    if not isinstance(x, np.ndarray) or x.ndim < 3 or not _int_like(r) or r < 1:
+        return False
+    want = (*x.shape[:-3], x.shape[-3] * r * r, x.shape[-2] // r, x.shape[-1] // r)
+    return tuple(ref.shape) == x.shape and tuple(out.shape) == want and out.dtype.name == _dtype_name(ref)
+
+
+def _grid_nonfinite_ok(case, out, ref) -> bool:
+    """grid_sample at a non-finite grid coordinate: PyTorch's 2-d kernel clamps NaN to 0 under border/reflection
+    padding, its 3-d kernel to size - 1, its 2-d bilinear one answers NaN under zeros padding where the 3-d one
+    answers 0; pylucid answers NaN (border, reflection: no value to clamp to) or 0 (zeros: off the input). The
+    other points must agree."""
+    if case.key.split("|")[0] not in ("nn.functional.grid_sample", "grid_sampler_2d", "grid_sampler_3d") or \
+            not isinstance(out, pylucid.Tensor) or not isinstance(ref, torch.Tensor) or len(case.args) < 2:
+        return False
+    a, e = pl_to_np(out).astype(np.float64), torch_to_np(ref).astype(np.float64)
+    grid = np.asarray(case.args[1])
+    if a.shape != e.shape or grid.ndim != a.ndim or grid.dtype.kind != "f":
+        return False
+    lost = np.broadcast_to(np.expand_dims(~np.isfinite(grid).all(-1), 1), a.shape)
+    same = np.isclose(a, e, atol=1e-4, rtol=1e-4, equal_nan=True)
+    return bool(np.all(same | (lost & (np.isnan(a) | ((a == 0) & np.isnan(e))))))
+
+
+_NORMS = ("batch_norm", "native_batch_norm", "native_batch_norm-output", "native_group_norm",
+          "nn.functional.group_norm", "nn.functional.instance_norm", "nn.functional.batch_norm")
+
+
+def _norm_affine_ok(case, out, ref) -> bool:
+    """The norms with an infinite weight or bias: PyTorch folds the mean into the shift,
+    ``x * (w rstd) + (b - mean w rstd)``, which is NaN wherever ``x w`` and ``mean w`` are infinite alike; pylucid
+    computes ``(x - mean) rstd w + b``, +-inf there. Only the channels of a non-finite weight or bias may differ,
+    pylucid non-finite where PyTorch is NaN; the other outputs (the statistics) must agree."""
+    if case.key.split("|")[0] not in _NORMS or not case.key.endswith("|nan"):
+        return False
+    outs, refs = flat_outputs(out), flat_outputs(ref)
+    x = case.args[0]
+    if len(outs) != len(refs) or not isinstance(outs[0], pylucid.Tensor) or x.ndim < 2:
+        return False
+    if any(_compare(case, o, r) for o, r in zip(outs[1:], refs[1:])):
+        return False
+    a, e = pl_to_np(outs[0]).astype(np.float64), torch_to_np(refs[0]).astype(np.float64)
+    if a.shape != x.shape or e.shape != x.shape:
+        return False
+    bad = np.zeros(x.shape[1], bool)
+    for v in case.args[1:]:
+        if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.shape == (x.shape[1],):
+            bad |= ~np.isfinite(v)
+    lost = np.broadcast_to(bad.reshape((1, -1) + (1,) * (x.ndim - 2)), x.shape)
+    same = np.isclose(a, e, atol=1e-4, rtol=1e-4, equal_nan=True)
+    return bool(np.all(same | (lost & ~np.isfinite(a) & np.isnan(e))))
+
+
+_OWN_DRAW = re.compile(r"^nn\.functional\.fractional_max_pool\dd(_with_indices)?\|[^|]*\|arg5=None$")
+
+
+def _own_draw_ok(case, out, ref) -> bool:
+    """fractional_max_pool with ``_random_samples=None`` draws its window offsets from each framework's own
+    generator: a sampler, compared by shape and dtype only."""
+    if not _OWN_DRAW.match(case.key):
+        return False
+    from dataclasses import replace
+
+    return _compare(replace(case, random=True), out, ref) == ""
+
+
 def run_case(case):
     """``(outcome, detail)``; outcome is "ok", "extension" or one of the failure kinds "accepts", "wrong", "bare",
     "crash" (an error from inside the op, typed on the way out, where PyTorch computes), "warns"."""
@@ -704,6 +796,11 @@ def run_case(case):
                      or _float64_ok(case, out)
                      or _ieee_complex_sum_ok(case, out)):
             diff = ""
+        if diff and (_float64_kernel_ok(case, out) or _empty_unshuffle_ok(case, out, ref)
+                     or _grid_nonfinite_ok(case, out, ref) or _norm_affine_ok(case, out, ref)):
+            return "deviation", "PyTorch's kernel artifact (docs/semantics/math_inputs.md)"
+        if diff and _own_draw_ok(case, out, ref):
+            return "ok", "a sampler (each framework's generator): shapes and dtypes agree"
         unspecified = _UNSPECIFIED.get(case.key.split("|")[0])
         if diff and unspecified and re.search(unspecified[0], case.key):
             return "ok", f"unspecified: {unspecified[1]}"

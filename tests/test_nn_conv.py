@@ -201,3 +201,78 @@ def test_errors_name_the_op():
         pl.conv2d(np.zeros((1, 1, 3, 3)), pl.zeros(1, 1, 2, 2))
     with pytest.raises(pl.DtypeMismatch, match=r"conv2d: input \(pylucid.int64\) and weight \(pylucid.float32\)"):
         pl.conv2d(pl.zeros(1, 1, 3, 3, dtype=pl.int64), pl.zeros(1, 1, 2, 2))
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib, x: lib.nn.functional.max_pool1d(x, 2, 1), lambda lib, x: lib.nn.functional.avg_pool1d(x, 2, 1),
+    lambda lib, x: lib.nn.functional.lp_pool1d(x, 3, 2, ceil_mode=True),
+])
+@pytest.mark.parametrize("shape", [(0, 9), (2, 0, 9), (0, 0, 9)])
+def test_pools_refuse_empty_non_batch_dims_as_torch(call, shape):
+    with pytest.raises(RuntimeError):
+        call(torch, torch.zeros(shape))
+    with pytest.raises(pl.ShapeMismatch, match=r"pool1d: expected input with non-zero sizes"):
+        call(pl, pl.zeros(*shape))
+
+
+@pytest.mark.parametrize("call, shape", [
+    (lambda lib, x: lib.nn.functional.max_pool2d(x, 2, 1), (0, 5, 6)),
+    (lambda lib, x: lib.nn.functional.avg_pool3d(x, 2, 1), (2, 0, 4, 4, 3)),
+    (lambda lib, x: lib.nn.functional.unfold(x, 2), (0, 4, 4)),
+    (lambda lib, x: lib.nn.functional.fold(x, (4, 3), (2, 2), dilation=(2, 1)), (0, 4)),
+    (lambda lib, x: lib.nn.functional.fold(x, (4, 3), (2, 2), dilation=(2, 1)), (2, 0, 4)),
+])
+def test_unfold_fold_and_nd_pools_refuse_empty_non_batch_dims_as_torch(call, shape):
+    with pytest.raises(RuntimeError):
+        call(torch, torch.zeros(shape))
+    with pytest.raises(pl.ShapeMismatch, match=r"expected input with non-zero sizes"):
+        call(pl, pl.zeros(*shape))
+
+
+def test_empty_batch_pools_match_torch():
+    for call, shape in ((lambda lib, x: lib.nn.functional.max_pool2d(x, 2, 1), (0, 2, 5, 6)),
+                        (lambda lib, x: lib.nn.functional.avg_pool3d(x, 2, 1), (0, 2, 4, 4, 3)),
+                        (lambda lib, x: lib.nn.functional.unfold(x, 2), (0, 2, 4, 4)),
+                        (lambda lib, x: lib.nn.functional.fold(x, (4, 3), (2, 2), dilation=(2, 1)), (0, 4, 4))):
+        assert tuple(call(pl, pl.zeros(*shape)).shape) == tuple(call(torch, torch.zeros(shape)).shape)
+
+
+def _grid_pair(x, g, **kw):
+    t = torch.nn.functional.grid_sample(torch.tensor(x), torch.tensor(g), **kw).numpy()
+    p = pl.nn.functional.grid_sample(pl.tensor(x), pl.tensor(g), **kw).numpy()
+    return p, t
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("dims", [2, 3])
+def test_grid_sample_infinite_coordinate_under_border_padding_is_the_edge_as_torch(mode, dims):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2) + (3,) * dims).astype(np.float32)
+    g = rng.uniform(-1, 1, (1,) + (1,) * (dims - 1) + (4, dims)).astype(np.float32)
+    g[..., 0, 0], g[..., 1, 0], g[..., 2, dims - 1] = np.inf, -np.inf, np.inf
+    p, t = _grid_pair(x, g, mode=mode, padding_mode="border", align_corners=True)
+    np.testing.assert_allclose(p, t, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+def test_grid_sample_off_input_points_do_not_pick_up_an_infinite_pixel(mode):
+    # the points off the input gather pixel 0 and mask it: an inf there must not become NaN (0 * inf)
+    x = np.arange(12.0, dtype=np.float32).reshape(1, 1, 3, 4)
+    x[0, 0, 0, 0], x[0, 0, 0, 1] = np.inf, np.nan
+    g = np.array([[[[3.0, 3.0], [-3.0, 2.5], [0.5, 0.5], [2.0, -2.5]]]], np.float32)
+    p, t = _grid_pair(x, g, mode=mode, padding_mode="zeros", align_corners=False)
+    np.testing.assert_allclose(p, t, atol=1e-5)
+
+
+def test_grid_sample_nan_coordinate_and_align_corners_type():
+    x = np.ones((1, 1, 3, 3), np.float32)
+    g = np.array([[[[np.nan, 0.0], [0.2, 0.1]]]], np.float32)
+    p, t = _grid_pair(x, g, mode="nearest", padding_mode="zeros", align_corners=False)
+    np.testing.assert_array_equal(p, t)  # off the input: 0 in both
+    p, _ = _grid_pair(x, g, mode="bilinear", padding_mode="border", align_corners=False)
+    assert np.isnan(p[0, 0, 0, 0]) and p[0, 0, 0, 1] == 1.0  # no value to clamp NaN to (docs/semantics)
+    for bad in (None, "abc", 1):
+        with pytest.raises(TypeError):
+            torch.grid_sampler_2d(torch.tensor(x), torch.zeros(1, 1, 1, 2), 0, 0, bad)
+        with pytest.raises(TypeError, match="grid_sampler_2d: align_corners must be a bool"):
+            pl.grid_sampler_2d(pl.tensor(x), pl.zeros(1, 1, 1, 2), 0, 0, bad)

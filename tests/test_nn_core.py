@@ -966,3 +966,108 @@ def test_gaussian_nll_loss_float_var_of_an_integer_input_is_float():
     x, y = np.array([[1, 2], [3, 5]]), np.array([[2, 2], [1, 4]])
     ref = torch.nn.functional.gaussian_nll_loss(torch.tensor(x), torch.tensor(y), 0.7, reduction="sum")
     close(F.gaussian_nll_loss(pl.tensor(x), pl.tensor(y), 0.7, reduction="sum"), ref, atol=1e-5)
+
+
+def test_gelu_at_infinity_is_the_limit_as_torch_float64():
+    # PyTorch's vectorised float32 kernel answers NaN at +inf; its float64 kernel answers inf (docs/semantics)
+    x = np.array([np.inf, -np.inf, np.nan, 1.0] * 4)
+    for approximate in ("none", "tanh"):
+        want = torch.nn.functional.gelu(torch.tensor(x), approximate=approximate).numpy()
+        got = F.gelu(pl.tensor(x.astype(np.float32)), approximate=approximate).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+_NONFINITE = np.array([np.nan, np.inf, -np.inf, 0.5, -0.5, 2.0], np.float32)
+
+
+@pytest.mark.parametrize("name, target", [
+    ("hinge_embedding_loss", _NONFINITE), ("hinge_embedding_loss", np.array([1, -1, 1, -1, 1, -1], np.float32)),
+    ("soft_margin_loss", _NONFINITE), ("soft_margin_loss", np.array([1, -1, 1, -1, 1, -1], np.float32)),
+])
+def test_margin_losses_propagate_infinities_as_torch(name, target):
+    want = getattr(torch.nn.functional, name)(torch.tensor(_NONFINITE), torch.tensor(target), reduction="none")
+    got = getattr(F, name)(pl.tensor(_NONFINITE), pl.tensor(target), reduction="none")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("log_input", [True, False])
+def test_poisson_nll_loss_full_with_infinite_values_matches_torch(log_input):
+    x = np.array([np.nan, np.inf, -np.inf, 0.5, 2.0], np.float32)
+    for y in (x, np.array([2, 1, 0, 3, 4], np.float32)):
+        want = torch.nn.functional.poisson_nll_loss(torch.tensor(x), torch.tensor(y), log_input=log_input, full=True,
+                                                    reduction="none")
+        got = F.poisson_nll_loss(pl.tensor(x), pl.tensor(y), log_input=log_input, full=True, reduction="none")
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("p, weighted", [(1, False), (2, True)])
+def test_multi_margin_loss_drops_nan_terms_as_torch(p, weighted):
+    x = np.array([[np.nan, np.inf, -np.inf, 0.5, 1.0], [0.1, 0.2, np.inf, -1.0, 3.0], [0.3, -0.2, 0.1, 0.0, 1.0]],
+                 np.float32)
+    y = np.array([1, 2, 4])
+    w = np.array([np.nan, np.inf, -np.inf, 1.0, 2.0], np.float32) if weighted else None
+    tw, pw = (torch.tensor(w), pl.tensor(w)) if weighted else (None, None)
+    want = torch.nn.functional.multi_margin_loss(torch.tensor(x), torch.tensor(y), p=p, weight=tw, reduction="none")
+    got = F.multi_margin_loss(pl.tensor(x), pl.tensor(y), p=p, weight=pw, reduction="none")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    assert F.multi_margin_loss(pl.tensor(np.float32(np.nan)), pl.tensor(0)).item() == \
+        torch.nn.functional.multi_margin_loss(torch.tensor(np.float32(np.nan)), torch.tensor(0)).item() == 0.0
+
+
+def test_multilabel_margin_loss_with_infinite_scores_matches_torch():
+    x = np.array([[np.nan, np.inf, -np.inf, 0.5, 1.0], [-np.inf, 0.2, np.inf, -1.0, 3.0]], np.float32)
+    t = np.array([[2, 1, -1, 0, 0], [0, 3, -1, 1, 1]])
+    want = torch.nn.functional.multilabel_margin_loss(torch.tensor(x), torch.tensor(t), reduction="none")
+    got = F.multilabel_margin_loss(pl.tensor(x), pl.tensor(t), reduction="none")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_bce_with_logits_has_the_target_dtype_as_torch():
+    x, y = np.random.default_rng(1).standard_normal((2, 3, 4))
+    for xd, yd in ((np.float64, np.float32), (np.float32, np.float64), (np.float32, np.float16)):
+        want = torch.nn.functional.binary_cross_entropy_with_logits(torch.tensor(x.astype(xd)),
+                                                                    torch.tensor(np.abs(y).astype(yd) / 3))
+        got = F.binary_cross_entropy_with_logits(pl.tensor(x.astype(xd)), pl.tensor(np.abs(y).astype(yd) / 3))
+        assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+        np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=2e-3)
+
+
+def test_mean_cross_entropy_of_no_probability_rows_is_nan_as_torch():
+    for shape in ((0, 4), (0, 4, 3)):
+        want = torch.nn.functional.cross_entropy(torch.zeros(shape), torch.zeros(shape))
+        got = F.cross_entropy(pl.zeros(*shape), pl.zeros(*shape))
+        assert math.isnan(want.item()) and math.isnan(got.item())
+    assert F.cross_entropy(pl.zeros(0, 4), pl.zeros(0, 4), reduction="sum").item() == 0.0
+    for shape in ((2, 0), (0,)):  # no classes: empty sums, and a 0 / 0 mean
+        for reduction in ("none", "sum", "mean"):
+            want = torch.nn.functional.cross_entropy(torch.zeros(shape), torch.zeros(shape), reduction=reduction)
+            got = F.cross_entropy(pl.zeros(*shape), pl.zeros(*shape), reduction=reduction)
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_layer_norm_backward_has_the_input_dtype():
+    from pylucid.ops.nn import layer_norm_backward
+
+    g, x, w = np.zeros((0, 4)), np.zeros((0, 4), np.float32), np.ones(4, np.float32)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(torch.tensor(x), [4], torch.tensor(w), None, 1e-5)
+    want = torch.ops.aten.native_layer_norm_backward(torch.tensor(g), torch.tensor(x), [4], mean, rstd,
+                                                     torch.tensor(w), None, [True, False, False])[0]
+    got = layer_norm_backward(pl.tensor(g), pl.tensor(x), (4,), pl.tensor(w))
+    assert want.dtype == torch.float32 and got.dtype == pl.float32 and tuple(got.shape) == (0, 4)
+
+
+def test_bilinear_with_opposite_infinities_is_silent_and_matches_torch():
+    import warnings
+
+    x1 = np.array([[np.inf, 1.0], [1.0, 2.0]], np.float32)
+    x2 = np.array([[1.0, -1.0, 2.0], [0.5, 1.0, -1.0]], np.float32)
+    w = np.ones((2, 2, 3), np.float32)
+    want = torch.nn.functional.bilinear(torch.tensor(x1), torch.tensor(x2), torch.tensor(w))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pl._fp_warnings.install()
+        got = F.bilinear(pl.tensor(x1), pl.tensor(x2), pl.tensor(w))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    xi = np.array([[1, 2]], np.int32)
+    assert F.bilinear(pl.tensor(xi), pl.tensor(np.array([[1, 0, 2]], np.int32)),
+                      pl.tensor(np.ones((2, 2, 3), np.int32))).dtype == pl.int32

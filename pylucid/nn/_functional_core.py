@@ -129,10 +129,9 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     x2 = input2.reshape(-1, in2)
     # (N, in1) @ (in1, out*in2) -> (N, out, in2), then contract with x2
     tmp = _pl.matmul(x1, weight.permute(1, 0, 2).reshape(in1, out_f * in2)).reshape(-1, out_f, in2)
-    prod = tmp * x2.unsqueeze(1)
-    y = prod.sum(-1)
-    if y.dtype != prod.dtype:  # an integer sum is int64; PyTorch's bilinear keeps the inputs' integer dtype
-        y = y.to(prod.dtype)
+    # the contraction with x2 as a batched matrix product: (N, out, in2) @ (N, in2, 1), which keeps an integer
+    # dtype as PyTorch's bilinear does
+    y = _pl.matmul(tmp, x2.unsqueeze(-1)).squeeze(-1)
     if bias is not None:
         y = y + bias
     return y.reshape(lead + (out_f,))
@@ -1059,9 +1058,16 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
         # class (never an out-of-bounds read): checking here would copy the targets to the host and
         # synchronise the device on every step (PyTorch raises an asynchronous device-side assert there).
         _check_targets("cross_entropy", target, C, ignore_index)
-    out = _nn_ops.cross_entropy_loss(input, target, weight, ignore_index, reduction, label_smoothing)
+    if C == 0 and target.is_floating_point():
+        # no classes: each row's loss is an empty sum, 0; the mean divides by numel / C = 0 / 0 (NaN), as PyTorch
+        rows = -(input * target).sum(1)
+        out = rows if reduction == "none" else rows.sum() if reduction == "sum" else rows.sum() + float("nan")
+    else:
+        out = _nn_ops.cross_entropy_loss(input, target, weight, ignore_index, reduction, label_smoothing)
     if unbatched and reduction == "none":
         out = out.squeeze(0)
+    if reduction == "mean" and target.is_floating_point() and input.numel() == 0:
+        out = out + float("nan")  # the mean of no probability rows is 0 / 0, as PyTorch
     return out
 
 
@@ -1107,7 +1113,14 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     if tuple(input.shape) != tuple(target.shape):
         raise ShapeMismatch(f"binary_cross_entropy_with_logits: target size {list(target.shape)} must be the same "
                             f"as the input size {list(input.shape)}")
-    return _nn_ops.bce_with_logits_op(input, target, weight, pos_weight, reduction)
+    out = _nn_ops.bce_with_logits_op(input, target, weight, pos_weight, reduction)
+    # PyTorch's loss has the target's dtype (its kernel computes (1 - target).mul_(input) in place), outside autocast
+    if out.dtype != target.dtype and target.dtype.is_floating_point and input.dtype.is_floating_point:
+        from .._state import state
+
+        if not state.autocast:
+            out = out.to(target.dtype)
+    return out
 
 
 @declare(**_F)

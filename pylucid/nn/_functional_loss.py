@@ -38,8 +38,8 @@ def _legacy_reduction(size_average, reduce, reduction: str) -> str:
 
 
 def _relu(x: Tensor) -> Tensor:
-    # max(x, 0) with gradient 0 at the kink, as PyTorch's clamp_min
-    return _pl.where(x > 0, x, 0.0 * x)
+    # max(x, 0) with gradient 0 at the kink, as PyTorch's clamp_min; -inf gives 0 (not 0 * -inf), NaN stays NaN
+    return _pl.where(x <= 0, _pl.zeros_like(x), x)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -67,9 +67,9 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
         loss = input - target * _pl.log(input + eps)
     if full:
         big = target > 1
-        safe = _pl.where(big, target, 2.0 + 0.0 * target)
+        safe = _pl.where(big, target, _pl.full_like(target, 2.0))  # constants, not 0 * target: target may be inf
         stirling = safe * _pl.log(safe) - safe + 0.5 * _pl.log(2 * math.pi * safe)
-        loss = loss + _pl.where(big, stirling, 0.0 * stirling)
+        loss = loss + _pl.where(big, stirling, _pl.zeros_like(stirling))
     return _reduce(loss, reduction)
 
 
@@ -128,7 +128,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
     check_tensor(input, "hinge_embedding_loss")
     check_tensor(target, "hinge_embedding_loss", "target")
     _check_kinds("hinge_embedding_loss", "input", input)
-    zero = 0.0 * input
+    zero = _pl.zeros_like(input)  # not 0 * input: input may be inf
     margin_term = _relu(margin - input)
     loss = _pl.where(target != 1, margin_term, zero) + _pl.where(target != -1, input, zero)
     return _reduce(loss, reduction)
@@ -146,6 +146,11 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
     # log1p(exp(z)) without overflow: max(z, 0) + log1p(exp(-|z|))
     loss = _relu(z) + _pl.log1p(_pl.exp(-_pl.abs(z)))
     return _reduce(loss, reduction)
+
+
+def _positive_part(x: Tensor) -> Tensor:
+    # PyTorch's multi-class margin kernels add a term only where it is > 0: NaN terms (inf - inf) drop out
+    return _pl.where(x > 0, x, _pl.zeros_like(x))
 
 
 def _class_batch(op, input, target):
@@ -185,13 +190,15 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
                             f"({C})")
     yi = y.long().unsqueeze(1)
     xy = _pl.gather(x, 1, yi)
-    z = _relu(margin - xy + x)
+    z = margin - xy + x
+    # PyTorch's kernel adds a term only where it is > 0 (NaN terms, inf - inf, drop out) and leaves the target's
+    # own out, even NaN; the weight multiplies the terms kept only (an infinite one times 0 is no NaN)
+    keep = (z > 0) & (_pl.arange(C, device=x.device).unsqueeze(0) != yi)
     if p == 2:
         z = z * z
     if weight is not None:
         z = z * weight[y.long()].unsqueeze(1)
-    not_y = _pl.arange(C, device=x.device).unsqueeze(0) != yi
-    loss = _pl.where(not_y, z, 0.0 * z).sum(1) / C
+    loss = _pl.where(keep, z, _pl.zeros_like(z)).sum(1) / C
     if unbatched and reduction == "none":
         return loss.reshape(tuple(target.shape))  # () or (1,), as the target
     return _reduce(loss, reduction)
@@ -229,9 +236,9 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
     count = hits.sum(1).to(x.dtype)  # how often each class is a target
     is_target = count > 0
     # z[n, j, i] = max(0, 1 - x_j + x_i), summed over target j (with multiplicity) and non-target i
-    z = _relu(1 - x.unsqueeze(2) + x.unsqueeze(1))
+    z = _positive_part(1 - x.unsqueeze(2) + x.unsqueeze(1))
     w = count.unsqueeze(2) * (~is_target).unsqueeze(1).to(x.dtype)
-    loss = (z * w).sum((1, 2)) / C
+    loss = _pl.where(w > 0, z * w, _pl.zeros_like(z)).sum((1, 2)) / C  # the pairs left out count 0, even inf
     if unbatched and reduction == "none":
         return loss.reshape(())
     return _reduce(loss, reduction)

@@ -36,14 +36,15 @@ def _unnormalize(g: Tensor, size: int, align_corners: bool) -> Tensor:
 
 
 def _clip(x: Tensor, size: int) -> Tensor:
+    # constants, not 0 * x, on the clipped side: an infinite coordinate clips to the edge (0 * inf is NaN); NaN stays
     hi = float(size - 1)
-    return _pl.where(x < 0, 0.0 * x, _pl.where(x > hi, 0.0 * x + hi, x))
+    return _pl.where(x < 0, _pl.zeros_like(x), _pl.where(x > hi, _pl.full_like(x, hi), x))
 
 
 def _reflect(x: Tensor, twice_low: int, twice_high: int) -> Tensor:
     # fold x into [low, high] by reflecting at the borders, as PyTorch's reflect_coordinates
     if twice_low == twice_high:
-        return 0.0 * x
+        return _pl.where(_pl.isnan(x), x, _pl.zeros_like(x))
     lo = twice_low / 2
     span = (twice_high - twice_low) / 2
     x = _pl.abs(x - lo)
@@ -74,7 +75,7 @@ def _gather(flat: Tensor, coords, sizes, C: int) -> Tensor:
     lin = _pl.where(valid, lin, 0 * lin)
     N, P = lin.shape
     vals = _pl.gather(flat, 2, lin.unsqueeze(1).expand(N, C, P))
-    return _pl.where(valid.unsqueeze(1), vals, 0.0 * vals)
+    return _pl.where(valid.unsqueeze(1), vals, _pl.zeros_like(vals))  # not 0 * vals: the value at 0 may be inf
 
 
 def _cubic_weights(t: Tensor) -> list:
@@ -128,6 +129,8 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     if not input.is_floating_point() or grid.dtype != input.dtype:
         raise DtypeMismatch(f"grid_sample: expected floating input and grid of the same dtype, got {input.dtype} "
                             f"and {grid.dtype}")
+    if align_corners is not None and not isinstance(align_corners, bool):
+        raise TypeError(f"grid_sample: align_corners must be a bool or None, got {type(align_corners).__name__}")
     align_corners = bool(align_corners)
     N, C = input.shape[:2]
     sizes = tuple(input.shape[2:])
@@ -146,6 +149,14 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
         out = _bicubic(flat, pos, sizes, C, padding_mode, align_corners)
     else:
         pos = [_pad_coordinates(p, s, padding_mode, align_corners) for p, s in zip(pos, sizes)]
+        # a non-finite coordinate lies off the input: 0 with zeros padding; with border or reflection padding a
+        # NaN one (a reflected infinity is NaN) has no value to clamp to and samples NaN. Such points move to -2,
+        # off the input, so that no inf - inf enters the weights
+        lost = None
+        if padding_mode != "zeros":
+            for p in pos:
+                lost = _pl.isnan(p) if lost is None else lost | _pl.isnan(p)
+        pos = [_pl.where(_pl.isfinite(p), p, _pl.full_like(p, -2.0)) for p in pos]
         if mode == "nearest":
             out = _gather(flat, [_pl.round(p).detach().long() for p in pos], sizes, C)
         else:
@@ -160,6 +171,8 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
                     w = wi if w is None else w * wi
                 term = _gather(flat, [b + c for b, c in zip(lo, corner)], sizes, C) * w.unsqueeze(1)
                 out = term if out is None else out + term
+        if lost is not None:
+            out = _pl.where(lost.unsqueeze(1), _pl.full_like(out, float("nan")), out)
     return out.reshape((N, C) + out_sp)
 
 

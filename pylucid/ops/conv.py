@@ -111,6 +111,15 @@ def _batched(x: Tensor, nd: int, op: str, what: str = "input"):
     )
 
 
+def _check_nonempty(op: str, x: Tensor, added: bool, what: str = "input") -> None:
+    """PyTorch's rule for the pools, ``unfold`` and ``fold``: only the batch dim may be empty (an unbatched
+    input has none)."""
+    if 0 in x.shape[1:] or (added and x.shape[0] == 0):
+        shape = tuple(x.shape[1:]) if added else tuple(x.shape)
+        raise ShapeMismatch(f"{op}: expected {what} with non-zero sizes in every dim but the batch dim, got shape "
+                            f"{shape}{' (unbatched)' if added else ''}")
+
+
 def _unbatch(y, added: bool):
     if not added:
         return y
@@ -240,6 +249,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
     """
     check_tensor(input, "unfold")
     x, added = _batched(input, 2, "unfold")
+    _check_nonempty("unfold", x, added)
     k = _tup(kernel_size, 2, "kernel_size", "unfold", 1)
     d = _tup(dilation, 2, "dilation", "unfold", 1)
     p = _tup(padding, 2, "padding", "unfold", 0)
@@ -273,6 +283,7 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
 
     added = input.ndim == 2
     x = unsqueeze(input, 0) if added else input
+    _check_nonempty("fold", x, added)
     size = _tup(output_size, 2, "output_size", "fold", 1)
     k = _tup(kernel_size, 2, "kernel_size", "fold", 1)
     d = _tup(dilation, 2, "dilation", "fold", 1)
@@ -827,6 +838,7 @@ def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, retu
     op = f"max_pool{nd}d"
     check_tensor(input, op)
     x, added = _batched(input, nd, op)
+    _check_nonempty(op, x, added)
     k, s, d, pads, _ = _pool_geometry(op, x, nd, kernel_size, stride, padding, dilation, ceil_mode)
     overlap = any(s[i] < d[i] * (k[i] - 1) + 1 for i in range(nd))
     vals, idx = apply(_MAXPOOL[nd], (x,), {"kernel": k, "stride": s, "pads": pads, "dilation": d,
@@ -947,6 +959,7 @@ def _avg_pool(nd, input, kernel_size, stride, padding, ceil_mode, count_include_
     if input.dtype.category < _dt.FLOAT and input.dtype != _dt.int64:
         raise NotImplementedError(f"{op}: not implemented for {input.dtype} (integer input: int64 only)")
     x, added = _batched(input, nd, op)
+    _check_nonempty(op, x, added)
     k, s, _, pads, _ = _pool_geometry(op, x, nd, kernel_size, stride, padding, 1, ceil_mode)
     if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override == 0):
         raise ValueError(f"{op}: divisor_override must be a non-zero int, got {divisor_override!r}")

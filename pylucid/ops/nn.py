@@ -447,8 +447,10 @@ def layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape, we
         raise ShapeMismatch(f"layer_norm_backward: grad_output of shape {list(grad_output.shape)} must have the "
                             f"input's shape {list(input.shape)}")
     axes = tuple(range(input.ndim - k, input.ndim))
-    return apply(LayerNormBackward, (grad_output, input, weight, None, None),
-                 {"axes": axes, "wshape": tuple(input.shape[input.ndim - k:]), "eps": float(eps)})
+    gx = apply(LayerNormBackward, (grad_output, input, weight, None, None),
+               {"axes": axes, "wshape": tuple(input.shape[input.ndim - k:]), "eps": float(eps)})
+    # a gradient has its input's dtype (PyTorch's kernel needs equal dtypes; an empty call returns input's)
+    return gx if gx.dtype == input.dtype or grad_output.dtype == input.dtype else gx.to(input.dtype)
 
 
 class BatchNorm(Op):
@@ -1377,8 +1379,9 @@ def _grid_sampler(op, input, grid, interpolation_mode, padding_mode, align_corne
     if interpolation_mode not in range(len(_GRID_MODES)) or padding_mode not in range(len(_GRID_PADDINGS)):
         raise ValueError(f"{op}: interpolation_mode {interpolation_mode!r} / padding_mode {padding_mode!r}; accepted: "
                          "0 (bilinear), 1 (nearest), 2 (bicubic) and 0 (zeros), 1 (border), 2 (reflection)")
-    return F.grid_sample(input, grid, _GRID_MODES[interpolation_mode], _GRID_PADDINGS[padding_mode],
-                         bool(align_corners))
+    if not isinstance(align_corners, bool):
+        raise TypeError(f"{op}: align_corners must be a bool, got {type(align_corners).__name__}")
+    return F.grid_sample(input, grid, _GRID_MODES[interpolation_mode], _GRID_PADDINGS[padding_mode], align_corners)
 
 
 @declare(method=False)
