@@ -146,10 +146,15 @@ class ArrayBackend:
         return self.xp.matmul(a, b)
 
     def sum(self, a, axis=None, keepdims=False, dtype=None):
+        # ``add.reduce`` called from here, not through ``np.sum``: NumPy's floating-point warnings (inf - inf) are
+        # then attributed to this module, which pylucid's warning filter covers (pylucid/_fp_warnings.py)
+        red = self.xp.add.reduce
         if dtype is None and a.dtype in _HALF:
             # accumulate half precision in float32 (as PyTorch does), round once
-            return self.xp.sum(a, axis=axis, keepdims=keepdims, dtype=np.float32).astype(a.dtype)
-        return self.xp.sum(a, axis=axis, keepdims=keepdims, dtype=dtype)
+            return red(a, axis=axis, keepdims=keepdims, dtype=np.float32).astype(a.dtype)
+        if dtype is None and a.dtype.kind in "biu":  # np.sum's integer promotion (bool and small ints sum as int64)
+            return self.xp.sum(a, axis=axis, keepdims=keepdims)
+        return red(a, axis=axis, keepdims=keepdims, dtype=dtype)
 
     def mean(self, a, axis=None, keepdims=False):
         if a.size == 0 or (axis is not None and any(a.shape[i] == 0 for i in axis)):

@@ -270,6 +270,8 @@ def _junk_argument(fname, sig, args, kwargs):
         expects_tensor = "Tensor" in _ann(p) or (pname in _TENSOR_NAMES and p.default is p.empty)
         if not expects_tensor:
             continue
+        if v is None and p.default is None:
+            continue  # ``weight=None``: the parameter's own default, not a junk argument
         if v is None or isinstance(v, (str, bytes, dict, set, list)) or (
                 v.__class__ not in _TT and not isinstance(v, (int, float, complex, tuple))):
             return _not_tensor(fname, pname, v)
