@@ -322,13 +322,19 @@ class RNNBase(Module):
                 idx = layer * dirs + d
                 h = h0[idx]
                 c = c0[idx] if c0 is not None else None
-                # the input projection of the whole sequence: one GEMM (with b_hh too, except for the GRU,
-                # whose b_hh sits inside the reset gate's product)
-                # (as a 2-d GEMM over the folded (time, batch) rows, not a stack of per-step products)
-                x_proj = _pl.reshape(_linear(_pl.reshape(layer_in, (seq_len * n, layer_in.shape[-1])), w_ih, b_ih),
-                                     (seq_len, n, w_ih.shape[0]))
+                # the input projection of the whole sequence: one GEMM over the folded (time, batch) rows (with
+                # b_hh in its bias too, except for the GRU, whose b_hh sits inside the reset gate's product)
+                bias = b_ih
                 if b_hh is not None and self.mode != "GRU":
-                    x_proj, b_hh = x_proj + b_hh, None
+                    bias, b_hh = b_ih + b_hh, None
+                x_proj = _pl.nn.functional.linear(layer_in, w_ih, bias)
+                if is_lstm and w_hr is None:
+                    # the whole recurrence as one op: a raw-array loop, one GEMM per step each way
+                    out, h, c = _rnn_ops.lstm_layer(x_proj, h, c, w_hh, reverse=d == 1)
+                    outs.append(out)
+                    h_n.append(h)
+                    c_n.append(c)
+                    continue
                 x_steps = _pl.unbind(x_proj, 0) if seq_len else ()
                 w_hh_t = _pl.transpose(w_hh, 0, 1)
                 steps = range(seq_len - 1, -1, -1) if d == 1 else range(seq_len)
