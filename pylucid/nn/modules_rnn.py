@@ -6,8 +6,10 @@ so a ``state_dict`` copied from a torch module gives the same results. Every
 parameter starts as ``U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))``.
 
 Built from pylucid ops: the input projection of a whole sequence is one GEMM
-per layer and direction; the recurrence is a Python loop over time steps, each a matmul, an add and one
-fused cell op (``pylucid.lstm_cell`` / ``pylucid.gru_cell``'s gate arithmetic, ``pylucid.ops.rnn``).
+per layer and direction. An LSTM layer (without ``proj_size``) then runs its whole recurrence as one op
+(``pylucid.ops.rnn.lstm_layer``: a loop over the steps on raw arrays, each way); the other layers loop over
+the time steps in Python, each step a matmul, an add and one fused cell op (``pylucid.gru_cell``'s gate
+arithmetic, ``pylucid.ops.rnn``).
 
 >>> import pylucid
 >>> from pylucid import nn

@@ -11,7 +11,11 @@ Here the input projections of a whole sequence are one GEMM (done by the caller)
   ``n = tanh(x_n + r h_n)``, ``h' = (1 - z) n + z h`` (gate order ``r, z, n``; ``h_gates`` includes
   ``b_hh``, which PyTorch keeps inside the ``r`` product).
 
-Each has a forward on raw arrays that keeps the activations for the backward, a first-order
+A whole LSTM layer direction is one op as well, ``LstmLayer`` (``lstm_layer``, what ``nn.LSTM`` runs): its
+forward and first-order backward loop over the steps on raw arrays, so a sequence of T steps costs one
+autograd node instead of 3 T (its docstring has the details).
+
+Each cell op has a forward on raw arrays that keeps the activations for the backward, a first-order
 ``backward_fast`` on raw arrays, and a graph-mode ``backward`` in pylucid ops (recomputing the
 activations from the saved inputs), so higher derivatives work. Half precision is computed in float32
 and rounded once per output. The public functions are PyTorch's ``torch.lstm_cell`` and
