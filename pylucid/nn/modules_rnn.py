@@ -29,6 +29,7 @@ import pylucid as _pl
 
 from .. import dtypes as _dt
 from ..errors import ShapeMismatch
+from ..ops import _op
 from ..ops import rnn as _rnn_ops
 from . import init
 from .module import Module, Parameter
@@ -330,8 +331,9 @@ class RNNBase(Module):
                 if b_hh is not None and self.mode != "GRU":
                     bias, b_hh = b_ih + b_hh, None
                 x_proj = _pl.nn.functional.linear(layer_in, w_ih, bias)
-                if is_lstm and w_hr is None:
-                    # the whole recurrence as one op: a raw-array loop, one GEMM per step each way
+                if is_lstm and w_hr is None and _op._transform_hook is None:
+                    # the whole recurrence as one op: a raw-array loop, one GEMM per step each way (the cell ops
+                    # below under a function transform or the ONNX tracer, which have rules for those)
                     out, h, c = _rnn_ops.lstm_layer(x_proj, h, c, w_hh, reverse=d == 1)
                     outs.append(out)
                     h_n.append(h)
