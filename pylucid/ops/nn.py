@@ -1100,6 +1100,62 @@ def _graph_first_order(node, g):
     return tuple(None if r is None else r._data for r in res)
 
 
+#: the most score elements (batch x heads x L x S) the CPU attention below keeps in one array
+_SDPA_WHOLE_MAX = 1 << 22
+
+
+def _sdpa_whole_ok(be, q, k, v, mask, drop) -> bool:
+    """Whether the CPU attention runs as :func:`_sdpa_whole` (and its backward): float32/float64, no mask and no
+    dropout besides ``causal``, one batch shape, and a score matrix small enough to hold whole."""
+    bat = q.shape[:-2]
+    return be.name == "cpu" and mask is None and drop is None and q.dtype.kind == "f" and q.dtype.itemsize >= 4 \
+        and k.shape[:-2] == bat and v.shape[:-2] == bat and k.shape[-2] > 0 and q.shape[-2] > 0 and \
+        q.size // max(q.shape[-1], 1) * k.shape[-2] <= _SDPA_WHOLE_MAX
+
+
+def _sdpa_scores_t(be, q, k, scale, causal):
+    """``(S^T, q * scale)``: the scaled, causally masked scores transposed, ``S^T[..., j, i] = k_j . q_i scale``
+    (keys along the rows: the softmax's max and sum over keys become reductions over rows, which NumPy runs as
+    whole-row vector passes; along the short last axis they are several times slower)."""
+    qs = q * q.dtype.type(scale)
+    st = be.matmul(k, be.swapaxes(qs, -1, -2))
+    if causal:
+        # key j is masked for query i when j > i (top-left aligned): below the diagonal of S^T
+        st += be.tril(be.full(st.shape[-2:], float("-inf"), dtype=st.dtype), -1)
+    return st, qs
+
+
+def _sdpa_whole(be, q, k, v, scale, causal):
+    """``(o, lse)`` of causal or unmasked attention on the CPU with the whole score matrix (see
+    :func:`_sdpa_scores_t`); ``lse`` (..., L, 1) as the backend's tiled kernel gives it."""
+    st, _ = _sdpa_scores_t(be, q, k, scale, causal)
+    m = be.max(st, axis=-2, keepdims=True)
+    st -= m
+    be.exp(st, out=st)
+    den = be.sum(st, axis=-2, keepdims=True)
+    o = be.matmul(be.swapaxes(st, -1, -2), v)
+    o /= be.swapaxes(den, -1, -2)
+    be.log(den, out=den)
+    den += m
+    return o, be.ascontiguousarray(be.swapaxes(den, -1, -2))
+
+
+def _sdpa_whole_backward(be, q, k, v, o, g, lse, scale, causal):
+    """``(dq, dk, dv)`` of :func:`_sdpa_whole` from its ``o`` and ``lse``: ``P^T = exp(S^T - lse)``, ``dv = P^T g``,
+    ``dS^T = P^T (v g^T - rowsum(g o))``, ``dq = dS k scale``, ``dk = dS^T q scale``."""
+    st, qs = _sdpa_scores_t(be, q, k, scale, causal)
+    st -= be.swapaxes(lse, -1, -2)
+    be.exp(st, out=st)
+    dv = be.matmul(st, g)
+    dpt = be.matmul(v, be.swapaxes(g, -1, -2))
+    dpt -= be.expand_dims(be.sum(g * o, axis=-1), -2)
+    dpt *= st
+    dq = be.matmul(be.swapaxes(dpt, -1, -2), k)
+    dq *= q.dtype.type(scale)
+    dk = be.matmul(dpt, qs)
+    return dq, dk, dv
+
+
 class ScaledDotProductAttention(Op):
     """``softmax(q k^T * scale + mask) [* dropout mask] @ v``.
 
@@ -1129,6 +1185,8 @@ class ScaledDotProductAttention(Op):
             r = be.sdpa(q, k, v, mask, scale, causal)
             if r is not None:
                 return r
+        if _sdpa_whole_ok(be, q, k, v, mask, drop):
+            return _sdpa_whole(be, q, k, v, scale, causal)
         if drop is None and be.name == "cpu" and q.dtype.kind in "fV":
             return be.sdpa_cpu(q, k, v, mask, scale, causal)  # float32 GEMMs, tiled over query blocks
         s = _up(be, be.matmul(q, be.swapaxes(k, -1, -2))) * scale  # half scores: softmax in float32
@@ -1198,6 +1256,9 @@ class ScaledDotProductAttention(Op):
             p = self.params
             mask = self.input(3)
             o, lse = self.extra
+            q, k, v = (self.input(i)._data for i in range(3))
+            if _sdpa_whole_ok(be, q, k, v, None if mask is None else mask._data, None):
+                return _sdpa_whole_backward(be, q, k, v, o, g, lse, p["scale"], p["causal"]) + (None, None)
             return be.sdpa_cpu_backward(self.input(0)._data, self.input(1)._data, self.input(2)._data, o, g, lse,
                                         None if mask is None else mask._data, p["scale"], p["causal"]) + (None, None)
         return _graph_first_order(self, g)
