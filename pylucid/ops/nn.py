@@ -260,6 +260,58 @@ def _xhat_t(x: Tensor, axes, eps: float) -> tuple:
     return xc * rstd, rstd
 
 
+def _rows_ok(be, x) -> bool:
+    """Whether a last-axis normalisation of ``x`` runs as :func:`_layer_norm_rows` (CPU, float32/float64)."""
+    return be.name == "cpu" and x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.size and x.ndim
+
+
+def _layer_norm_rows(be, x, w, b, eps):
+    """``(y, mean, rstd)`` of layer norm over the last axis on the CPU: the row means as GEMVs with a ``1/n``
+    vector (NumPy's reductions along a short last axis take several times longer than the product), the rest
+    as in-place passes."""
+    n = x.shape[-1]
+    x2 = x.reshape(-1, n)
+    inv = be.full((n,), 1.0 / n, dtype=x.dtype)
+    mean = be.matmul(x2, inv)
+    y = x2 - mean[:, None]
+    sq = y * y
+    rstd = be.matmul(sq, inv)
+    rstd += x.dtype.type(eps)
+    be.sqrt(rstd, out=rstd)
+    be.reciprocal(rstd, out=rstd)
+    y *= rstd[:, None]
+    if w is not None:
+        y *= w
+    if b is not None:
+        y += b
+    lead = x.shape[:-1]
+    return y.reshape(x.shape), mean.reshape(lead), rstd.reshape(lead)
+
+
+def _layer_norm_rows_backward(be, g, x, mean, rstd, w):
+    """``(dx, dweight, dbias)`` of :func:`_layer_norm_rows` (the last two None without ``w``), with the row and
+    column sums as GEMVs: ``dx = rstd (a - mean(a) - xhat mean(a xhat))``, ``a = g w``."""
+    n = x.shape[-1]
+    x2, g2 = x.reshape(-1, n), g.reshape(-1, n).astype(x.dtype, copy=False)
+    mean, rstd = mean.reshape(-1, 1).astype(x.dtype, copy=False), rstd.reshape(-1, 1).astype(x.dtype, copy=False)
+    inv = be.full((n,), 1.0 / n, dtype=x.dtype)
+    xhat = x2 - mean
+    xhat *= rstd
+    a = g2 * w if w is not None else g2
+    t = a * xhat
+    m2 = be.matmul(t, inv)
+    be.multiply(xhat, m2[:, None], out=t)
+    t += be.matmul(a, inv)[:, None]
+    be.subtract(a, t, out=t)
+    t *= rstd
+    dx = t.reshape(x.shape)
+    if w is None:
+        return dx, None, None
+    xhat *= g2
+    ones = be.ones((x2.shape[0],), dtype=x.dtype)
+    return dx, be.matmul(ones, xhat).astype(w.dtype, copy=False), be.matmul(ones, g2).astype(w.dtype, copy=False)
+
+
 def _layer_norm_grads(be, g, x, w, mean, rstd, axes, wshape, eps, need_w=False, need_b=False):
     """``(dx, dweight, dbias)`` of ``y = (x - mean) * rstd * w + b`` normalised over ``axes``, on raw arrays.
 
@@ -271,7 +323,10 @@ def _layer_norm_grads(be, g, x, w, mean, rstd, axes, wshape, eps, need_w=False, 
     """
     if mean is not None and axes == (x.ndim - 1,):
         lead = x.shape[:-1]
-        gx, gw, gb = be.layer_norm_backward(g, x, mean.reshape(lead), rstd.reshape(lead), w)
+        if _rows_ok(be, x) and (w is None or w.dtype == x.dtype):
+            gx, gw, gb = _layer_norm_rows_backward(be, g, x, mean, rstd, w)
+        else:
+            gx, gw, gb = be.layer_norm_backward(g, x, mean.reshape(lead), rstd.reshape(lead), w)
         if need_b and gb is None:  # a bias without a weight: dbias = sum of g over the rows
             gb = be.sum_to_shape(_up(be, g), wshape).astype(g.dtype)
         return gx, (gw if need_w else None), (gb if need_b else None)
@@ -310,7 +365,10 @@ class LayerNorm(Op):
     def forward(be, x, w, b, k, eps):
         if k == 1 and x.ndim:
             # one normalised axis (the transformer case): the backend's fused layer norm (a kernel on CUDA,
-            # the same arithmetic as the general path below on the CPU)
+            # the same arithmetic as the general path below on the CPU for half inputs), on the CPU in float32
+            # and float64 the GEMV row sums of _layer_norm_rows
+            if _rows_ok(be, x) and all(a is None or a.dtype == x.dtype for a in (w, b)):
+                return _layer_norm_rows(be, x, w, b, eps)
             return be.layer_norm(x, w, b, eps)
         xf = _up(be, x)
         axes = tuple(range(x.ndim - k, x.ndim))
