@@ -1133,11 +1133,25 @@ class Dropout(Op):
 
     @staticmethod
     def forward(be, x, mask, scale):
+        if x.dtype.kind == "f" and mask.dtype == bool:
+            # the boolean mask multiplies as it is (no float copy of it), the scale in place: two passes
+            y = be.multiply(x, mask)
+            y *= x.dtype.type(scale)
+            return y
         return (x * mask.astype(x.dtype) * x.dtype.type(scale)).astype(x.dtype, copy=False)
 
     def backward(self, g):
         mask = self.input(1)
         return g * mask.to(g.dtype) * self.params["scale"], None
+
+    def backward_fast(self, be, g):
+        mask = self.input(1)._data
+        if g.dtype.kind == "f" and mask.dtype == bool:
+            d = be.multiply(g, mask)
+            if d.shape == g.shape:
+                d *= g.dtype.type(self.params["scale"])
+                return d, None
+        return _graph_first_order(self, g)
 
 
 @declare(Dropout, namespaces=(), method=False)
