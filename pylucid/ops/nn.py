@@ -272,16 +272,16 @@ def _rows_ok(be, x) -> bool:
 
 
 def _layer_norm_rows(be, x, w, b, eps):
-    """``(y, mean, rstd)`` of layer norm over the last axis on the CPU: the row means as GEMVs with a ``1/n``
-    vector (NumPy's reductions along a short last axis take several times longer than the product), the rest
-    as in-place passes."""
+    """``(y, mean, rstd)`` of layer norm over the last axis on the CPU: the row means as a GEMV with a ``1/n``
+    vector and the sums of squares as a row-wise ``einsum`` (NumPy's reductions along a short last axis take
+    several times longer), the rest as in-place passes."""
     n = x.shape[-1]
     x2 = x.reshape(-1, n)
     inv = be.full((n,), 1.0 / n, dtype=x.dtype)
     mean = be.matmul(x2, inv)
     y = x2 - mean[:, None]
-    sq = y * y
-    rstd = be.matmul(sq, inv)
+    rstd = be.einsum("ij,ij->i", y, y)  # the row sums of squares without a squared copy
+    rstd *= x.dtype.type(1.0 / n)
     rstd += x.dtype.type(eps)
     be.sqrt(rstd, out=rstd)
     be.reciprocal(rstd, out=rstd)
@@ -304,9 +304,9 @@ def _layer_norm_rows_backward(be, g, x, mean, rstd, w):
     xhat = x2 - mean
     xhat *= rstd
     a = g2 * w if w is not None else g2
-    t = a * xhat
-    m2 = be.matmul(t, inv)
-    be.multiply(xhat, m2[:, None], out=t)
+    m2 = be.einsum("ij,ij->i", a, xhat)
+    m2 *= x.dtype.type(1.0 / n)
+    t = xhat * m2[:, None]
     t += be.matmul(a, inv)[:, None]
     be.subtract(a, t, out=t)
     t *= rstd
