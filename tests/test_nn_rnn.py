@@ -177,17 +177,21 @@ def _lstm_pair(dtype=torch.float64, **kw):
     return pm.to(getattr(pl, str(dtype).split(".")[1])), tm.to(dtype)
 
 
-def test_lstm_runs_one_op_per_layer_and_direction():
-    pm, _ = _lstm_pair(num_layers=2, bidirectional=True)
-    out, _ = pm(pl.tensor(_inputs((5, 2, 3)), requires_grad=True))
-    seen, stack = set(), [out.grad_fn]
+def _graph_names(t):
+    seen, stack = set(), [t.grad_fn]
     while stack:
         n = stack.pop()
         if n is None or n in seen:
             continue
         seen.add(n)
         stack.extend(e[0] for e in n.next_edges if e is not None)
-    names = [n.name() for n in seen]
+    return [n.name() for n in seen]
+
+
+def test_lstm_runs_one_op_per_layer_and_direction():
+    pm, _ = _lstm_pair(num_layers=2, bidirectional=True)
+    out, _ = pm(pl.tensor(_inputs((5, 2, 3)), requires_grad=True))
+    names = _graph_names(out)
     assert names.count("LstmLayerBackward") == 4 and "LstmCellBackward" not in names
 
 
@@ -255,3 +259,33 @@ def test_lstm_empty_sequence():
     assert tuple(po.shape) == (0, 2, 4)
     np.testing.assert_array_equal(ph.detach().numpy(), h0)
     np.testing.assert_array_equal(pc.detach().numpy(), c0)
+
+
+def test_gru_runs_one_op_per_layer_and_direction_and_matches_torch_to_second_order():
+    torch.manual_seed(0)
+    tm = torch.nn.GRU(3, 4, num_layers=2, bidirectional=True).double()
+    pm = nn.GRU(3, 4, num_layers=2, bidirectional=True).double()
+    _copy(pm, tm)
+    x = _inputs((4, 2, 3))
+    px, tx = pl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    po, _ = pm(px)
+    names = _graph_names(po)
+    assert names.count("GruLayerBackward") == 4 and "GruCellBackward" not in names
+    (gp,) = pl.autograd.grad((po ** 2).sum(), px, create_graph=True)
+    (gt,) = torch.autograd.grad((tm(tx)[0] ** 2).sum(), tx, create_graph=True)
+    np.testing.assert_allclose(gp.detach().numpy(), gt.detach().numpy(), atol=1e-10)
+    (gp * gp).sum().backward()
+    (gt * gt).sum().backward()
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), atol=1e-10)
+    tp = dict(tm.named_parameters())
+    for name, p in pm.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), tp[name].grad.numpy(), atol=1e-10, err_msg=name)
+
+
+def test_gru_float32_matches_torch():
+    torch.manual_seed(0)
+    tm = torch.nn.GRU(3, 4, num_layers=2, batch_first=True)
+    pm = nn.GRU(3, 4, num_layers=2, batch_first=True)
+    _copy(pm, tm)
+    _run_compare(pm, tm, [_inputs((3, 6, 3)).astype(np.float32), _inputs((2, 3, 4), 1).astype(np.float32)],
+                 atol=2e-5)

@@ -6,10 +6,10 @@ so a ``state_dict`` copied from a torch module gives the same results. Every
 parameter starts as ``U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))``.
 
 Built from pylucid ops: the input projection of a whole sequence is one GEMM
-per layer and direction. An LSTM layer (without ``proj_size``) then runs its whole recurrence as one op
-(``pylucid.ops.rnn.lstm_layer``: a loop over the steps on raw arrays, each way); the other layers loop over
-the time steps in Python, each step a matmul, an add and one fused cell op (``pylucid.gru_cell``'s gate
-arithmetic, ``pylucid.ops.rnn``).
+per layer and direction. An LSTM (without ``proj_size``) or GRU layer then runs its whole recurrence as one
+op (``pylucid.ops.rnn.lstm_layer`` / ``gru_layer``: a loop over the steps on raw arrays, each way); the
+others (and every layer under a function transform or the ONNX tracer) loop over the time steps in Python,
+each step a matmul, an add and one fused cell op (``pylucid.ops.rnn``).
 
 >>> import pylucid
 >>> from pylucid import nn
@@ -338,6 +338,11 @@ class RNNBase(Module):
                     outs.append(out)
                     h_n.append(h)
                     c_n.append(c)
+                    continue
+                if self.mode == "GRU" and _op._transform_hook is None:
+                    out, h = _rnn_ops.gru_layer(x_proj, h, w_hh, b_hh, reverse=d == 1)
+                    outs.append(out)
+                    h_n.append(h)
                     continue
                 x_steps = _pl.unbind(x_proj, 0) if seq_len else ()
                 w_hh_t = _pl.transpose(w_hh, 0, 1)

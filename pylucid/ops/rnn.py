@@ -307,19 +307,171 @@ class GruCell(Op):
                 (g * z).astype(dts[2], copy=False) if e_h is not None else None)
 
     def backward(self, g, _g_act=None):
-        from .activation import sigmoid, tanh
-        from .shape import cat
+        return _gru_cell_grad(self.input(0), self.input(1), self.input(2), g)
 
-        xg, hg, h = self.input(0), self.input(1), self.input(2)
-        hid = h.shape[-1]
-        r = sigmoid(xg[..., :hid] + hg[..., :hid])
-        z = sigmoid(xg[..., hid:2 * hid] + hg[..., hid:2 * hid])
-        hn = hg[..., 2 * hid:]
-        n = tanh(xg[..., 2 * hid:] + r * hn)
-        dn = g * (1 - z) * (1 - n * n)
-        dr = dn * hn * r * (1 - r)
-        dz = g * (h - n) * z * (1 - z)
-        return cat([dr, dz, dn], -1), cat([dr, dz, dn * r], -1), g * z
+
+def _gru_cell_grad(xg, hg, h, g):
+    """``(d x_gates, d h_gates, d h)`` of one GRU cell in pylucid ops (graph mode), the activations recomputed."""
+    from .activation import sigmoid, tanh
+    from .shape import cat
+
+    hid = h.shape[-1]
+    r = sigmoid(xg[..., :hid] + hg[..., :hid])
+    z = sigmoid(xg[..., hid:2 * hid] + hg[..., hid:2 * hid])
+    hn = hg[..., 2 * hid:]
+    n = tanh(xg[..., 2 * hid:] + r * hn)
+    dn = g * (1 - z) * (1 - n * n)
+    dr = dn * hn * r * (1 - r)
+    dz = g * (h - n) * z * (1 - z)
+    return cat([dr, dz, dn], -1), cat([dr, dz, dn * r], -1), g * z
+
+
+class GruLayer(Op):
+    """``(x_proj (T, B, 3H), h0 (B, H), w_hh (3H, H), b_hh (3H,) or None) -> (out (T, B, H), h_n)``: one
+    direction of one GRU layer over a whole sequence, ``x_proj`` holding ``x_t W_ih^T + b_ih`` of every step
+    (``b_hh`` stays separate: it sits inside the reset gate's product).
+
+    As :class:`LstmLayer`: a raw-array loop forward (per step one GEMM for ``h W_hh^T``), a first-order backward
+    that computes the local derivatives of all steps at once, then loops in reverse with one GEMM per step for
+    ``dh``, and the ``W_hh`` / ``b_hh`` gradients summed over all steps at the end; the graph-mode ``backward``
+    is the unrolled composition of the cell ops. Half precision is computed in float32.
+    """
+
+    schema = OpSchema("gru_layer", amp_policy=PROMOTE, saves_input=True, family="nn", accepts=("float",))
+    n_outputs = 5
+    # the last three are saved for the backward, never handed out: the activations (r, z, n per step), the
+    # hidden-side gates h W_hh^T + b_hh and the hidden states in the compute dtype
+    differentiable_outputs = (True, True, False, False, False)
+
+    @staticmethod
+    def forward(be, x_proj, h0, w_hh, b_hh, *, reverse=False):
+        dt = h0.dtype
+        xp = _up(be, x_proj)
+        cdt = xp.dtype
+        steps, bsz, g3 = xp.shape
+        hid = g3 // 3
+        wt = be.ascontiguousarray(_up(be, w_hh).T)  # (H, 3H)
+        b = None if b_hh is None else _up(be, b_hh)
+        acts = be.empty((steps, bsz, g3), dtype=cdt)  # sigma(r), sigma(z), tanh(n)
+        hgs = be.empty((steps, bsz, g3), dtype=cdt)  # h W_hh^T + b_hh
+        hs = be.empty((steps, bsz, hid), dtype=cdt)
+        h = _up(be, h0)
+        mm = be.xp.matmul
+        tmp = be.empty((bsz, hid), dtype=cdt)
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            hg, a = hgs[t], acts[t]
+            mm(h, wt, out=hg)
+            if b is not None:
+                hg += b
+            rz = a[:, :2 * hid]
+            be.add(xp[t, :, :2 * hid], hg[:, :2 * hid], out=rz)
+            # sigma(x) = (1 + tanh(x / 2)) / 2, as the LSTM layer's gates
+            rz *= 0.5
+            be.tanh(rz, out=rz)
+            rz *= 0.5
+            rz += 0.5
+            n = a[:, 2 * hid:]
+            be.multiply(a[:, :hid], hg[:, 2 * hid:], out=n)
+            n += xp[t, :, 2 * hid:]
+            be.tanh(n, out=n)
+            # h' = n + z (h - n)
+            be.subtract(h, n, out=tmp)
+            tmp *= a[:, hid:2 * hid]
+            be.add(n, tmp, out=hs[t])
+            h = hs[t]
+        return hs.astype(dt), h.astype(dt), acts, hgs, hs
+
+    def save_extra(self, arrays, out):
+        self.extra = out[2:]
+
+    def backward_fast(self, be, g_out, g_hn, _g_acts=None, _g_hgs=None, _g_hs=None):
+        acts, hgs, hs = self.extra
+        x_proj, h0, w_hh, b_hh = (self.input(k) for k in range(4))
+        reverse = self.params.get("reverse", False)
+        cdt = acts.dtype
+        steps, bsz, g3 = acts.shape
+        hid = g3 // 3
+        ex, eh, ew, eb = self.next_edges
+        if not steps:
+            return (be.zeros(x_proj.shape, dtype=x_proj._data.dtype) if ex is not None else None,
+                    g_hn.astype(h0._data.dtype) if eh is not None else None,
+                    be.zeros(w_hh.shape, dtype=w_hh._data.dtype) if ew is not None else None,
+                    be.zeros(b_hh.shape, dtype=b_hh._data.dtype) if eb is not None else None)
+        w = _up(be, w_hh._data)
+        h0f = _up(be, h0._data)
+        g_out = _up(be, g_out)
+        dh = be.array(_up(be, g_hn), dtype=cdt, copy=True)
+        r, z, n = acts[..., :hid], acts[..., hid:2 * hid], acts[..., 2 * hid:]
+        # h_{t-1} of every step, in step order
+        if reverse:
+            prev = be.concatenate([hs[1:], h0f[None]], axis=0)
+        else:
+            prev = be.concatenate([h0f[None], hs[:-1]], axis=0)
+        # local derivatives: d x_proj = dh [kn kr, kz, kn], d hg = dh [kn kr, kz, kn r], with
+        # kn = (1 - z)(1 - n^2), kz = (h_prev - n) z (1 - z), kr = hg_n r (1 - r)
+        kx = be.empty((steps, bsz, 3, hid), dtype=cdt)
+        kn = kx[:, :, 2]
+        be.multiply(n, n, out=kn)
+        be.subtract(1, kn, out=kn)
+        kn *= 1 - z
+        kz = kx[:, :, 1]
+        be.subtract(prev, n, out=kz)
+        kz *= z
+        kz *= 1 - z
+        kr = kx[:, :, 0]
+        be.multiply(r, r, out=kr)
+        be.subtract(r, kr, out=kr)
+        kr *= hgs[..., 2 * hid:]
+        kr *= kn
+        kh = kx.copy()
+        kh[:, :, 2] *= r
+        dx = be.empty((steps, bsz, 3, hid), dtype=cdt)
+        dhg = be.empty((steps, bsz, 3, hid), dtype=cdt)
+        tmp = be.empty((bsz, hid), dtype=cdt)
+        mm = be.xp.matmul
+        for t in (range(steps) if reverse else range(steps - 1, -1, -1)):
+            dh += g_out[t]
+            be.multiply(kx[t], dh[:, None, :], out=dx[t])
+            be.multiply(kh[t], dh[:, None, :], out=dhg[t])
+            be.multiply(dh, z[t], out=tmp)
+            mm(dhg[t].reshape(bsz, g3), w, out=dh)
+            dh += tmp
+        dhg2 = dhg.reshape(steps * bsz, g3)
+        dw = db = None
+        if ew is not None:
+            dw = mm(dhg2.T, prev.reshape(steps * bsz, hid)).astype(w_hh._data.dtype, copy=False)
+        if eb is not None:
+            db = mm(be.ones((steps * bsz,), dtype=cdt), dhg2).astype(b_hh._data.dtype, copy=False)
+        return (dx.reshape(steps, bsz, g3).astype(x_proj._data.dtype, copy=False) if ex is not None else None,
+                dh.astype(h0._data.dtype, copy=False) if eh is not None else None, dw, db)
+
+    def backward(self, g_out, g_hn, _g_acts=None, _g_hgs=None, _g_hs=None):
+        from .linalg import matmul
+        from .reduction import sum as _sum
+        from .shape import reshape, stack, transpose
+
+        x_proj, h0, w_hh, b_hh = (self.input(k) for k in range(4))
+        steps, bsz, g3 = x_proj.shape
+        order = range(steps - 1, -1, -1) if self.params.get("reverse", False) else range(steps)
+        # the forward again, as pylucid ops (so this formula is differentiable once more)
+        wt = transpose(w_hh, 0, 1)
+        h = h0
+        prev, hgs = [None] * steps, [None] * steps
+        for t in order:
+            prev[t] = h
+            hgs[t] = matmul(h, wt) if b_hh is None else matmul(h, wt) + b_hh
+            h = gru_gates(x_proj[t], hgs[t], h)
+        dh = g_hn
+        dx, dhg = [None] * steps, [None] * steps
+        for t in reversed(order):
+            dh = dh + g_out[t]
+            dx[t], dhg[t], dh_direct = _gru_cell_grad(x_proj[t], hgs[t], prev[t], dh)
+            dh = dh_direct + matmul(dhg[t], w_hh)
+        if not steps:
+            return x_proj * 0, dh, w_hh * 0, None if b_hh is None else b_hh * 0
+        d2 = reshape(stack(dhg, 0), (steps * bsz, g3))
+        hp = reshape(stack(prev, 0), (steps * bsz, h0.shape[-1]))
+        return stack(dx, 0), dh, matmul(transpose(d2, 0, 1), hp), None if b_hh is None else _sum(d2, 0)
 
 
 def lstm_gates(gates: Tensor, c: Tensor):
@@ -334,6 +486,14 @@ def lstm_layer(x_proj: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, reverse: bo
     steps from the last to the first (the backward direction of a bidirectional layer)."""
     out, h_n, c_n, _, _ = apply(LstmLayer, (x_proj, h0, c0, w_hh), {"reverse": bool(reverse)})
     return out, h_n, c_n
+
+
+def gru_layer(x_proj: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None, reverse: bool = False):
+    """``(out (T, B, H), h_n)`` of one GRU layer direction from the input projections of all steps ``x_proj``
+    (T, B, 3H) (``x W_ih^T + b_ih``), the initial state, ``W_hh`` and ``b_hh``; ``reverse`` runs the steps from
+    the last to the first."""
+    out, h_n, _, _, _ = apply(GruLayer, (x_proj, h0, w_hh, b_hh), {"reverse": bool(reverse)})
+    return out, h_n
 
 
 def gru_gates(x_gates: Tensor, h_gates: Tensor, h: Tensor) -> Tensor:
