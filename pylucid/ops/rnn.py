@@ -25,6 +25,7 @@ and rounded once per output. The public functions are PyTorch's ``torch.lstm_cel
 from __future__ import annotations
 
 from .._tensor import Tensor
+from ..errors import ShapeMismatch
 from ._op import Op, apply
 from ._utils import check_tensor
 from .registry import declare
@@ -484,14 +485,36 @@ def lstm_layer(x_proj: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, reverse: bo
     """``(out (T, B, H), h_n, c_n)`` of one LSTM layer direction from the input projections of all steps
     ``x_proj`` (T, B, 4H) (``x W_ih^T + b_ih + b_hh``), the initial state and ``W_hh``; ``reverse`` runs the
     steps from the last to the first (the backward direction of a bidirectional layer)."""
+    _layer_args("lstm_layer", 4, x_proj, (h0, c0), w_hh, None)
     out, h_n, c_n, _, _ = apply(LstmLayer, (x_proj, h0, c0, w_hh), {"reverse": bool(reverse)})
     return out, h_n, c_n
+
+
+def _layer_args(op, gates, x_proj, states, w_hh, b_hh) -> None:
+    """ShapeMismatch (naming ``op``) unless ``x_proj`` is (T, B, G*H), each state (B, H), ``w_hh`` (G*H, H) and
+    ``b_hh`` (G*H,) or None."""
+    for t, what in ((x_proj, "x_proj"), (w_hh, "w_hh"), *((h, "state") for h in states)):
+        check_tensor(t, op, what)
+    if b_hh is not None:
+        check_tensor(b_hh, op, "b_hh")
+    if x_proj.ndim != 3 or w_hh.ndim != 2 or any(h.ndim != 2 for h in states):
+        raise ShapeMismatch(f"{op}: expected x_proj (T, B, {gates}H), states (B, H) and w_hh ({gates}H, H), got "
+                            f"{tuple(x_proj.shape)}, {[tuple(h.shape) for h in states]} and {tuple(w_hh.shape)}")
+    _, bsz, g = x_proj.shape
+    hid = w_hh.shape[1]
+    if g != gates * hid or w_hh.shape[0] != g or any(tuple(h.shape) != (bsz, hid) for h in states) or (
+            b_hh is not None and tuple(b_hh.shape) != (g,)):
+        raise ShapeMismatch(f"{op}: shapes do not fit together: x_proj {tuple(x_proj.shape)}, states "
+                            f"{[tuple(h.shape) for h in states]}, w_hh {tuple(w_hh.shape)}"
+                            + (f", b_hh {tuple(b_hh.shape)}" if b_hh is not None else "")
+                            + f" (expected (T, B, {gates}H), (B, H), ({gates}H, H), ({gates}H,))")
 
 
 def gru_layer(x_proj: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None, reverse: bool = False):
     """``(out (T, B, H), h_n)`` of one GRU layer direction from the input projections of all steps ``x_proj``
     (T, B, 3H) (``x W_ih^T + b_ih``), the initial state, ``W_hh`` and ``b_hh``; ``reverse`` runs the steps from
     the last to the first."""
+    _layer_args("gru_layer", 3, x_proj, (h0,), w_hh, b_hh)
     out, h_n, _, _, _ = apply(GruLayer, (x_proj, h0, w_hh, b_hh), {"reverse": bool(reverse)})
     return out, h_n
 
