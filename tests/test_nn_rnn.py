@@ -166,3 +166,126 @@ def test_errors():
         nn.RNN(3, 4, nonlinearity="sigmoid")
     with pytest.raises(ValueError, match="proj_size"):
         nn.LSTM(3, 4, proj_size=4)
+
+
+# ------------------------------------------------------------- the whole-sequence LSTM op (pylucid.ops.rnn.LstmLayer)
+def _lstm_pair(dtype=torch.float64, **kw):
+    torch.manual_seed(0)
+    tm = torch.nn.LSTM(3, 4, **kw).double()
+    pm = nn.LSTM(3, 4, **kw).double()
+    _copy(pm, tm)
+    return pm.to(getattr(pl, str(dtype).split(".")[1])), tm.to(dtype)
+
+
+def _graph_names(t):
+    seen, stack = set(), [t.grad_fn]
+    while stack:
+        n = stack.pop()
+        if n is None or n in seen:
+            continue
+        seen.add(n)
+        stack.extend(e[0] for e in n.next_edges if e is not None)
+    return [n.name() for n in seen]
+
+
+def test_lstm_runs_one_op_per_layer_and_direction():
+    pm, _ = _lstm_pair(num_layers=2, bidirectional=True)
+    out, _ = pm(pl.tensor(_inputs((5, 2, 3)), requires_grad=True))
+    names = _graph_names(out)
+    assert names.count("LstmLayerBackward") == 4 and "LstmCellBackward" not in names
+
+
+def test_lstm_second_order_matches_torch():
+    """create_graph: the graph formula (the unrolled cells) gives the same double backward as PyTorch."""
+    pm, tm = _lstm_pair(num_layers=2)
+    x = _inputs((4, 2, 3))
+    px, tx = pl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (gp,) = pl.autograd.grad((pm(px)[0] ** 2).sum(), px, create_graph=True)
+    (gt,) = torch.autograd.grad((tm(tx)[0] ** 2).sum(), tx, create_graph=True)
+    np.testing.assert_allclose(gp.detach().numpy(), gt.detach().numpy(), atol=1e-10)
+    (gp * gp).sum().backward()
+    (gt * gt).sum().backward()
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), atol=1e-10)
+    tp = dict(tm.named_parameters())
+    for name, p in pm.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), tp[name].grad.numpy(), atol=1e-10, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype,atol", [(torch.float32, 2e-5), (torch.bfloat16, 6e-2)])
+def test_lstm_float32_and_bfloat16_match_torch(dtype, atol):
+    """float32 to PyTorch's rounding; bfloat16 (computed in float32 here, in bfloat16 steps by PyTorch) within a few
+    bfloat16 ulps."""
+    pm, tm = _lstm_pair(dtype, num_layers=2, bidirectional=True)
+    x = _inputs((6, 3, 3)).astype(np.float32)
+    px = pl.tensor(x).to(getattr(pl, str(dtype).split(".")[1])).requires_grad_()
+    tx = torch.tensor(x).to(dtype).requires_grad_()
+    po, (ph, pc) = pm(px)
+    to, (th, tc) = tm(tx)
+    assert po.dtype == px.dtype and ph.dtype == px.dtype and pc.dtype == px.dtype
+    for a, b in ((po, to), (ph, th), (pc, tc)):
+        np.testing.assert_allclose(a.detach().float().numpy(), b.detach().float().numpy(), atol=atol)
+    (po.float().sum() + pc.float().sum()).backward()
+    (to.float().sum() + tc.float().sum()).backward()
+    np.testing.assert_allclose(px.grad.float().numpy(), tx.grad.float().numpy(), atol=atol * 4)
+    tp = dict(tm.named_parameters())
+    for name, p in pm.named_parameters():
+        np.testing.assert_allclose(p.grad.float().numpy(), tp[name].grad.float().numpy(), atol=atol * 8, rtol=5e-2,
+                                   err_msg=name)
+
+
+def test_lstm_output_modified_in_place_keeps_the_backward():
+    """The op keeps its own copy of the hidden states: writing into the returned output (as PyTorch allows, its
+    output is a fresh stack) does not change the gradients."""
+    pm, tm = _lstm_pair()
+    x = _inputs((5, 2, 3))
+    px, tx = pl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    po, (ph, _) = pm(px)
+    to, (th, _) = tm(tx)
+    lp, lt = ph.sum(), th.sum()
+    with pl.no_grad():
+        po.mul_(0)
+    with torch.no_grad():
+        to.mul_(0)
+    lp.backward()
+    lt.backward()
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), atol=1e-10)
+
+
+def test_lstm_empty_sequence():
+    """A sequence of no steps (PyTorch refuses it): an empty output and the initial state as the final one."""
+    pm, _ = _lstm_pair(num_layers=2)
+    h0, c0 = _inputs((2, 2, 4), 1), _inputs((2, 2, 4), 2)
+    po, (ph, pc) = pm(pl.zeros(0, 2, 3, dtype=pl.float64), (pl.tensor(h0), pl.tensor(c0)))
+    assert tuple(po.shape) == (0, 2, 4)
+    np.testing.assert_array_equal(ph.detach().numpy(), h0)
+    np.testing.assert_array_equal(pc.detach().numpy(), c0)
+
+
+def test_gru_runs_one_op_per_layer_and_direction_and_matches_torch_to_second_order():
+    torch.manual_seed(0)
+    tm = torch.nn.GRU(3, 4, num_layers=2, bidirectional=True).double()
+    pm = nn.GRU(3, 4, num_layers=2, bidirectional=True).double()
+    _copy(pm, tm)
+    x = _inputs((4, 2, 3))
+    px, tx = pl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    po, _ = pm(px)
+    names = _graph_names(po)
+    assert names.count("GruLayerBackward") == 4 and "GruCellBackward" not in names
+    (gp,) = pl.autograd.grad((po ** 2).sum(), px, create_graph=True)
+    (gt,) = torch.autograd.grad((tm(tx)[0] ** 2).sum(), tx, create_graph=True)
+    np.testing.assert_allclose(gp.detach().numpy(), gt.detach().numpy(), atol=1e-10)
+    (gp * gp).sum().backward()
+    (gt * gt).sum().backward()
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), atol=1e-10)
+    tp = dict(tm.named_parameters())
+    for name, p in pm.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), tp[name].grad.numpy(), atol=1e-10, err_msg=name)
+
+
+def test_gru_float32_matches_torch():
+    torch.manual_seed(0)
+    tm = torch.nn.GRU(3, 4, num_layers=2, batch_first=True)
+    pm = nn.GRU(3, 4, num_layers=2, batch_first=True)
+    _copy(pm, tm)
+    _run_compare(pm, tm, [_inputs((3, 6, 3)).astype(np.float32), _inputs((2, 3, 4), 1).astype(np.float32)],
+                 atol=2e-5)

@@ -6,8 +6,10 @@ so a ``state_dict`` copied from a torch module gives the same results. Every
 parameter starts as ``U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))``.
 
 Built from pylucid ops: the input projection of a whole sequence is one GEMM
-per layer and direction; the recurrence is a Python loop over time steps, each a matmul, an add and one
-fused cell op (``pylucid.lstm_cell`` / ``pylucid.gru_cell``'s gate arithmetic, ``pylucid.ops.rnn``).
+per layer and direction. An LSTM (without ``proj_size``) or GRU layer then runs its whole recurrence as one
+op (``pylucid.ops.rnn.lstm_layer`` / ``gru_layer``: a loop over the steps on raw arrays, each way); the
+others (and every layer under a function transform or the ONNX tracer) loop over the time steps in Python,
+each step a matmul, an add and one fused cell op (``pylucid.ops.rnn``).
 
 >>> import pylucid
 >>> from pylucid import nn
@@ -27,6 +29,7 @@ import pylucid as _pl
 
 from .. import dtypes as _dt
 from ..errors import ShapeMismatch
+from ..ops import _op
 from ..ops import rnn as _rnn_ops
 from . import init
 from .module import Module, Parameter
@@ -322,13 +325,25 @@ class RNNBase(Module):
                 idx = layer * dirs + d
                 h = h0[idx]
                 c = c0[idx] if c0 is not None else None
-                # the input projection of the whole sequence: one GEMM (with b_hh too, except for the GRU,
-                # whose b_hh sits inside the reset gate's product)
-                # (as a 2-d GEMM over the folded (time, batch) rows, not a stack of per-step products)
-                x_proj = _pl.reshape(_linear(_pl.reshape(layer_in, (seq_len * n, layer_in.shape[-1])), w_ih, b_ih),
-                                     (seq_len, n, w_ih.shape[0]))
+                # the input projection of the whole sequence: one GEMM over the folded (time, batch) rows (with
+                # b_hh in its bias too, except for the GRU, whose b_hh sits inside the reset gate's product)
+                bias = b_ih
                 if b_hh is not None and self.mode != "GRU":
-                    x_proj, b_hh = x_proj + b_hh, None
+                    bias, b_hh = b_ih + b_hh, None
+                x_proj = _pl.nn.functional.linear(layer_in, w_ih, bias)
+                if is_lstm and w_hr is None and _op._transform_hook is None:
+                    # the whole recurrence as one op: a raw-array loop, one GEMM per step each way (the cell ops
+                    # below under a function transform or the ONNX tracer, which have rules for those)
+                    out, h, c = _rnn_ops.lstm_layer(x_proj, h, c, w_hh, reverse=d == 1)
+                    outs.append(out)
+                    h_n.append(h)
+                    c_n.append(c)
+                    continue
+                if self.mode == "GRU" and _op._transform_hook is None:
+                    out, h = _rnn_ops.gru_layer(x_proj, h, w_hh, b_hh, reverse=d == 1)
+                    outs.append(out)
+                    h_n.append(h)
+                    continue
                 x_steps = _pl.unbind(x_proj, 0) if seq_len else ()
                 w_hh_t = _pl.transpose(w_hh, 0, 1)
                 steps = range(seq_len - 1, -1, -1) if d == 1 else range(seq_len)

@@ -139,7 +139,13 @@ class Linear(Op):
         if ew is not None:
             gw = be.matmul(g.reshape(-1, g.shape[-1]).T, x.reshape(-1, x.shape[-1]))
         if eb is not None:
-            gb = be.sum_to_shape(g, self.shapes[2])
+            if be.name == "cpu" and g.ndim >= 2 and self.shapes[2] == g.shape[-1:] and g.dtype.kind == "f" and \
+                    g.dtype.itemsize >= 4:
+                # the column sums as a GEMV with a ones vector: NumPy's sum over the rows takes ~3x longer
+                g2 = g.reshape(-1, g.shape[-1])
+                gb = be.matmul(be.ones((g2.shape[0],), dtype=g.dtype), g2)
+            else:
+                gb = be.sum_to_shape(g, self.shapes[2])
         return gx, gw, gb
 
 
@@ -260,6 +266,58 @@ def _xhat_t(x: Tensor, axes, eps: float) -> tuple:
     return xc * rstd, rstd
 
 
+def _rows_ok(be, x) -> bool:
+    """Whether a last-axis normalisation of ``x`` runs as :func:`_layer_norm_rows` (CPU, float32/float64)."""
+    return be.name == "cpu" and x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.size and x.ndim
+
+
+def _layer_norm_rows(be, x, w, b, eps):
+    """``(y, mean, rstd)`` of layer norm over the last axis on the CPU: the row means as a GEMV with a ``1/n``
+    vector and the sums of squares as a row-wise ``einsum`` (NumPy's reductions along a short last axis take
+    several times longer), the rest as in-place passes."""
+    n = x.shape[-1]
+    x2 = x.reshape(-1, n)
+    inv = be.full((n,), 1.0 / n, dtype=x.dtype)
+    mean = be.matmul(x2, inv)
+    y = x2 - mean[:, None]
+    rstd = be.einsum("ij,ij->i", y, y)  # the row sums of squares without a squared copy
+    rstd *= x.dtype.type(1.0 / n)
+    rstd += x.dtype.type(eps)
+    be.sqrt(rstd, out=rstd)
+    be.reciprocal(rstd, out=rstd)
+    y *= rstd[:, None]
+    if w is not None:
+        y *= w
+    if b is not None:
+        y += b
+    lead = x.shape[:-1]
+    return y.reshape(x.shape), mean.reshape(lead), rstd.reshape(lead)
+
+
+def _layer_norm_rows_backward(be, g, x, mean, rstd, w):
+    """``(dx, dweight, dbias)`` of :func:`_layer_norm_rows` (the last two None without ``w``), with the row and
+    column sums as GEMVs: ``dx = rstd (a - mean(a) - xhat mean(a xhat))``, ``a = g w``."""
+    n = x.shape[-1]
+    x2, g2 = x.reshape(-1, n), g.reshape(-1, n).astype(x.dtype, copy=False)
+    mean, rstd = mean.reshape(-1, 1).astype(x.dtype, copy=False), rstd.reshape(-1, 1).astype(x.dtype, copy=False)
+    inv = be.full((n,), 1.0 / n, dtype=x.dtype)
+    xhat = x2 - mean
+    xhat *= rstd
+    a = g2 * w if w is not None else g2
+    m2 = be.einsum("ij,ij->i", a, xhat)
+    m2 *= x.dtype.type(1.0 / n)
+    t = xhat * m2[:, None]
+    t += be.matmul(a, inv)[:, None]
+    be.subtract(a, t, out=t)
+    t *= rstd
+    dx = t.reshape(x.shape)
+    if w is None:
+        return dx, None, None
+    xhat *= g2
+    ones = be.ones((x2.shape[0],), dtype=x.dtype)
+    return dx, be.matmul(ones, xhat).astype(w.dtype, copy=False), be.matmul(ones, g2).astype(w.dtype, copy=False)
+
+
 def _layer_norm_grads(be, g, x, w, mean, rstd, axes, wshape, eps, need_w=False, need_b=False):
     """``(dx, dweight, dbias)`` of ``y = (x - mean) * rstd * w + b`` normalised over ``axes``, on raw arrays.
 
@@ -271,7 +329,10 @@ def _layer_norm_grads(be, g, x, w, mean, rstd, axes, wshape, eps, need_w=False, 
     """
     if mean is not None and axes == (x.ndim - 1,):
         lead = x.shape[:-1]
-        gx, gw, gb = be.layer_norm_backward(g, x, mean.reshape(lead), rstd.reshape(lead), w)
+        if _rows_ok(be, x) and (w is None or w.dtype == x.dtype):
+            gx, gw, gb = _layer_norm_rows_backward(be, g, x, mean, rstd, w)
+        else:
+            gx, gw, gb = be.layer_norm_backward(g, x, mean.reshape(lead), rstd.reshape(lead), w)
         if need_b and gb is None:  # a bias without a weight: dbias = sum of g over the rows
             gb = be.sum_to_shape(_up(be, g), wshape).astype(g.dtype)
         return gx, (gw if need_w else None), (gb if need_b else None)
@@ -310,7 +371,10 @@ class LayerNorm(Op):
     def forward(be, x, w, b, k, eps):
         if k == 1 and x.ndim:
             # one normalised axis (the transformer case): the backend's fused layer norm (a kernel on CUDA,
-            # the same arithmetic as the general path below on the CPU)
+            # the same arithmetic as the general path below on the CPU for half inputs), on the CPU in float32
+            # and float64 the GEMV row sums of _layer_norm_rows
+            if _rows_ok(be, x) and all(a is None or a.dtype == x.dtype for a in (w, b)):
+                return _layer_norm_rows(be, x, w, b, eps)
             return be.layer_norm(x, w, b, eps)
         xf = _up(be, x)
         axes = tuple(range(x.ndim - k, x.ndim))
@@ -1032,8 +1096,13 @@ class EmbeddingBackward(Op):
             # CUDA kernel: atomic adds, or (under use_deterministic_algorithms) the sorted, fixed-order sum
             return be.embedding_backward(g, indices, num_weights, padding_idx if padding_idx >= 0 else None,
                                          deterministic=flags.deterministic)
-        out = be.zeros((num_weights,) + g.shape[indices.ndim:], dtype=g.dtype)
-        be.scatter_add(out, indices.reshape(-1), g.reshape((-1,) + g.shape[indices.ndim:]))
+        idx, rows = indices.reshape(-1), g.reshape((-1,) + g.shape[indices.ndim:])
+        if be.name == "cpu" and rows.ndim == 2 and 0 < num_weights <= idx.size and g.dtype.kind == "f" and \
+                g.dtype.itemsize >= 4:
+            out = _bincount_rows(be, idx, rows, num_weights)
+        else:
+            out = be.zeros((num_weights,) + g.shape[indices.ndim:], dtype=g.dtype)
+            be.scatter_add(out, idx, rows)
         if padding_idx >= 0:
             out[padding_idx] = 0
         return out
@@ -1050,6 +1119,16 @@ class EmbeddingBackward(Op):
                 keep = unsqueeze(keep, -1)
             out = out * keep
         return out, None
+
+
+def _bincount_rows(be, idx, rows, num_weights):
+    """``sum of rows[r] with idx[r] == k`` for every k as ONE ``bincount`` over the flattened (index, column)
+    pairs, accumulated in float64 (so at least as accurate as the sequential float32 ``add.at``, which runs
+    element by element and takes several times longer when the table is no larger than the number of rows)."""
+    d = rows.shape[1]
+    flat = (idx.astype(be.int64, copy=False)[:, None] * d + be.arange(d)).reshape(-1)
+    out = be.bincount(flat, weights=rows.reshape(-1), minlength=num_weights * d)
+    return out.reshape(num_weights, d).astype(rows.dtype, copy=False)
 
 
 def embedding_op(weight, indices, padding_idx: int = -1) -> Tensor:
@@ -1074,11 +1153,25 @@ class Dropout(Op):
 
     @staticmethod
     def forward(be, x, mask, scale):
+        if x.dtype.kind == "f" and mask.dtype == bool:
+            # the boolean mask multiplies as it is (no float copy of it), the scale in place: two passes
+            y = be.multiply(x, mask)
+            y *= x.dtype.type(scale)
+            return y
         return (x * mask.astype(x.dtype) * x.dtype.type(scale)).astype(x.dtype, copy=False)
 
     def backward(self, g):
         mask = self.input(1)
         return g * mask.to(g.dtype) * self.params["scale"], None
+
+    def backward_fast(self, be, g):
+        mask = self.input(1)._data
+        if g.dtype.kind == "f" and mask.dtype == bool:
+            d = be.multiply(g, mask)
+            if d.shape == g.shape:
+                d *= g.dtype.type(self.params["scale"])
+                return d, None
+        return _graph_first_order(self, g)
 
 
 @declare(Dropout, namespaces=(), method=False)
@@ -1120,6 +1213,62 @@ def _graph_first_order(node, g):
     return tuple(None if r is None else r._data for r in res)
 
 
+#: the most score elements (batch x heads x L x S) the CPU attention below keeps in one array
+_SDPA_WHOLE_MAX = 1 << 22
+
+
+def _sdpa_whole_ok(be, q, k, v, mask, drop) -> bool:
+    """Whether the CPU attention runs as :func:`_sdpa_whole` (and its backward): float32/float64, no mask and no
+    dropout besides ``causal``, one batch shape, and a score matrix small enough to hold whole."""
+    bat = q.shape[:-2]
+    return be.name == "cpu" and mask is None and drop is None and q.dtype.kind == "f" and q.dtype.itemsize >= 4 \
+        and k.shape[:-2] == bat and v.shape[:-2] == bat and k.shape[-2] > 0 and q.shape[-2] > 0 and \
+        q.size // max(q.shape[-1], 1) * k.shape[-2] <= _SDPA_WHOLE_MAX
+
+
+def _sdpa_scores_t(be, q, k, scale, causal):
+    """``(S^T, q * scale)``: the scaled, causally masked scores transposed, ``S^T[..., j, i] = k_j . q_i scale``
+    (keys along the rows: the softmax's max and sum over keys become reductions over rows, which NumPy runs as
+    whole-row vector passes; along the short last axis they are several times slower)."""
+    qs = q * q.dtype.type(scale)
+    st = be.matmul(k, be.swapaxes(qs, -1, -2))
+    if causal:
+        # key j is masked for query i when j > i (top-left aligned): below the diagonal of S^T
+        st += be.tril(be.full(st.shape[-2:], float("-inf"), dtype=st.dtype), -1)
+    return st, qs
+
+
+def _sdpa_whole(be, q, k, v, scale, causal):
+    """``(o, lse)`` of causal or unmasked attention on the CPU with the whole score matrix (see
+    :func:`_sdpa_scores_t`); ``lse`` (..., L, 1) as the backend's tiled kernel gives it."""
+    st, _ = _sdpa_scores_t(be, q, k, scale, causal)
+    m = be.max(st, axis=-2, keepdims=True)
+    st -= m
+    be.exp(st, out=st)
+    den = be.sum(st, axis=-2, keepdims=True)
+    o = be.matmul(be.swapaxes(st, -1, -2), v)
+    o /= be.swapaxes(den, -1, -2)
+    be.log(den, out=den)
+    den += m
+    return o, be.ascontiguousarray(be.swapaxes(den, -1, -2))
+
+
+def _sdpa_whole_backward(be, q, k, v, o, g, lse, scale, causal):
+    """``(dq, dk, dv)`` of :func:`_sdpa_whole` from its ``o`` and ``lse``: ``P^T = exp(S^T - lse)``, ``dv = P^T g``,
+    ``dS^T = P^T (v g^T - rowsum(g o))``, ``dq = dS k scale``, ``dk = dS^T q scale``."""
+    st, qs = _sdpa_scores_t(be, q, k, scale, causal)
+    st -= be.swapaxes(lse, -1, -2)
+    be.exp(st, out=st)
+    dv = be.matmul(st, g)
+    dpt = be.matmul(v, be.swapaxes(g, -1, -2))
+    dpt -= be.expand_dims(be.sum(g * o, axis=-1), -2)
+    dpt *= st
+    dq = be.matmul(be.swapaxes(dpt, -1, -2), k)
+    dq *= q.dtype.type(scale)
+    dk = be.matmul(dpt, qs)
+    return dq, dk, dv
+
+
 class ScaledDotProductAttention(Op):
     """``softmax(q k^T * scale + mask) [* dropout mask] @ v``.
 
@@ -1149,6 +1298,8 @@ class ScaledDotProductAttention(Op):
             r = be.sdpa(q, k, v, mask, scale, causal)
             if r is not None:
                 return r
+        if _sdpa_whole_ok(be, q, k, v, mask, drop):
+            return _sdpa_whole(be, q, k, v, scale, causal)
         if drop is None and be.name == "cpu" and q.dtype.kind in "fV":
             return be.sdpa_cpu(q, k, v, mask, scale, causal)  # float32 GEMMs, tiled over query blocks
         s = _up(be, be.matmul(q, be.swapaxes(k, -1, -2))) * scale  # half scores: softmax in float32
@@ -1218,6 +1369,9 @@ class ScaledDotProductAttention(Op):
             p = self.params
             mask = self.input(3)
             o, lse = self.extra
+            q, k, v = (self.input(i)._data for i in range(3))
+            if _sdpa_whole_ok(be, q, k, v, None if mask is None else mask._data, None):
+                return _sdpa_whole_backward(be, q, k, v, o, g, lse, p["scale"], p["causal"]) + (None, None)
             return be.sdpa_cpu_backward(self.input(0)._data, self.input(1)._data, self.input(2)._data, o, g, lse,
                                         None if mask is None else mask._data, p["scale"], p["causal"]) + (None, None)
         return _graph_first_order(self, g)

@@ -11,7 +11,11 @@ Here the input projections of a whole sequence are one GEMM (done by the caller)
   ``n = tanh(x_n + r h_n)``, ``h' = (1 - z) n + z h`` (gate order ``r, z, n``; ``h_gates`` includes
   ``b_hh``, which PyTorch keeps inside the ``r`` product).
 
-Each has a forward on raw arrays that keeps the activations for the backward, a first-order
+A whole LSTM layer direction is one op as well, ``LstmLayer`` (``lstm_layer``, what ``nn.LSTM`` runs): its
+forward and first-order backward loop over the steps on raw arrays, so a sequence of T steps costs one
+autograd node instead of 3 T (its docstring has the details).
+
+Each cell op has a forward on raw arrays that keeps the activations for the backward, a first-order
 ``backward_fast`` on raw arrays, and a graph-mode ``backward`` in pylucid ops (recomputing the
 activations from the saved inputs), so higher derivatives work. Half precision is computed in float32
 and rounded once per output. The public functions are PyTorch's ``torch.lstm_cell`` and
@@ -21,6 +25,7 @@ and rounded once per output. The public functions are PyTorch's ``torch.lstm_cel
 from __future__ import annotations
 
 from .._tensor import Tensor
+from ..errors import ShapeMismatch
 from ._op import Op, apply
 from ._utils import check_tensor
 from .registry import declare
@@ -89,17 +94,174 @@ class LstmCell(Op):
                 (dc2 * f).astype(dt_c, copy=False) if ec is not None else None)
 
     def backward(self, gh, gc, _g_act=None):
-        from .activation import sigmoid, tanh
-        from .shape import cat
+        return _lstm_cell_grad(self.input(0), self.input(1), gh, gc)
 
-        a, c = self.input(0), self.input(1)
-        hid = a.shape[-1] // 4
-        i, f, o = sigmoid(a[..., :hid]), sigmoid(a[..., hid:2 * hid]), sigmoid(a[..., 3 * hid:])
-        g = tanh(a[..., 2 * hid:3 * hid])
-        tc = tanh(f * c + i * g)
-        dc2 = gc + gh * o * (1 - tc * tc)
-        da = cat([dc2 * g * i * (1 - i), dc2 * c * f * (1 - f), dc2 * i * (1 - g * g), gh * tc * o * (1 - o)], -1)
-        return da, dc2 * f
+
+def _lstm_cell_grad(a, c, gh, gc):
+    """``(d gates, d c)`` of one LSTM cell in pylucid ops (graph mode), the activations recomputed from the
+    pre-activation ``gates`` ``a`` and the cell state ``c``."""
+    from .activation import sigmoid, tanh
+    from .shape import cat
+
+    hid = a.shape[-1] // 4
+    i, f, o = sigmoid(a[..., :hid]), sigmoid(a[..., hid:2 * hid]), sigmoid(a[..., 3 * hid:])
+    g = tanh(a[..., 2 * hid:3 * hid])
+    tc = tanh(f * c + i * g)
+    dc2 = gc + gh * o * (1 - tc * tc)
+    da = cat([dc2 * g * i * (1 - i), dc2 * c * f * (1 - f), dc2 * i * (1 - g * g), gh * tc * o * (1 - o)], -1)
+    return da, dc2 * f
+
+
+class LstmLayer(Op):
+    """``(x_proj (T, B, 4H), h0 (B, H), c0 (B, H), w_hh (4H, H)) -> (out (T, B, H), h_n, c_n)``: one direction of
+    one LSTM layer over a whole sequence, ``x_proj`` holding ``x_t W_ih^T + b_ih + b_hh`` of every step.
+
+    The forward loops over the steps on raw arrays (per step one ``(B, H) x (H, 4H)`` GEMM and the gate
+    arithmetic written in place), keeping the activations ``i, f, g, o``, ``tanh(c_t)``, ``c_t`` and ``h_t``.
+    The first-order backward loops in reverse: per step the gate gradients and ONE GEMM for ``dh_{t-1}``;
+    the weight gradient is ONE GEMM over all steps at the end (``dG^T [h_{-1}, ..., h_{T-2}]``). The graph-mode
+    ``backward`` (``create_graph``) is the unrolled composition of the cell ops. Half precision is computed in
+    float32 and rounded once per output.
+    """
+
+    schema = OpSchema("lstm_layer", amp_policy=PROMOTE, saves_input=True, family="nn", accepts=("float",))
+    n_outputs = 5
+    # the last two outputs are the saved activations (gates; tanh(c), c and h per step), never handed out
+    differentiable_outputs = (True, True, True, False, False)
+
+    @staticmethod
+    def forward(be, x_proj, h0, c0, w_hh, *, reverse=False):
+        dt = h0.dtype
+        xp = _up(be, x_proj)
+        cdt = xp.dtype
+        steps, bsz, g4 = xp.shape
+        hid = g4 // 4
+        wt = be.ascontiguousarray(_up(be, w_hh).T)  # (H, 4H): the step's GEMM reads it row-major
+        acts = be.empty((steps, bsz, g4), dtype=cdt)  # sigma(i), sigma(f), tanh(g), sigma(o)
+        st = be.empty((3, steps, bsz, hid), dtype=cdt)  # tanh(c_t), c_t, h_t
+        tcs, cs, hs = st[0], st[1], st[2]
+        h, c = _up(be, h0), _up(be, c0)
+        mm = be.xp.matmul
+        tmp = be.empty((bsz, hid), dtype=cdt)
+        # sigma(x) = (1 + tanh(x / 2)) / 2: the four gate blocks take ONE tanh pass between a scale and a shift
+        # per column (1/2 on the sigmoid blocks, 1 on the cell block g), no exp, no reciprocal
+        scale = be.full((g4,), 0.5, dtype=cdt)
+        scale[2 * hid:3 * hid] = 1
+        shift = be.full((g4,), 0.5, dtype=cdt)
+        shift[2 * hid:3 * hid] = 0
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            a = acts[t]
+            mm(h, wt, out=a)
+            a += xp[t]
+            a *= scale
+            be.tanh(a, out=a)
+            a *= scale
+            a += shift
+            c2 = cs[t]
+            be.multiply(a[:, hid:2 * hid], c, out=c2)
+            be.multiply(a[:, :hid], a[:, 2 * hid:3 * hid], out=tmp)
+            c2 += tmp
+            be.tanh(c2, out=tcs[t])
+            be.multiply(a[:, 3 * hid:], tcs[t], out=hs[t])
+            h, c = hs[t], c2
+        out = hs.astype(dt)
+        return out, h.astype(dt), c.astype(c0.dtype), acts, st
+
+    def save_extra(self, arrays, out):
+        self.extra = (out[3], out[4])
+
+    def backward_fast(self, be, g_out, g_hn, g_cn, _g_acts=None, _g_st=None):
+        acts, st = self.extra
+        x_proj, h0, c0, w_hh = (self.input(k)._data for k in range(4))
+        reverse = self.params.get("reverse", False)
+        cdt = acts.dtype
+        steps, bsz, g4 = acts.shape
+        hid = g4 // 4
+        tcs, cs, hs = st[0], st[1], st[2]
+        w = _up(be, w_hh)
+        c0f, h0f = _up(be, c0), _up(be, h0)
+        g_out = _up(be, g_out)
+        dh = be.array(_up(be, g_hn), dtype=cdt, copy=True)
+        dc = be.array(_up(be, g_cn), dtype=cdt, copy=True)
+        # the local derivatives of every step, computed for the whole sequence at once (few passes over long
+        # arrays, not many over small strided blocks): k = [g i(1-i), c_prev f(1-f), i(1-g^2), tanh(c) o(1-o)]
+        # multiplies [dc, dc, dc, dh] into the gate gradients, kc = o (1 - tanh(c)^2) takes dh into dc
+        k = acts * acts
+        be.subtract(acts, k, out=k)
+        i, f, g, o = (acts[..., j * hid:(j + 1) * hid] for j in range(4))
+        k[..., :hid] *= g
+        if steps:
+            if reverse:
+                k[:-1, :, hid:2 * hid] *= cs[1:]
+                k[-1, :, hid:2 * hid] *= c0f
+            else:
+                k[1:, :, hid:2 * hid] *= cs[:-1]
+                k[0, :, hid:2 * hid] *= c0f
+        kg = k[..., 2 * hid:3 * hid]
+        be.multiply(g, g, out=kg)
+        be.subtract(1, kg, out=kg)
+        kg *= i
+        k[..., 3 * hid:] *= tcs
+        kc = tcs * tcs
+        be.subtract(1, kc, out=kc)
+        kc *= o
+        k3 = k[..., :3 * hid].reshape(steps, bsz, 3, hid)
+        dg = be.empty((steps, bsz, g4), dtype=cdt)
+        dg3 = dg[..., :3 * hid].reshape(steps, bsz, 3, hid)
+        tmp = be.empty((bsz, hid), dtype=cdt)
+        mm = be.xp.matmul
+        for t in (range(steps) if reverse else range(steps - 1, -1, -1)):
+            dh += g_out[t]
+            be.multiply(kc[t], dh, out=tmp)
+            dc += tmp
+            be.multiply(k3[t], dc[:, None, :], out=dg3[t])
+            be.multiply(k[t, :, 3 * hid:], dh, out=dg[t, :, 3 * hid:])
+            mm(dg[t], w, out=dh)
+            dc *= f[t]
+        ex, eh, ec, ew = self.next_edges
+        dw = None
+        if ew is not None and steps:
+            # h_{t-1} of every step in the rows of dg: one GEMM over the whole sequence
+            if steps == 1:
+                prev = h0f[None]
+            elif reverse:
+                prev = be.concatenate([hs[1:], h0f[None]], axis=0)
+            else:
+                prev = be.concatenate([h0f[None], hs[:-1]], axis=0)
+            dw = mm(dg.reshape(steps * bsz, g4).T, prev.reshape(steps * bsz, hid)).astype(w_hh.dtype, copy=False)
+        elif ew is not None:
+            dw = be.zeros(w_hh.shape, dtype=w_hh.dtype)
+        return (dg.astype(x_proj.dtype, copy=False) if ex is not None else None,
+                dh.astype(h0.dtype, copy=False) if eh is not None else None,
+                dc.astype(c0.dtype, copy=False) if ec is not None else None, dw)
+
+    def backward(self, g_out, g_hn, g_cn, _g_acts=None, _g_st=None):
+        from .linalg import matmul
+        from .shape import reshape, stack, transpose
+
+        x_proj, h0, c0, w_hh = (self.input(k) for k in range(4))
+        steps, bsz, g4 = x_proj.shape
+        order = range(steps - 1, -1, -1) if self.params.get("reverse", False) else range(steps)
+        # the forward again, as pylucid ops (so this formula is differentiable once more)
+        wt = transpose(w_hh, 0, 1)
+        h, c = h0, c0
+        prev, gates = [None] * steps, [None] * steps
+        for t in order:
+            prev[t] = (h, c)
+            gates[t] = x_proj[t] + matmul(h, wt)
+            h, c = lstm_gates(gates[t], c)
+        dh, dc = g_hn, g_cn
+        dg = [None] * steps
+        for t in reversed(order):
+            dh = dh + g_out[t]
+            dg[t], dc = _lstm_cell_grad(gates[t], prev[t][1], dh, dc)
+            dh = matmul(dg[t], w_hh)
+        if not steps:
+            return x_proj * 0, dh, dc, w_hh * 0
+        d_proj = stack(dg, 0)
+        hp = stack([p[0] for p in prev], 0)
+        dw = matmul(transpose(reshape(d_proj, (steps * bsz, g4)), 0, 1), reshape(hp, (steps * bsz, hp.shape[-1])))
+        return d_proj, dh, dc, dw
 
 
 class GruCell(Op):
@@ -146,25 +308,215 @@ class GruCell(Op):
                 (g * z).astype(dts[2], copy=False) if e_h is not None else None)
 
     def backward(self, g, _g_act=None):
-        from .activation import sigmoid, tanh
-        from .shape import cat
+        return _gru_cell_grad(self.input(0), self.input(1), self.input(2), g)
 
-        xg, hg, h = self.input(0), self.input(1), self.input(2)
-        hid = h.shape[-1]
-        r = sigmoid(xg[..., :hid] + hg[..., :hid])
-        z = sigmoid(xg[..., hid:2 * hid] + hg[..., hid:2 * hid])
-        hn = hg[..., 2 * hid:]
-        n = tanh(xg[..., 2 * hid:] + r * hn)
-        dn = g * (1 - z) * (1 - n * n)
-        dr = dn * hn * r * (1 - r)
-        dz = g * (h - n) * z * (1 - z)
-        return cat([dr, dz, dn], -1), cat([dr, dz, dn * r], -1), g * z
+
+def _gru_cell_grad(xg, hg, h, g):
+    """``(d x_gates, d h_gates, d h)`` of one GRU cell in pylucid ops (graph mode), the activations recomputed."""
+    from .activation import sigmoid, tanh
+    from .shape import cat
+
+    hid = h.shape[-1]
+    r = sigmoid(xg[..., :hid] + hg[..., :hid])
+    z = sigmoid(xg[..., hid:2 * hid] + hg[..., hid:2 * hid])
+    hn = hg[..., 2 * hid:]
+    n = tanh(xg[..., 2 * hid:] + r * hn)
+    dn = g * (1 - z) * (1 - n * n)
+    dr = dn * hn * r * (1 - r)
+    dz = g * (h - n) * z * (1 - z)
+    return cat([dr, dz, dn], -1), cat([dr, dz, dn * r], -1), g * z
+
+
+class GruLayer(Op):
+    """``(x_proj (T, B, 3H), h0 (B, H), w_hh (3H, H), b_hh (3H,) or None) -> (out (T, B, H), h_n)``: one
+    direction of one GRU layer over a whole sequence, ``x_proj`` holding ``x_t W_ih^T + b_ih`` of every step
+    (``b_hh`` stays separate: it sits inside the reset gate's product).
+
+    As :class:`LstmLayer`: a raw-array loop forward (per step one GEMM for ``h W_hh^T``), a first-order backward
+    that computes the local derivatives of all steps at once, then loops in reverse with one GEMM per step for
+    ``dh``, and the ``W_hh`` / ``b_hh`` gradients summed over all steps at the end; the graph-mode ``backward``
+    is the unrolled composition of the cell ops. Half precision is computed in float32.
+    """
+
+    schema = OpSchema("gru_layer", amp_policy=PROMOTE, saves_input=True, family="nn", accepts=("float",))
+    n_outputs = 5
+    # the last three are saved for the backward, never handed out: the activations (r, z, n per step), the
+    # hidden-side gates h W_hh^T + b_hh and the hidden states in the compute dtype
+    differentiable_outputs = (True, True, False, False, False)
+
+    @staticmethod
+    def forward(be, x_proj, h0, w_hh, b_hh, *, reverse=False):
+        dt = h0.dtype
+        xp = _up(be, x_proj)
+        cdt = xp.dtype
+        steps, bsz, g3 = xp.shape
+        hid = g3 // 3
+        wt = be.ascontiguousarray(_up(be, w_hh).T)  # (H, 3H)
+        b = None if b_hh is None else _up(be, b_hh)
+        acts = be.empty((steps, bsz, g3), dtype=cdt)  # sigma(r), sigma(z), tanh(n)
+        hgs = be.empty((steps, bsz, g3), dtype=cdt)  # h W_hh^T + b_hh
+        hs = be.empty((steps, bsz, hid), dtype=cdt)
+        h = _up(be, h0)
+        mm = be.xp.matmul
+        tmp = be.empty((bsz, hid), dtype=cdt)
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            hg, a = hgs[t], acts[t]
+            mm(h, wt, out=hg)
+            if b is not None:
+                hg += b
+            rz = a[:, :2 * hid]
+            be.add(xp[t, :, :2 * hid], hg[:, :2 * hid], out=rz)
+            # sigma(x) = (1 + tanh(x / 2)) / 2, as the LSTM layer's gates
+            rz *= 0.5
+            be.tanh(rz, out=rz)
+            rz *= 0.5
+            rz += 0.5
+            n = a[:, 2 * hid:]
+            be.multiply(a[:, :hid], hg[:, 2 * hid:], out=n)
+            n += xp[t, :, 2 * hid:]
+            be.tanh(n, out=n)
+            # h' = n + z (h - n)
+            be.subtract(h, n, out=tmp)
+            tmp *= a[:, hid:2 * hid]
+            be.add(n, tmp, out=hs[t])
+            h = hs[t]
+        return hs.astype(dt), h.astype(dt), acts, hgs, hs
+
+    def save_extra(self, arrays, out):
+        self.extra = out[2:]
+
+    def backward_fast(self, be, g_out, g_hn, _g_acts=None, _g_hgs=None, _g_hs=None):
+        acts, hgs, hs = self.extra
+        x_proj, h0, w_hh, b_hh = (self.input(k) for k in range(4))
+        reverse = self.params.get("reverse", False)
+        cdt = acts.dtype
+        steps, bsz, g3 = acts.shape
+        hid = g3 // 3
+        ex, eh, ew, eb = self.next_edges
+        if not steps:
+            return (be.zeros(x_proj.shape, dtype=x_proj._data.dtype) if ex is not None else None,
+                    g_hn.astype(h0._data.dtype) if eh is not None else None,
+                    be.zeros(w_hh.shape, dtype=w_hh._data.dtype) if ew is not None else None,
+                    be.zeros(b_hh.shape, dtype=b_hh._data.dtype) if eb is not None else None)
+        w = _up(be, w_hh._data)
+        h0f = _up(be, h0._data)
+        g_out = _up(be, g_out)
+        dh = be.array(_up(be, g_hn), dtype=cdt, copy=True)
+        r, z, n = acts[..., :hid], acts[..., hid:2 * hid], acts[..., 2 * hid:]
+        # h_{t-1} of every step, in step order
+        if reverse:
+            prev = be.concatenate([hs[1:], h0f[None]], axis=0)
+        else:
+            prev = be.concatenate([h0f[None], hs[:-1]], axis=0)
+        # local derivatives: d x_proj = dh [kn kr, kz, kn], d hg = dh [kn kr, kz, kn r], with
+        # kn = (1 - z)(1 - n^2), kz = (h_prev - n) z (1 - z), kr = hg_n r (1 - r)
+        kx = be.empty((steps, bsz, 3, hid), dtype=cdt)
+        kn = kx[:, :, 2]
+        be.multiply(n, n, out=kn)
+        be.subtract(1, kn, out=kn)
+        kn *= 1 - z
+        kz = kx[:, :, 1]
+        be.subtract(prev, n, out=kz)
+        kz *= z
+        kz *= 1 - z
+        kr = kx[:, :, 0]
+        be.multiply(r, r, out=kr)
+        be.subtract(r, kr, out=kr)
+        kr *= hgs[..., 2 * hid:]
+        kr *= kn
+        kh = kx.copy()
+        kh[:, :, 2] *= r
+        dx = be.empty((steps, bsz, 3, hid), dtype=cdt)
+        dhg = be.empty((steps, bsz, 3, hid), dtype=cdt)
+        tmp = be.empty((bsz, hid), dtype=cdt)
+        mm = be.xp.matmul
+        for t in (range(steps) if reverse else range(steps - 1, -1, -1)):
+            dh += g_out[t]
+            be.multiply(kx[t], dh[:, None, :], out=dx[t])
+            be.multiply(kh[t], dh[:, None, :], out=dhg[t])
+            be.multiply(dh, z[t], out=tmp)
+            mm(dhg[t].reshape(bsz, g3), w, out=dh)
+            dh += tmp
+        dhg2 = dhg.reshape(steps * bsz, g3)
+        dw = db = None
+        if ew is not None:
+            dw = mm(dhg2.T, prev.reshape(steps * bsz, hid)).astype(w_hh._data.dtype, copy=False)
+        if eb is not None:
+            db = mm(be.ones((steps * bsz,), dtype=cdt), dhg2).astype(b_hh._data.dtype, copy=False)
+        return (dx.reshape(steps, bsz, g3).astype(x_proj._data.dtype, copy=False) if ex is not None else None,
+                dh.astype(h0._data.dtype, copy=False) if eh is not None else None, dw, db)
+
+    def backward(self, g_out, g_hn, _g_acts=None, _g_hgs=None, _g_hs=None):
+        from .linalg import matmul
+        from .reduction import sum as _sum
+        from .shape import reshape, stack, transpose
+
+        x_proj, h0, w_hh, b_hh = (self.input(k) for k in range(4))
+        steps, bsz, g3 = x_proj.shape
+        order = range(steps - 1, -1, -1) if self.params.get("reverse", False) else range(steps)
+        # the forward again, as pylucid ops (so this formula is differentiable once more)
+        wt = transpose(w_hh, 0, 1)
+        h = h0
+        prev, hgs = [None] * steps, [None] * steps
+        for t in order:
+            prev[t] = h
+            hgs[t] = matmul(h, wt) if b_hh is None else matmul(h, wt) + b_hh
+            h = gru_gates(x_proj[t], hgs[t], h)
+        dh = g_hn
+        dx, dhg = [None] * steps, [None] * steps
+        for t in reversed(order):
+            dh = dh + g_out[t]
+            dx[t], dhg[t], dh_direct = _gru_cell_grad(x_proj[t], hgs[t], prev[t], dh)
+            dh = dh_direct + matmul(dhg[t], w_hh)
+        if not steps:
+            return x_proj * 0, dh, w_hh * 0, None if b_hh is None else b_hh * 0
+        d2 = reshape(stack(dhg, 0), (steps * bsz, g3))
+        hp = reshape(stack(prev, 0), (steps * bsz, h0.shape[-1]))
+        return stack(dx, 0), dh, matmul(transpose(d2, 0, 1), hp), None if b_hh is None else _sum(d2, 0)
 
 
 def lstm_gates(gates: Tensor, c: Tensor):
     """``(h', c')`` of one LSTM step from its pre-activation ``gates`` (B, 4H) and cell state ``c``."""
     h2, c2, _ = apply(LstmCell, (gates, c))
     return h2, c2
+
+
+def lstm_layer(x_proj: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, reverse: bool = False):
+    """``(out (T, B, H), h_n, c_n)`` of one LSTM layer direction from the input projections of all steps
+    ``x_proj`` (T, B, 4H) (``x W_ih^T + b_ih + b_hh``), the initial state and ``W_hh``; ``reverse`` runs the
+    steps from the last to the first (the backward direction of a bidirectional layer)."""
+    _layer_args("lstm_layer", 4, x_proj, (h0, c0), w_hh, None)
+    out, h_n, c_n, _, _ = apply(LstmLayer, (x_proj, h0, c0, w_hh), {"reverse": bool(reverse)})
+    return out, h_n, c_n
+
+
+def _layer_args(op, gates, x_proj, states, w_hh, b_hh) -> None:
+    """ShapeMismatch (naming ``op``) unless ``x_proj`` is (T, B, G*H), each state (B, H), ``w_hh`` (G*H, H) and
+    ``b_hh`` (G*H,) or None."""
+    for t, what in ((x_proj, "x_proj"), (w_hh, "w_hh"), *((h, "state") for h in states)):
+        check_tensor(t, op, what)
+    if b_hh is not None:
+        check_tensor(b_hh, op, "b_hh")
+    if x_proj.ndim != 3 or w_hh.ndim != 2 or any(h.ndim != 2 for h in states):
+        raise ShapeMismatch(f"{op}: expected x_proj (T, B, {gates}H), states (B, H) and w_hh ({gates}H, H), got "
+                            f"{tuple(x_proj.shape)}, {[tuple(h.shape) for h in states]} and {tuple(w_hh.shape)}")
+    _, bsz, g = x_proj.shape
+    hid = w_hh.shape[1]
+    if g != gates * hid or w_hh.shape[0] != g or any(tuple(h.shape) != (bsz, hid) for h in states) or (
+            b_hh is not None and tuple(b_hh.shape) != (g,)):
+        raise ShapeMismatch(f"{op}: shapes do not fit together: x_proj {tuple(x_proj.shape)}, states "
+                            f"{[tuple(h.shape) for h in states]}, w_hh {tuple(w_hh.shape)}"
+                            + (f", b_hh {tuple(b_hh.shape)}" if b_hh is not None else "")
+                            + f" (expected (T, B, {gates}H), (B, H), ({gates}H, H), ({gates}H,))")
+
+
+def gru_layer(x_proj: Tensor, h0: Tensor, w_hh: Tensor, b_hh: Tensor | None = None, reverse: bool = False):
+    """``(out (T, B, H), h_n)`` of one GRU layer direction from the input projections of all steps ``x_proj``
+    (T, B, 3H) (``x W_ih^T + b_ih``), the initial state, ``W_hh`` and ``b_hh``; ``reverse`` runs the steps from
+    the last to the first."""
+    _layer_args("gru_layer", 3, x_proj, (h0,), w_hh, b_hh)
+    out, h_n, _, _, _ = apply(GruLayer, (x_proj, h0, w_hh, b_hh), {"reverse": bool(reverse)})
+    return out, h_n
 
 
 def gru_gates(x_gates: Tensor, h_gates: Tensor, h: Tensor) -> Tensor:

@@ -1,5 +1,6 @@
-"""Op-database entries for the recurrent cell ops (``pylucid/ops/rnn.py``), against ``torch.lstm_cell`` /
-``torch.gru_cell``: with and without biases, a non-contiguous input, an unbatched-size batch of one."""
+"""Op-database entries for the recurrent ops (``pylucid/ops/rnn.py``), against ``torch.lstm_cell`` /
+``torch.gru_cell``: with and without biases, a non-contiguous input, an unbatched-size batch of one; and the
+whole-sequence ``lstm_layer`` / ``gru_layer`` against the unrolled torch cells, both directions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import torch
 
 import pylucid as pl
 from pylucid.errors import ShapeMismatch
+from pylucid.ops.rnn import gru_layer, lstm_layer
 from tests.opdb import ALL_FLOAT_DTYPES, ErrorInput, OpEntry, Sample, rng
 
 
@@ -44,7 +46,58 @@ def _gru_ref(x, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     return torch.gru_cell(x, hx, w_ih, w_hh, b_ih, b_hh)
 
 
+def _layer_samples():
+    t, b, h = 3, 2, 2
+    args = (U(t, b, 4 * h), U(b, h, seed=1), U(b, h, seed=2), U(4 * h, h, seed=3))
+    return [
+        Sample(args, name="forward"),
+        Sample(args, {"reverse": True}, name="reverse"),
+        Sample((U(1, 1, 4 * h),) + tuple(U(1, h, seed=k) for k in (1, 2)) + (U(4 * h, h, seed=3),), name="one_step"),
+        Sample((np.swapaxes(U(b, t, 4 * h), 0, 1),) + args[1:], name="noncontig"),
+    ]
+
+
+def _layer(x_proj, h0, c0, w_hh, reverse=False):
+    return lstm_layer(x_proj, h0, c0, w_hh, reverse=reverse)
+
+
+def _layer_ref(x_proj, h0, c0, w_hh, reverse=False):
+    h, c, out = h0, c0, [None] * x_proj.shape[0]
+    for t in reversed(range(x_proj.shape[0])) if reverse else range(x_proj.shape[0]):
+        i, f, g, o = (x_proj[t] + h @ w_hh.T).chunk(4, -1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        out[t] = h
+    return torch.stack(out), h, c
+
+
+def _gru_layer_samples():
+    t, b, h = 3, 2, 2
+    args = (U(t, b, 3 * h), U(b, h, seed=1), U(3 * h, h, seed=3), U(3 * h, seed=4))
+    return [
+        Sample(args, name="forward"),
+        Sample(args, {"reverse": True}, name="reverse"),
+        Sample(args[:3], name="nobias"),
+        Sample((np.swapaxes(U(b, t, 3 * h), 0, 1),) + args[1:], name="noncontig"),
+    ]
+
+
+def _gru_layer(x_proj, h0, w_hh, b_hh=None, reverse=False):
+    return gru_layer(x_proj, h0, w_hh, b_hh, reverse=reverse)
+
+
+def _gru_layer_ref(x_proj, h0, w_hh, b_hh=None, reverse=False):
+    # torch.gru_cell with an identity input weight: its input is the projection itself
+    eye = torch.eye(x_proj.shape[-1], dtype=x_proj.dtype)
+    h, out = h0, [None] * x_proj.shape[0]
+    for t in reversed(range(x_proj.shape[0])) if reverse else range(x_proj.shape[0]):
+        out[t] = h = torch.gru_cell(x_proj[t], h, eye, w_hh, None, b_hh)
+    return torch.stack(out), h
+
+
 ENTRIES = [
+    OpEntry("lstm_layer", _layer, _layer_ref, _layer_samples, dtypes=ALL_FLOAT_DTYPES),
+    OpEntry("gru_layer", _gru_layer, _gru_layer_ref, _gru_layer_samples, dtypes=ALL_FLOAT_DTYPES),
     OpEntry("lstm_cell", _lstm, _lstm_ref, _samples(4, True), dtypes=ALL_FLOAT_DTYPES,
             error_inputs=lambda: [ErrorInput((U(3, 4), U(3, 2), U(3, 2), U(8, 3), U(8, 2)), exc=ShapeMismatch,
                                              match="matmul")]),
