@@ -429,6 +429,8 @@ def _gelu_f32(be, x, derivative: bool):
             be.multiply(ax, r, out=t)
             be.maximum(xb, f(0), out=yb)
             yb += t
+            if not be.isfinite(ax.max()):  # x = +inf: inf * u(= 0) is NaN above; the limit is inf (PyTorch's float64)
+                be.copyto(yb, xb, where=xb == f(float("inf")))
             if derivative:
                 r += f(0.5)
                 be.copysign(r, xb, out=r)
