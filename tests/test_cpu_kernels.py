@@ -251,3 +251,27 @@ def test_conv_mkl_route_matches_torch():
         dx, dw = be.conv_nd_gemm_backward(g, x, w, stride, pads, (1, 1), 1)
         for a, b in ((got, y), (dx, xt.grad), (dw, wt.grad)):
             np.testing.assert_allclose(a, b.detach().numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("offset", [0.5, 100.0])
+def test_batch_norm_training_fast_path_matches_torch(dtype, affine, offset):
+    """Large enough for the CPU backend's fewer-pass batch norm (>= 4096 elements, >= 16 per channel and image);
+    a mean of 50 standard deviations checks the two-pass variance and the centred gradient sums."""
+    r = np.random.default_rng(8)
+    x = r.standard_normal((6, 6, 12, 12)) * 2 + offset
+    g = np.cos(np.arange(x.size)).reshape(x.shape)
+    w, b = r.standard_normal(6), r.standard_normal(6)
+    outs = []
+    for lib in (pl, torch):
+        dt = getattr(lib, dtype)
+        xt = lib.tensor(x).to(dt).requires_grad_()
+        wt, bt = [lib.tensor(v).to(dt).requires_grad_() if affine else None for v in (w, b)]
+        rm, rv = lib.zeros(6, dtype=dt), lib.ones(6, dtype=dt)
+        y = lib.nn.functional.batch_norm(xt, rm, rv, wt, bt, training=True, momentum=0.3, eps=1e-5)
+        y.backward(lib.tensor(g).to(dt))
+        outs.append([a.detach().numpy() for a in (y, xt.grad, rm, rv) + ((wt.grad, bt.grad) if affine else ())])
+    tol = {"float32": 1e-4, "float64": 1e-10}[dtype]
+    for a, e in zip(*outs):
+        np.testing.assert_allclose(a, e, rtol=tol, atol=tol * max(1.0, float(np.abs(e).max())))
