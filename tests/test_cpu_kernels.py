@@ -275,3 +275,34 @@ def test_batch_norm_training_fast_path_matches_torch(dtype, affine, offset):
     tol = {"float32": 1e-4, "float64": 1e-10}[dtype]
     for a, e in zip(*outs):
         np.testing.assert_allclose(a, e, rtol=tol, atol=tol * max(1.0, float(np.abs(e).max())))
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("kw", [{"stride": 2, "padding": 1}, {"stride": 3, "padding": 2},
+                                {"stride": 2, "dilation": 3, "padding": 2}, {"stride": 3}])
+@pytest.mark.parametrize("dtype", ["float64", "bfloat16"])
+def test_conv_strided_data_grad_classes_match_torch(nd, kw, dtype, monkeypatch):
+    """The col2im-free data gradient of strided convolutions (residue classes of the stride, one GEMM per tap
+    on a coarse grid), forced on every grid: odd sizes, a stride past the kernel (classes no tap reaches),
+    dilation; also as the forward of the transposed convolution, with output_padding."""
+    calls = []
+    orig = ArrayBackend._conv_classes_dx
+
+    def spy(self, *a):
+        calls.append(1)
+        return orig(self, *a)
+    monkeypatch.setattr(ArrayBackend, "_conv_classes_dx", spy)
+    monkeypatch.setattr(ArrayBackend, "_TAP_MAX_WASTE", 1e9)
+    r = np.random.default_rng(nd)
+    sp = {1: (11,), 2: (7, 6), 3: (5, 6, 4)}[nd]
+    k = 2 if kw["stride"] == 3 and "padding" not in kw else 3
+    x = r.standard_normal((2, 16) + sp)  # 16 channels: the backend's channels-last paths (fewer: the op's own)
+    w = r.standard_normal((4, 16) + (k,) * nd) * 0.3
+    _compare(*CONV[nd], (x, w), kw, dtype)
+    assert calls
+    if nd < 3:
+        calls.clear()
+        xt = r.standard_normal((2, 4) + sp[:nd])
+        opad = 1 if kw.get("dilation", 1) > 1 or kw["stride"] > 1 else 0
+        _compare(*CONV_T[nd], (xt, w), dict(kw, output_padding=opad), dtype)
+        assert calls
