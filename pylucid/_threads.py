@@ -109,6 +109,14 @@ def set_num_threads(n: int) -> None:
     _state["threads"] = n
 
 
+def blas_loaded() -> None:
+    """Apply the last :func:`set_num_threads` value to the BLAS libraries loaded now (called when pylucid
+    loads one itself, as the CPU backend does with MKL on its first GEMM)."""
+    _state["libs"] = None
+    if _state["threads"] is not None:
+        set_num_threads(_state["threads"])
+
+
 def get_num_threads() -> int:
     """The number of threads of pylucid's intra-op CPU parallelism, as ``torch.get_num_threads``: the
     last :func:`set_num_threads` value, else the BLAS library's own count (else the usable cores)."""

@@ -190,3 +190,119 @@ def test_max_pool_first_max_and_nan():
         b = F.max_pool2d(torch.tensor(x), 2, stride, return_indices=True)
         np.testing.assert_array_equal(a[0].numpy(), b[0].numpy())
         np.testing.assert_array_equal(a[1].numpy(), b[1].numpy())
+
+
+def _mkl_routed_backend():
+    """A CPU backend whose GEMMs take the MKL routes (matmul through ctypes ``gemm`` calls, transposed
+    operands passed as flags) with whichever CBLAS this process has: the routing is what is tested."""
+    be = CPUBackend()
+    if not be._blas():
+        pytest.skip("no CBLAS gemm found in this process")
+    be._mkl = True
+    return be
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blas_matmul_route_matches_numpy(dtype, monkeypatch):
+    import pylucid.backend.cpu as cpu
+
+    monkeypatch.setattr(cpu, "_MKL_MIN_MACS", 1)
+    be = _mkl_routed_backend()
+    r = np.random.default_rng(6)
+    a = r.standard_normal((4, 1, 9, 7)).astype(dtype)
+    b = r.standard_normal((3, 7, 5)).astype(dtype)
+    cases = [(a, b), (a[0, 0], b[1]), (np.asfortranarray(a[1, 0]), b[2].T.copy().T), (a[..., ::2, :], b),
+             (np.broadcast_to(a[0, 0, :1], (9, 7)), b[0]), (a[:, :, :, :0], b[:, :0])]
+    for x, y in cases:
+        got = be.matmul(x, y)
+        assert got.shape == np.matmul(x, y).shape and got.dtype == dtype
+        np.testing.assert_allclose(got, x.astype(np.float64) @ y.astype(np.float64), rtol=1e-5, atol=1e-5)
+    # transposed left operand into a view, not accumulated (OpenBLAS leaves it to NumPy, MKL takes it)
+    out = np.zeros((12, 10), dtype)
+    at = r.standard_normal((7, 9)).astype(dtype)
+    be._gemm_into(at.T, b[0], out[2:11, 1:6], False)
+    want = np.zeros((12, 10))
+    want[2:11, 1:6] = at.T.astype(np.float64) @ b[0]
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_blas_choice_env(monkeypatch):
+    import pylucid.backend.cpu as cpu
+
+    monkeypatch.setenv("PYLUCID_CPU_BLAS", "openblas")
+    assert cpu._find_mkl() == {}
+    fns, is_mkl = cpu._find_cblas()
+    assert not is_mkl and set(fns) <= {np.dtype(np.float32), np.dtype(np.float64)}
+
+
+def test_conv_mkl_route_matches_torch():
+    """Forward and both gradients of the im2col and tap paths through the MKL routes."""
+    be = _mkl_routed_backend()
+    r = np.random.default_rng(7)
+    for kw, c in (({"padding": 1}, 16), ({"stride": 2, "padding": 1}, 16), ({"padding": 1}, 3)):
+        x, w = r.standard_normal((2, c, 9, 8)), r.standard_normal((6, c, 3, 3)) * 0.2
+        xt, wt = torch.tensor(x).requires_grad_(), torch.tensor(w).requires_grad_()
+        y = F.conv2d(xt, wt, **kw)
+        g = np.cos(np.arange(y.numel())).reshape(tuple(y.shape))
+        y.backward(torch.tensor(g))
+        pads = tuple((kw["padding"],) * 2 for _ in range(2))
+        stride = (kw.get("stride", 1),) * 2
+        got = be.conv_nd_gemm(x, w, None, stride, pads, (1, 1), 1)
+        dx, dw = be.conv_nd_gemm_backward(g, x, w, stride, pads, (1, 1), 1)
+        for a, b in ((got, y), (dx, xt.grad), (dw, wt.grad)):
+            np.testing.assert_allclose(a, b.detach().numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("offset", [0.5, 100.0])
+def test_batch_norm_training_fast_path_matches_torch(dtype, affine, offset):
+    """Large enough for the CPU backend's fewer-pass batch norm (>= 4096 elements, >= 16 per channel and image);
+    a mean of 50 standard deviations checks the two-pass variance and the centred gradient sums."""
+    r = np.random.default_rng(8)
+    x = r.standard_normal((6, 6, 12, 12)) * 2 + offset
+    g = np.cos(np.arange(x.size)).reshape(x.shape)
+    w, b = r.standard_normal(6), r.standard_normal(6)
+    outs = []
+    for lib in (pl, torch):
+        dt = getattr(lib, dtype)
+        xt = lib.tensor(x).to(dt).requires_grad_()
+        wt, bt = [lib.tensor(v).to(dt).requires_grad_() if affine else None for v in (w, b)]
+        rm, rv = lib.zeros(6, dtype=dt), lib.ones(6, dtype=dt)
+        y = lib.nn.functional.batch_norm(xt, rm, rv, wt, bt, training=True, momentum=0.3, eps=1e-5)
+        y.backward(lib.tensor(g).to(dt))
+        outs.append([a.detach().numpy() for a in (y, xt.grad, rm, rv) + ((wt.grad, bt.grad) if affine else ())])
+    tol = {"float32": 1e-4, "float64": 1e-10}[dtype]
+    for a, e in zip(*outs):
+        np.testing.assert_allclose(a, e, rtol=tol, atol=tol * max(1.0, float(np.abs(e).max())))
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("kw", [{"stride": 2, "padding": 1}, {"stride": 3, "padding": 2},
+                                {"stride": 2, "dilation": 3, "padding": 2}, {"stride": 3}])
+@pytest.mark.parametrize("dtype", ["float64", "bfloat16"])
+def test_conv_strided_data_grad_classes_match_torch(nd, kw, dtype, monkeypatch):
+    """The col2im-free data gradient of strided convolutions (residue classes of the stride, one GEMM per tap
+    on a coarse grid), forced on every grid: odd sizes, a stride past the kernel (classes no tap reaches),
+    dilation; also as the forward of the transposed convolution, with output_padding."""
+    calls = []
+    orig = ArrayBackend._conv_classes_dx
+
+    def spy(self, *a):
+        calls.append(1)
+        return orig(self, *a)
+    monkeypatch.setattr(ArrayBackend, "_conv_classes_dx", spy)
+    monkeypatch.setattr(ArrayBackend, "_TAP_MAX_WASTE", 1e9)
+    r = np.random.default_rng(nd)
+    sp = {1: (11,), 2: (7, 6), 3: (5, 6, 4)}[nd]
+    k = 2 if kw["stride"] == 3 and "padding" not in kw else 3
+    x = r.standard_normal((2, 16) + sp)  # 16 channels: the backend's channels-last paths (fewer: the op's own)
+    w = r.standard_normal((4, 16) + (k,) * nd) * 0.3
+    _compare(*CONV[nd], (x, w), kw, dtype)
+    assert calls
+    if nd < 3:
+        calls.clear()
+        xt = r.standard_normal((2, 4) + sp[:nd])
+        opad = 1 if kw.get("dilation", 1) > 1 or kw["stride"] > 1 else 0
+        _compare(*CONV_T[nd], (xt, w), dict(kw, output_padding=opad), dtype)
+        assert calls

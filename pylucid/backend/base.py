@@ -602,6 +602,22 @@ class ArrayBackend:
             _prod(padded) <= self._TAP_MAX_WASTE * _prod(out_sp)
 
     @staticmethod
+    def _coarse_grid(size, pads, g_sp, kernel, stride, dilation):
+        """(coarse grid per dim, largest tap shift per dim) of :meth:`_conv_classes_dx`."""
+        cmax = tuple((k - 1) * d // st for k, d, st in zip(kernel, dilation, stride))
+        coarse = tuple(max(-(-(s + lo + hi) // st), gs + cm)
+                       for s, (lo, hi), st, gs, cm in zip(size, pads, stride, g_sp, cmax))
+        return coarse, cmax
+
+    def _conv_classes_ok(self, w, size, pads, g_sp, stride, dilation, groups, n):
+        # the coarse grid's extra rows are wasted flops (a 4x4 kernel, stride 2, on a 4x4 gradient computes
+        # 5x5 rows: 1.56 times): past _TAP_MAX_WASTE col2im measures faster
+        if groups != 1 or n == 0 or 0 in w.shape[:2] or 0 in g_sp:
+            return False
+        coarse, _ = self._coarse_grid(size, pads, g_sp, w.shape[2:], stride, dilation)
+        return _prod(coarse) <= self._TAP_MAX_WASTE * _prod(g_sp)
+
+    @staticmethod
     def _tap_grid(padded, kernel, dilation):
         """(row offset of every tap, the largest offset) on the flattened padded grid."""
         st = [1] * len(padded)
@@ -784,6 +800,53 @@ class ArrayBackend:
         out[...] = xp.moveaxis(acc, -1, 1)
         return out
 
+    # The data gradient of a strided convolution (and so a transposed convolution's forward) without col2im:
+    # along each dim, the padded input position q = o s + k d a tap k sends window o to is (o + c_k) s + r_k
+    # (r_k = k d mod s, c_k = k d // s). The positions of one residue class r form a coarse grid on which
+    # every tap of that class is a constant shift, so, as in _conv_taps_dx, each tap is ONE GEMM of the
+    # gradient (on a zero-padded coarse grid) accumulated in place at its row offset; the s^nd classes are
+    # interleaved back into (N, C, *size) by one strided copy each. col2im's K strided adds, whose contiguous
+    # runs are only C long, become K GEMMs with beta = 1.
+    def _conv_classes_dx(self, g, w, size, stride, pads, dilation, cdt):
+        xp = self.xp
+        n, o = g.shape[:2]
+        c = w.shape[1]
+        kernel = w.shape[2:]
+        nd = len(kernel)
+        g_sp = g.shape[2:]
+        coarse, cmax = self._coarse_grid(size, pads, g_sp, kernel, stride, dilation)
+        gf = self._conv_grid(g, ((0, 0),) * nd, cdt, coarse).reshape(-1, o)  # (N * prod(coarse), O)
+        rows_all = gf.shape[0]
+        st_flat = [1] * nd
+        for i in range(nd - 2, -1, -1):
+            st_flat[i] = st_flat[i + 1] * coarse[i + 1]
+        wt = self._tap_w(w, cdt, data_grad=True)  # (K, O, C)
+        classes = list(itertools.product(*(range(st) for st in stride)))
+        acc = xp.zeros((len(classes), rows_all, c), dtype=cdt)
+        top = sum(cm * sf for cm, sf in zip(cmax, st_flat))
+        rows = rows_all - top
+        g_rows = gf[:rows]
+        cls_index = {r: i for i, r in enumerate(classes)}
+        for t, kpos in enumerate(itertools.product(*(range(k) for k in kernel))):
+            r = tuple(kp * d % st for kp, d, st in zip(kpos, dilation, stride))
+            off = sum((kp * d // st) * sf for kp, d, st, sf in zip(kpos, dilation, stride, st_flat))
+            self._gemm_into(g_rows, wt[t], acc[cls_index[r], off:off + rows], True)
+        acc = acc.reshape((len(classes), n) + coarse + (c,))
+        out = xp.empty((n, c) + tuple(size), dtype=g.dtype)
+        perm = (0, nd + 1) + tuple(range(1, nd + 1))
+        for i, r in enumerate(classes):
+            # output positions i0, i0 + s, ... (padded q = i + lo of residue r) sit at coarse u = (i + lo - r) / s
+            dst, src = [], []
+            for rr, st, sz, (lo, _) in zip(r, stride, size, pads):
+                i0 = (rr - lo) % st
+                cnt = len(range(i0, sz, st))
+                u0 = (i0 + lo - rr) // st
+                dst.append(slice(i0, sz, st))
+                src.append(slice(u0, u0 + cnt))
+            if all(sl.start < sz for sl, sz in zip(dst, size)):
+                out[(slice(None), slice(None)) + tuple(dst)] = acc[i][(slice(None),) + tuple(src)].transpose(perm)
+        return out
+
     def conv_nd_gemm_backward_data(self, g, w, size, stride, pads, dilation, groups):
         """The input gradient (N, C, *size) of :meth:`conv_nd_gemm` from ``g`` (N, O, *out): one GEMM
         ``g @ w`` per group, then col2im. It is also the forward of the transposed convolution."""
@@ -791,6 +854,8 @@ class ArrayBackend:
         padded = self._tap_padded(size, pads, g.shape[2:], w.shape[2:], dilation)
         if self._conv_taps_ok(w.shape[1], stride, groups, g.shape[0], padded, g.shape[2:]):
             return self._conv_taps_dx(self._tap_g(g, padded, cdt), w, size, pads, dilation, padded, g.dtype, cdt)
+        if self._conv_classes_ok(w, size, pads, g.shape[2:], stride, dilation, groups, g.shape[0]):
+            return self._conv_classes_dx(g, w, size, stride, pads, dilation, cdt)
         dcols = self._conv_gemm(self._conv_gmat(g, groups, cdt), self._conv_wmat(w, groups, cdt))
         return self._col2im_cl(dcols, g.shape[0], size, w.shape[2:], stride, pads, dilation, groups,
                                g.shape[2:], g.dtype)
@@ -830,9 +895,13 @@ class ArrayBackend:
             gf = self._tap_g(g, padded, cdt)  # shared by both gradients
             return (self._conv_taps_dx(gf, w, x.shape[2:], pads, dilation, padded, x.dtype, cdt) if need_x else None,
                     self._conv_taps_dw(x, gf, w.shape, pads, dilation, padded, cdt) if need_w else None)
-        gm = self._conv_gmat(g, groups, cdt)
+        classes = need_x and self._conv_classes_ok(w, x.shape[2:], pads, g.shape[2:], stride, dilation, groups,
+                                                   g.shape[0])
+        gm = self._conv_gmat(g, groups, cdt) if need_w or (need_x and not classes) else None
         dx = dw = None
-        if need_x:
+        if classes:
+            dx = self._conv_classes_dx(g, w, x.shape[2:], stride, pads, dilation, cdt)
+        elif need_x:
             dcols = self._conv_gemm(gm, self._conv_wmat(w, groups, cdt))
             dx = self._col2im_cl(dcols, g.shape[0], x.shape[2:], w.shape[2:], stride, pads, dilation, groups,
                                  g.shape[2:], x.dtype)
