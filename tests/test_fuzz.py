@@ -565,6 +565,9 @@ _UNSPECIFIED = {
                         "(torch.mode([nan, inf, -inf, 1.]) is nan, torch.mode([2., nan, 1.]) is 1.)"),
     "searchsorted": (r"\|nan$", "NaN and -inf after inf leave the sorted sequence unsorted"),
     "bucketize": (r"\|(broadcast|nan)$", "the widened boundaries, or NaN and -inf after inf, are not sorted"),
+    # a deviation (docs/semantics/math_inputs.md): the NaN PyTorch's max drops, pylucid propagates
+    "cdist": (r"\|pinf\|nan$", "PyTorch's CPU p=inf kernel takes max(|x1 - x2|) with a comparison that drops NaN "
+                                 "(0 for [nan] vs [nan]); pylucid's is NaN, as vector_norm(x1 - x2, inf) and every p"),
 }
 
 
