@@ -234,6 +234,15 @@ def _minmax_bool_ref(e, ref):
     return fixed
 
 
+def _minmax_elementwise_ref(e, ref):
+    """The op database's element-wise max/min reference has no reduction: for a second argument that is not a
+    Tensor (a mutation's junk, ``None``) PyTorch's ``torch.max``/``torch.min`` itself is the reference."""
+    if e.id not in ("max-elementwise", "min-elementwise"):
+        return ref
+    direct = torch.max if e.id == "max-elementwise" else torch.min
+    return lambda x, *a, **k: ref(x, *a, **k) if a and isinstance(a[0], torch.Tensor) else direct(x, *a, **k)
+
+
 def _weak_scalar_ref(ref):
     """The op database's ``_scalar_ref`` makes a Python scalar a 0-d tensor of the other operand's dtype, which
     truncates ``1.5`` to ``1`` for an integer tensor; PyTorch's (and pylucid's) weak-scalar rule takes the
@@ -255,7 +264,7 @@ def _weak_scalar_ref(ref):
 def entry_cases(fam, e) -> list:
     out = []
     names = _names(e)
-    ref = _minmax_bool_ref(e, _weak_scalar_ref(e.ref))
+    ref = _minmax_elementwise_ref(e, _minmax_bool_ref(e, _weak_scalar_ref(e.ref)))
     seen = set()
     for si, s in enumerate(e.samples()):
         sname = s.name or str(si)
