@@ -517,3 +517,18 @@ def test_histogram_bin_edges_and_counts_equal_torch(dtype, bins, shape):
     want = torch.histogramdd(torch.tensor(x.reshape(-1, 1)), bins=bins)
     np.testing.assert_array_equal(got.bin_edges[0].numpy(), want.bin_edges[0].numpy())
     np.testing.assert_array_equal(got.hist.numpy(), want.hist.numpy())
+
+
+@pytest.mark.parametrize("name", ["unique", "unique_consecutive"])
+@pytest.mark.parametrize("shape,dim", [((0, 3), 0), ((0, 3), 1), ((2, 0), 0), ((2, 0), 1), ((0, 0), 0),
+                                       ((0, 0, 3), 1), ((0,), 0), ((0, 3), None)])
+def test_unique_along_a_dim_of_an_empty_input_as_torch(name, shape, dim):
+    kw = {"dim": dim, "return_inverse": True, "return_counts": True}
+    try:
+        want = getattr(torch, name)(torch.ones(shape), **kw)
+    except RuntimeError:
+        with pytest.raises(pl.ShapeMismatch, match=rf"^{name}: the input of shape"):
+            getattr(pl, name)(pl.ones(shape), **kw)
+        return
+    got = getattr(pl, name)(pl.ones(shape), **kw)
+    assert [tuple(g.shape) for g in got] == [tuple(w.shape) for w in want]
