@@ -261,6 +261,11 @@ def _weak_scalar_ref(ref):
     return weak
 
 
+# entries whose reference is a composite written for the gradient at the valid sample (its ``1 - mask`` refuses
+# bool, ``inf * 0`` is NaN, ``int * float`` promotes): the op's value entry runs the same mutations against PyTorch
+_VALID_ONLY = {"as_strided_scatter-gradient"}
+
+
 def entry_cases(fam, e) -> list:
     out = []
     names = _names(e)
@@ -270,7 +275,7 @@ def entry_cases(fam, e) -> list:
         sname = s.name or str(si)
         for label, args, kwargs in _mutations(s.args, s.kwargs):
             key = f"{e.id}|{sname}|{label}"
-            if key in seen or _REF_CRASHES.search(key):
+            if key in seen or _REF_CRASHES.search(key) or (e.id in _VALID_ONLY and label != "valid"):
                 continue
             seen.add(key)
             out.append(Case(fam, key, e.op, ref, args, kwargs, e.random, e.postprocess, names, (e.atol, e.rtol)))

@@ -509,3 +509,14 @@ def test_pad_with_no_pairs_is_a_copy(shape):
     assert y.shape == tuple(torch.nn.functional.pad(torch.ones(shape), ()).shape) and y is not x
     y.sum().backward()
     assert x.grad.tolist() == torch.ones(shape).tolist()
+
+
+@pytest.mark.parametrize("dtypes", [(("float64", 0), ("float32", 1), ("float32", 2)), (("float64", 0), ("int32", 1)),
+                                    (("float64", 0), ("float32", 0)), (("int64", 0), ("uint8", 2)),
+                                    (("bool", 1), ("int32", 0)), (("complex64", 0), ("float64", 1))])
+def test_block_diag_dtype_is_torch_result_type(dtypes):
+    shapes = {0: (), 1: (2,), 2: (2, 2)}
+    p = pl.block_diag(*[pl.ones(shapes[nd], dtype=getattr(pl, d)) for d, nd in dtypes])
+    t = torch.block_diag(*[torch.ones(shapes[nd], dtype=getattr(torch, d)) for d, nd in dtypes])
+    assert p.dtype.name == str(t.dtype).removeprefix("torch.")
+    np.testing.assert_array_equal(p.numpy(), t.numpy())

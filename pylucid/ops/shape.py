@@ -1317,7 +1317,8 @@ def meshgrid(*tensors, indexing: str = "ij") -> tuple:
 @declare(method=False)
 def block_diag(*tensors) -> Tensor:
     """The block-diagonal matrix with ``tensors`` (0-d, 1-d or 2-d; a 0-d one is a 1x1 block, a 1-d one a row)
-    on its diagonal; the dtype is the promoted dtype of all blocks.
+    on its diagonal; the dtype is PyTorch's ``result_type`` of the blocks (a 0-d block of the same category
+    does not widen it: ``block_diag(tensor(1.5, dtype=float64), ones(2))`` is float32).
 
     >>> import pylucid
     >>> pylucid.block_diag(pylucid.tensor([[1, 2]]), pylucid.tensor(3))
@@ -1336,9 +1337,8 @@ def block_diag(*tensors) -> Tensor:
         from ..creation import zeros
 
         return zeros(1, 0)
-    dtype = blocks[0].dtype
-    for b in blocks[1:]:
-        dtype = _dt.promote_types(dtype, b.dtype)
+    # PyTorch's result_type of the inputs: a 0-d block decides the dtype only when of a higher category
+    dtype = _dt.result_type([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim], [])
     widths = [b.shape[1] for b in blocks]
     total = sum(widths)
     rows, left = [], 0
