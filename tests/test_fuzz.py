@@ -572,6 +572,8 @@ _DEVIATIONS = (
     (r"^(logsumexp|prod|median_dim|nanmedian_dim)\|[^|]*\|dim=None$",
      "dim=None reduces over every dim (keepdim keeps them as size 1); PyTorch requires a dim for this form"),
     (r"^positive\|.*\|dtype=bool$", "+x returns a bool tensor unchanged (positive's docstring)"),
+    (r"^combinations(-none)?\|[^|]*\|arg1=99$", "combinations of r > len(input) elements are no rows (with "
+     "replacement: C(n + r - 1, r) rows); PyTorch builds the n**r grid first and overflows"),
 )
 # results PyTorch does not specify for these inputs: (key pattern, why), by entry
 _UNSPECIFIED = {

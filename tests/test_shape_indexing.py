@@ -520,3 +520,22 @@ def test_block_diag_dtype_is_torch_result_type(dtypes):
     t = torch.block_diag(*[torch.ones(shapes[nd], dtype=getattr(torch, d)) for d, nd in dtypes])
     assert p.dtype.name == str(t.dtype).removeprefix("torch.")
     np.testing.assert_array_equal(p.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("with_replacement", [False, True])
+def test_combinations_of_a_large_r(with_replacement):
+    """A documented deviation: PyTorch builds the ``n ** r`` grid first and overflows for 2 ** 63; the answer is
+    the combinations (itertools'), as PyTorch's for an r it can take."""
+    import itertools
+
+    x = [0.5, -1.0]
+    with pytest.raises(RuntimeError, match="overflow"):
+        torch.combinations(torch.tensor(x), 63, with_replacement=with_replacement)
+    make = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    for r in (3, 63):
+        got = pl.combinations(pl.tensor(x), r, with_replacement=with_replacement)
+        want = np.array(list(make(x, r)), dtype=np.float32).reshape(-1, r)
+        np.testing.assert_array_equal(got.numpy(), want)
+    want3 = torch.combinations(torch.tensor(x), 3, with_replacement=with_replacement)
+    np.testing.assert_array_equal(pl.combinations(pl.tensor(x), 3, with_replacement=with_replacement).numpy(),
+                                  want3.numpy())
