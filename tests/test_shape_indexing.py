@@ -539,3 +539,16 @@ def test_combinations_of_a_large_r(with_replacement):
     want3 = torch.combinations(torch.tensor(x), 3, with_replacement=with_replacement)
     np.testing.assert_array_equal(pl.combinations(pl.tensor(x), 3, with_replacement=with_replacement).numpy(),
                                   want3.numpy())
+
+
+@pytest.mark.parametrize("shape,pads", [((0, 4), (-1, 1, 2, -1)), ((1, 4), (-1, 1, -2, 2)), ((2, 2), (-3, 1)),
+                                        ((2, 2), (-2, 1)), ((3, 4), (-1, 1, 2, -1)), ((2, 3), (-1, -2))])
+def test_constant_pad_crops_first_as_torch(shape, pads):
+    x = _rand(*shape)
+    try:
+        want = torch.nn.functional.pad(torch.tensor(x), pads)
+    except RuntimeError:
+        with pytest.raises(ValueError, match=r"^pad: padding .* crops"):
+            pl.pad(pl.tensor(x), pads)
+        return
+    np.testing.assert_array_equal(pl.pad(pl.tensor(x), pads).numpy(), want.numpy())

@@ -1265,8 +1265,9 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
     for d, (l, r) in enumerate(pads):
         n = shp[d]
         if mode == "constant":
-            if n + l + r < 0:
-                raise ValueError(f"pad: padding {pad} makes dim {d} of size {n} negative")
+            # the negative pads crop the input first, as PyTorch: together they may not exceed its size
+            if n + min(l, 0) + min(r, 0) < 0:
+                raise ValueError(f"pad: padding {pad} crops {-min(l, 0) - min(r, 0)} from dim {d} of size {n}")
             continue
         if not (l or r):
             continue
