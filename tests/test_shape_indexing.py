@@ -552,3 +552,18 @@ def test_constant_pad_crops_first_as_torch(shape, pads):
             pl.pad(pl.tensor(x), pads)
         return
     np.testing.assert_array_equal(pl.pad(pl.tensor(x), pads).numpy(), want.numpy())
+
+
+def test_copy_variants_take_their_views_parameters():
+    import inspect
+
+    x = _rand(3, 1, 4)
+    assert inspect.signature(pl.squeeze_copy) == inspect.signature(pl.squeeze)
+    with pytest.raises(TypeError):
+        torch.squeeze_copy(torch.tensor(x), None)
+    # None is squeeze's default: the same call as leaving it out (torch.squeeze_copy(x))
+    np.testing.assert_array_equal(pl.squeeze_copy(pl.tensor(x), None).numpy(), torch.squeeze_copy(torch.tensor(x)))
+    np.testing.assert_array_equal(pl.squeeze_copy(pl.tensor(x), dim=1).numpy(), torch.squeeze_copy(torch.tensor(x), 1))
+    np.testing.assert_array_equal(pl.alias_copy(input=pl.tensor(x)).numpy(), torch.alias_copy(torch.tensor(x)))
+    with pytest.raises(TypeError, match="^squeeze_copy: dim must be an int"):
+        pl.squeeze_copy(pl.tensor(x), 1.5)

@@ -3,6 +3,8 @@ permute, squeeze, unsqueeze) share storage with their input and never copy."""
 
 from __future__ import annotations
 
+import inspect
+
 from .._tensor import Tensor
 from ..errors import LucidError, ShapeMismatch
 from ._op import Op, apply
@@ -1734,12 +1736,14 @@ def _copy_of(view_fn, name):
         return tuple(clone(o) for o in out) if isinstance(out, tuple) else clone(out)
 
     fn.__name__ = fn.__qualname__ = name
+    # the view's parameters (``squeeze_copy(x, dim=None)``): its defaults, and the declaration's checks of them
+    fn.__signature__ = inspect.signature(view_fn)
     fn.__doc__ = (f"``{view_fn.__name__}`` as a copy with its own storage (PyTorch's ``torch.{name}``); "
                   "differentiable as the view is.")
     return declare(method=False)(fn)
 
 
-alias_copy = _copy_of(lambda x: x, "alias_copy")
+alias_copy = _copy_of(lambda input: input, "alias_copy")
 as_strided_copy = _copy_of(as_strided, "as_strided_copy")
 diagonal_copy = _copy_of(diagonal, "diagonal_copy")
 expand_copy = _copy_of(expand, "expand_copy")
