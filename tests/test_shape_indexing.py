@@ -567,3 +567,14 @@ def test_copy_variants_take_their_views_parameters():
     np.testing.assert_array_equal(pl.alias_copy(input=pl.tensor(x)).numpy(), torch.alias_copy(torch.tensor(x)))
     with pytest.raises(TypeError, match="^squeeze_copy: dim must be an int"):
         pl.squeeze_copy(pl.tensor(x), 1.5)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
+@pytest.mark.parametrize("alpha", [2.5, 0.9, 3])
+def test_index_add_truncates_a_float_alpha_for_integer_input_as_torch(dtype, alpha):
+    x = np.array([[1, 2, 4, 4], [0, 4, 3, 4], [2, 1, 0, 1]], dtype=dtype)
+    src = np.array([[0], [4], [3]], dtype=dtype)
+    got = pl.index_add(pl.tensor(x), 1, pl.tensor([3]), pl.tensor(src), alpha=alpha)
+    want = torch.index_add(torch.tensor(x), 1, torch.tensor([3]), torch.tensor(src), alpha=alpha)
+    assert got.dtype.name == dtype
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

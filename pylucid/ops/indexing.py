@@ -441,13 +441,16 @@ def _check_index_src(input, dim, index, source, op):
 
 @declare(IndexAdd, inplace=True)
 def index_add(input: Tensor, dim: int, index, source: Tensor, *, alpha=1) -> Tensor:
-    """``input`` with ``alpha * source`` added at ``index`` along ``dim``; repeated indices accumulate.
+    """``input`` with ``alpha * source`` added at ``index`` along ``dim``; repeated indices accumulate. For an
+    integer ``input`` a float ``alpha`` is truncated to an integer first, as PyTorch (``alpha=2.5`` adds twice).
 
     >>> import pylucid
     >>> pylucid.zeros(3).index_add(0, pylucid.tensor([0, 0, 2]), pylucid.tensor([1., 2., 3.]))
     tensor([3., 0., 3.])
     """
     index, d = _check_index_src(input, dim, index, source, "index_add")
+    if isinstance(alpha, float) and input.dtype.category == _dt.INT:
+        alpha = int(alpha)  # converted to the integer dtype first (truncated), as PyTorch's kernel does
     if input.ndim == 0:
         return index_add(input.reshape(1), 0, index, source.reshape(-1), alpha=alpha).reshape(())
     return apply(IndexAdd, (input, source), {"index": index._data.reshape(-1), "dim": d, "alpha": alpha})
