@@ -71,6 +71,7 @@ _TORCH_GAPS = re.compile(r"not implemented for '(Half|BFloat16|ComplexHalf)'|Uns
                          r"Unsupported input type|Low precision dtypes not supported|"
                          r"input tensor must be either float or double dtype|on CPU does not support complex|"
                          r"does not support bool dtypes on CPU|"
+                         r"index_reduce_func_exclude_input_init\" not implemented for 'Complex|"
                          # half-precision linear algebra: pylucid computes it in float32 (docs/semantics/linalg_fft.md)
                          r"doesn't handle types other than float and double|linalg\.pinv\((Half|BFloat16)|"
                          r"linalg\.vander supports .* but got (Half|BFloat16)")

@@ -578,3 +578,21 @@ def test_index_add_truncates_a_float_alpha_for_integer_input_as_torch(dtype, alp
     want = torch.index_add(torch.tensor(x), 1, torch.tensor([3]), torch.tensor(src), alpha=alpha)
     assert got.dtype.name == dtype
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_index_reduce_of_complex_without_self():
+    """PyTorch's CPU build has no complex kernel for include_self=False (an extension): prod is PyTorch's
+    include_self=True product over an input holding 1 in the reduced slots, mean the mean of the parts."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64)
+    s = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64)
+    idx = [0, 2, 0, 1]
+    got = pl.index_reduce(pl.tensor(x), 1, pl.tensor(idx), pl.tensor(s), "prod", include_self=False)
+    ones = x.copy()
+    ones[:, :3] = 1
+    want = torch.index_reduce(torch.tensor(ones), 1, torch.tensor(idx), torch.tensor(s), "prod")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    got = pl.index_reduce(pl.tensor(x), 1, pl.tensor(idx), pl.tensor(s), "mean", include_self=False)
+    parts = [torch.index_reduce(torch.tensor(f(x)), 1, torch.tensor(idx), torch.tensor(f(s)), "mean",
+                                include_self=False) for f in (np.real, np.imag)]
+    np.testing.assert_allclose(got.numpy(), (parts[0] + 1j * parts[1]).numpy(), rtol=1e-6)
