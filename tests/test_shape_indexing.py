@@ -596,3 +596,15 @@ def test_index_reduce_of_complex_without_self():
     parts = [torch.index_reduce(torch.tensor(f(x)), 1, torch.tensor(idx), torch.tensor(f(s)), "mean",
                                 include_self=False) for f in (np.real, np.imag)]
     np.testing.assert_allclose(got.numpy(), (parts[0] + 1j * parts[1]).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("idx", [[], [0], [0, 0]])
+def test_index_select_of_a_0d_tensor_takes_one_index_as_torch(idx):
+    try:
+        want = torch.index_select(torch.tensor(1.5), -1, torch.tensor(idx, dtype=torch.int64))
+    except RuntimeError:
+        with pytest.raises(ShapeMismatch, match=r"^index_select: the index into a 0-d tensor must hold exactly 1"):
+            pl.index_select(pl.tensor(1.5), -1, pl.tensor(idx, dtype=pl.int64))
+        return
+    got = pl.index_select(pl.tensor(1.5), -1, pl.tensor(idx, dtype=pl.int64))
+    assert tuple(got.shape) == tuple(want.shape) and got.item() == want.item()

@@ -385,10 +385,12 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
     nd = max(input.ndim, 1)
     d = norm_dim(dim, nd, "index_select")
     if input.ndim == 0:
+        if index.numel() != 1:
+            raise ShapeMismatch(f"index_select: the index into a 0-d tensor must hold exactly 1 value, got "
+                                f"{index.numel()}")
         _check_bounds(index, 1, "index_select", d)
-        out = getitem(input.reshape(1), index.reshape(-1))
-        # a 0-d input stays 0-d for one index (PyTorch treats it as a 1-element 1-D tensor, then squeezes)
-        return out.reshape(()) if index.numel() == 1 else out.reshape(index.shape)
+        # a 0-d input stays 0-d (PyTorch treats it as a 1-element 1-D tensor, then squeezes)
+        return getitem(input.reshape(1), index.reshape(-1)).reshape(())
     _check_bounds(index, input.shape[d], "index_select", d)
     return apply(IndexSelect, (input,), {"index": index._data.reshape(-1), "dim": d})
 
