@@ -608,3 +608,18 @@ def test_index_select_of_a_0d_tensor_takes_one_index_as_torch(idx):
         return
     got = pl.index_select(pl.tensor(1.5), -1, pl.tensor(idx, dtype=pl.int64))
     assert tuple(got.shape) == tuple(want.shape) and got.item() == want.item()
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int64", "bool"])
+@pytest.mark.parametrize("value", [-1, -1.0, 256, 255.5, 2.5, 128, float("nan"), float("inf"), 2**63])
+@pytest.mark.parametrize("call", [lambda lib, x, v: x.masked_fill(lib.tensor([True, False]), v),
+                                  lambda lib, x, v: x.index_fill(0, lib.tensor([0]), v)])
+def test_integer_fill_values_convert_as_torch(dtype, value, call):
+    try:
+        want = call(torch, torch.zeros(2, dtype=getattr(torch, dtype)), value)
+    except RuntimeError:
+        with pytest.raises(ValueError, match=r"^(masked|index)_fill: value .* cannot be converted to"):
+            call(pl, pl.zeros(2, dtype=getattr(pl, dtype)), value)
+        return
+    got = call(pl, pl.zeros(2, dtype=getattr(pl, dtype)), value)
+    assert got.dtype.name == dtype and got.tolist() == want.tolist()

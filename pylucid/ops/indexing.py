@@ -488,6 +488,7 @@ def index_fill(input: Tensor, dim: int, index, value) -> Tensor:
     d = norm_dim(dim, max(input.ndim, 1), "index_fill")
     if not isinstance(value, (Tensor, int, float, complex)):
         raise TypeError(f"index_fill: value must be a number or a 0-d Tensor, got {type(value).__name__}")
+    value = _fill_value("index_fill", value, input)
     if input.ndim == 0:
         return index_fill(input.reshape(1), 0, index, value).reshape(())
     _check_bounds(index, input.shape[d], "index_fill", d)
@@ -889,6 +890,20 @@ def _check_mask(mask, op, x):
         raise DeviceMismatch(f"{op}: mask on {mask._device} for a tensor on {x._device}")
 
 
+def _fill_value(op, value, input):
+    """A Python number as PyTorch converts a fill value to ``input``'s integer dtype: out of its range (NaN and
+    infinities too) is a ``ValueError``; a negative int wraps around for an unsigned dtype (``-1`` is 255)."""
+    if isinstance(value, Tensor) or isinstance(value, bool):
+        return value
+    from .elementwise import _check_scalar_fits
+
+    dt = input._data.dtype
+    _check_scalar_fits(op, value, dt)
+    if dt.kind == "u" and isinstance(value, int) and value < 0:
+        value %= 1 << (8 * dt.itemsize)
+    return value
+
+
 @declare(inplace=True)
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``input`` with ``value`` where ``mask`` is True (the two broadcast together; the in-place form needs the
@@ -912,7 +927,7 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
                             f"{tuple(input.shape)} cannot be broadcast together") from None
     if isinstance(value, Tensor):
         value = value.to(input.dtype)
-    out = where(mask, value, input)
+    out = where(mask, _fill_value("masked_fill", value, input), input)
     return out if out.dtype is input.dtype else out.to(input.dtype)
 
 
