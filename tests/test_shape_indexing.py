@@ -623,3 +623,16 @@ def test_integer_fill_values_convert_as_torch(dtype, value, call):
         return
     got = call(pl, pl.zeros(2, dtype=getattr(pl, dtype)), value)
     assert got.dtype.name == dtype and got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("fill_value", [None, True, -1, 7])
+@pytest.mark.parametrize("size", [1, 5])
+def test_nonzero_static_fill_value_is_an_int_as_torch(fill_value, size):
+    x = [[0.0, 1.0], [1.0, 1.0]]
+    try:
+        want = torch.nonzero_static(torch.tensor(x), size=size, fill_value=fill_value)
+    except TypeError:
+        with pytest.raises(TypeError, match=r"^nonzero_static: fill_value must be an int"):
+            pl.nonzero_static(pl.tensor(x), size=size, fill_value=fill_value)
+        return
+    assert pl.nonzero_static(pl.tensor(x), size=size, fill_value=fill_value).tolist() == want.tolist()

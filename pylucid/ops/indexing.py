@@ -1029,6 +1029,9 @@ def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
 
     if not isinstance(size, int) or size < 0:
         raise ValueError(f"nonzero_static: size must be a non-negative int, got {size!r}")
+    if fill_value is None or isinstance(fill_value, bool) or not hasattr(fill_value, "__index__"):
+        # an int (or an integer 0-d tensor) even where no row is padded, as PyTorch
+        raise TypeError(f"nonzero_static: fill_value must be an int, got {type(fill_value).__name__}")
     nz = nonzero(input)
     if nz.shape[0] >= size:
         return nz[:size]
