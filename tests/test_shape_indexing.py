@@ -636,3 +636,17 @@ def test_nonzero_static_fill_value_is_an_int_as_torch(fill_value, size):
             pl.nonzero_static(pl.tensor(x), size=size, fill_value=fill_value)
         return
     assert pl.nonzero_static(pl.tensor(x), size=size, fill_value=fill_value).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("value", [[1.0, 2.0], (1.0, 2.0), np.ones(2), None, "ab"])
+def test_setitem_takes_a_tensor_or_a_number_only_as_torch(value):
+    with pytest.raises(TypeError):
+        torch.zeros(3, 4)[:2, 0] = value
+    x = pl.zeros(3, 4)
+    with pytest.raises(TypeError, match=r"^setitem: can't assign a \w+ to a Tensor"):
+        x[:2, 0] = value
+    for ok in (np.float32(2.5), 3, True, pl.tensor([1.0, 2.0])):
+        x[:2, 0] = ok
+        t = torch.zeros(3, 4)
+        t[:2, 0] = torch.tensor(ok.numpy()) if isinstance(ok, pl.Tensor) else ok
+        np.testing.assert_array_equal(x.numpy(), t.numpy())

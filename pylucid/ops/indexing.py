@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 from .. import dtypes as _dt
 from .._state import state
 from .._tensor import Tensor, _new_tensor
@@ -223,6 +225,10 @@ def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tenso
 def setitem(self: Tensor, index, value) -> None:
     """``self[index] = value`` in place (bumps the version; differentiable where PyTorch is)."""
     check_inplace_leaf(self, "setitem")
+    if not isinstance(value, (Tensor, numbers.Number)):
+        # as PyTorch: a list, tuple or array is not converted (tensor(value) says which dtype it takes)
+        raise TypeError(f"setitem: can't assign a {type(value).__name__} to a Tensor; the value must be a Tensor "
+                        "or a number")
     value = _as_value(self, value)
     tracked = state.grad_enabled and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad))
     if tracked:
