@@ -645,7 +645,7 @@ def test_setitem_takes_a_tensor_or_a_number_only_as_torch(value):
     x = pl.zeros(3, 4)
     with pytest.raises(TypeError, match=r"^setitem: can't assign a \w+ to a Tensor"):
         x[:2, 0] = value
-    for ok in (np.float32(2.5), 3, True, pl.tensor([1.0, 2.0])):
+    for ok in (np.float64(2.5), np.int64(2), 3, True, pl.tensor([1.0, 2.0])):
         x[:2, 0] = ok
         t = torch.zeros(3, 4)
         t[:2, 0] = torch.tensor(ok.numpy()) if isinstance(ok, pl.Tensor) else ok
