@@ -650,3 +650,16 @@ def test_setitem_takes_a_tensor_or_a_number_only_as_torch(value):
         t = torch.zeros(3, 4)
         t[:2, 0] = torch.tensor(ok.numpy()) if isinstance(ok, pl.Tensor) else ok
         np.testing.assert_array_equal(x.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("value", [300, -1, 255, -256, 2.5])
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_where_with_an_int_out_of_the_tensors_range_as_torch(value, dtype):
+    try:
+        want = torch.where(torch.tensor([True, False]), torch.zeros(2, dtype=getattr(torch, dtype)), value)
+    except RuntimeError:
+        with pytest.raises(ValueError, match=r"^where: value .* cannot be converted"):
+            pl.where(pl.tensor([True, False]), pl.zeros(2, dtype=getattr(pl, dtype)), value)
+        return
+    got = pl.where(pl.tensor([True, False]), pl.zeros(2, dtype=getattr(pl, dtype)), value)
+    assert got.dtype.name == str(want.dtype).removeprefix("torch.") and got.tolist() == want.tolist()

@@ -294,6 +294,13 @@ def where(condition: Tensor, input=None, other=None) -> Tensor:
             condition = condition.to(_dt.bool_)
         else:
             raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype}")
+    if input.__class__ is int or other.__class__ is int:
+        # a Python int next to an integer tensor takes its dtype: out of its range is PyTorch's overflow error
+        for s, t in ((input, other), (other, input)):
+            if s.__class__ is int and isinstance(t, Tensor) and t._data.dtype.kind in "iu":
+                from .elementwise import _check_scalar_fits
+
+                _check_scalar_fits("where", s, t._data.dtype)
     input = operand("where", input)
     other = operand("where", other)
     try:
