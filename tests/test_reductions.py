@@ -480,3 +480,55 @@ def test_ties_and_infinite_means():
     assert bool(pl.isnan(var).all())
     v, i = pl.topk(pl.tensor([3, 1, 3, 2]), 2)
     assert v.tolist() == [3, 3] and sorted(i.tolist()) == [0, 2]
+
+
+def test_cdist_p0_counts_differences_and_propagates_nan_as_torch():
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+    a[0, 0], a[1, 1], b[2] = np.nan, np.inf, a[3]  # a NaN, an infinity, an equal row
+    got = pl.cdist(pl.tensor(a), pl.tensor(b), p=0.0)
+    want = torch.cdist(torch.tensor(a), torch.tensor(b), p=0.0)
+    assert got.dtype == pl.float32
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_cdist_pinf_propagates_nan():
+    """A documented deviation: PyTorch's CPU kernel drops the NaN (its max), pylucid's answer is vector_norm's."""
+    a, b = np.array([[np.nan, 1.0], [0.0, 1.0]]), np.array([[0.0, 3.0]])
+    got = pl.cdist(pl.tensor(a), pl.tensor(b), p=float("inf"))
+    want = torch.linalg.vector_norm(torch.tensor(a)[:, None] - torch.tensor(b)[None], float("inf"), -1)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert torch.cdist(torch.tensor(a), torch.tensor(b), p=float("inf"))[0, 0] == 2.0  # what PyTorch drops
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("bins", [1, 4, 6, 37, 100])
+@pytest.mark.parametrize("shape", [(), (1,), (50,)])
+def test_histogram_bin_edges_and_counts_equal_torch(dtype, bins, shape):
+    # one value sits on the middle edge of its widened range; the edges are PyTorch's linspace to the last bit
+    x = (np.random.default_rng(bins).standard_normal(shape) * 3 + 0.5478467345237732).astype(dtype)
+    w = np.abs(x) + 0.25
+    for kw in ({}, {"density": True}):
+        got = pl.histogram(pl.tensor(x), bins=bins, weight=pl.tensor(w), **kw)
+        want = torch.histogram(torch.tensor(x), bins=bins, weight=torch.tensor(w), **kw)
+        np.testing.assert_array_equal(got.bin_edges.numpy(), want.bin_edges.numpy())
+        np.testing.assert_allclose(got.hist.numpy(), want.hist.numpy(), rtol=1e-6)
+    got = pl.histogramdd(pl.tensor(x.reshape(-1, 1)), bins=bins)
+    want = torch.histogramdd(torch.tensor(x.reshape(-1, 1)), bins=bins)
+    np.testing.assert_array_equal(got.bin_edges[0].numpy(), want.bin_edges[0].numpy())
+    np.testing.assert_array_equal(got.hist.numpy(), want.hist.numpy())
+
+
+@pytest.mark.parametrize("name", ["unique", "unique_consecutive"])
+@pytest.mark.parametrize("shape,dim", [((0, 3), 0), ((0, 3), 1), ((2, 0), 0), ((2, 0), 1), ((0, 0), 0),
+                                       ((0, 0, 3), 1), ((0,), 0), ((0, 3), None)])
+def test_unique_along_a_dim_of_an_empty_input_as_torch(name, shape, dim):
+    kw = {"dim": dim, "return_inverse": True, "return_counts": True}
+    try:
+        want = getattr(torch, name)(torch.ones(shape), **kw)
+    except RuntimeError:
+        with pytest.raises(pl.ShapeMismatch, match=rf"^{name}: the input of shape"):
+            getattr(pl, name)(pl.ones(shape), **kw)
+        return
+    got = getattr(pl, name)(pl.ones(shape), **kw)
+    assert [tuple(g.shape) for g in got] == [tuple(w.shape) for w in want]

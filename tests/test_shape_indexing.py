@@ -509,3 +509,157 @@ def test_pad_with_no_pairs_is_a_copy(shape):
     assert y.shape == tuple(torch.nn.functional.pad(torch.ones(shape), ()).shape) and y is not x
     y.sum().backward()
     assert x.grad.tolist() == torch.ones(shape).tolist()
+
+
+@pytest.mark.parametrize("dtypes", [(("float64", 0), ("float32", 1), ("float32", 2)), (("float64", 0), ("int32", 1)),
+                                    (("float64", 0), ("float32", 0)), (("int64", 0), ("uint8", 2)),
+                                    (("bool", 1), ("int32", 0)), (("complex64", 0), ("float64", 1))])
+def test_block_diag_dtype_is_torch_result_type(dtypes):
+    shapes = {0: (), 1: (2,), 2: (2, 2)}
+    p = pl.block_diag(*[pl.ones(shapes[nd], dtype=getattr(pl, d)) for d, nd in dtypes])
+    t = torch.block_diag(*[torch.ones(shapes[nd], dtype=getattr(torch, d)) for d, nd in dtypes])
+    assert p.dtype.name == str(t.dtype).removeprefix("torch.")
+    np.testing.assert_array_equal(p.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("with_replacement", [False, True])
+def test_combinations_of_a_large_r(with_replacement):
+    """A documented deviation: PyTorch builds the ``n ** r`` grid first and overflows for 2 ** 63; the answer is
+    the combinations (itertools'), as PyTorch's for an r it can take."""
+    import itertools
+
+    x = [0.5, -1.0]
+    with pytest.raises(RuntimeError, match="overflow"):
+        torch.combinations(torch.tensor(x), 63, with_replacement=with_replacement)
+    make = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    for r in (3, 63):
+        got = pl.combinations(pl.tensor(x), r, with_replacement=with_replacement)
+        want = np.array(list(make(x, r)), dtype=np.float32).reshape(-1, r)
+        np.testing.assert_array_equal(got.numpy(), want)
+    want3 = torch.combinations(torch.tensor(x), 3, with_replacement=with_replacement)
+    np.testing.assert_array_equal(pl.combinations(pl.tensor(x), 3, with_replacement=with_replacement).numpy(),
+                                  want3.numpy())
+
+
+@pytest.mark.parametrize("shape,pads", [((0, 4), (-1, 1, 2, -1)), ((1, 4), (-1, 1, -2, 2)), ((2, 2), (-3, 1)),
+                                        ((2, 2), (-2, 1)), ((3, 4), (-1, 1, 2, -1)), ((2, 3), (-1, -2))])
+def test_constant_pad_crops_first_as_torch(shape, pads):
+    x = _rand(*shape)
+    try:
+        want = torch.nn.functional.pad(torch.tensor(x), pads)
+    except RuntimeError:
+        with pytest.raises(ValueError, match=r"^pad: padding .* crops"):
+            pl.pad(pl.tensor(x), pads)
+        return
+    np.testing.assert_array_equal(pl.pad(pl.tensor(x), pads).numpy(), want.numpy())
+
+
+def test_copy_variants_take_their_views_parameters():
+    import inspect
+
+    x = _rand(3, 1, 4)
+    assert inspect.signature(pl.squeeze_copy) == inspect.signature(pl.squeeze)
+    with pytest.raises(TypeError):
+        torch.squeeze_copy(torch.tensor(x), None)
+    # None is squeeze's default: the same call as leaving it out (torch.squeeze_copy(x))
+    np.testing.assert_array_equal(pl.squeeze_copy(pl.tensor(x), None).numpy(), torch.squeeze_copy(torch.tensor(x)))
+    np.testing.assert_array_equal(pl.squeeze_copy(pl.tensor(x), dim=1).numpy(), torch.squeeze_copy(torch.tensor(x), 1))
+    np.testing.assert_array_equal(pl.alias_copy(input=pl.tensor(x)).numpy(), torch.alias_copy(torch.tensor(x)))
+    with pytest.raises(TypeError, match="^squeeze_copy: dim must be an int"):
+        pl.squeeze_copy(pl.tensor(x), 1.5)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
+@pytest.mark.parametrize("alpha", [2.5, 0.9, 3])
+def test_index_add_truncates_a_float_alpha_for_integer_input_as_torch(dtype, alpha):
+    x = np.array([[1, 2, 4, 4], [0, 4, 3, 4], [2, 1, 0, 1]], dtype=dtype)
+    src = np.array([[0], [4], [3]], dtype=dtype)
+    got = pl.index_add(pl.tensor(x), 1, pl.tensor([3]), pl.tensor(src), alpha=alpha)
+    want = torch.index_add(torch.tensor(x), 1, torch.tensor([3]), torch.tensor(src), alpha=alpha)
+    assert got.dtype.name == dtype
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_index_reduce_of_complex_without_self():
+    """PyTorch's CPU build has no complex kernel for include_self=False (an extension): prod is PyTorch's
+    include_self=True product over an input holding 1 in the reduced slots, mean the mean of the parts."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64)
+    s = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64)
+    idx = [0, 2, 0, 1]
+    got = pl.index_reduce(pl.tensor(x), 1, pl.tensor(idx), pl.tensor(s), "prod", include_self=False)
+    ones = x.copy()
+    ones[:, :3] = 1
+    want = torch.index_reduce(torch.tensor(ones), 1, torch.tensor(idx), torch.tensor(s), "prod")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    got = pl.index_reduce(pl.tensor(x), 1, pl.tensor(idx), pl.tensor(s), "mean", include_self=False)
+    parts = [torch.index_reduce(torch.tensor(f(x)), 1, torch.tensor(idx), torch.tensor(f(s)), "mean",
+                                include_self=False) for f in (np.real, np.imag)]
+    np.testing.assert_allclose(got.numpy(), (parts[0] + 1j * parts[1]).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("idx", [[], [0], [0, 0]])
+def test_index_select_of_a_0d_tensor_takes_one_index_as_torch(idx):
+    try:
+        want = torch.index_select(torch.tensor(1.5), -1, torch.tensor(idx, dtype=torch.int64))
+    except RuntimeError:
+        with pytest.raises(ShapeMismatch, match=r"^index_select: the index into a 0-d tensor must hold exactly 1"):
+            pl.index_select(pl.tensor(1.5), -1, pl.tensor(idx, dtype=pl.int64))
+        return
+    got = pl.index_select(pl.tensor(1.5), -1, pl.tensor(idx, dtype=pl.int64))
+    assert tuple(got.shape) == tuple(want.shape) and got.item() == want.item()
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int64", "bool"])
+@pytest.mark.parametrize("value", [-1, -1.0, 256, 255.5, 2.5, 128, float("nan"), float("inf"), 2**63])
+@pytest.mark.parametrize("call", [lambda lib, x, v: x.masked_fill(lib.tensor([True, False]), v),
+                                  lambda lib, x, v: x.index_fill(0, lib.tensor([0]), v)])
+def test_integer_fill_values_convert_as_torch(dtype, value, call):
+    try:
+        want = call(torch, torch.zeros(2, dtype=getattr(torch, dtype)), value)
+    except RuntimeError:
+        with pytest.raises(ValueError, match=r"^(masked|index)_fill: value .* cannot be converted to"):
+            call(pl, pl.zeros(2, dtype=getattr(pl, dtype)), value)
+        return
+    got = call(pl, pl.zeros(2, dtype=getattr(pl, dtype)), value)
+    assert got.dtype.name == dtype and got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("fill_value", [None, True, -1, 7])
+@pytest.mark.parametrize("size", [1, 5])
+def test_nonzero_static_fill_value_is_an_int_as_torch(fill_value, size):
+    x = [[0.0, 1.0], [1.0, 1.0]]
+    try:
+        want = torch.nonzero_static(torch.tensor(x), size=size, fill_value=fill_value)
+    except TypeError:
+        with pytest.raises(TypeError, match=r"^nonzero_static: fill_value must be an int"):
+            pl.nonzero_static(pl.tensor(x), size=size, fill_value=fill_value)
+        return
+    assert pl.nonzero_static(pl.tensor(x), size=size, fill_value=fill_value).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("value", [[1.0, 2.0], (1.0, 2.0), np.ones(2), None, "ab"])
+def test_setitem_takes_a_tensor_or_a_number_only_as_torch(value):
+    with pytest.raises(TypeError):
+        torch.zeros(3, 4)[:2, 0] = value
+    x = pl.zeros(3, 4)
+    with pytest.raises(TypeError, match=r"^setitem: can't assign a \w+ to a Tensor"):
+        x[:2, 0] = value
+    for ok in (np.float64(2.5), np.int64(2), 3, True, pl.tensor([1.0, 2.0])):
+        x[:2, 0] = ok
+        t = torch.zeros(3, 4)
+        t[:2, 0] = torch.tensor(ok.numpy()) if isinstance(ok, pl.Tensor) else ok
+        np.testing.assert_array_equal(x.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("value", [300, -1, 255, -256, 2.5])
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_where_with_an_int_out_of_the_tensors_range_as_torch(value, dtype):
+    try:
+        want = torch.where(torch.tensor([True, False]), torch.zeros(2, dtype=getattr(torch, dtype)), value)
+    except RuntimeError:
+        with pytest.raises(ValueError, match=r"^where: value .* cannot be converted"):
+            pl.where(pl.tensor([True, False]), pl.zeros(2, dtype=getattr(pl, dtype)), value)
+        return
+    got = pl.where(pl.tensor([True, False]), pl.zeros(2, dtype=getattr(pl, dtype)), value)
+    assert got.dtype.name == str(want.dtype).removeprefix("torch.") and got.tolist() == want.tolist()

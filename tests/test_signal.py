@@ -84,6 +84,16 @@ def test_creation_windows_match_torch(name, kw, periodic):
             _close(got, want, dtype)
 
 
+@pytest.mark.parametrize("name", ["hann_window", "hamming_window", "blackman_window", "bartlett_window",
+                                  "kaiser_window"])
+@pytest.mark.parametrize("periodic", [None, "abc", 1, [1.0]])
+def test_creation_windows_take_a_bool_periodic_only(name, periodic):
+    with pytest.raises(TypeError):
+        getattr(torch, name)(6, periodic)
+    with pytest.raises(TypeError, match=rf"^{name}: periodic must be a bool"):
+        getattr(pl, name)(6, periodic)
+
+
 def test_creation_windows_are_declared_in_pylucid():
     for name in ("hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window"):
         d = pl.ops.declaration(name)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 from .. import dtypes as _dt
 from .._state import state
 from .._tensor import Tensor, _new_tensor
@@ -223,6 +225,10 @@ def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tenso
 def setitem(self: Tensor, index, value) -> None:
     """``self[index] = value`` in place (bumps the version; differentiable where PyTorch is)."""
     check_inplace_leaf(self, "setitem")
+    if not isinstance(value, (Tensor, numbers.Number)):
+        # as PyTorch: a list, tuple or array is not converted (tensor(value) says which dtype it takes)
+        raise TypeError(f"setitem: can't assign a {type(value).__name__} to a Tensor; the value must be a Tensor "
+                        "or a number")
     value = _as_value(self, value)
     tracked = state.grad_enabled and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad))
     if tracked:
@@ -288,6 +294,13 @@ def where(condition: Tensor, input=None, other=None) -> Tensor:
             condition = condition.to(_dt.bool_)
         else:
             raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype}")
+    if input.__class__ is int or other.__class__ is int:
+        # a Python int next to an integer tensor takes its dtype: out of its range is PyTorch's overflow error
+        for s, t in ((input, other), (other, input)):
+            if s.__class__ is int and isinstance(t, Tensor) and t._data.dtype.kind in "iu":
+                from .elementwise import _check_scalar_fits
+
+                _check_scalar_fits("where", s, t._data.dtype)
     input = operand("where", input)
     other = operand("where", other)
     try:
@@ -385,10 +398,12 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
     nd = max(input.ndim, 1)
     d = norm_dim(dim, nd, "index_select")
     if input.ndim == 0:
+        if index.numel() != 1:
+            raise ShapeMismatch(f"index_select: the index into a 0-d tensor must hold exactly 1 value, got "
+                                f"{index.numel()}")
         _check_bounds(index, 1, "index_select", d)
-        out = getitem(input.reshape(1), index.reshape(-1))
-        # a 0-d input stays 0-d for one index (PyTorch treats it as a 1-element 1-D tensor, then squeezes)
-        return out.reshape(()) if index.numel() == 1 else out.reshape(index.shape)
+        # a 0-d input stays 0-d (PyTorch treats it as a 1-element 1-D tensor, then squeezes)
+        return getitem(input.reshape(1), index.reshape(-1)).reshape(())
     _check_bounds(index, input.shape[d], "index_select", d)
     return apply(IndexSelect, (input,), {"index": index._data.reshape(-1), "dim": d})
 
@@ -441,13 +456,16 @@ def _check_index_src(input, dim, index, source, op):
 
 @declare(IndexAdd, inplace=True)
 def index_add(input: Tensor, dim: int, index, source: Tensor, *, alpha=1) -> Tensor:
-    """``input`` with ``alpha * source`` added at ``index`` along ``dim``; repeated indices accumulate.
+    """``input`` with ``alpha * source`` added at ``index`` along ``dim``; repeated indices accumulate. For an
+    integer ``input`` a float ``alpha`` is truncated to an integer first, as PyTorch (``alpha=2.5`` adds twice).
 
     >>> import pylucid
     >>> pylucid.zeros(3).index_add(0, pylucid.tensor([0, 0, 2]), pylucid.tensor([1., 2., 3.]))
     tensor([3., 0., 3.])
     """
     index, d = _check_index_src(input, dim, index, source, "index_add")
+    if isinstance(alpha, float) and input.dtype.category == _dt.INT:
+        alpha = int(alpha)  # converted to the integer dtype first (truncated), as PyTorch's kernel does
     if input.ndim == 0:
         return index_add(input.reshape(1), 0, index, source.reshape(-1), alpha=alpha).reshape(())
     return apply(IndexAdd, (input, source), {"index": index._data.reshape(-1), "dim": d, "alpha": alpha})
@@ -483,6 +501,7 @@ def index_fill(input: Tensor, dim: int, index, value) -> Tensor:
     d = norm_dim(dim, max(input.ndim, 1), "index_fill")
     if not isinstance(value, (Tensor, int, float, complex)):
         raise TypeError(f"index_fill: value must be a number or a 0-d Tensor, got {type(value).__name__}")
+    value = _fill_value("index_fill", value, input)
     if input.ndim == 0:
         return index_fill(input.reshape(1), 0, index, value).reshape(())
     _check_bounds(index, input.shape[d], "index_fill", d)
@@ -884,6 +903,20 @@ def _check_mask(mask, op, x):
         raise DeviceMismatch(f"{op}: mask on {mask._device} for a tensor on {x._device}")
 
 
+def _fill_value(op, value, input):
+    """A Python number as PyTorch converts a fill value to ``input``'s integer dtype: out of its range (NaN and
+    infinities too) is a ``ValueError``; a negative int wraps around for an unsigned dtype (``-1`` is 255)."""
+    if isinstance(value, Tensor) or isinstance(value, bool):
+        return value
+    from .elementwise import _check_scalar_fits
+
+    dt = input._data.dtype
+    _check_scalar_fits(op, value, dt)
+    if dt.kind == "u" and isinstance(value, int) and value < 0:
+        value %= 1 << (8 * dt.itemsize)
+    return value
+
+
 @declare(inplace=True)
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``input`` with ``value`` where ``mask`` is True (the two broadcast together; the in-place form needs the
@@ -907,7 +940,7 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
                             f"{tuple(input.shape)} cannot be broadcast together") from None
     if isinstance(value, Tensor):
         value = value.to(input.dtype)
-    out = where(mask, value, input)
+    out = where(mask, _fill_value("masked_fill", value, input), input)
     return out if out.dtype is input.dtype else out.to(input.dtype)
 
 
@@ -1009,6 +1042,9 @@ def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
 
     if not isinstance(size, int) or size < 0:
         raise ValueError(f"nonzero_static: size must be a non-negative int, got {size!r}")
+    if fill_value is None or isinstance(fill_value, bool) or not hasattr(fill_value, "__index__"):
+        # an int (or an integer 0-d tensor) even where no row is padded, as PyTorch
+        raise TypeError(f"nonzero_static: fill_value must be an int, got {type(fill_value).__name__}")
     nz = nonzero(input)
     if nz.shape[0] >= size:
         return nz[:size]

@@ -3,6 +3,8 @@ permute, squeeze, unsqueeze) share storage with their input and never copy."""
 
 from __future__ import annotations
 
+import inspect
+
 from .._tensor import Tensor
 from ..errors import LucidError, ShapeMismatch
 from ._op import Op, apply
@@ -1265,8 +1267,9 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
     for d, (l, r) in enumerate(pads):
         n = shp[d]
         if mode == "constant":
-            if n + l + r < 0:
-                raise ValueError(f"pad: padding {pad} makes dim {d} of size {n} negative")
+            # the negative pads crop the input first, as PyTorch: together they may not exceed its size
+            if n + min(l, 0) + min(r, 0) < 0:
+                raise ValueError(f"pad: padding {pad} crops {-min(l, 0) - min(r, 0)} from dim {d} of size {n}")
             continue
         if not (l or r):
             continue
@@ -1317,7 +1320,8 @@ def meshgrid(*tensors, indexing: str = "ij") -> tuple:
 @declare(method=False)
 def block_diag(*tensors) -> Tensor:
     """The block-diagonal matrix with ``tensors`` (0-d, 1-d or 2-d; a 0-d one is a 1x1 block, a 1-d one a row)
-    on its diagonal; the dtype is the promoted dtype of all blocks.
+    on its diagonal; the dtype is PyTorch's ``result_type`` of the blocks (a 0-d block of the same category
+    does not widen it: ``block_diag(tensor(1.5, dtype=float64), ones(2))`` is float32).
 
     >>> import pylucid
     >>> pylucid.block_diag(pylucid.tensor([[1, 2]]), pylucid.tensor(3))
@@ -1336,9 +1340,8 @@ def block_diag(*tensors) -> Tensor:
         from ..creation import zeros
 
         return zeros(1, 0)
-    dtype = blocks[0].dtype
-    for b in blocks[1:]:
-        dtype = _dt.promote_types(dtype, b.dtype)
+    # PyTorch's result_type of the inputs: a 0-d block decides the dtype only when of a higher category
+    dtype = _dt.result_type([t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim], [])
     widths = [b.shape[1] for b in blocks]
     total = sum(widths)
     rows, left = [], 0
@@ -1733,12 +1736,14 @@ def _copy_of(view_fn, name):
         return tuple(clone(o) for o in out) if isinstance(out, tuple) else clone(out)
 
     fn.__name__ = fn.__qualname__ = name
+    # the view's parameters (``squeeze_copy(x, dim=None)``): its defaults, and the declaration's checks of them
+    fn.__signature__ = inspect.signature(view_fn)
     fn.__doc__ = (f"``{view_fn.__name__}`` as a copy with its own storage (PyTorch's ``torch.{name}``); "
                   "differentiable as the view is.")
     return declare(method=False)(fn)
 
 
-alias_copy = _copy_of(lambda x: x, "alias_copy")
+alias_copy = _copy_of(lambda input: input, "alias_copy")
 as_strided_copy = _copy_of(as_strided, "as_strided_copy")
 diagonal_copy = _copy_of(diagonal, "diagonal_copy")
 expand_copy = _copy_of(expand, "expand_copy")

@@ -363,6 +363,21 @@ def _maybe_tuple(out, return_inverse, return_counts):
     return res if len(res) > 1 else u
 
 
+def _unique_dim(input: Tensor, dim, name: str) -> int:
+    """``dim`` of ``unique(..., dim=dim)`` normalised; an empty input must have exactly one size-0 dim, the one
+    selected (PyTorch's rule: the slices of another empty dim have no elements to compare)."""
+    d = norm_dim(dim, input.ndim, name)
+    if input.numel() == 0:
+        zeros = [i for i, n in enumerate(input.shape) if n == 0]
+        if len(zeros) > 1:
+            raise ShapeMismatch(f"{name}: the input of shape {tuple(input.shape)} has more than one size-0 dim; "
+                                f"with dim={dim} it must have only the selected one")
+        if zeros != [d]:
+            raise ShapeMismatch(f"{name}: the input of shape {tuple(input.shape)} is empty along dim {zeros[0]}, "
+                                f"not the selected dim {dim}; unique along dim needs the empty dim selected")
+    return d
+
+
 @declare(Unique)
 def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
            dim: int | None = None):
@@ -378,7 +393,7 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
     (tensor([1, 2, 3]), tensor([1, 1, 2]))
     """
     check_tensor(input, "unique")
-    d = None if dim is None else norm_dim(dim, input.ndim, "unique")
+    d = None if dim is None else _unique_dim(input, dim, "unique")
     return _maybe_tuple(apply(Unique, (input,), {"dim": d}), return_inverse, return_counts)
 
 
@@ -419,7 +434,7 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False, return_count
     tensor([1, 2, 3, 1])
     """
     check_tensor(input, "unique_consecutive")
-    d = None if dim is None else norm_dim(dim, input.ndim, "unique_consecutive")
+    d = None if dim is None else _unique_dim(input, dim, "unique_consecutive")
     return _maybe_tuple(apply(UniqueConsecutive, (input,), {"dim": d}), return_inverse, return_counts)
 
 

@@ -133,6 +133,37 @@ def histc(input: Tensor, bins: int = 100, min=0, max=0) -> Tensor:  # noqa: A002
     return apply(Histc, (input,), {"bins": bins, "min": float(min), "max": float(max)})
 
 
+def _fma(a: Tensor, k: Tensor, c: Tensor) -> Tensor:
+    """``a * k + c`` rounded once (a fused multiply-add) for float64 ``a``, ``c`` and small integral ``k``:
+    Dekker's split of ``a`` makes the product's rounding error exact, the sum's is Knuth's two-sum."""
+    big = a * 134217729.0  # 2**27 + 1
+    hi = big - (big - a)
+    lo = a - hi
+    p = a * k
+    err_p = (hi * k - p) + lo * k  # exact: hi, lo have 26 bits, k fewer than 27
+    s = p + c
+    v = s - p
+    err_s = (p - (s - v)) + (c - v)
+    return s + (err_p + err_s)
+
+
+def _even_edges(lo: float, hi: float, bins: int, like: Tensor) -> Tensor:
+    """``bins + 1`` equal-width bin edges from ``lo`` to ``hi`` in ``like``'s dtype, as PyTorch's CPU ``linspace``
+    computes them: ``step = (hi - lo) / bins`` rounded to that dtype, the first half of the edges
+    ``lo + step * i``, the rest ``hi - step * (bins - i)``, each a fused multiply-add (its compiler contracts
+    them), computed here in float64. A value lying on an edge (the middle edge of the widened range of a single
+    value) then falls in PyTorch's bin, not one ulp aside."""
+    from ..creation import arange, full
+    from .indexing import where
+
+    dt, dev = like.dtype, like.device
+    start, end = full((), lo, dtype=dt, device=dev), full((), hi, dtype=dt, device=dev)
+    step = ((end - start) / bins).to(_dt.float64)
+    start, end = start.to(_dt.float64), end.to(_dt.float64)
+    i = arange(bins + 1, dtype=_dt.float64, device=dev)
+    return where(i < (bins + 1) // 2, _fma(step, i, start), _fma(-step, bins - i, end)).to(dt)
+
+
 class Histogram(Op):
     """Counts (or summed weights) of ``input`` in the bins between consecutive ``edges``; the last bin includes
     its right edge. Optionally normalised to a density. Not differentiable."""
@@ -172,8 +203,6 @@ def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = No
     >>> h.hist, h.bin_edges
     (tensor([0., 2., 1., 0.]), tensor([0., 1., 2., 3., 4.]))
     """
-    from ..creation import linspace
-
     check_tensor(input, "histogram")
     _check_float("histogram", input)
     be = input._device.backend
@@ -196,7 +225,7 @@ def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = No
             lo, hi = _data_range(be, input._data, "histogram") or (0.0, 1.0)  # PyTorch's range for no data
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
-        edges = linspace(lo, hi, bins + 1, dtype=input.dtype, device=input.device)
+        edges = _even_edges(lo, hi, bins, input)
     if weight is not None:
         check_tensor(weight, "histogram", "weight")
         if tuple(weight.shape) != tuple(input.shape):
@@ -260,8 +289,6 @@ def histogramdd(input: Tensor, bins=10, *, range=None, weight: Tensor | None = N
     tensor([[1., 0.],
             [1., 0.]])
     """
-    from ..creation import linspace
-
     check_tensor(input, "histogramdd")
     _check_float("histogramdd", input)
     if input.ndim < 1:
@@ -296,7 +323,7 @@ def histogramdd(input: Tensor, bins=10, *, range=None, weight: Tensor | None = N
             lo, hi = _data_range(be, x._data[:, k], "histogramdd") or (0.0, 1.0)
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
-        edges.append(linspace(lo, hi, b + 1, dtype=input.dtype, device=input.device))
+        edges.append(_even_edges(lo, hi, b, input))
     if weight is not None:
         check_tensor(weight, "histogramdd", "weight")
         if tuple(weight.shape) != tuple(input.shape[:-1]):
@@ -555,13 +582,16 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
     norm of the differences; the default uses the product when ``P > 25`` or
     ``R > 25`` (PyTorch's rule). Other ``p`` (``0``, ``inf``, any ``p >= 0``)
     take the norm of the differences. The gradient at coincident points is 0.
+    A NaN feature makes its distances NaN for every ``p`` (``p = inf`` too,
+    where PyTorch's CPU kernel drops it: ``docs/semantics/math_inputs.md``).
 
     >>> import pylucid
     >>> pylucid.cdist(pylucid.tensor([[0.0, 0.0], [1.0, 1.0]]), pylucid.tensor([[3.0, 4.0]]))
     tensor([[5.0000],
             [3.6056]])
     """
-    from .elementwise import add, clamp_min, mul, sqrt
+    from .elementwise import abs as _abs
+    from .elementwise import add, ceil, clamp_max, clamp_min, mul, sqrt
     from .linalg import matmul
     from .reduction import norm
     from .reduction import sum as _sum
@@ -595,4 +625,6 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
             out = sqrt(clamp_min(d2, 1e-30))
             return out.to(dt) if half else out
         diff = unsqueeze(x1, -2) - unsqueeze(x2, -3)  # (..., P, R, M)
+        if p == 0:  # the count of differing features, NaN where one is NaN (PyTorch's min(ceil(|d|), 1) summed)
+            return _sum(clamp_max(ceil(_abs(diff)), 1.0), -1)
         return norm(diff, p, -1)

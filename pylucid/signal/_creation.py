@@ -10,6 +10,13 @@ from ..ops.registry import declare
 from . import windows as _w
 
 
+def _periodic(name: str, periodic) -> bool:
+    """``periodic`` as PyTorch takes it: a Python bool only (``None``, ``1`` and strings are refused)."""
+    if not isinstance(periodic, bool):
+        raise TypeError(f"{name}: periodic must be a bool, got {type(periodic).__name__} ({periodic!r})")
+    return periodic
+
+
 @declare(method=False)
 def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, requires_grad=False):
     r"""The Hann window :math:`w_n = \sin^2(\pi n / (N - 1))`, ``N = window_length + 1`` when ``periodic``.
@@ -18,7 +25,8 @@ def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device
     >>> pylucid.hann_window(3, periodic=False)
     tensor([0., 1., 0.])
     """
-    return _w.hann(window_length, sym=not periodic, dtype=dtype, device=device, requires_grad=requires_grad)
+    sym = not _periodic("hann_window", periodic)
+    return _w.hann(window_length, sym=sym, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 @declare(method=False)
@@ -30,7 +38,8 @@ def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype
     >>> pylucid.hamming_window(3, periodic=False)
     tensor([0.0800, 1.0000, 0.0800])
     """
-    return _w.general_cosine(window_length, a=[alpha, beta], sym=not periodic, dtype=dtype, device=device,
+    sym = not _periodic("hamming_window", periodic)
+    return _w.general_cosine(window_length, a=[alpha, beta], sym=sym, dtype=dtype, device=device,
                              requires_grad=requires_grad)
 
 
@@ -42,7 +51,8 @@ def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, de
     >>> [abs(round(v, 4)) for v in pylucid.blackman_window(4).tolist()]
     [0.0, 0.34, 1.0, 0.34]
     """
-    return _w.blackman(window_length, sym=not periodic, dtype=dtype, device=device, requires_grad=requires_grad)
+    sym = not _periodic("blackman_window", periodic)
+    return _w.blackman(window_length, sym=sym, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 @declare(method=False)
@@ -53,7 +63,8 @@ def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, de
     >>> pylucid.bartlett_window(4)
     tensor([0.0000, 0.5000, 1.0000, 0.5000])
     """
-    return _w.bartlett(window_length, sym=not periodic, dtype=dtype, device=device, requires_grad=requires_grad)
+    sym = not _periodic("bartlett_window", periodic)
+    return _w.bartlett(window_length, sym=sym, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 @declare(method=False)
@@ -65,5 +76,6 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout
     >>> pylucid.kaiser_window(3, periodic=False, beta=0.0)
     tensor([1., 1., 1.])
     """
-    return _w.kaiser(window_length, beta=beta, sym=not periodic, dtype=dtype, device=device,
+    sym = not _periodic("kaiser_window", periodic)
+    return _w.kaiser(window_length, beta=beta, sym=sym, dtype=dtype, device=device,
                      requires_grad=requires_grad)
