@@ -478,7 +478,13 @@ def _record(op, args, arrays, params, dev, out, t, outs):
                 versions.append(a._version[0])
             if a._requires_grad:
                 fn = a.grad_fn
-                edges.append((fn, a._output_nr) if fn is not None else (grad_accumulator(a), 0))
+                if fn is not None:
+                    edges.append((fn, a._output_nr))
+                else:
+                    # grad_accumulator() inlined for its common case: the leaf's node is alive
+                    ref = a._grad_acc
+                    acc = ref() if ref is not None else None
+                    edges.append((acc if acc is not None else grad_accumulator(a), 0))
                 continue
         else:
             shapes.append(None)
