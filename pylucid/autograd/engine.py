@@ -106,18 +106,35 @@ def _make_root_grads(tensors, grad_tensors, create_graph):
     return grads
 
 
+def _no_graph(i):
+    return RuntimeError(
+        f"backward: element {i} of the outputs does not require grad and has no grad_fn; "
+        "did you compute it under no_grad() or from tensors without requires_grad=True?"
+    )
+
+
 def _seed_roots(tensors, grad_tensors, create_graph):
     """``(buffers, roots)``: each output's gradient in its node's buffer; the root nodes, once each, in order."""
     root_grads = _make_root_grads(tensors, grad_tensors, create_graph)
+    if len(tensors) == 1:  # the common call, loss.backward(): one root
+        t = tensors[0]
+        node = t.grad_fn
+        if node is not None:
+            nr = t._output_nr
+        else:
+            edge = _root_edge(t)
+            if edge is None:
+                raise _no_graph(0)
+            node, nr = edge
+        buf = [None] * node.n_outputs
+        buf[nr] = root_grads[0]
+        return {node: buf}, {node: None}
     buffers: dict = {}
     roots: dict = {}
     for i, t in enumerate(tensors):
         edge = _root_edge(t)
         if edge is None:
-            raise RuntimeError(
-                f"backward: element {i} of the outputs does not require grad and has no grad_fn; "
-                "did you compute it under no_grad() or from tensors without requires_grad=True?"
-            )
+            raise _no_graph(i)
         node, nr = edge
         buf = buffers.get(node)
         if buf is None:
