@@ -92,8 +92,10 @@ def _make_root_grads(tensors, grad_tensors, create_graph):
                     f"backward: grad can be implicitly created only for scalar outputs; output {i} has shape "
                     f"{tuple(t.shape)}. Pass gradient= (a tensor of that shape) to backward()."
                 )
-            g = _new_tensor(t._device.backend.ones_like(t._data), t._device)
-        elif not isinstance(g, Tensor):
+            one = t._device.backend.ones_like(t._data)
+            grads.append(_new_tensor(one, t._device) if create_graph else one)  # of the output's shape
+            continue
+        if not isinstance(g, Tensor):
             from ..creation import tensor as _tensor
 
             g = _tensor(g, dtype=t.dtype, device=t._device)

@@ -210,9 +210,10 @@ def apply(op, args: tuple, params: dict = _EMPTY):
             if ca in _TT:
                 da = a._data
                 if cb in _TT:
-                    if b._device is a._device and b._data.dtype == da.dtype and (
+                    db = b._data
+                    if b._device is a._device and (db.dtype is da.dtype or db.dtype == da.dtype) and (
                             not op._real_valued or da.dtype in _GRAD_NP_DTYPES):
-                        return _finish(op, args, (da, b._data), params, a._device,
+                        return _finish(op, args, (da, db), params, a._device,
                                        a._requires_grad or b._requires_grad, st)
                 elif (cb is float and da.dtype in _FAST_FLOAT) or (cb is int and (
                         da.dtype in _FAST_FLOAT if op._real_valued else da.dtype in _FAST_INT_OK)):
@@ -328,7 +329,16 @@ def _finish(op, args, arrays, params, dev, req, st, prof=None):
         with be.cuda_device:
             out = op.forward(be, *arrays, **params) if prof is None else prof.run(op, be, arrays, params, dev)
     elif prof is None:
-        out = op.forward(be, *arrays, **params)
+        # a plain call for the common arities without params: cheaper than building *args and **params
+        n = len(arrays)
+        if params:
+            out = op.forward(be, *arrays, **params)
+        elif n == 2:
+            out = op.forward(be, arrays[0], arrays[1])
+        elif n == 1:
+            out = op.forward(be, arrays[0])
+        else:
+            out = op.forward(be, *arrays)
     else:
         out = prof.run(op, be, arrays, params, dev)
     if op.n_outputs != 1:
