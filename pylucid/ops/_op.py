@@ -187,6 +187,10 @@ def apply(op, args: tuple, params: dict = _EMPTY):
         if pa is not None:
             # no type promotion at all (no compute dtype, so no AMP policy): the arrays go as they are
             if not pa:
+                if len(args) == 1:  # getitem, transpose, casts ...: one Tensor, its array as it is
+                    a = args[0]
+                    if a.__class__ in _TT:
+                        return _finish(op, args, (a._data,), params, a._device, a._requires_grad, st)
                 got = _plain_args(args)
                 if got is not None:
                     return _finish(op, args, got[0], params, got[1], got[2], st)
