@@ -15,6 +15,7 @@ from .device import device as _device_cls
 
 _FROM_NP = _dt._FROM_NP
 _new = object.__new__
+_engine_backward = [None]  # pylucid.autograd.engine.backward, imported on first use
 #: Tensor and its subclasses (nn.Parameter): dispatch's fast type test is a set lookup
 _TENSOR_TYPES: set = set()
 
@@ -303,9 +304,12 @@ class Tensor:
 
         ``gradient`` is required unless the tensor holds one element.
         """
-        from .autograd.engine import backward
+        run = _engine_backward[0]
+        if run is None:  # imported on first use (the engine imports this module); cached: a function-level
+            from .autograd.engine import backward as run  # import costs more than the rest of this call
 
-        backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph, inputs=inputs)
+            _engine_backward[0] = run
+        run((self,), None if gradient is None else (gradient,), retain_graph, create_graph, inputs)
 
     # -- conversion ------------------------------------------------------------
     def numpy(self, *, force: bool = False):

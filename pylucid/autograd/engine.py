@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from .._state import state
 from .._tensor import Tensor, _new_tensor
+from ..backend.base import _NULL_CTX
 from ..backend.base import SCALAR_TYPES as _SCALAR_TYPES
 from ..errors import LucidError
 from .graph import AccumulateGrad, grad_accumulator
@@ -49,16 +50,22 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     needed = None if captures is None else _nodes_leading_to(captures, roots, accumulate)
     results = [None] * len(inputs) if inputs is not None and not accumulate else None
     ready = [n for n in roots if n not in deps]
-    prev_grad = state.grad_enabled
-    state.grad_enabled = bool(create_graph)
+    st = state
+    prev_grad = st.grad_enabled
+    st.grad_enabled = bool(create_graph)
     # with several GPUs, raw array work (fast paths, sums) must run with the graph's device current
     ctx = tensors[0]._device.backend.device_ctx()
-    ctx.__enter__()
+    if ctx is not _NULL_CTX:
+        ctx.__enter__()
     try:
-        _execute(ready, buffers, deps, retain_graph, create_graph, accumulate, captures, needed, inputs, results)
+        if not create_graph and captures is None and not st.anomaly and not st.force_graph_backward:
+            _execute_lean(ready, buffers, deps, retain_graph, accumulate)
+        else:
+            _execute(ready, buffers, deps, retain_graph, create_graph, accumulate, captures, needed, inputs, results)
     finally:
-        state.grad_enabled = prev_grad
-        ctx.__exit__(None, None, None)
+        st.grad_enabled = prev_grad
+        if ctx is not _NULL_CTX:
+            ctx.__exit__(None, None, None)
     if results is None:
         return None
     return _input_grads(results, inputs, create_graph, allow_unused)
@@ -85,12 +92,14 @@ def _make_root_grads(tensors, grad_tensors, create_graph):
                     f"backward: grad can be implicitly created only for scalar outputs; output {i} has shape "
                     f"{tuple(t.shape)}. Pass gradient= (a tensor of that shape) to backward()."
                 )
-            g = _new_tensor(t._device.backend.ones_like(t._data), t._device)
-        elif not isinstance(g, Tensor):
+            one = t._device.backend.ones_like(t._data)
+            grads.append(_new_tensor(one, t._device) if create_graph else one)  # of the output's shape
+            continue
+        if not isinstance(g, Tensor):
             from ..creation import tensor as _tensor
 
             g = _tensor(g, dtype=t.dtype, device=t._device)
-        if g.shape != t.shape:
+        if g._data.shape != t._data.shape:
             raise RuntimeError(
                 f"backward: gradient for output {i} has shape {tuple(g.shape)} but the output has shape "
                 f"{tuple(t.shape)}"
@@ -99,18 +108,35 @@ def _make_root_grads(tensors, grad_tensors, create_graph):
     return grads
 
 
+def _no_graph(i):
+    return RuntimeError(
+        f"backward: element {i} of the outputs does not require grad and has no grad_fn; "
+        "did you compute it under no_grad() or from tensors without requires_grad=True?"
+    )
+
+
 def _seed_roots(tensors, grad_tensors, create_graph):
     """``(buffers, roots)``: each output's gradient in its node's buffer; the root nodes, once each, in order."""
     root_grads = _make_root_grads(tensors, grad_tensors, create_graph)
+    if len(tensors) == 1:  # the common call, loss.backward(): one root
+        t = tensors[0]
+        node = t.grad_fn
+        if node is not None:
+            nr = t._output_nr
+        else:
+            edge = _root_edge(t)
+            if edge is None:
+                raise _no_graph(0)
+            node, nr = edge
+        buf = [None] * node.n_outputs
+        buf[nr] = root_grads[0]
+        return {node: buf}, {node: None}
     buffers: dict = {}
     roots: dict = {}
     for i, t in enumerate(tensors):
         edge = _root_edge(t)
         if edge is None:
-            raise RuntimeError(
-                f"backward: element {i} of the outputs does not require grad and has no grad_fn; "
-                "did you compute it under no_grad() or from tensors without requires_grad=True?"
-            )
+            raise _no_graph(i)
         node, nr = edge
         buf = buffers.get(node)
         if buf is None:
@@ -131,14 +157,17 @@ def _count_dependencies(roots) -> dict:
     deps: dict = {}
     stack = list(roots)
     pop, push = stack.pop, stack.append
+    get = deps.get
+    acc = AccumulateGrad
     while stack:
         for e in pop().next_edges:
             if e is not None:
                 child = e[0]
-                n = deps.get(child)
+                n = get(child)
                 if n is None:
                     deps[child] = 1
-                    if child not in roots:
+                    # a leaf's node has no edges: nothing to walk below it
+                    if child.__class__ is not acc and child not in roots:
                         push(child)
                 else:
                     deps[child] = n + 1
@@ -202,15 +231,14 @@ RUNS = [0]
 def _execute(ready, buffers, deps, retain_graph, create_graph, accumulate, captures, needed, inputs, results):
     """Run the nodes in dependency order, starting from ``ready`` (the roots nobody points at).
 
-    The loop is paid once per recorded op, so its common case stays lean: a first-order pass with no
-    ``inputs=`` and no anomaly mode sends a one-output node without hooks straight to its fast path;
-    every other node goes through ``run_node``, which makes the general decisions (hooks, capture,
-    pruning, missing gradients, the graph-mode formula, the anomaly check).
+    The general pass: ``create_graph``, ``inputs=``, anomaly mode or forced graph-mode formulas (the
+    common first-order pass is :func:`_execute_lean`). Every node goes through ``run_node``, which
+    makes the general decisions (hooks, capture, pruning, missing gradients, the graph-mode formula,
+    the anomaly check).
     """
     RUNS[0] += 1
     anomaly = state.anomaly
     fast_ok = not create_graph and not state.force_graph_backward
-    lean = fast_ok and not anomaly and captures is None
     acc_type = AccumulateGrad
     take = buffers.pop
     get = buffers.get
@@ -337,20 +365,121 @@ def _execute(ready, buffers, deps, retain_graph, create_graph, accumulate, captu
             if not create_graph:
                 nd = be.ndarray
                 plus = be.add
+        in_grads, grads = run_node(node, grads)
+        if in_grads is not None and not retain_graph:
+            node.release()
+        push(node, in_grads, grads)
+
+
+def _execute_lean(ready, buffers, deps, retain_graph, accumulate):
+    """:func:`_execute` for the common pass: first order, no ``inputs=``, no anomaly mode.
+
+    The same decisions as :func:`_execute` with those switches off, written as one loop with the
+    pushes and the leaves inline: a one-output node without hooks goes straight to its fast path;
+    any other node goes through :func:`_run_lean_node`.
+    """
+    RUNS[0] += 1
+    acc_type = AccumulateGrad
+    take = buffers.pop
+    get = buffers.get
+    schedule = ready.append
+    pop = ready.pop
+    owned: set = set()  # leaves whose buffered gradient the engine made for them alone (see _execute)
+    last_dev = be = nd = plus = None
+    while ready:
+        node = pop()
+        grads = take(node, None)
+        if node.__class__ is acc_type:
+            if grads is not None:
+                g = grads[0]
+                var = node.variable
+                mine = node in owned
+                if var._hooks:
+                    g0 = g
+                    g = _leaf_hooks(var, g, False)
+                    mine = mine and g is g0  # a hook's result may be referenced elsewhere
+                if accumulate:
+                    _accumulate(var, g, False, mine)
+            continue
+        edges = node.next_edges
+        if grads is None:  # nothing reached this node: only count its children down
+            for e in edges:
+                if e is not None:
+                    child = e[0]
+                    left = deps[child] - 1
+                    deps[child] = left
+                    if left == 0:
+                        schedule(child)
+            continue
+        dev = node.device
+        if dev is not last_dev:
+            last_dev = dev
+            be = dev.backend
+            nd = be.ndarray
+            plus = be.add
         fast = node.backward_fast
-        if lean and fast is not None and len(grads) == 1 and not node._pre_hooks and not node._hooks:
+        if fast is not None and len(grads) == 1 and node._pre_hooks is None and node._hooks is None:
             if node._freed:
                 node._check_freed()
             in_grads = fast(be, grads[0])  # a plain call: cheaper than fast(be, *grads)
             if in_grads.__class__ is not tuple:
                 in_grads = (in_grads,)
-            if not retain_graph:
-                node.release()
         else:
-            in_grads, grads = run_node(node, grads)
-            if in_grads is not None and not retain_graph:
-                node.release()
-        push(node, in_grads, grads)
+            in_grads, grads = _run_lean_node(node, grads)
+        if not retain_graph:
+            node.release()
+        if len(in_grads) != len(edges):
+            raise LucidError(f"{node.name()}: backward returned {len(in_grads)} gradients for {len(edges)} inputs")
+        for e, g in zip(edges, in_grads):
+            if e is None:
+                continue
+            child, nr = e
+            if g is not None:
+                if g.__class__ is not nd and isinstance(g, _SCALAR_TYPES):
+                    g = be.asarray(g)  # NumPy returns scalars, not 0-d arrays, from 0-d arithmetic
+                buf = get(child)
+                if buf is None:
+                    buf = buffers[child] = [None] * child.n_outputs
+                    buf[nr] = g
+                    # ownership only matters for a leaf whose .grad is still unset
+                    if child.__class__ is acc_type and grads is not None and child.variable.grad is None and \
+                            _fresh(g, grads, in_grads):
+                        owned.add(child)
+                else:
+                    old = buf[nr]
+                    if old is None:
+                        buf[nr] = g
+                    else:
+                        # the backend's add (CUDA: the vector kernel) for its own arrays; a device copy's
+                        # gradient is an array of the other device, summed there with +
+                        buf[nr] = plus(old, g) if g.__class__ is nd and old.__class__ is nd else old + g
+                        if child.__class__ is acc_type:
+                            owned.add(child)
+            left = deps[child] - 1
+            deps[child] = left
+            if left == 0:
+                schedule(child)
+
+
+def _run_lean_node(node, grads):
+    """``run_node`` of :func:`_execute` for a lean pass (first order, no captures, no anomaly mode):
+    ``(in_grads, grads)``, ``grads`` None unless the node's fast path made the results."""
+    if node._pre_hooks:
+        grads = _run_pre_hooks(node, node._pre_hooks, grads, False)
+    if len(grads) > 1 and any(g is None for g in grads):
+        grads = _fill_missing(node, grads, False)
+    fast = node.backward_fast
+    if fast is not None:
+        node._check_freed()
+        in_grads = fast(node.device.backend, *grads)
+        if in_grads.__class__ is not tuple:
+            in_grads = (in_grads,)
+    else:
+        in_grads = _call_backward(node, grads, False)
+    hooked = node._pre_hooks or node._hooks
+    if node._hooks:
+        in_grads = _run_post_hooks(node, in_grads, grads, False)
+    return in_grads, (grads if fast is not None and not hooked else None)
 
 
 def _fresh(g, grads, in_grads):
@@ -358,8 +487,16 @@ def _fresh(g, grads, in_grads):
     view, not one of the incoming gradients ``grads`` passed through, not handed to two inputs).
     ``grads`` None: the node's results may be held elsewhere (a hook's return value, a custom
     Function's or a formula's result), so they are copied."""
-    return (grads is not None and g.base is None and g.flags.c_contiguous
-            and not any(g is x for x in grads) and sum(x is g for x in in_grads) == 1)
+    if grads is None or g.base is not None:
+        return False
+    for x in grads:
+        if x is g:
+            return False
+    n = 0
+    for x in in_grads:
+        if x is g:
+            n += 1
+    return n == 1 and g.flags.c_contiguous
 
 
 def _input_grads(results, inputs, create_graph, allow_unused):

@@ -25,10 +25,13 @@ from .validation import check_dtypes, rejected_dtypes
 _FROM_NP = _dt._FROM_NP
 _PROMOTE = AmpPolicy.PROMOTE
 _FORCE_FP32 = AmpPolicy.FORCE_FP32
+_KEEP_INPUT = AmpPolicy.KEEP_INPUT
 _FLOAT = _dt.FLOAT
 _EMPTY: dict = {}
 _BF16 = _dt.bfloat16.numpy_dtype
 _F32_NP = _dt.float32.numpy_dtype
+#: the tensor dtypes autocast casts to its dtype (float64 is not autocast's to change, as in PyTorch)
+_AMP_CASTABLE = frozenset(d.numpy_dtype for d in (_dt.float16, _dt.bfloat16, _dt.float32))
 _GRAD_NP_DTYPES = frozenset(d.numpy_dtype for d in _dt.ALL_DTYPES if d.category >= _dt.FLOAT)
 # dtypes a Python float/int scalar never changes (NumPy's weak-scalar rule keeps
 # them, matching PyTorch); bfloat16 is excluded: NumPy's rule does not reach it
@@ -59,6 +62,10 @@ class Op(Node):
     save_extra = None
     #: the NumPy dtypes the schema's ``accepts`` refuses (None: every dtype is accepted)
     _rejects = None
+    #: the refused NumPy dtypes when one set covers every input (None otherwise): a one-array call tests it inline
+    _rejects_all = None
+    #: the schema's AMP policy (None on a class without a schema)
+    _amp_policy = None
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -73,7 +80,9 @@ class Op(Node):
             # a seeded op (random only through pylucid's generator) is reproducible: the gate lets it run
             cls._deterministic = s.deterministic or s.seeded
             cls._node_name = camel(s.name) + "Backward"
+            cls._amp_policy = s.amp_policy
             cls._rejects = rejected_dtypes(s.accepts)
+            cls._rejects_all = cls._rejects[0] if cls._rejects is not None and len(cls._rejects) == 1 else None
 
     # -- the three parts of an op -----------------------------------------
     @staticmethod
@@ -164,7 +173,9 @@ def apply(op, args: tuple, params: dict = _EMPTY):
     indexing ops, casts: autocast does not touch them either), and, with no
     autocast, one tensor, two tensors of one dtype and device, a tensor and a
     Python scalar that does not change its dtype kind, or three or more tensors
-    of one dtype and device. The profiler and anomaly mode take the general path.
+    of one dtype and device; under autocast, ``KeepInput`` ops take the same short path (autocast does
+    not touch them) and the others :func:`_autocast_plain`. The profiler and anomaly mode take the
+    general path.
     """
     st = state
     if _transform_hook is not None:
@@ -176,12 +187,17 @@ def apply(op, args: tuple, params: dict = _EMPTY):
         if pa is not None:
             # no type promotion at all (no compute dtype, so no AMP policy): the arrays go as they are
             if not pa:
+                if len(args) == 1:  # getitem, transpose, casts ...: one Tensor, its array as it is
+                    a = args[0]
+                    if a.__class__ in _TT:
+                        return _finish(op, args, (a._data,), params, a._device, a._requires_grad, st)
                 got = _plain_args(args)
                 if got is not None:
                     return _finish(op, args, got[0], params, got[1], got[2], st)
             return _apply_general(op, args, params, st)
-        if st.autocast is not None:
-            got = _autocast_plain(op, args, st.autocast) if pa is None else None
+        # a KeepInput op computes in its inputs' dtype with or without autocast: the short path below serves it
+        if st.autocast is not None and op._amp_policy is not _KEEP_INPUT:
+            got = _autocast_plain(op, args, st)
             if got is not None:
                 return _finish(op, args, got[0], params, got[1], got[2], st)
             return _apply_general(op, args, params, st)
@@ -198,9 +214,10 @@ def apply(op, args: tuple, params: dict = _EMPTY):
             if ca in _TT:
                 da = a._data
                 if cb in _TT:
-                    if b._device is a._device and b._data.dtype == da.dtype and (
+                    db = b._data
+                    if b._device is a._device and (db.dtype is da.dtype or db.dtype == da.dtype) and (
                             not op._real_valued or da.dtype in _GRAD_NP_DTYPES):
-                        return _finish(op, args, (da, b._data), params, a._device,
+                        return _finish(op, args, (da, db), params, a._device,
                                        a._requires_grad or b._requires_grad, st)
                 elif (cb is float and da.dtype in _FAST_FLOAT) or (cb is int and (
                         da.dtype in _FAST_FLOAT if op._real_valued else da.dtype in _FAST_INT_OK)):
@@ -219,15 +236,18 @@ def apply(op, args: tuple, params: dict = _EMPTY):
     return _apply_general(op, args, params, st)
 
 
-def _autocast_plain(op, args, autocast):
-    """``(arrays, device, requires_grad)`` when autocast changes nothing for this call, else None.
+def _autocast_plain(op, args, st):
+    """``(arrays, device, requires_grad)`` for the common autocast calls, else None (the general path).
 
-    That is: a ``Promote`` or ``ForceFP32`` op whose Tensor arguments are all on one device and
-    already of the dtype the policy gives (the autocast dtype, or float32), with Python float/int
-    scalars at most: the general path would compute that dtype and cast nothing. Scalars become
-    bfloat16 values for a bfloat16 compute dtype, as in the general path.
+    That is: a ``Promote`` or ``ForceFP32`` op whose Tensor arguments are all on one device and of one
+    dtype, with Python float/int scalars at most, when that dtype is the one the policy gives (the
+    autocast dtype, or float32): the general path would compute it and cast nothing; or when it is
+    another half or single precision float and no graph is recorded: the general path would
+    compute the policy's dtype and cast each tensor to it, as done here (a recorded call goes there:
+    its casts are recorded ops). Scalars become bfloat16 values for a bfloat16 compute dtype, as in
+    the general path.
     """
-    pol = op.schema.amp_policy
+    pol = op._amp_policy
     if pol is not _PROMOTE and pol is not _FORCE_FP32:
         return None
     dev = dt = None
@@ -253,12 +273,17 @@ def _autocast_plain(op, args, autocast):
             return None
     if dev is None:
         return None
-    adt = autocast.get(dev.type)
+    adt = st.autocast.get(dev.type)
     if adt is None:
         return None
     target = adt.numpy_dtype if pol is _PROMOTE else _F32_NP
     if dt != target:
-        return None
+        # float64 is not autocast's to change; a recorded call casts through recorded ops
+        if dt not in _AMP_CASTABLE or op.is_view or (req and st.grad_enabled and op._differentiable):
+            return None
+        astype = dev.backend.astype
+        arrays = [astype(a, target) if a.__class__ is not float and a.__class__ is not int and a is not None else a
+                  for a in arrays]
     if scal and target is _BF16:
         arrays = [_BF16.type(a) if a.__class__ is float or a.__class__ is int else a for a in arrays]
     return arrays, dev, req
@@ -297,7 +322,10 @@ def _finish(op, args, arrays, params, dev, req, st, prof=None):
     path runs without one).
     """
     if op._rejects is not None:
-        check_dtypes(op, arrays)
+        rej = op._rejects_all
+        # one array of an accepted dtype (relu, exp, ...) passes here; check_dtypes decides every other call
+        if rej is None or len(arrays) != 1 or arrays[0].dtype in rej:
+            check_dtypes(op, arrays)
     if not op._deterministic and flags.deterministic:
         _nondeterministic(op)
     be = dev.backend
@@ -305,7 +333,16 @@ def _finish(op, args, arrays, params, dev, req, st, prof=None):
         with be.cuda_device:
             out = op.forward(be, *arrays, **params) if prof is None else prof.run(op, be, arrays, params, dev)
     elif prof is None:
-        out = op.forward(be, *arrays, **params)
+        # a plain call for the common arities without params: cheaper than building *args and **params
+        n = len(arrays)
+        if params:
+            out = op.forward(be, *arrays, **params)
+        elif n == 2:
+            out = op.forward(be, arrays[0], arrays[1])
+        elif n == 1:
+            out = op.forward(be, arrays[0])
+        else:
+            out = op.forward(be, *arrays)
     else:
         out = prof.run(op, be, arrays, params, dev)
     if op.n_outputs != 1:
@@ -478,7 +515,13 @@ def _record(op, args, arrays, params, dev, out, t, outs):
                 versions.append(a._version[0])
             if a._requires_grad:
                 fn = a.grad_fn
-                edges.append((fn, a._output_nr) if fn is not None else (grad_accumulator(a), 0))
+                if fn is not None:
+                    edges.append((fn, a._output_nr))
+                else:
+                    # grad_accumulator() inlined for its common case: the leaf's node is alive
+                    ref = a._grad_acc
+                    acc = ref() if ref is not None else None
+                    edges.append((acc if acc is not None else grad_accumulator(a), 0))
                 continue
         else:
             shapes.append(None)
