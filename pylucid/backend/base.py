@@ -348,8 +348,10 @@ class ArrayBackend:
 
     def relu(self, x):
         """``max(x, 0)`` with NaN kept; integer arrays stay integer."""
-        with self.errstate():  # ml_dtypes' bfloat16 maximum warns on NaN where float32 does not
-            return self.maximum(x, x.dtype.type(0))
+        if x.dtype in _HALF:
+            with self.errstate():  # ml_dtypes' bfloat16 maximum warns on NaN where float32 does not
+                return self.maximum(x, x.dtype.type(0))
+        return self.maximum(x, x.dtype.type(0))  # (NumPy's own dtypes: a NaN propagates without a warning)
 
     _INT_OF = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.int64)}
 
