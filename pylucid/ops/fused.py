@@ -62,6 +62,20 @@ def _arrays_of(op: str, names: tuple, lists: tuple):
     raise AssertionError(f"{op}: inconsistent tensor lists")  # pragma: no cover - the checks above cover the passes
 
 
+def _check_leaves(op: str, params) -> None:
+    """An update in place of a leaf that requires grad is refused while grad mode is on (as any in-place op)."""
+    if state.grad_enabled:
+        for p in params:
+            check_inplace_leaf(p, op)
+
+
+def _bump_versions(*written) -> None:
+    """Every written tensor's version goes up by one, as after an in-place op."""
+    for seq in written:
+        for t in seq:
+            t._version[0] += 1
+
+
 @declare(method=False)
 def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float, beta2: float,
                  eps: float, weight_decay: float = 0.0, decoupled: bool = False, maximize: bool = False,
@@ -104,9 +118,7 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
                                                                (params, grads, exp_avgs, exp_avg_sqs))
     if dev is None:
         return None
-    if state.grad_enabled:
-        for p in params:
-            check_inplace_leaf(p, op)
+    _check_leaves(op, params)
     be = dev.backend
     capturable = step.__class__ in _TENSOR_TYPES
     if capturable:
@@ -140,9 +152,7 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
                      maximize=bool(maximize), **extra)
     if capturable:
         step._version[0] += 1
-    for written in (params, exp_avgs, exp_avg_sqs):
-        for t in written:
-            t._version[0] += 1
+    _bump_versions(params, exp_avgs, exp_avg_sqs)
     return None
 
 
@@ -178,17 +188,11 @@ def _fused_sgd_(params, grads, momentum_buffers, *, lr: float, momentum: float =
     dev, arrays = _arrays_of(op, names, lists)
     if dev is None:
         return None
-    if state.grad_enabled:
-        for p in params:
-            check_inplace_leaf(p, op)
+    _check_leaves(op, params)
     be = dev.backend
     with be.device_ctx():
         be.sgd_step(arrays[0], arrays[1], arrays[2] if has_m else [], lr=float(lr), momentum=float(momentum),
                     dampening=float(dampening), weight_decay=float(weight_decay), nesterov=bool(nesterov),
                     maximize=bool(maximize), init=bool(first_step))
-    for t in params:
-        t._version[0] += 1
-    if has_m:
-        for t in momentum_buffers:
-            t._version[0] += 1
+    _bump_versions(params, momentum_buffers if has_m else ())
     return None
