@@ -241,7 +241,6 @@ def _execute(ready, buffers, deps, retain_graph, create_graph, accumulate, captu
     fast_ok = not create_graph and not state.force_graph_backward
     acc_type = AccumulateGrad
     take = buffers.pop
-    get = buffers.get
     schedule = ready.append
     # leaves whose buffered gradient is an array no one else references: a sum made here, or a fresh array
     # (not a view, not an incoming gradient passed through, not handed to two inputs); _accumulate adopts it
@@ -258,45 +257,7 @@ def _execute(ready, buffers, deps, retain_graph, create_graph, accumulate, captu
         """Send ``in_grads[i]`` along the node's edge ``i`` into the child's buffer and count the child
         down; ``in_grads`` None (the node did not run) only counts down. ``grads``: the gradients the
         node ran on, or None when its results may be referenced elsewhere (see :func:`_fresh`)."""
-        if in_grads is None:
-            for e in node.next_edges:
-                if e is not None:
-                    child = e[0]
-                    left = deps[child] - 1
-                    deps[child] = left
-                    if left == 0:
-                        schedule(child)
-            return
-        edges = node.next_edges
-        if len(in_grads) != len(edges):
-            raise LucidError(f"{node.name()}: backward returned {len(in_grads)} gradients for {len(edges)} inputs")
-        for e, g in zip(edges, in_grads):
-            if e is None:
-                continue
-            child, nr = e
-            if g is not None:
-                if g.__class__ is not nd and isinstance(g, _SCALAR_TYPES):
-                    g = be.asarray(g)  # NumPy returns scalars, not 0-d arrays, from 0-d arithmetic
-                buf = get(child)
-                if buf is None:
-                    buf = buffers[child] = [None] * child.n_outputs
-                    buf[nr] = g
-                    if child.__class__ is acc_type and _fresh(g, grads, in_grads):
-                        owned.add(child)
-                else:
-                    old = buf[nr]
-                    if old is None:
-                        buf[nr] = g
-                    else:
-                        # the backend's add (CUDA: the vector kernel) for its own arrays; a device copy's
-                        # gradient is an array of the other device, summed there with +
-                        buf[nr] = plus(old, g) if g.__class__ is nd and old.__class__ is nd else old + g
-                        if child.__class__ is acc_type:
-                            owned.add(child)
-            left = deps[child] - 1
-            deps[child] = left
-            if left == 0:
-                schedule(child)
+        _distribute(node, in_grads, grads, buffers, deps, owned, schedule, be, nd, plus, False)
 
     def leaf(node, g):
         """A leaf's gradient: its hooks, then into ``.grad`` (or, for ``autograd.grad``, into the results)."""
@@ -381,7 +342,6 @@ def _execute_lean(ready, buffers, deps, retain_graph, accumulate):
     RUNS[0] += 1
     acc_type = AccumulateGrad
     take = buffers.pop
-    get = buffers.get
     schedule = ready.append
     pop = ready.pop
     owned: set = set()  # leaves whose buffered gradient the engine made for them alone (see _execute)
@@ -401,15 +361,8 @@ def _execute_lean(ready, buffers, deps, retain_graph, accumulate):
                 if accumulate:
                     _accumulate(var, g, False, mine)
             continue
-        edges = node.next_edges
         if grads is None:  # nothing reached this node: only count its children down
-            for e in edges:
-                if e is not None:
-                    child = e[0]
-                    left = deps[child] - 1
-                    deps[child] = left
-                    if left == 0:
-                        schedule(child)
+            _distribute(node, None, None, buffers, deps, owned, schedule, be, nd, plus, True)
             continue
         dev = node.device
         if dev is not last_dev:
@@ -428,37 +381,59 @@ def _execute_lean(ready, buffers, deps, retain_graph, accumulate):
             in_grads, grads = _run_lean_node(node, grads)
         if not retain_graph:
             node.release()
-        if len(in_grads) != len(edges):
-            raise LucidError(f"{node.name()}: backward returned {len(in_grads)} gradients for {len(edges)} inputs")
-        for e, g in zip(edges, in_grads):
-            if e is None:
-                continue
-            child, nr = e
-            if g is not None:
-                if g.__class__ is not nd and isinstance(g, _SCALAR_TYPES):
-                    g = be.asarray(g)  # NumPy returns scalars, not 0-d arrays, from 0-d arithmetic
-                buf = get(child)
-                if buf is None:
-                    buf = buffers[child] = [None] * child.n_outputs
+        _distribute(node, in_grads, grads, buffers, deps, owned, schedule, be, nd, plus, True)
+
+
+def _distribute(node, in_grads, grads, buffers, deps, owned, schedule, be, nd, plus, lean: bool) -> None:
+    """Send ``in_grads[i]`` along ``node``'s edge ``i`` into the child's buffer (summing with what is there) and
+    count the child down, scheduling it at zero; ``in_grads`` None (the node did not run) only counts down.
+
+    ``grads`` are the gradients the node ran on, or None when its results may be referenced elsewhere (see
+    :func:`_fresh`): a leaf whose buffered gradient the engine made for it alone is marked in ``owned``. ``lean``
+    (first order, no captures): that ownership is only looked for while the leaf's ``.grad`` is unset, the one
+    case where it matters. ``be``/``nd``/``plus``: the node's backend, its array class and its add.
+    """
+    edges = node.next_edges
+    if in_grads is None:
+        for e in edges:
+            if e is not None:
+                child = e[0]
+                left = deps[child] - 1
+                deps[child] = left
+                if left == 0:
+                    schedule(child)
+        return
+    if len(in_grads) != len(edges):
+        raise LucidError(f"{node.name()}: backward returned {len(in_grads)} gradients for {len(edges)} inputs")
+    acc_type = AccumulateGrad
+    for e, g in zip(edges, in_grads):
+        if e is None:
+            continue
+        child, nr = e
+        if g is not None:
+            if g.__class__ is not nd and isinstance(g, _SCALAR_TYPES):
+                g = be.asarray(g)  # NumPy returns scalars, not 0-d arrays, from 0-d arithmetic
+            buf = buffers.get(child)
+            if buf is None:
+                buf = buffers[child] = [None] * child.n_outputs
+                buf[nr] = g
+                if child.__class__ is acc_type and (not lean or (grads is not None and child.variable.grad is None)) \
+                        and _fresh(g, grads, in_grads):
+                    owned.add(child)
+            else:
+                old = buf[nr]
+                if old is None:
                     buf[nr] = g
-                    # ownership only matters for a leaf whose .grad is still unset
-                    if child.__class__ is acc_type and grads is not None and child.variable.grad is None and \
-                            _fresh(g, grads, in_grads):
-                        owned.add(child)
                 else:
-                    old = buf[nr]
-                    if old is None:
-                        buf[nr] = g
-                    else:
-                        # the backend's add (CUDA: the vector kernel) for its own arrays; a device copy's
-                        # gradient is an array of the other device, summed there with +
-                        buf[nr] = plus(old, g) if g.__class__ is nd and old.__class__ is nd else old + g
-                        if child.__class__ is acc_type:
-                            owned.add(child)
-            left = deps[child] - 1
-            deps[child] = left
-            if left == 0:
-                schedule(child)
+                    # the backend's add (CUDA: the vector kernel) for its own arrays; a device copy's
+                    # gradient is an array of the other device, summed there with +
+                    buf[nr] = plus(old, g) if g.__class__ is nd and old.__class__ is nd else old + g
+                    if child.__class__ is acc_type:
+                        owned.add(child)
+        left = deps[child] - 1
+        deps[child] = left
+        if left == 0:
+            schedule(child)
 
 
 def _run_lean_node(node, grads):
