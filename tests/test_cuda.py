@@ -1864,3 +1864,99 @@ def test_direct_gemm_follows_the_current_stream():
     s.synchronize()
     np.testing.assert_allclose(cp.asnumpy(out), cp.asnumpy(a) @ cp.asnumpy(b), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(cp.asnumpy(col), (cp.asnumpy(a) @ cp.asnumpy(b)).sum(0), rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------- cuBLASLt: cached algorithms and epilogues
+def _lt_epilogues(be):
+    """The epilogues of the cuBLASLt plans that were built and accepted so far."""
+    from pylucid.backend.cublaslt import cublaslt
+
+    lt = cublaslt()
+    return {key[12] for key, plan in lt.plans.items() if plan is not None} if lt else set()
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("case", ["linear", "nn", "fold", "one_row", "sliced"])
+def test_bias_epilogue_matches_separate_add(dtype, case, monkeypatch):
+    """``matmul_bias`` through cuBLASLt's bias epilogue against the GEMM and the bias kernel (cuBLASLt off) and
+    a float64 product on the host; the epilogue must have run."""
+    be = _be()
+    g = _rng(10)
+    npdt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+
+    def dev(*shape):
+        return be.asarray(g.standard_normal(shape).astype(npdt))
+
+    a, b = {"linear": lambda: (dev(40, 24), dev(56, 24).T), "nn": lambda: (dev(40, 24), dev(24, 56)),
+            "fold": lambda: (dev(3, 5, 24), dev(56, 24).T), "one_row": lambda: (dev(1, 24), dev(56, 24).T),
+            "sliced": lambda: (dev(40, 96)[:, 32:56], dev(56, 24).T)}[case]()
+    bias = dev(56)
+    fused = be.matmul_bias(a, b, bias)
+    assert 4 in _lt_epilogues(be)
+    monkeypatch.setattr(type(be), "use_cublaslt", False)
+    plain = be.matmul_bias(a, b, bias)
+    assert be.gemm_error is None, be.gemm_error
+    tol = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2}[dtype]
+    np.testing.assert_allclose(_host(be, fused), _host(be, plain), rtol=tol, atol=tol * 2)
+    want = np.matmul(_host(be, a), _host(be, b)) + _host(be, bias)
+    np.testing.assert_allclose(_host(be, fused), want, rtol=tol * 2, atol=tol * 4)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("shape", [(8, 16), (3, 7, 16), (1, 16), (16,)])
+def test_linear_bias_epilogues_match_torch(dtype, shape):
+    """Linear with a bias on the GPU (the bias added inside the GEMM) against torch's float64 Linear, values and
+    gradients; the epilogue must have run (else the test proves nothing)."""
+    import pylucid.nn.functional as F
+
+    g = _rng(11)
+    xn, wn, bn = g.standard_normal(shape), g.standard_normal((24, 16)), g.standard_normal(24)
+    gn = g.standard_normal(shape[:-1] + (24,))
+    pdt = getattr(pylucid, dtype)
+    x, w, b = (pylucid.tensor(a, dtype=pdt, device="cuda", requires_grad=True) for a in (xn, wn, bn))
+    y = F.linear(x, w, b)
+    y.backward(pylucid.tensor(gn, dtype=pdt, device="cuda"))
+    tdt = getattr(torch, dtype)
+    xt, wt, bt = (torch.tensor(a).to(tdt).double().requires_grad_() for a in (xn, wn, bn))
+    yt = torch.nn.functional.linear(xt, wt, bt)
+    yt.backward(torch.tensor(gn).to(tdt).double())
+    tol = {"float32": 1e-5, "float16": 4e-3, "bfloat16": 3e-2}[dtype]
+    for got, want in ((y, yt), (x.grad, xt.grad), (w.grad, wt.grad), (b.grad, bt.grad)):
+        assert got.dtype is pdt
+        want = want.detach().numpy()
+        np.testing.assert_allclose(got.detach().float().cpu().numpy(), want, rtol=tol,
+                                   atol=tol * max(1.0, np.abs(want).max()))
+    if len(shape) >= 2:
+        assert 4 in _lt_epilogues(_be())
+
+
+@cuda_only
+def test_cublaslt_on_a_side_stream_and_in_a_graph():
+    """cuBLASLt calls follow the current stream (their own workspace per stream) and replay in a CUDA graph."""
+    be = _be()
+    cp = be.xp
+    a = cp.asarray(_rng(42).standard_normal((64, 32)), dtype=np.float32)
+    w = cp.asarray(_rng(43).standard_normal((48, 32)), dtype=np.float32)
+    bias = cp.asarray(_rng(44).standard_normal(48), dtype=np.float32)
+    want = cp.asnumpy(a) @ cp.asnumpy(w).T + cp.asnumpy(bias)
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        out = be.matmul_bias(a, w.T, bias)
+    s.synchronize()
+    np.testing.assert_allclose(cp.asnumpy(out), want, rtol=1e-5, atol=1e-4)
+    lin = pylucid.nn.Linear(32, 48).to("cuda")
+    x = pylucid.randn(64, 32, device="cuda")
+    g = pylucid.cuda.CUDAGraph()
+    side = pylucid.cuda.Stream()
+    with pylucid.cuda.stream(side):
+        y_eager = lin(x)  # warm-up on the capture stream: its cuBLASLt workspace exists before the capture
+    pylucid.cuda.synchronize()
+    with pylucid.cuda.graph(g, stream=side):
+        y = lin(x)
+    x.copy_(pylucid.randn(64, 32, device="cuda"))
+    g.replay()
+    pylucid.cuda.synchronize()
+    np.testing.assert_allclose(y.detach().cpu().numpy(), lin(x).detach().cpu().numpy(), rtol=1e-5, atol=1e-5)
+    assert y_eager.shape == y.shape

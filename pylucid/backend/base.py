@@ -516,6 +516,10 @@ class ArrayBackend:
         """:meth:`sum_to_shape` of ``g`` accumulated and returned as ``dtype``."""
         return self.sum_to_shape(self.astype(g, dtype) if g.dtype != dtype else g, shape)
 
+    def matmul_bias(self, a, b, bias):
+        """``a @ b + bias`` (``bias`` broadcast over the product; Linear's forward)."""
+        return self.add_bias_(self.matmul(a, b), bias)
+
     def add_bias_(self, y, b):
         """``y + b``, written into ``y`` (a fresh array the caller owns) when ``b`` broadcasts to ``y``'s shape."""
         ys, bs = y.shape, b.shape

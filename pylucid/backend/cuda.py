@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 from threading import get_ident as _get_ident
 
 import ml_dtypes
@@ -517,6 +518,9 @@ class CUDABackend(ArrayBackend):
     #: the reused no-op device context). ``CUDABackend.fast_launch = False`` restores the generic
     #: CuPy calls exactly, at once, for existing backends too (checked per call).
     fast_launch = True
+    #: Linear's bias added inside the GEMM through cuBLASLt's bias epilogue (:mod:`.cublaslt`); False: the GEMM
+    #: and a separate bias kernel (``PYLUCID_CUBLASLT=0`` at import)
+    use_cublaslt = os.environ.get("PYLUCID_CUBLASLT", "1") != "0"
     #: the fast element-wise and cast kernels call ``cuLaunchKernel`` directly with a preallocated
     #: parameter block (``cuda_launch.raw_launcher``) instead of CuPy's ``Function.__call__``.
     #: Read when a kernel is first built; False keeps CuPy's call for kernels built afterwards.
@@ -544,6 +548,7 @@ class CUDABackend(ArrayBackend):
         self.graph_keep: list | None = None
         self.gemm_error = None  # set (with the reason) if the direct cuBLAS path ever failed
         self._cublas_mod = None
+        self._lt = None  # the process's cuBLASLt (pylucid.backend.cublaslt) once looked up; False without it
         self._handle = None  # (thread id, cuBLAS handle of this device for that thread)
         self._casts: dict = {}  # (source dtype, target dtype) -> fast cast kernel or None
         self._ones: dict = {}  # dtype -> a ones vector for column sums (grown on demand)
@@ -760,7 +765,7 @@ class CUDABackend(ArrayBackend):
                     return out
         return super().sum_to_shape_as(g, shape, dtype)
 
-    def _gemm(self, a, b, out_dtype=None):
+    def _gemm(self, a, b, out_dtype=None, epilogue=1, bias=None):
         """``a @ b`` for operands of >= 2 dims through one cuBLAS call, or None (caller falls back).
 
         No copies for the layouts the ops produce: each operand's last two axes may be
@@ -773,7 +778,8 @@ class CUDABackend(ArrayBackend):
         Row-major ``C = A @ B`` is column-major ``C^T = B^T A^T``, so B is passed first.
         Float32 uses ``CUBLAS_COMPUTE_32F`` (no TF32, as PyTorch's default; TF32 when
         ``pylucid.backends.cuda.matmul.allow_tf32``); half types
-        accumulate in float32 and round once.
+        accumulate in float32 and round once. ``epilogue``/``bias``: a cuBLASLt epilogue (see
+        :meth:`_cublas`); products that are not one GEMM then return None.
         """
         cp = self.xp
         m, k = a.shape[-2], a.shape[-1]
@@ -808,7 +814,9 @@ class CUDABackend(ArrayBackend):
                 rows = _fold_rows(a, m, la[1] * e)
                 if rows is not None:  # (batch..., m, k) rows of one row-major matrix: a single GEMM
                     c = self.ndarray(batch + (m, n), out_dtype or dt)
-                    return c if self._cublas(lb, la, n, rows, k, b, a, 0, 0, c, 1) else None
+                    return c if self._cublas(lb, la, n, rows, k, b, a, 0, 0, c, 1, epilogue, bias) else None
+            if nb > 1 and epilogue != 1:
+                return None
             sa = _batch_stride(a, batch)
             if sa is None:
                 a = self.ascontiguousarray(cp.broadcast_to(a, batch + (m, k)))
@@ -818,12 +826,14 @@ class CUDABackend(ArrayBackend):
                 b = self.ascontiguousarray(cp.broadcast_to(b, batch + (k, n)))
                 lb, sb = (0, n), k * n
             c = self.ndarray(batch + (m, n), out_dtype or dt)
-            return c if self._cublas(lb, la, n, m, k, b, a, sb, sa, c, nb) else None
+            return c if self._cublas(lb, la, n, m, k, b, a, sb, sa, c, nb, epilogue, bias) else None
 
-    def _cublas(self, lb, la, n, m, k, b, a, sb, sa, c, nb):
-        """``C(col-major n x m) = op(B) op(A)``: cublasGemmEx, or its strided-batched form for ``nb > 1``.
+    def _cublas(self, lb, la, n, m, k, b, a, sb, sa, c, nb, epilogue=1, bias=None):
+        """``C(col-major n x m) = op(B) op(A)``: with an epilogue (``bias`` added over C's rows), cuBLASLt
+        (:mod:`.cublaslt`); else cublasGemmEx, or its strided-batched form for ``nb > 1``.
 
-        False (and ``gemm_error`` set) if cuBLAS refused the call: the caller falls back to CuPy.
+        False (and ``gemm_error`` set) if cuBLAS refused the call, or if an epilogue was asked for and
+        cuBLASLt cannot run it: the caller falls back.
         """
         cp = self.xp
         cublas = self._cublas_mod
@@ -846,6 +856,22 @@ class CUDABackend(ArrayBackend):
                 with self.device_ctx():
                     handle = cp.cuda.device.get_cublas_handle()
                 self._handle = (tid, handle)
+            # cuBLASLt only for an epilogue: for plain products its call costs more host time than cublasGemmEx's
+            # (about 2-3 us more per call on the H200's host, measured at GPT-2's shapes)
+            if epilogue != 1 and nb == 1 and self.use_cublaslt:
+                lt = self._lt
+                if lt is None:
+                    from .cublaslt import cublaslt
+
+                    lt = self._lt = cublaslt() or False
+                if lt and lt.matmul(cp, handle, cp.cuda.get_current_stream().ptr, lb[0], la[0], n, m, k, b.data.ptr,
+                                    lb[1], a.data.ptr, la[1], c.data.ptr, n, cuda_dt, c_dt, compute,
+                                    1 if compute == 70 else 0, one, zero, epilogue,
+                                    0 if bias is None else bias.data.ptr,
+                                    None if bias is None else _GEMM[bias.dtype][0]):
+                    return True
+            if epilogue != 1:
+                return False
             if CAPTURING[0]:
                 # CuPy's cuBLAS wrappers refuse to run while a stream captures (although cuBLAS captures fine):
                 # the same two calls go to libcublas directly, on the capturing stream
@@ -1549,6 +1575,22 @@ class CUDABackend(ArrayBackend):
                  s(hp["weight_decay"]), s(bc1), s(bc2_sqrt),
                  np.int32(bool(hp["decoupled"])), np.int32(bool(hp["maximize"])),
                  np.uint64(0) if dev_hp is None else dev_hp))
+
+    def matmul_bias(self, a, b, bias):
+        """``a @ b + bias`` (``bias`` over the last axis) with the bias added inside the GEMM (cuBLASLt's bias
+        epilogue: float32 accumulation, the bias added before the one rounding), else the GEMM and
+        :meth:`add_bias_`.
+
+        Only for a bias of the product's dtype: cuBLASLt refuses autocast's float32 bias on a half product
+        (measured on the H200), and rounding that bias to half first would change autocast's numerics.
+        """
+        if (self.use_cublaslt and self.fast_launch and a.dtype in _GEMM and b.dtype == a.dtype and a.ndim >= 2
+                and b.ndim == 2 and bias.__class__ is self.ndarray and bias.ndim == 1 and bias._c_contiguous
+                and bias.size == b.shape[1] and bias.dtype == a.dtype):
+            out = self._gemm(a, b, None, 4, bias)  # CUBLASLT_EPILOGUE_BIAS
+            if out is not None:
+                return out
+        return super().matmul_bias(a, b, bias)
 
     def add_bias_(self, y, b):
         """``y += b`` over the last axis in one kernel (CuPy's broadcasting add indexes both operands

@@ -1057,13 +1057,30 @@ def _axis_taps(be, kind, n_in, n_out, scale, align_corners):
     return be.stack((i0, i1), 1), be.stack((1.0 - lam, lam), 1), None
 
 
-def _axis_matrix(be, kind, n_in, n_out, scale, align_corners):
-    """The (n_out, n_in) matrix of one spatial dim of a separable linear resampling (its taps, scattered)."""
-    idx, w, _ = _axis_taps(be, kind, n_in, n_out, scale, align_corners)
-    m = be.zeros((n_out, n_in), dtype="float64")
-    rows = be.arange(n_out)
-    for t in range(idx.shape[1]):
-        be.scatter_add(m, (rows, idx[:, t]), w[:, t])
+#: (backend, kind, n_in, n_out, scale, align_corners, dtype, transposed) -> the matrix of :func:`_axis_matrix`
+_AXIS_MATRICES: dict = {}
+
+
+def _axis_matrix(be, kind, n_in, n_out, scale, align_corners, dtype, transposed=False):
+    """The (n_out, n_in) matrix of one spatial dim of a separable linear resampling (its taps, scattered), in
+    ``dtype``, C-contiguous; its transpose with ``transposed``.
+
+    Kept per backend and signature (a few dozen entries at most; read-only): building it costs a dozen small
+    launches and a scatter, which a model calling ``adaptive_avg_pool2d`` every step would pay each time.
+    """
+    key = (be, kind, n_in, n_out, scale, align_corners, dtype, transposed)
+    m = _AXIS_MATRICES.get(key)
+    if m is None:
+        idx, w, _ = _axis_taps(be, kind, n_in, n_out, scale, align_corners)
+        m = be.zeros((n_out, n_in), dtype="float64")
+        rows = be.arange(n_out)
+        for t in range(idx.shape[1]):
+            be.scatter_add(m, (rows, idx[:, t]), w[:, t])
+        m = be.ascontiguousarray((m.T if transposed else m).astype(dtype))
+        if be.can_sync():  # not while a CUDA graph captures: the array would live in the graph's private pool
+            if len(_AXIS_MATRICES) >= 256:
+                _AXIS_MATRICES.clear()
+            _AXIS_MATRICES[key] = m
     return m
 
 
@@ -1110,7 +1127,7 @@ class _SeparableResample(Op):
                 if finite is None:
                     finite = be.name == "cuda" or bool(be.isfinite(x).all())
                 if finite:
-                    m = _axis_matrix(be, kind, n_in, n_out, scale, align).astype(x.dtype)
+                    m = _axis_matrix(be, kind, n_in, n_out, scale, align, x.dtype)
                     y = be.moveaxis(be.matmul(m, be.moveaxis(y, ax, -2)), -2, ax)
                     continue
             # interpolation: 2 (linear) or 4 (cubic) taps per output, as PyTorch's kernels
@@ -1126,8 +1143,7 @@ class _SeparableResample(Op):
         nd = len(axes)
         for i, (kind, n_in, n_out, scale, align) in enumerate(axes):
             ax = g.ndim - nd + i
-            mt = _new_tensor(be.ascontiguousarray(_axis_matrix(be, kind, n_in, n_out, scale, align).T.astype(
-                g._data.dtype)), self.device)
+            mt = _new_tensor(_axis_matrix(be, kind, n_in, n_out, scale, align, g._data.dtype, True), self.device)
             g = transpose(matmul(mt, transpose(g, ax, -2)), -2, ax)
         return g
 

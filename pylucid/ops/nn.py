@@ -106,8 +106,11 @@ class Linear(Op):
         if x.ndim > 2 and not be.folds_matmul:
             # one GEMM over the flattened leading dims, not a broadcast batched matmul
             y = be.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
+        elif b is not None:
+            # (CUDA folds the leading dims into one GEMM itself, and adds the bias inside it: cuBLASLt's epilogue)
+            return be.matmul_bias(x, w.T, b)
         else:
-            y = be.matmul(x, w.T)  # (CUDA folds the leading dims into one GEMM itself)
+            y = be.matmul(x, w.T)
         # the GEMM's output is fresh: the bias is added into it (one pass, no second array)
         return be.add_bias_(y, b) if b is not None else y
 
