@@ -1500,11 +1500,11 @@ def test_raw_launch_matches_cupy_call_on_streams_and_threads():
 
 
 def test_strided_copy_source_layout():
-    for size in (2, 4, 8):
+    for size in (2, 4, 8, 16):
         src, name = cuda_sources.strided_copy_source(size)
         assert cuda_launch.signature_layout(src, name) == "ppqi" + "q" * 2 * cuda_sources.COPY_MAX_NDIM
         assert src.count("{") == src.count("}")
-    assert cuda_sources.strided_copy_source(1) is None and cuda_sources.strided_copy_source(16) is None
+    assert cuda_sources.strided_copy_source(1) is None and cuda_sources.strided_copy_source(3) is None
 
 
 @cuda_only
@@ -1524,11 +1524,47 @@ def test_strided_copy_matches_cupy():
             assert got.flags.c_contiguous and got.dtype == xv.dtype and got.shape == xv.shape
             ref = cp.ascontiguousarray(xv)
             np.testing.assert_array_equal(cp.asnumpy(got.view(np.uint8)), cp.asnumpy(ref.view(np.uint8)))
-    assert {2, 4, 8} <= set(be._copy) and all(k is not None for k in be._copy.values())
+    # a contiguous last axis (attention's q/k/v permutes): 16-byte words; unaligned or odd runs: element words
+    heads = cp.arange(4 * 6 * 3 * 8 * 16, dtype=np.float64).reshape(4, 6, 3, 8, 16)
+    runs = [lambda b: b.transpose(2, 0, 3, 1, 4), lambda b: b.transpose(2, 0, 3, 1, 4)[..., 1:9],
+            lambda b: b[:, ::2].transpose(1, 0, 2, 3, 4)[..., :8], lambda b: b.transpose(0, 1, 3, 2, 4)[..., :12]]
+    for dt in (np.float64, np.float32, np.float16, _BF16_NP, np.int16):
+        typed = be.astype(heads.astype(np.float32), dt) if dt == _BF16_NP else heads.astype(dt)
+        for view in runs:
+            xv = view(typed)
+            got = be.ascontiguousarray(xv)
+            assert got.flags.c_contiguous and got.shape == xv.shape
+            np.testing.assert_array_equal(cp.asnumpy(got.view(np.uint8)),
+                                          cp.asnumpy(cp.ascontiguousarray(xv).view(np.uint8)))
+    assert {2, 4, 8, 16} <= set(be._copy) and all(k is not None for k in be._copy.values())
     c = cp.ones((2, 3))
     assert be.ascontiguousarray(c) is c
-    seven = cp.ones((1, 2, 1, 2, 1, 2, 1))[..., ::-1, :]  # more axes than the kernel takes: CuPy's copy
+    seven = cp.ones((1, 2, 1, 2, 1, 2, 1))[..., ::-1, :]  # length-1 axes dropped: three axes for the kernel
     np.testing.assert_array_equal(cp.asnumpy(be.ascontiguousarray(seven)), cp.asnumpy(seven))
+    many = cp.arange(2 ** 8, dtype=np.float32).reshape((2,) * 8)[:, ::-1, :, ::-1, :, ::-1, :, ::-1]
+    np.testing.assert_array_equal(cp.asnumpy(be.ascontiguousarray(many)), cp.asnumpy(many))  # CuPy's copy
+
+
+@cuda_only
+@single_gpu
+def test_copy_into_strided_views_matches_cupy():
+    """``copy_into`` (the strided-assign kernel) writes every layout CuPy's assignment writes, bit for bit."""
+    be = _be()
+    cp = be.xp
+    for dt in (np.float64, np.float32, np.float16, _BF16_NP, np.int32):
+        for dst_of, src_shape in ((lambda o: o.transpose(2, 0, 3, 1, 4)[1], (4, 8, 6, 16)),
+                                  (lambda o: o[:, 1], (4, 3, 8, 16)), (lambda o: o[..., 1:9], (4, 6, 3, 8, 8)),
+                                  (lambda o: o[::2, :, 0, :, ::2], (2, 6, 8, 8))):
+            out = cp.zeros((4, 6, 3, 8, 16), dtype=np.float32)
+            out = be.astype(out, dt) if dt == _BF16_NP else out.astype(dt)
+            ref = out.copy()
+            src = cp.arange(int(np.prod(src_shape)), dtype=np.float32).reshape(src_shape)
+            src = be.astype(src, dt) if dt == _BF16_NP else src.astype(dt)
+            got = be.copy_into(dst_of(out), src)
+            dst_of(ref)[...] = src
+            assert got.shape == src_shape
+            np.testing.assert_array_equal(cp.asnumpy(out.view(np.uint8)), cp.asnumpy(ref.view(np.uint8)))
+    assert {2, 4, 8, 16} <= set(be._assign) and all(k is not None for k in be._assign.values())
 
 
 @cuda_only

@@ -516,6 +516,15 @@ class ArrayBackend:
         """:meth:`sum_to_shape` of ``g`` accumulated and returned as ``dtype``."""
         return self.sum_to_shape(self.astype(g, dtype) if g.dtype != dtype else g, shape)
 
+    def copy_into(self, dst, src):
+        """``dst[...] = src`` (``dst`` a view of the same shape and dtype, not overlapping ``src``); returns ``dst``."""
+        dst[...] = src
+        return dst
+
+    def reshape(self, a, shape):
+        """``a`` with the (resolved) ``shape``: a view when the strides allow, else a copy."""
+        return a.reshape(shape)
+
     def matmul_bias(self, a, b, bias):
         """``a @ b + bias`` (``bias`` broadcast over the product; Linear's forward)."""
         return self.add_bias_(self.matmul(a, b), bias)

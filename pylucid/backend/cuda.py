@@ -157,6 +157,46 @@ def _contig(ascontiguousarray, a):
     return a if a._c_contiguous and a.ndim else ascontiguousarray(a)
 
 
+def _merge_axes(shape, *strides):
+    """``(shape, strides...)`` of the same strided walk(s) with length-1 axes dropped and neighbouring axes that
+    step as one (in every strides tuple) merged: the copy kernels then divide by fewer dims per element."""
+    out = []
+    for d, *st in zip(shape, *strides):
+        if d == 1:
+            continue
+        if out and all(p == q * d for p, q in zip(out[-1][1], st)):
+            out[-1] = (out[-1][0] * d, st)
+        else:
+            out.append((d, st))
+    if not out:
+        return ((1,),) + tuple((0,) for _ in strides)
+    return (tuple(d for d, _ in out),) + tuple(tuple(st[i] for _, st in out) for i in range(len(strides)))
+
+
+def _reshape_is_view(old_shape, old_strides, new_shape) -> bool:
+    """Whether ``reshape`` to ``new_shape`` (no -1) can be a view: every run of old axes that one group of new
+    axes spans must step as one axis (NumPy's rule; length-1 axes do not count)."""
+    old = [(d, st) for d, st in zip(old_shape, old_strides) if d != 1]
+    new = [d for d in new_shape if d != 1]
+    i = j = 0
+    while i < len(old) and j < len(new):
+        i0 = i
+        po, pn = old[i][0], new[j]
+        i += 1
+        j += 1
+        while po != pn:
+            if po < pn:
+                po *= old[i][0]
+                i += 1
+            else:
+                pn *= new[j]
+                j += 1
+        for k in range(i0, i - 1):
+            if old[k][1] != old[k + 1][1] * old[k + 1][0]:
+                return False
+    return True
+
+
 def _mat_layout(x, r, c):
     """How cuBLAS reads the last two axes ``(r, c)`` of ``x``: ``(transpose flag, leading dim)`` or None.
 
@@ -543,6 +583,7 @@ class CUDABackend(ArrayBackend):
         self._adam_tables: dict = {}
         self._bias_add: dict = {}
         self._copy: dict = {}
+        self._assign: dict = {}
         self._pinned_inflight: list = []  # (event, pinned buffer) of asynchronous uploads not yet known done
         #: while a CUDA graph captures: the list that keeps host buffers its copy nodes read alive with the graph
         self.graph_keep: list | None = None
@@ -733,18 +774,66 @@ class CUDABackend(ArrayBackend):
         if nd and a._c_contiguous:
             return a
         n = a.size
-        if (self.fast_launch and not self._multi and 0 < nd <= COPY_MAX_NDIM and n and a.__class__ is self.ndarray
+        if (self.fast_launch and not self._multi and 0 < nd and n and a.__class__ is self.ndarray
                 and a.itemsize in (2, 4, 8)):
             size = a.itemsize
+            shape, strides = _merge_axes(a.shape, a.strides)
+            nd = len(shape)
+            if nd > COPY_MAX_NDIM:
+                return self.xp.ascontiguousarray(a)
+            last = shape[-1]
+            vec = 16 // size
+            if (strides[-1] == size and last % vec == 0 and not a.data.ptr % 16
+                    and all(not st % 16 for st in strides[:-1])):
+                # a contiguous last axis: 16-byte words (vec elements a thread)
+                shape = shape[:-1] + (last // vec,)
+                strides = strides[:-1] + (16,)
+                size = 16
             k = self._copy.get(size, _MISS)
             if k is _MISS:
                 k = self._copy[size] = strided_copy_kernel(size)
             if k is not None:
                 out = self.ndarray(a.shape, a.dtype)
                 pad = COPY_MAX_NDIM - nd
-                k((self._grid(n),), (256,), (a, out, n, nd) + (1,) * pad + a.shape + (0,) * pad + a.strides)
+                words = n * a.itemsize // size
+                k((self._grid(words),), (256,), (a, out, words, nd) + (1,) * pad + shape + (0,) * pad + strides)
                 return out
         return self.xp.ascontiguousarray(a)
+
+    def copy_into(self, dst, src):
+        """``dst[...] = src`` for arrays of one shape and dtype (``dst`` a strided view not overlapping ``src``)
+        in one strided-assign kernel (16-byte words where both last axes are contiguous), else CuPy's copy."""
+        if (self.fast_launch and not self._multi and dst.__class__ is self.ndarray and src.__class__ is self.ndarray
+                and dst.dtype == src.dtype and dst.shape == src.shape and dst.size and dst.itemsize in (2, 4, 8)):
+            size = dst.itemsize
+            shape, sst, dstr = _merge_axes(dst.shape, src.strides, dst.strides)
+            nd = len(shape)
+            if nd <= COPY_MAX_NDIM:
+                last, vec = shape[-1], 16 // size
+                if (sst[-1] == size and dstr[-1] == size and last % vec == 0 and not (src.data.ptr | dst.data.ptr) % 16
+                        and all(not (p % 16 or q % 16) for p, q in zip(sst[:-1], dstr[:-1]))):
+                    shape, sst, dstr = shape[:-1] + (last // vec,), sst[:-1] + (16,), dstr[:-1] + (16,)
+                    size = 16
+                k = self._assign.get(size, _MISS)
+                if k is _MISS:
+                    k = self._assign[size] = strided_copy_kernel(size, True)
+                if k is not None:
+                    words = dst.size * dst.itemsize // size
+                    pad = COPY_MAX_NDIM - nd
+                    k((self._grid(words),), (256,), (src, dst, words, nd) + (1,) * pad + shape + (0,) * pad + sst +
+                      (0,) * pad + dstr)
+                    return dst
+        dst[...] = src
+        return dst
+
+    def reshape(self, a, shape):
+        """``a.reshape(shape)``; when that needs a copy, the copy is :meth:`ascontiguousarray`'s kernel (CuPy's own
+        copy inside ``reshape`` is its generic element-wise kernel, about half as fast on attention's
+        head transposes)."""
+        if (not a._c_contiguous and self.fast_launch and a.__class__ is self.ndarray and a.size
+                and not _reshape_is_view(a.shape, a.strides, shape)):
+            a = self.ascontiguousarray(a)
+        return a.reshape(shape)
 
     def matmul_to(self, a, b, dtype):
         """``a @ b`` as float32 from half operands in one cuBLAS call (C written as float32), else the base."""

@@ -183,12 +183,12 @@ def cast_kernel(src, dst):
     return _compile(got, ("cast", s, d))
 
 
-def strided_copy_kernel(itemsize: int):
+def strided_copy_kernel(itemsize: int, strided_dst: bool = False):
     """The launchable ``k(grid, block, args)`` of :func:`strided_copy_source` (a direct launch), or None."""
-    got = strided_copy_source(itemsize)
+    got = strided_copy_source(itemsize, strided_dst)
     if got is None:
         return None
-    fn = _compile(got, ("strided_copy", itemsize))
+    fn = _compile(got, ("strided_copy", itemsize, strided_dst))
     if fn is None or not hasattr(fn, "ptr"):
         return fn
     layout = signature_layout(got[0], got[1])

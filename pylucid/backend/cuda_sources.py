@@ -850,36 +850,45 @@ extern "C" __global__ void {name}({st}* __restrict__ y, const {bst}* __restrict_
 COPY_MAX_NDIM = 6
 
 
-def strided_copy_source(itemsize: int):
-    """CUDA source and name of a copy of any strided array of up to six axes into a C-contiguous one.
+def strided_copy_source(itemsize: int, strided_dst: bool = False):
+    """CUDA source and name of a copy of any strided array of up to six axes into a C-contiguous one
+    (``strided_dst``: into a strided destination of the same shape, ``pl_strided_assign_*``).
 
     Elements are moved as raw ``itemsize``-byte words (any dtype of that size); the source offset of
     element ``i`` is found from its C-order index, the shape and the byte strides, padded in front
     with length-1 axes of stride 0. The index arithmetic is unrolled over the six axes (so the shape
     stays in registers) and 32-bit when ``n < 2**31`` (64-bit division is several times slower).
-    None for other item sizes.
+    ``itemsize`` 16 moves ``uint4`` words: the caller views a last axis that is contiguous in the
+    source (and destination) as runs of 16 bytes (8 half or 4 single elements per thread: one index
+    computation and one 16-byte load and store for all of them). None for other item sizes.
     """
-    word = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}.get(itemsize)
+    word = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long long", 16: "uint4"}.get(itemsize)
     if word is None:
         return None
     nmax = COPY_MAX_NDIM
-    name = f"pl_strided_copy_{itemsize}"
+    name = f"pl_strided_{'assign' if strided_dst else 'copy'}_{itemsize}"
     dims = ", ".join(f"long long d{j}" for j in range(nmax))
     strides = ", ".join(f"long long s{j}" for j in range(nmax))
+    dst_strides = ", ".join(f"long long t{j}" for j in range(nmax))
+    dst_off = " doff += (long long)k * dt[d];" if strided_dst else ""
 
     def body(ix):  # the offset loop for index type ix
-        return ("        {ix} rem = ({ix})i; long long off = 0;\n"
-                "        #pragma unroll\n"
+        return ("        {ix} rem = ({ix})i; long long off = 0;" + (" long long doff = 0;" if strided_dst else "") +
+                "\n        #pragma unroll\n"
                 f"        for (int d = {nmax - 1}; d >= 0; --d) {{\n"
                 f"            if (d < {nmax} - nd) break;\n"
-                "            {ix} k = rem % ({ix})dim[d]; rem /= ({ix})dim[d]; off += (long long)k * st[d];\n"
-                "        }\n"
-                f"        dst[i] = *(const {word}*)(src + off);\n").replace("{ix}", ix)
+                "            {ix} k = rem % ({ix})dim[d]; rem /= ({ix})dim[d]; off += (long long)k * st[d];" + dst_off +
+                "\n        }\n" +
+                (f"        *({word}*)(dst + doff) = *(const {word}*)(src + off);\n" if strided_dst else
+                 f"        dst[i] = *(const {word}*)(src + off);\n")).replace("{ix}", ix)
 
-    src = (f'extern "C" __global__ void {name}(const char* __restrict__ src, {word}* __restrict__ dst, '
-           f"long long n, int nd, {dims}, {strides}) {{\n"
+    dst_decl = "char* __restrict__ dst" if strided_dst else f"{word}* __restrict__ dst"
+    src = (f'extern "C" __global__ void {name}(const char* __restrict__ src, {dst_decl}, '
+           f"long long n, int nd, {dims}, {strides}" + (f", {dst_strides}" if strided_dst else "") + ") {\n"
            f"    const long long dim[{nmax}] = {{{', '.join(f'd{j}' for j in range(nmax))}}};\n"
-           f"    const long long st[{nmax}] = {{{', '.join(f's{j}' for j in range(nmax))}}};\n"
+           f"    const long long st[{nmax}] = {{{', '.join(f's{j}' for j in range(nmax))}}};\n" +
+           (f"    const long long dt[{nmax}] = {{{', '.join(f't{j}' for j in range(nmax))}}};\n" if strided_dst
+            else "") +
            "    long long step = (long long)gridDim.x * blockDim.x;\n"
            "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
            "    if (n < 2147483648LL) {\n"

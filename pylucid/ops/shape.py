@@ -41,13 +41,13 @@ class Reshape(Op):
 
     @staticmethod
     def forward(be, x, shape):
-        return x.reshape(shape)
+        return be.reshape(x, shape)
 
     def backward(self, g):
         return reshape(g, self.shapes[0])
 
     def backward_fast(self, be, g):
-        return g.reshape(self.shapes[0])
+        return be.reshape(g, self.shapes[0])
 
 
 @declare(Reshape)
@@ -731,7 +731,10 @@ class Unbind(Op):
         out = be.transpose(buf, tuple(order.index(i) for i in range(len(shape))))
         lead = (slice(None),) * d
         for i, g in enumerate(grads):
-            out[lead + (i,)] = g
+            if g.shape == out.shape[:d] + out.shape[d + 1:] and g.dtype == out.dtype:
+                be.copy_into(out[lead + (i,)], g)
+            else:
+                out[lead + (i,)] = g  # (broadcasting or casting assignment)
         return out
 
 
