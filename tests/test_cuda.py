@@ -1262,6 +1262,7 @@ def test_linear_autocast_cuda_matches_cpu(half):
         assert all(t.grad.dtype == pylucid.float32 for t in (x, w, b))
     for a, c in zip(res["cpu"], res["cuda"]):
         np.testing.assert_allclose(c, a, rtol=2e-2, atol=2e-2 * np.abs(a).max())
+    assert 4 in _lt_epilogues(_be())  # the float32 bias went into cuBLASLt's bias epilogue (rounded to half)
 
 
 @pytest.mark.parametrize("name", sorted(cuda_sources.KERNELS))

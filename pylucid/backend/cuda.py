@@ -1670,12 +1670,16 @@ class CUDABackend(ArrayBackend):
         epilogue: float32 accumulation, the bias added before the one rounding), else the GEMM and
         :meth:`add_bias_`.
 
-        Only for a bias of the product's dtype: cuBLASLt refuses autocast's float32 bias on a half product
-        (measured on the H200), and rounding that bias to half first would change autocast's numerics.
+        cuBLASLt refuses a float32 bias on a half product (measured on the H200): autocast's float32 bias is
+        rounded to the half dtype first, as PyTorch's autocast does for ``addmm``.
         """
         if (self.use_cublaslt and self.fast_launch and a.dtype in _GEMM and b.dtype == a.dtype and a.ndim >= 2
                 and b.ndim == 2 and bias.__class__ is self.ndarray and bias.ndim == 1 and bias._c_contiguous
-                and bias.size == b.shape[1] and bias.dtype == a.dtype):
+                and bias.size == b.shape[1] and (bias.dtype == a.dtype or (a.dtype in _HALF and bias.dtype == _F32))):
+            if bias.dtype != a.dtype:
+                # autocast's float32 bias on a half product: cuBLASLt takes a bias of the output's dtype only, so
+                # it is rounded to the half dtype first, as PyTorch's autocast casts addmm's bias
+                bias = self.astype(bias, a.dtype)
             out = self._gemm(a, b, None, 4, bias)  # CUBLASLT_EPILOGUE_BIAS
             if out is not None:
                 return out

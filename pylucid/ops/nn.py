@@ -157,7 +157,8 @@ class LinearAutocast(Op):
     (float16/bfloat16) and float32 or ``c`` operands:
 
     * ``y = cast(x, c) @ cast(W, c)^T + b``: one half-precision GEMM (float32 accumulation), then
-      ``b`` added in float32 and rounded to ``c`` once;
+      ``b`` added in float32 and rounded to ``c`` once (on CUDA ``b`` is rounded to ``c`` and added inside the
+      GEMM, cuBLASLt's bias epilogue, as PyTorch);
     * ``dx = g @ cast(W, c)`` in ``x``'s dtype, ``dW = g^T cast(x, c)`` in ``W``'s dtype,
       ``db = sum g`` in ``b``'s dtype: float32 accumulation written as float32 directly.
 
@@ -186,10 +187,9 @@ class LinearAutocast(Op):
         c = dtype.numpy_dtype
         xc = be.astype(x, c) if x.dtype != c else x
         wc = be.astype(w, c) if w.dtype != c else w
-        y = Linear.forward(be, xc, wc, None)
-        if b is not None:
-            y = be.add_bias_(y, b)  # a float32 bias is read as it is: one rounding of y + b
-        return y, xc, wc
+        # a float32 bias is added to the rounded product in float32 (CUDA: rounded to c and added inside the
+        # GEMM, before its one rounding, as PyTorch's autocast computes addmm)
+        return Linear.forward(be, xc, wc, b), xc, wc
 
     def save_extra(self, arrays, out):
         self.extra = out[1:]  # the half copies (x_c, W_c) of the forward
