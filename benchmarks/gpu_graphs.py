@@ -2,9 +2,10 @@
 
     python benchmarks/gpu_graphs.py                    # mlp, block, block_bf16, gpt2
     python benchmarks/gpu_graphs.py mlp gpt2 --torch-compile
+    python benchmarks/gpu_graphs.py resnet resnet_bf16    # ResNet-18 of gpu_models.py as one graph
 
-The same step code (``gpu_bench``'s MLP 784-512-512-10 and transformer block, ``gpu_models``' GPT-2 124M)
-is built once per framework with Adam ``capturable=True``, warmed up, captured into one CUDA graph and
+The same step code (``gpu_bench``'s MLP 784-512-512-10 and transformer block, ``gpu_models``' ResNet-18
+and GPT-2 124M) is built once per framework (Adam ``capturable=True``), warmed up, captured into one CUDA graph and
 replayed; both frameworks' replays are timed interleaved in one process (synchronised medians), with
 PyTorch eager for the speed-up over eager. ``gpt2`` times ``pylucid.compile(step, mode="reduce-overhead")``
 against PyTorch eager (and against ``torch.compile(mode="reduce-overhead")`` with ``--torch-compile``,
@@ -86,9 +87,13 @@ def _row(name, tp, tt, te=None):
 
 
 def section_steps(pl, torch, which):
+    from gpu_models import _resnet_step
+
     cases = {"mlp": ("MLP 784-512-512-10 Adam, batch 128", lambda lib: _mlp(lib)),
              "block": ("transformer block fp32 (d 512, 128 tokens, batch 32)", lambda lib: _block(lib)),
-             "block_bf16": ("transformer block bf16 autocast", lambda lib: _block(lib, lib.bfloat16))}
+             "block_bf16": ("transformer block bf16 autocast", lambda lib: _block(lib, lib.bfloat16)),
+             "resnet": ("ResNet-18 fp32 SGD momentum, batch 128", lambda lib: _resnet_step(lib)),
+             "resnet_bf16": ("ResNet-18 bf16 autocast, batch 128", lambda lib: _resnet_step(lib, lib.bfloat16))}
     print("training steps replayed as one CUDA graph (Adam capturable=True)")
     for key in which:
         if key not in cases:
