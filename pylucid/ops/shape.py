@@ -731,10 +731,10 @@ class Unbind(Op):
         out = be.transpose(buf, tuple(order.index(i) for i in range(len(shape))))
         lead = (slice(None),) * d
         for i, g in enumerate(grads):
-            if g.shape == out.shape[:d] + out.shape[d + 1:] and g.dtype == out.dtype:
+            if g.ndim and g.shape == out.shape[:d] + out.shape[d + 1:] and g.dtype == out.dtype:
                 be.copy_into(out[lead + (i,)], g)
             else:
-                out[lead + (i,)] = g  # (broadcasting or casting assignment)
+                out[lead + (i,)] = g  # (0-d slices, broadcasting or casting assignment)
         return out
 
 
