@@ -110,8 +110,13 @@ _FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 
               "complex128": 1.7976931348623157e308}
 
 
+class ScalarOverflow(LucidError, ValueError):
+    """A Python number out of the range of the dtype it is converted to (a ``RuntimeError`` as in PyTorch, and a
+    ``ValueError`` as pylucid's other range checks)."""
+
+
 def _overflow(op, value, np_dtype):
-    return ValueError(f"{op}: value {value!r} cannot be converted to {np_dtype.name} without overflow")
+    return ScalarOverflow(f"{op}: value {value!r} cannot be converted to {np_dtype.name} without overflow")
 
 
 def _scalar_to(op, value, np_dtype):
@@ -127,8 +132,8 @@ def _scalar_to(op, value, np_dtype):
     - a complex number needs a complex dtype unless its imaginary part is 0; a complex dtype checks both parts.
     - an int outside ``[-2**63, 2**64)`` is an ``OverflowError`` (PyTorch's scalars hold no more).
 
-    Out of range is a ``ValueError`` naming ``op`` (PyTorch raises a ``RuntimeError``, "value cannot be
-    converted to type ... without overflow").
+    Out of range is a :class:`ScalarOverflow` naming ``op`` (a ``RuntimeError`` as PyTorch's "value cannot be
+    converted to type ... without overflow", and a ``ValueError``).
     """
     cls = value.__class__
     if cls is bool:
@@ -323,13 +328,15 @@ def from_dlpack(ext) -> Tensor:
     return _new_tensor(dev.backend.xp.from_dlpack(ext), dev)
 
 
-def _filled(op, shape, value, dtype, device, requires_grad, default=None):
+def _filled(op, shape, value, dtype, device, requires_grad, default=None, convert=False):
     shape = norm_shape(shape, op)
     if any(s < 0 for s in shape):
         raise ValueError(f"{op}: negative dimension in size {shape}")
     dt = _dt.as_dtype(dtype) if dtype is not None else (default or _dt.get_default_dtype())
     if value is not None and not isinstance(value, (int, float, complex)):
         value = _fill_value(op, value)
+    if convert:  # a caller's fill value: PyTorch's overflow check and wrap-around (zeros/ones need neither)
+        value = _scalar_to(op, value, dt.numpy_dtype)
     dev = _dev(device)
     be = dev.backend
     with be.device_ctx():  # allocate on cuda:N, not on the current device
@@ -373,7 +380,17 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False, memory_fo
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """A tensor filled with ``fill_value``; the dtype follows the value's kind (``full((2,), 7)`` is int64)."""
+    """A tensor filled with ``fill_value``; the dtype follows the value's kind (``full((2,), 7)`` is int64).
+
+    The value is converted to the dtype as PyTorch converts a fill value: out of the dtype's range is a
+    ``ScalarOverflow`` (a ``RuntimeError`` and a ``ValueError``), for an integer dtype NaN and infinities too,
+    for float16 ``70000.0``; a negative int wraps around for uint8 (``-1`` is 255, ``-1.0`` is refused); bool
+    takes any number.
+
+    >>> import pylucid
+    >>> pylucid.full((2,), -1, dtype=pylucid.uint8), pylucid.full((2,), 2.7, dtype=pylucid.int8)
+    (tensor([255, 255], dtype=pylucid.uint8), tensor([2, 2], dtype=pylucid.int8))
+    """
     default = None
     if dtype is None:
         if isinstance(fill_value, bool):
@@ -386,14 +403,14 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
         size = (size,)
     if not isinstance(size, (tuple, list)) and not (isinstance(size, Tensor) and size.ndim == 1):
         raise TypeError(f"full: size must be a tuple of ints, got {type(size).__name__} {_short(size)}")
-    return _filled("full", (tuple(size),), fill_value, dtype, device, requires_grad, default)
+    return _filled("full", (tuple(size),), fill_value, dtype, device, requires_grad, default, convert=True)
 
 
-def _like(op, x, value, dtype, device, requires_grad, memory_format=None):
+def _like(op, x, value, dtype, device, requires_grad, memory_format=None, convert=False):
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
     out = _filled(op, (x.shape,), value, dtype if dtype is not None else x.dtype,
-                  device if device is not None else x.device, requires_grad)
+                  device if device is not None else x.device, requires_grad, convert=convert)
     fmt = _mf.check(op, memory_format)
     if fmt is _mf.preserve_format:  # PyTorch's default: a channels-last input gives a channels-last result
         fmt = _mf.format_of(x._data) if x.ndim in (4, 5) else _mf.contiguous_format
@@ -426,7 +443,7 @@ def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, m
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False,
               memory_format=None) -> Tensor:
-    return _like("full_like", input, fill_value, dtype, device, requires_grad, memory_format)
+    return _like("full_like", input, fill_value, dtype, device, requires_grad, memory_format, convert=True)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
