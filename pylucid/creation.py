@@ -609,7 +609,7 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
             i = np.arange(steps)
             first = i < steps // 2
             step = float(diff) / (steps - 1)
-            # RangeFactories.cpp is built for the baseline ISA: no fused multiply-add here
+            # not fused: PyTorch's logspace is not among the kernels it builds per instruction set
             x = np.where(first, float(s) + step * i, float(e) - step * (steps - 1 - i))
             # the C library's pow, as PyTorch calls it (NumPy's vectorised power differs in the last bit)
             y = np.fromiter(map(math.pow, itertools.repeat(float(base)), x.tolist()), np.float64, count=steps)
