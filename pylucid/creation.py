@@ -18,7 +18,7 @@ from ._tensor import Tensor, _new_tensor
 from .device import cpu
 from .device import device as _device
 from .errors import DtypeMismatch, LucidError
-from .ops._utils import norm_shape
+from .ops._utils import norm_shape, norm_size
 
 
 def _dev(device):
@@ -329,9 +329,7 @@ def from_dlpack(ext) -> Tensor:
 
 
 def _filled(op, shape, value, dtype, device, requires_grad, default=None, convert=False):
-    shape = norm_shape(shape, op)
-    if any(s < 0 for s in shape):
-        raise ValueError(f"{op}: negative dimension in size {shape}")
+    shape = norm_size(shape, op)
     dt = _dt.as_dtype(dtype) if dtype is not None else (default or _dt.get_default_dtype())
     if value is not None and not isinstance(value, (int, float, complex)):
         value = _fill_value(op, value)
