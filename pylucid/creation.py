@@ -135,28 +135,30 @@ def _scalar_to(op, value, np_dtype):
     Out of range is a :class:`ScalarOverflow` naming ``op`` (a ``RuntimeError`` as PyTorch's "value cannot be
     converted to type ... without overflow", and a ``ValueError``).
     """
-    cls = value.__class__
-    if cls is bool:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool):
         return bool(value) if np_dtype.kind == "b" else int(value)
-    if cls is int and not -(1 << 63) <= value < (1 << 64):
+    is_int, is_complex = isinstance(value, int), isinstance(value, complex)
+    if is_int and not -(1 << 63) <= value < (1 << 64):
         raise OverflowError(f"{op}: int {value} is too large to convert; accepted: -2**63 <= value < 2**64")
     kind = np_dtype.kind
     if kind == "b":
         return bool(value)
-    if cls is complex and kind != "c":
+    if is_complex and kind != "c":
         if value.imag != 0:
             raise _overflow(op, value, np_dtype)
-        value, cls = value.real, float
+        value, is_complex = value.real, False
     if kind in "iu":
         bits = 8 * np_dtype.itemsize
         hi = (1 << (bits - (kind == "i"))) - 1
-        lo = -hi - 1 if kind == "i" else (-hi if cls is int else 0)
+        lo = -hi - 1 if kind == "i" else (-hi if is_int else 0)
         if not lo <= value <= hi:  # NaN fails both comparisons
             raise _overflow(op, value, np_dtype)
         v = int(value)
         return v % (1 << bits) if v < 0 and kind == "u" else v
     big = _FLOAT_MAX[np_dtype.name]
-    for part in ((value.real, value.imag) if cls is complex else (value,)):
+    for part in ((value.real, value.imag) if is_complex else (value,)):
         if abs(part) > big and part not in (math.inf, -math.inf):
             raise _overflow(op, value, np_dtype)
     if kind == "c":
