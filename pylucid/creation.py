@@ -119,6 +119,11 @@ def _overflow(op, value, np_dtype):
     return ScalarOverflow(f"{op}: value {value!r} cannot be converted to {np_dtype.name} without overflow")
 
 
+def _py_number(v):
+    """The Python number a NumPy scalar holds (``np.float32(2.5)`` -> 2.5), or None for anything else."""
+    return v.item() if isinstance(v, np.generic) and v.dtype.kind in "biufc" else None
+
+
 def _scalar_to(op, value, np_dtype):
     """The Python number ``value`` converted to NumPy dtype ``np_dtype`` as PyTorch converts a fill value
     (c10's checked conversion of a Scalar), ready for the backend's ``full``.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -124,3 +125,11 @@ def test_fill_in_a_graph_converts_too():
     assert x.to(pl.int8).fill_(-1.0).tolist() == [-1, -1]
     with pytest.raises(ScalarOverflow, match=r"^fill_: value 70000\.0 cannot be converted to float16"):
         pl.zeros(2, dtype=pl.float16, requires_grad=True).clone().fill_(70000.0)
+
+
+@pytest.mark.parametrize("name", sorted(FILLS))
+def test_numpy_scalars_convert_as_the_python_numbers(name):
+    values = [np.int64(-1), np.uint8(200), np.float32(2.5), np.float64(-1.0), np.bool_(True), np.int64(300)]
+    op = "full" if name == "new_full" else name
+    for dtype in ("uint8", "int8", "float16", "bool"):
+        assert _mismatches(FILLS[name], op, dtype, values) == []
