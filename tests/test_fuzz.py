@@ -264,11 +264,6 @@ def _weak_scalar_ref(ref):
     return weak
 
 
-def _cond_ref(e, ref):
-    """The op database writes cond's norm-product reference out (``matrix_norm(a, p) * matrix_norm(inv(a), p)``),
-    for the gradients PyTorch's cond cannot take; without its NaN -> inf step, and for one ``p`` only (not
-    ``None``). The fuzzer compares values: ``torch.linalg.cond`` itself is the reference."""
-    return torch.linalg.cond if e.id.startswith("linalg.cond") else ref
 # entries whose reference is a composite written for the gradient at the valid sample (its ``1 - mask`` refuses
 # bool, ``inf * 0`` is NaN, ``int * float`` promotes): the op's value entry runs the same mutations against PyTorch
 _VALID_ONLY = {"as_strided_scatter-gradient"}
@@ -285,7 +280,7 @@ def _setitem_on_a_copy(x, index, value):
 def entry_cases(fam, e) -> list:
     out = []
     names = _names(e)
-    ref = _cond_ref(e, _minmax_elementwise_ref(e, _minmax_bool_ref(e, _weak_scalar_ref(e.ref))))
+    ref = _minmax_elementwise_ref(e, _minmax_bool_ref(e, _weak_scalar_ref(e.ref)))
     op = _setitem_on_a_copy if e.id == "setitem" else e.op
     ref = _setitem_on_a_copy if e.id == "setitem" else ref
     seen = set()

@@ -318,6 +318,9 @@ class RNNBase(Module):
                 self._check_hidden(c0, c_shape, "cell state c_0")
         h_n, c_n = [], []
         layer_in = x
+        # the whole recurrence of a layer as one op, unless a function transform or the ONNX tracer is active:
+        # those see the cell ops (the tracer exports those, not the fused layers)
+        fused = not _op.transform_active()
         for layer in range(self.num_layers):
             outs = []
             for d in range(dirs):
@@ -331,15 +334,14 @@ class RNNBase(Module):
                 if b_hh is not None and self.mode != "GRU":
                     bias, b_hh = b_ih + b_hh, None
                 x_proj = _pl.nn.functional.linear(layer_in, w_ih, bias)
-                if is_lstm and w_hr is None and _op._transform_hook is None:
-                    # the whole recurrence as one op: a raw-array loop, one GEMM per step each way (the cell ops
-                    # below under a function transform or the ONNX tracer, which have rules for those)
+                if fused and is_lstm and w_hr is None:
+                    # the whole recurrence as one op: a raw-array loop, one GEMM per step each way
                     out, h, c = _rnn_ops.lstm_layer(x_proj, h, c, w_hh, reverse=d == 1)
                     outs.append(out)
                     h_n.append(h)
                     c_n.append(c)
                     continue
-                if self.mode == "GRU" and _op._transform_hook is None:
+                if fused and self.mode == "GRU":
                     out, h = _rnn_ops.gru_layer(x_proj, h, w_hh, b_hh, reverse=d == 1)
                     outs.append(out)
                     h_n.append(h)

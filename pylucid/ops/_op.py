@@ -44,6 +44,13 @@ _new = object.__new__
 _transform_hook = None
 
 
+def transform_active() -> bool:
+    """Whether a hook intercepts op calls: a function transform of ``pylucid.func`` (vmap, jvp, ...) or the ONNX
+    tracer. Code with a fused fast path such a hook has no rule for (the one-op LSTM/GRU layers) takes its plain
+    ops while this is True."""
+    return _transform_hook is not None
+
+
 class Op(Node):
     """A registered op; instances are the autograd nodes of its calls."""
 

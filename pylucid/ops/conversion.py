@@ -225,15 +225,14 @@ def fill(input: Tensor, value) -> Tensor:
 
             return add(apply(Fill, (input,), {"value": 0}), broadcast_to(value.to(input.dtype), input.shape))
         value = value.item()
-    if not isinstance(value, (bool, int, float, complex)):
-        raise TypeError(f"fill: value must be a number or a 0-d tensor, got {type(value).__name__}")
-    from .elementwise import _check_scalar_fits
+    from ..creation import _py_number, _scalar_to
 
-    dt = input._data.dtype
-    _check_scalar_fits("fill", value, dt)
-    if dt.kind == "u" and isinstance(value, int) and value < 0:  # wraps around, as PyTorch (-1 is 255 for uint8)
-        value %= 1 << (8 * dt.itemsize)
-    return apply(Fill, (input,), {"value": value})
+    if not isinstance(value, (bool, int, float, complex)):
+        if _py_number(value) is None:
+            raise TypeError(f"fill: value must be a number or a 0-d tensor, got {type(value).__name__}")
+        value = _py_number(value)  # a NumPy scalar
+    # PyTorch's conversion: out of the dtype's range is refused, a negative int wraps for uint8 (-1 is 255)
+    return apply(Fill, (input,), {"value": _scalar_to("fill", value, input._data.dtype)})
 
 
 @declare(method="fill_")
@@ -248,11 +247,19 @@ def fill_(self: Tensor, value) -> Tensor:
     """
     check_inplace_leaf(self, "fill_")
     if not isinstance(value, (bool, int, float, complex, Tensor)):
-        raise TypeError(f"fill_: value must be a number or a 0-d tensor, got {type(value).__name__}")
+        from ..creation import _py_number
+
+        if _py_number(value) is None:
+            raise TypeError(f"fill_: value must be a number or a 0-d tensor, got {type(value).__name__}")
+        value = _py_number(value)  # a NumPy scalar
     if isinstance(value, Tensor) and value.ndim:
         raise ValueError(f"fill_: value must be a number or a 0-d tensor, got a tensor of shape {value.shape}")
     if isinstance(value, Tensor) and not (value._requires_grad and _state.grad_enabled):
         value = value.item()
+    if not isinstance(value, Tensor) and (value.__class__ is not int or value):  # 0 fits every dtype (zero_)
+        from ..creation import _scalar_to
+
+        value = _scalar_to("fill_", value, self._data.dtype)
     if (self._requires_grad or isinstance(value, Tensor)) and _state.grad_enabled:
         return commit_inplace(self, fill(self, value), "fill_")
     if isinstance(value, Tensor):

@@ -133,35 +133,12 @@ def histc(input: Tensor, bins: int = 100, min=0, max=0) -> Tensor:  # noqa: A002
     return apply(Histc, (input,), {"bins": bins, "min": float(min), "max": float(max)})
 
 
-def _fma(a: Tensor, k: Tensor, c: Tensor) -> Tensor:
-    """``a * k + c`` rounded once (a fused multiply-add) for float64 ``a``, ``c`` and small integral ``k``:
-    Dekker's split of ``a`` makes the product's rounding error exact, the sum's is Knuth's two-sum."""
-    big = a * 134217729.0  # 2**27 + 1
-    hi = big - (big - a)
-    lo = a - hi
-    p = a * k
-    err_p = (hi * k - p) + lo * k  # exact: hi, lo have 26 bits, k fewer than 27
-    s = p + c
-    v = s - p
-    err_s = (p - (s - v)) + (c - v)
-    return s + (err_p + err_s)
-
-
 def _even_edges(lo: float, hi: float, bins: int, like: Tensor) -> Tensor:
-    """``bins + 1`` equal-width bin edges from ``lo`` to ``hi`` in ``like``'s dtype, as PyTorch's CPU ``linspace``
-    computes them: ``step = (hi - lo) / bins`` rounded to that dtype, the first half of the edges
-    ``lo + step * i``, the rest ``hi - step * (bins - i)``, each a fused multiply-add (its compiler contracts
-    them), computed here in float64. A value lying on an edge (the middle edge of the widened range of a single
-    value) then falls in PyTorch's bin, not one ulp aside."""
-    from ..creation import arange, full
-    from .indexing import where
+    """``bins + 1`` equal-width bin edges from ``lo`` to ``hi`` in ``like``'s dtype: ``linspace``, as PyTorch
+    builds them (its values to the last bit, so a value lying on an edge falls in PyTorch's bin)."""
+    from ..creation import linspace
 
-    dt, dev = like.dtype, like.device
-    start, end = full((), lo, dtype=dt, device=dev), full((), hi, dtype=dt, device=dev)
-    step = ((end - start) / bins).to(_dt.float64)
-    start, end = start.to(_dt.float64), end.to(_dt.float64)
-    i = arange(bins + 1, dtype=_dt.float64, device=dev)
-    return where(i < (bins + 1) // 2, _fma(step, i, start), _fma(-step, bins - i, end)).to(dt)
+    return linspace(lo, hi, bins + 1, dtype=like.dtype, device=like.device)
 
 
 class Histogram(Op):

@@ -52,6 +52,19 @@ def _phase(v, sgn):
     return v * sgn(v[..., :1, :]).conj()
 
 
+def _cond_by_inverse(a, p=None):
+    """``torch.linalg.cond`` written out for the orders it computes from the inverse (``'fro'``, +-1, +-inf), as
+    PyTorch does: a singular matrix's inverse is all inf, and a NaN product (``0 * inf``) becomes inf. Out of
+    place, so the gradient runs (PyTorch's own cond backward fails on its in-place write into ``inv_ex``'s
+    output); ``p`` of ``None`` or +-2 (a mutation's) is PyTorch's cond itself."""
+    if p is None or (not isinstance(p, str) and p in (2, -2)):
+        return TL.cond(a, p)
+    inv, info = TL.inv_ex(a)
+    inv = torch.where((info > 0)[..., None, None], torch.full_like(inv, INF), inv)
+    r = TL.matrix_norm(a, p) * TL.matrix_norm(inv, p)
+    return torch.where(r.isnan(), torch.full_like(r, INF), r)
+
+
 def _tri(n, *batch, seed=0, upper=False):
     a = well(n, *batch, seed=seed)
     return np.triu(a) if upper else np.tril(a)
@@ -362,10 +375,8 @@ ENTRIES = [
             lambda: [Sample((U(4, 3),), {"some": False}, "full-values")], variant="torch-full", amp=False, **_TOL),
     OpEntry("svd", pl.svd, torch.svd, lambda: [Sample((U(4, 3),), {"compute_uv": False}, "values")],
             variant="torch-no-uv", amp=False, **_TOL),
-    # the norm-product reference is written out: PyTorch's own cond backward fails there (an in-place write into
-    # the output of inv_ex)
-    *[OpEntry("linalg.cond", L.cond, TL.cond if p in (None, 2, -2, "nuc") else
-              (lambda a, p: TL.matrix_norm(a, p) * TL.matrix_norm(TL.inv(a), p)),
+    # the norm-product reference is written out: PyTorch's own cond backward fails there
+    *[OpEntry("linalg.cond", L.cond, TL.cond if p in (None, 2, -2, "nuc") else _cond_by_inverse,
               lambda p=p: [Sample((well(3), p)), Sample((well(3, 2), p), name="batch")],
               variant=str(p), **_TOL) for p in (None, 2, -2, "fro", "nuc", 1, -1, INF, -INF)],
     OpEntry("linalg.cond", L.cond, TL.cond,
