@@ -17,7 +17,7 @@ from . import dtypes as _dt
 from ._tensor import Tensor, _new_tensor
 from .device import cpu
 from .device import device as _device
-from .errors import DtypeMismatch, LucidError
+from .errors import DtypeMismatch, LucidError, ScalarOverflow
 from .ops._utils import norm_shape, norm_size
 
 
@@ -108,11 +108,6 @@ def _allocate(op, shape, dt, fn):
 _FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
               "float64": 1.7976931348623157e308, "complex64": 3.4028234663852886e38,
               "complex128": 1.7976931348623157e308}
-
-
-class ScalarOverflow(LucidError, ValueError):
-    """A Python number out of the range of the dtype it is converted to (a ``RuntimeError`` as in PyTorch, and a
-    ``ValueError`` as pylucid's other range checks)."""
 
 
 def _overflow(op, value, np_dtype):

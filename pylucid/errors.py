@@ -27,6 +27,11 @@ class VersionMismatch(LucidError):
     """A tensor saved for backward was modified in place before backward ran."""
 
 
+class ScalarOverflow(LucidError, ValueError):
+    """A Python number out of the range of the dtype it is converted to (a ``RuntimeError`` as in PyTorch, and a
+    ``ValueError`` as pylucid's other range checks)."""
+
+
 class DeviceUnavailable(LucidError):
     """A device was asked for that this machine cannot provide (no CuPy, no GPU)."""
 

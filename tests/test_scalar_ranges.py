@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import pylucid as pl
-from pylucid.creation import ScalarOverflow
+from pylucid.errors import ScalarOverflow
 
 INT_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64"]
 FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64", "complex64", "complex128"]
