@@ -787,16 +787,14 @@ def _add_scaled(input, term, value):
 
 
 def _check_scalar_fits(name, value, np_dtype):
-    """PyTorch's overflow check of a Python number converted to an integer dtype: a float must lie in the dtype's
-    range; an int too, except that an unsigned dtype also takes negatives down to ``-max`` (they wrap around)."""
+    """PyTorch's overflow check of a Python number converted to an integer dtype (``creation._scalar_to``): a float
+    must lie in the dtype's range; an int too, except that an unsigned dtype also takes negatives down to ``-max``
+    (they wrap around). Out of range is a :class:`ScalarOverflow` (a ``ValueError``) naming ``name``."""
     if np_dtype.kind not in "iu" or isinstance(value, bool) or not isinstance(value, (int, float)):
         return
-    bits = 8 * np_dtype.itemsize
-    lo, hi = (0, (1 << bits) - 1) if np_dtype.kind == "u" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-    if isinstance(value, int) and np_dtype.kind == "u":
-        lo = -hi
-    if not lo <= value <= hi:
-        raise ValueError(f"{name}: value {value!r} cannot be converted to {np_dtype} without overflow (as PyTorch)")
+    from ..creation import _scalar_to
+
+    _scalar_to(name, value, np_dtype)
 
 
 def _scalar_for(value, tensors, name="value"):

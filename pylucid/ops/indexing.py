@@ -499,8 +499,12 @@ def index_fill(input: Tensor, dim: int, index, value) -> Tensor:
     if isinstance(value, Tensor) and value.ndim:
         raise ValueError(f"index_fill: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
     d = norm_dim(dim, max(input.ndim, 1), "index_fill")
-    if not isinstance(value, (Tensor, int, float, complex)):
+    if not isinstance(value, (Tensor, numbers.Number)):
         raise TypeError(f"index_fill: value must be a number or a 0-d Tensor, got {type(value).__name__}")
+    if isinstance(value, complex) and input._data.dtype.kind != "c":
+        # PyTorch's index_fill refuses any complex number for a real tensor, even one with no imaginary part
+        raise DtypeMismatch(f"index_fill: a complex value ({value!r}) cannot fill a tensor of dtype "
+                            f"{input.dtype.name}; accepted: a real number, or a complex tensor")
     value = _fill_value("index_fill", value, input)
     if input.ndim == 0:
         return index_fill(input.reshape(1), 0, index, value).reshape(())
@@ -690,6 +694,7 @@ def scatter(input: Tensor, dim: int, index, src=None, *, value=None, reduce: str
     if isinstance(src, Tensor) and src.ndim == 0 and getattr(index, "ndim", 0) > 0:
         src = src.item()  # PyTorch: a 0-d tensor src is a value
     index, d = _check_scatter_index(input, dim, index, "scatter", src)
+    src = _fill_value("scatter", src, input)
     if reduce is not None:
         if reduce not in _REDUCE_ALIASES:
             raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
@@ -904,17 +909,19 @@ def _check_mask(mask, op, x):
 
 
 def _fill_value(op, value, input):
-    """A Python number as PyTorch converts a fill value to ``input``'s integer dtype: out of its range (NaN and
-    infinities too) is a ``ValueError``; a negative int wraps around for an unsigned dtype (``-1`` is 255)."""
-    if isinstance(value, Tensor) or isinstance(value, bool):
+    """A Python number converted to ``input``'s dtype as PyTorch converts a fill value (``creation._scalar_to``):
+    out of the dtype's range is a :class:`ScalarOverflow` (NaN and infinities for an integer dtype, ``1e40`` for
+    float32, a complex number with an imaginary part for a real dtype); a negative int wraps around for an
+    unsigned dtype (``-1`` is 255). A Tensor passes unchanged."""
+    if isinstance(value, Tensor):
         return value
-    from .elementwise import _check_scalar_fits
+    from ..creation import _scalar_to
 
-    dt = input._data.dtype
-    _check_scalar_fits(op, value, dt)
-    if dt.kind == "u" and isinstance(value, int) and value < 0:
-        value %= 1 << (8 * dt.itemsize)
-    return value
+    if not isinstance(value, numbers.Number):
+        if getattr(value, "shape", None) != () or not hasattr(value, "item"):  # a NumPy scalar (np.bool_) passes
+            raise TypeError(f"{op}: value must be a number or a 0-d Tensor, got {type(value).__name__}")
+        value = value.item()
+    return _scalar_to(op, value, input._data.dtype)
 
 
 @declare(inplace=True)
@@ -940,7 +947,13 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
                             f"{tuple(input.shape)} cannot be broadcast together") from None
     if isinstance(value, Tensor):
         value = value.to(input.dtype)
-    out = where(mask, _fill_value("masked_fill", value, input), input)
+    else:
+        # a 0-d tensor of input's dtype: a Python float next to an integer tensor would make ``where`` compute in
+        # float32 and round 2**24 + 1
+        from ..creation import full
+
+        value = full((), _fill_value("masked_fill", value, input), dtype=input.dtype, device=input._device)
+    out = where(mask, value, input)
     return out if out.dtype is input.dtype else out.to(input.dtype)
 
 
