@@ -145,26 +145,35 @@ def _finish(arr, dev, dtype, requires_grad):
 def _float_dtype(dtype, op):
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
     if not dt.is_floating_point:
-        raise TypeError(f"{op}: expected a floating dtype, got {dt}")
+        raise DtypeMismatch(f"{op}: expected a floating dtype, got {dt}; accepted: float16, bfloat16, float32, "
+                            "float64")
     return dt
+
+
+def _uniform(op, size, generator, dtype, device, requires_grad):
+    dt = _float_dtype(dtype, op)
+    dev = cpu if device is None else _device(device)
+    src = _gen_for(dev, generator)._source()
+    return _finish(src.random(norm_size(size, op), dtype=np.float64 if dt is _dt.float64 else np.float32),
+                   dev, dt, requires_grad)
+
+
+def _normal(op, size, generator, dtype, device, requires_grad):
+    dt = _float_dtype(dtype, op)
+    dev = cpu if device is None else _device(device)
+    src = _gen_for(dev, generator)._source()
+    return _finish(src.standard_normal(norm_size(size, op), dtype=np.float64 if dt is _dt.float64 else np.float32),
+                   dev, dt, requires_grad)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform samples in ``[0, 1)``."""
-    dt = _float_dtype(dtype, "rand")
-    dev = cpu if device is None else _device(device)
-    src = _gen_for(dev, generator)._source()
-    return _finish(src.random(norm_size(size, "rand"), dtype=np.float64 if dt is _dt.float64 else np.float32),
-                   dev, dt, requires_grad)
+    return _uniform("rand", size, generator, dtype, device, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
-    dt = _float_dtype(dtype, "randn")
-    dev = cpu if device is None else _device(device)
-    src = _gen_for(dev, generator)._source()
-    return _finish(src.standard_normal(norm_size(size, "randn"),
-                                       dtype=np.float64 if dt is _dt.float64 else np.float32), dev, dt, requires_grad)
+    return _normal("randn", size, generator, dtype, device, requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
@@ -204,16 +213,22 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: 
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, generator=None) -> Tensor:
-    return rand(input.shape, generator=generator, dtype=dtype or input.dtype, device=device or input.device,
-                requires_grad=requires_grad)
+    """Uniform samples in ``[0, 1)`` of ``input``'s shape (and dtype and device unless given)."""
+    check_tensor(input, "rand_like")
+    return _uniform("rand_like", tuple(input.shape), generator, dtype or input.dtype, device or input.device,
+                    requires_grad)
 
 
 def randn_like(input, *, dtype=None, device=None, requires_grad=False, generator=None) -> Tensor:
-    return randn(input.shape, generator=generator, dtype=dtype or input.dtype, device=device or input.device,
-                 requires_grad=requires_grad)
+    """Standard normal samples of ``input``'s shape (and dtype and device unless given)."""
+    check_tensor(input, "randn_like")
+    return _normal("randn_like", tuple(input.shape), generator, dtype or input.dtype, device or input.device,
+                   requires_grad)
 
 
 def randint_like(input, low, high=None, *, dtype=None, device=None, generator=None) -> Tensor:
+    """Integers uniform in ``[low, high)`` of ``input``'s shape (and dtype and device unless given)."""
+    check_tensor(input, "randint_like")
     return randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype,
                    device=device or input.device)
 

@@ -347,6 +347,9 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     unbiased batch variance. ``training=False``: the running statistics.
     """
     check_tensor(input, "batch_norm")
+    if not input.dtype.is_floating_point:  # as PyTorch: no integer, bool or complex kernel
+        raise DtypeMismatch(f"batch_norm: input has dtype {input.dtype.name}; batch_norm accepts float16, bfloat16, "
+                            "float32, float64 tensors")
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of at least 2 dims (N, C, ...), got {input.ndim}-D")
     C = input.shape[1]
@@ -987,8 +990,12 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     _check_reduction("smooth_l1_loss", reduction)
     if not beta >= 0:  # NaN included
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    check_tensor(input, "smooth_l1_loss")
+    check_tensor(target, "smooth_l1_loss", "target")
+    _check_same_shape("smooth_l1_loss", input, target)
     if beta == 0:
         return l1_loss(input, target, reduction=reduction)
+    _check_kinds("smooth_l1_loss", "input", input)  # PyTorch cannot write the float loss into an integer input
     return huber_loss(input, target, reduction, beta) / beta
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 from .. import dtypes as _dt
 from .._state import state as _state
 from .._tensor import _TENSOR_TYPES, Tensor
+from ..errors import DtypeMismatch
 from ._op import Op, check_inplace_leaf, commit_inplace
-from ._utils import conj_if_complex
+from ._utils import check_tensor, conj_if_complex
 from .compare import gt, le, logical_and, lt
 from .elementwise import _unary, _via_float32, abs, add, div, erf, exp, mul, neg, sub
 from .indexing import where
@@ -621,6 +622,10 @@ def logsigmoid(input: Tensor) -> Tensor:
     >>> pylucid.logsigmoid(pylucid.tensor([0.0, -100.0]))
     tensor([  -0.6931, -100.0000])
     """
+    check_tensor(input, "logsigmoid")
+    if not input.dtype.is_floating_point:  # as PyTorch: no integer, bool or complex kernel
+        raise DtypeMismatch(f"logsigmoid: input has dtype {input.dtype.name}; logsigmoid accepts float16, "
+                            "bfloat16, float32, float64 tensors")
     return neg(softplus(neg(input)))
 
 
@@ -668,6 +673,10 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     >>> pylucid.hardshrink(pylucid.tensor([-1.0, 0.2, 1.0]))
     tensor([-1.,  0.,  1.])
     """
+    check_tensor(input, "hardshrink")
+    if not input.dtype.is_floating_point:  # as PyTorch: no integer, bool or complex kernel
+        raise DtypeMismatch(f"hardshrink: input has dtype {input.dtype.name}; hardshrink accepts float16, "
+                            "bfloat16, float32, float64 tensors")
     # zero inside the band [-lambd, lambd]; NaN is outside it and stays NaN, as in PyTorch
     return where(logical_and(le(input, lambd), le(-lambd, input)), 0.0, input)
 

@@ -1370,7 +1370,8 @@ class Cbrt(Op):
     tensor([-2.0000,  0.7937])
     """
 
-    schema = OpSchema("cbrt", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="elementwise")
+    schema = OpSchema("cbrt", amp_policy=FORCE_FP32, saves_output=True, real_valued=True, family="elementwise",
+                      accepts=("float", "int", "bool"))  # the real cube root has no complex form
 
     @staticmethod
     def forward(be, x):

@@ -798,7 +798,28 @@ def matrix_power(input: Tensor, n: int) -> Tensor:
 
 @declare(method=False)
 def chain_matmul(*matrices) -> Tensor:
-    """Product of 2-d matrices left to right (deprecated in PyTorch; see ``pylucid.linalg.multi_dot``)."""
+    """Product of one or more 2-d matrices of one dtype, left to right (deprecated in PyTorch; see
+    ``pylucid.linalg.multi_dot``, which also takes a 1-d first and last tensor). One matrix gives a copy of it.
+
+    >>> import pylucid
+    >>> pylucid.chain_matmul(pylucid.ones(2, 3), pylucid.ones(3, 1))
+    tensor([[3.],
+            [3.]])
+    """
+    if not matrices:
+        raise LucidError("chain_matmul: expected one or more matrices, got none")
+    for i, m in enumerate(matrices):
+        check_tensor(m, "chain_matmul", f"matrix {i}")
+        if m.ndim != 2:
+            raise ShapeMismatch(f"chain_matmul: matrix {i} must be 2-d, got shape {tuple(m.shape)}")
+        if m.dtype is not matrices[0].dtype:
+            raise DtypeMismatch(f"chain_matmul: all matrices must have the same dtype, but matrix 0 is "
+                                f"{matrices[0].dtype.name} and matrix {i} is {m.dtype.name}")
+        if i and matrices[i - 1].shape[1] != m.shape[0]:
+            raise ShapeMismatch(f"chain_matmul: matrices {i - 1} and {i} of shapes {tuple(matrices[i - 1].shape)} "
+                                f"and {tuple(m.shape)} cannot be multiplied")
+    if len(matrices) == 1:
+        return matrices[0].clone()
     return multi_dot(list(matrices))
 
 

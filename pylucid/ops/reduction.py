@@ -1083,6 +1083,9 @@ class NanMedianDim(MedianDim):
 
 def _median(name, cls_all, cls_dim, input, dim, keepdim, ignore_nan):
     check_tensor(input, name)
+    if input.dtype.is_complex:  # checked here so that the error names the function called, not its op
+        raise DtypeMismatch(f"{name}: input has dtype {input.dtype.name} (complex); {name} accepts float, int, "
+                            "bool tensors (complex numbers have no order)")
     if dim is None:
         return apply(cls_all, (input,), {"axes": None, "keepdim": False, "ignore_nan": ignore_nan})
     d = _single_dim(name, input, dim)

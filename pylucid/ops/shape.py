@@ -1570,12 +1570,19 @@ def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
 
     check_tensor(input, "diagonal_scatter")
     check_tensor(src, "diagonal_scatter", "src")
-    want = tuple(diagonal(input, offset, dim1, dim2).shape)
+    if isinstance(offset, bool) or isinstance(offset, float) or not hasattr(offset, "__index__"):
+        raise TypeError(f"diagonal_scatter: offset must be an int, got {type(offset).__name__} {offset!r}")
+    offset = offset.__index__()
+    # a 1-D input names its missing dim as PyTorch does: dim2=1 is out of range of [-1, 0]
+    nd = max(input.ndim, 1)
+    a, b = norm_dim(dim1, nd, "diagonal_scatter"), norm_dim(dim2, nd, "diagonal_scatter")
+    if a == b:
+        raise ShapeMismatch(f"diagonal_scatter: dim1 and dim2 must name two different dims, got {dim1} and {dim2}")
+    want = tuple(diagonal(input, offset, a, b).shape)
     if tuple(src.shape) != want:
         raise ShapeMismatch(f"diagonal_scatter: src of shape {tuple(src.shape)} does not match the diagonal's "
                             f"shape {want}")
-    a, b = norm_dim(dim1, input.ndim, "diagonal_scatter"), norm_dim(dim2, input.ndim, "diagonal_scatter")
-    p = {"shape": tuple(input.shape), "offset": int(offset), "dim1": a, "dim2": b}
+    p = {"shape": tuple(input.shape), "offset": offset, "dim1": a, "dim2": b}
     from ..creation import ones
 
     mask = apply(DiagEmbed, (ones(want, dtype="bool", device=input.device),), p)

@@ -16,7 +16,7 @@ import math
 
 from .. import dtypes as _dt
 from .._tensor import Tensor, _new_tensor
-from ..errors import DtypeMismatch
+from ..errors import DtypeMismatch, ShapeMismatch
 from ._op import Op, apply, operand
 from ._utils import camel, check_tensor, norm_dim
 from .registry import declare, op_function
@@ -957,7 +957,16 @@ def _polynomial(name, kind, shifted, doc):
                                              "__doc__": doc, "__module__": __name__})
 
     def fn(input, n) -> Tensor:
-        return apply(cls, _binary_args(f"special.{name}", input, n))
+        x, k = _binary_args(f"special.{name}", input, n)
+        if isinstance(x, Tensor) and isinstance(k, Tensor) and x.shape != k.shape:
+            from .shape import broadcast_shapes
+
+            try:
+                broadcast_shapes(tuple(x.shape), tuple(k.shape))
+            except ShapeMismatch:
+                raise ShapeMismatch(f"special.{name}: input of shape {tuple(x.shape)} and n of shape "
+                                    f"{tuple(k.shape)} cannot be broadcast together") from None
+        return apply(cls, (x, k))
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
