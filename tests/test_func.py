@@ -699,3 +699,84 @@ def test_per_sample_embedding_grads_match_torch():
     ref = torch.func.vmap(torch.func.grad(lambda e, i: (torch.nn.functional.embedding(i, e, padding_idx=2) ** 2).sum()),
                           in_dims=(None, 0))(torch.tensor(E), torch.tensor(idx))
     close(got, ref)
+
+
+# ------------------------------------------------------------------ recurrent layers
+def _f32(*shape):
+    return arr(*shape).astype(np.float32)
+
+
+def _copy_to_torch(m, tm):
+    with torch.no_grad():
+        for p, tp in zip(m.parameters(), tm.parameters()):
+            tp.copy_(torch.tensor(p.detach().numpy()))
+
+
+@pytest.mark.parametrize("name, kw", [("LSTM", {}), ("GRU", {}),
+                                      ("LSTM", {"num_layers": 2, "bidirectional": True, "batch_first": True}),
+                                      ("GRU", {"num_layers": 2, "bidirectional": True, "batch_first": True})])
+def test_vmap_over_recurrent_network_matches_a_loop(name, kw):
+    # torch.func.vmap has no batching rule for aten::lstm / aten::gru: PyTorch's per-sample loop is the oracle
+    m, tm = getattr(pl.nn, name)(3, 4, **kw), getattr(torch.nn, name)(3, 4, **kw)
+    _copy_to_torch(m, tm)
+    for shape in ((5, 6, 2, 3), (5, 6, 3)):  # batched and unbatched samples
+        x = _f32(*shape)
+        got = vmap(lambda xi: m(xi)[0])(pl.tensor(x))
+        want = torch.stack([tm(torch.tensor(x[i]))[0] for i in range(shape[0])])
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), atol=1e-6)
+        h_n = vmap(lambda xi: m(xi)[1][0] if name == "LSTM" else m(xi)[1])(pl.tensor(x))
+        for i in range(shape[0]):
+            ref = tm(torch.tensor(x[i]))[1]
+            ref = ref[0] if name == "LSTM" else ref
+            np.testing.assert_allclose(h_n.detach().numpy()[i], ref.detach().numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["LSTM", "GRU"])
+def test_per_sample_recurrent_grads_match_torch(name):
+    m, tm = getattr(pl.nn, name)(3, 4), getattr(torch.nn, name)(3, 4)
+    _copy_to_torch(m, tm)
+    x = _f32(4, 5, 3)
+    params = {k: v.detach() for k, v in m.named_parameters()}
+    got = vmap(grad(lambda p, xi: (functional_call(m, p, (xi,))[0] ** 2).sum()), in_dims=(None, 0))(
+        params, pl.tensor(x))
+    for i in range(4):
+        tm.zero_grad()
+        (tm(torch.tensor(x[i]))[0] ** 2).sum().backward()
+        for k, tp in tm.named_parameters():
+            np.testing.assert_allclose(got[k].numpy()[i], tp.grad.numpy(), atol=1e-5, err_msg=k)
+
+
+@pytest.mark.parametrize("name", ["LSTMCell", "GRUCell"])
+def test_vmap_over_recurrent_cell_matches_torch(name):
+    m, tm = getattr(pl.nn, name)(3, 4), getattr(torch.nn, name)(3, 4)
+    _copy_to_torch(m, tm)
+    x = _f32(5, 2, 3)
+    h = _f32(5, 2, 4)
+    if name == "LSTMCell":  # torch.func.vmap has no rule for aten::lstm_cell: a loop is the oracle
+        got = vmap(lambda xi, hi: m(xi, (hi, hi))[1])(pl.tensor(x), pl.tensor(h))
+        want = torch.stack([tm(torch.tensor(x[i]), (torch.tensor(h[i]),) * 2)[1] for i in range(5)])
+    else:
+        got = vmap(m)(pl.tensor(x), pl.tensor(h))
+        with pytest.warns(UserWarning, match="performance drop"):
+            want = torch.func.vmap(tm)(torch.tensor(x), torch.tensor(h))
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("steps", [4, 0])
+def test_vmap_over_fused_recurrent_layers(reverse, steps):
+    # the whole-sequence ops under vmap, with every argument batched (per-sample weights too)
+    from pylucid.ops import rnn
+
+    V, B, H = 3, 2, 5
+    x4, x3 = pl.tensor(_f32(V, steps, B, 4 * H)), pl.tensor(_f32(V, steps, B, 3 * H))
+    h0, c0, w = pl.tensor(_f32(V, B, H)), pl.tensor(_f32(B, H)), pl.tensor(_f32(V, 4 * H, H))
+    b = pl.tensor(_f32(3 * H))
+    got = vmap(lambda x, h, w: rnn.lstm_layer(x, h, c0, w, reverse=reverse))(x4, h0, w)
+    for i in range(V):
+        for g, r in zip(got, rnn.lstm_layer(x4[i], h0[i], c0, w[i], reverse=reverse)):
+            np.testing.assert_allclose(g.numpy()[i], r.numpy(), atol=1e-6)
+    got = vmap(lambda x, h, w: rnn.gru_layer(x, h, w, b, reverse=reverse))(x3, h0, w[:, :3 * H])
+    for i in range(V):
+        for g, r in zip(got, rnn.gru_layer(x3[i], h0[i], w[i, :3 * H], b, reverse=reverse)):
+            np.testing.assert_allclose(g.numpy()[i], r.numpy(), atol=1e-6)

@@ -949,6 +949,67 @@ def sdpa_rule(op, args, params, lv):
     return wrap(apply(op, tuple(new), params), lv)
 
 
+# ------------------------------------------------------------------ recurrent cells and layers
+@rule("lstm_cell", "gru_cell", decomposes=True)
+def rnn_cell_rule(op, args, params, lv):
+    # the cell ops are element-wise over every leading dim of their (..., kH) gates and (..., H) states: the
+    # batch goes to the front of all of them (an unbatched state, such as a zero initial one, is expanded)
+    out = wrap(apply(op, tuple(all_front(args, lv)), params), lv)
+    if needs_logical_node(op, args):
+        record_logical(op, args, params, out)
+        # the activations a cell keeps for its raw-array backward are physical; the logical node runs the
+        # graph-mode backward, which recomputes them from the saved inputs and never reads ``extra``
+        out[0].grad_fn.extra = None
+    return out
+
+
+def _unrolled_layer(x_proj, h0, reverse, step):
+    """``(out (T, B, H), h_n, c_n)`` of a recurrence over the logical steps of ``x_proj``: ``step(x_t, h)`` gives the
+    next state ``(h, c)``; ``h0`` is ``(h, c)``."""
+    sh = _sh()
+    xs = sh.unbind(x_proj, 0)
+    seq = [None] * len(xs)
+    h = h0
+    for t in (range(len(xs) - 1, -1, -1) if reverse else range(len(xs))):
+        h = step(xs[t], h)
+        seq[t] = h[0]
+    if not xs:  # an empty sequence: an empty output of the state's width
+        out = x_proj[..., :h[0].shape[-1]]
+    else:
+        out = sh.stack(seq, 0)
+    return out, h
+
+
+@rule("lstm_layer", decomposes=True)
+def lstm_layer_rule(op, args, params, lv):
+    # the fused layer loops over raw arrays; here its steps are unrolled into the cell op (which has a rule), so
+    # any argument may be batched (per-sample weights too) and grad inside vmap works through the cells
+    from ..ops import linalg as la
+    from ..ops import rnn
+
+    x_proj, h0, c0, w_hh = args
+    w_t = _sh().transpose(w_hh, 0, 1)
+    out, (h, c) = _unrolled_layer(x_proj, (h0, c0), params["reverse"],
+                                  lambda x, hc: rnn.lstm_gates(x + la.matmul(hc[0], w_t), hc[1]))
+    return out, h, c, None, None  # the last two are the op's saved activations, which no caller reads
+
+
+@rule("gru_layer", decomposes=True)
+def gru_layer_rule(op, args, params, lv):
+    from ..ops import linalg as la
+    from ..ops import rnn
+
+    x_proj, h0, w_hh, b_hh = args
+    w_t = _sh().transpose(w_hh, 0, 1)
+
+    def step(x, hs):
+        hg = la.matmul(hs[0], w_t)
+        return (rnn.gru_gates(x, hg if b_hh is None else hg + b_hh, hs[0]),)
+
+    out, (h,) = _unrolled_layer(x_proj, (h0,), params["reverse"], step)
+    return out, h, None, None, None  # the last three are the op's saved arrays, which no caller reads
+
+
 def check_coverage():
     """``(with_rule, registered)``: the registered op names with a batching rule, and all of them."""
     names = registry.list_ops()
