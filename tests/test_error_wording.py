@@ -45,6 +45,29 @@ def test_fill_value_converted_as_torch(op, dtype):
         assert str(g) == str(w), (op, dtype, value, g, w)
 
 
+def _assign(lib, dtype, value, advanced):
+    x = lib.zeros(3, dtype=getattr(lib, dtype))
+    x[lib.tensor([0, 2]) if advanced else 0] = value
+    return x
+
+
+@pytest.mark.parametrize("dtype", _DTYPES)
+def test_setitem_number_converted_as_torch(dtype):
+    # PyTorch's setitem takes an int of at most 64 signed bits, and half types without an overflow check
+    for value in _VALUES + [2 ** 63, -2 ** 63 - 1, 2 ** 64]:
+        for advanced in (False, True):
+            try:
+                want = _assign(torch, dtype, value, advanced)
+            except Exception as exc:  # noqa: BLE001 - any PyTorch error: pylucid must raise one of the same type
+                with pytest.raises(type(exc), match=r"^setitem: "):
+                    _assign(pylucid, dtype, value, advanced)
+                continue
+            got = _assign(pylucid, dtype, value, advanced)
+            w = [complex(v) for v in want.to(torch.complex128).tolist()]
+            g = [complex(v) for v in got.to(pylucid.complex128).tolist()]
+            assert str(g) == str(w), (dtype, value, advanced, g, w)
+
+
 def test_masked_fill_int64_keeps_every_digit():
     x = pylucid.zeros(2, dtype=pylucid.int64).masked_fill(pylucid.tensor([True, False]), 16777217.0)
     assert x.tolist() == [16777217, 0]

@@ -8,7 +8,7 @@ import numbers
 from .. import dtypes as _dt
 from .._state import state
 from .._tensor import Tensor, _new_tensor
-from ..errors import DeviceMismatch, DtypeMismatch, ShapeMismatch
+from ..errors import DeviceMismatch, DtypeMismatch, ScalarOverflow, ShapeMismatch
 from ._op import Op, apply, check_inplace_leaf, commit_inplace, operand
 from ._utils import check_tensor, norm_dim
 from .registry import declare
@@ -221,6 +221,17 @@ def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tenso
     return _put(input, values, indices)
 
 
+def _setitem_scalar(value, np_dtype):
+    """A number assigned by ``x[index] = value`` as PyTorch converts it: an int must fit in int64 (a
+    ``ValueError``); it is checked against the range of ``x``'s dtype, except that a float16/bfloat16 tensor takes
+    it as a float64 first (out of their range is then +-inf, as in PyTorch)."""
+    if value.__class__ is int and not -(1 << 63) <= value < (1 << 63):
+        raise ScalarOverflow(f"setitem: int {value} does not fit in int64; accepted: -2**63 <= value < 2**63")
+    if np_dtype.itemsize == 2 and np_dtype.kind in "fV":
+        np_dtype = _F64
+    return _convert_scalar("setitem", value, np_dtype)
+
+
 @declare(method=False, dunders=("__setitem__",))
 def setitem(self: Tensor, index, value) -> None:
     """``self[index] = value`` in place (bumps the version; differentiable where PyTorch is)."""
@@ -229,6 +240,8 @@ def setitem(self: Tensor, index, value) -> None:
         # as PyTorch: a list, tuple or array is not converted (tensor(value) says which dtype it takes)
         raise TypeError(f"setitem: can't assign a {type(value).__name__} to a Tensor; the value must be a Tensor "
                         "or a number")
+    if not isinstance(value, Tensor):
+        value = _setitem_scalar(value, self._data.dtype)
     value = _as_value(self, value)
     tracked = state.grad_enabled and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad))
     if tracked:
@@ -908,20 +921,40 @@ def _check_mask(mask, op, x):
         raise DeviceMismatch(f"{op}: mask on {mask._device} for a tensor on {x._device}")
 
 
+_F64 = _dt.float64.numpy_dtype
+#: the largest float32; a Python float within it (or NaN, or an infinity) fits every dtype of kind "f" but the
+#: 2-byte ones unchanged, which is the common case of a fill value and skips the full conversion
+_F32_MAX = 3.4028234663852886e38
+
+
+def _convert_scalar(op, value, np_dtype):
+    """``creation._scalar_to(op, value, np_dtype)``, with the common cases answered here: a float into float32
+    or float64 in range, an int into int64 in range (the same values ``_scalar_to`` gives)."""
+    cls = value.__class__
+    if cls is float:
+        n = np_dtype.itemsize
+        if np_dtype.kind == "f" and (n == 8 or n == 4 and -_F32_MAX <= value <= _F32_MAX):
+            return value
+    elif cls is int and np_dtype.kind == "i" and np_dtype.itemsize == 8 and -(1 << 63) <= value < (1 << 63):
+        return value
+    from ..creation import _scalar_to
+
+    return _scalar_to(op, value, np_dtype)
+
+
 def _fill_value(op, value, input):
     """A Python number converted to ``input``'s dtype as PyTorch converts a fill value (``creation._scalar_to``):
     out of the dtype's range is a :class:`ScalarOverflow` (NaN and infinities for an integer dtype, ``1e40`` for
     float32, a complex number with an imaginary part for a real dtype); a negative int wraps around for an
-    unsigned dtype (``-1`` is 255). A Tensor passes unchanged."""
+    unsigned dtype (``-1`` is 255). The result (an int for an integer dtype, a float for a floating one, a bool
+    for bool) keeps ``input``'s dtype next to it in ``where``. A Tensor passes unchanged."""
     if isinstance(value, Tensor):
         return value
-    from ..creation import _scalar_to
-
     if not isinstance(value, numbers.Number):
         if getattr(value, "shape", None) != () or not hasattr(value, "item"):  # a NumPy scalar (np.bool_) passes
             raise TypeError(f"{op}: value must be a number or a 0-d Tensor, got {type(value).__name__}")
         value = value.item()
-    return _scalar_to(op, value, input._data.dtype)
+    return _convert_scalar(op, value, input._data.dtype)
 
 
 @declare(inplace=True)
@@ -948,11 +981,9 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     if isinstance(value, Tensor):
         value = value.to(input.dtype)
     else:
-        # a 0-d tensor of input's dtype: a Python float next to an integer tensor would make ``where`` compute in
-        # float32 and round 2**24 + 1
-        from ..creation import full
-
-        value = full((), _fill_value("masked_fill", value, input), dtype=input.dtype, device=input._device)
+        # converted to input's dtype first: a Python float next to an integer tensor would make ``where``
+        # compute in float32 and round 2**24 + 1
+        value = _fill_value("masked_fill", value, input)
     out = where(mask, value, input)
     return out if out.dtype is input.dtype else out.to(input.dtype)
 
