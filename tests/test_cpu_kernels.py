@@ -55,6 +55,16 @@ def test_conv_paths_match_torch(nd, kw, conv_path):
     _compare(*CONV[nd], (x, w, b), kw, "float64")
 
 
+@pytest.mark.parametrize("kw", [{"padding": "same", "dilation": (1, 2)}, {"padding": (3, 0)}, {"padding": (0, 4)}])
+def test_conv_taps_shared_padding_grid(kw, conv_path):
+    """Uneven ('same' with an even kernel), kernel-wide and one-sided padding on the shared-padding grid:
+    a pad wider than the kernel's reach makes the grid the output's extent, not the input's plus padding."""
+    r = np.random.default_rng(7)
+    x = r.standard_normal((3, 16, 5, 6))
+    w = r.standard_normal((4, 16, 4, 3)) * 0.2
+    _compare(*CONV[2], (x, w, r.standard_normal(4)), kw, "float64")
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_conv_taps_half_and_single(dtype, conv_path):
     r = np.random.default_rng(0)
@@ -103,7 +113,8 @@ def test_conv_empty_batch_wide_channels():
 
 
 def test_conv_taps_taken_on_large_grids(monkeypatch):
-    """The default bound: a 3x3 kernel on 14x12 (16x14 padded, 1.33x) runs the taps, on 6x5 (1.87x) im2col."""
+    """The default bound: a 3x3 kernel on 14x12 (a 15x13 shared-padding grid, 1.16x) runs the taps, on 4x3
+    (5x4, 1.67x) im2col."""
     calls = []
     orig = ArrayBackend._conv_taps
 
@@ -112,7 +123,7 @@ def test_conv_taps_taken_on_large_grids(monkeypatch):
         return orig(self, *a)
     monkeypatch.setattr(ArrayBackend, "_conv_taps", spy)
     r = np.random.default_rng(5)
-    for size in ((14, 12), (6, 5)):
+    for size in ((14, 12), (4, 3)):
         x, w = r.standard_normal((2, 16) + size), r.standard_normal((4, 16, 3, 3)) * 0.2
         _compare(*CONV[2], (x, w), {"padding": 1}, "float32")
     assert calls == [(2, 16, 14, 12)]

@@ -592,16 +592,20 @@ class ArrayBackend:
     # Stride 1, one group, >= _TAP_MIN_C input channels: no im2col at all. On the flattened channels-last
     # padded grid (N*P, C), the input rows a kernel tap reads are the output rows shifted by a constant
     # offset, so each tap is ONE GEMM on a contiguous slice (zero-copy) and the taps' products are summed.
-    # Outputs are computed on the whole padded grid (the rows past each spatial edge are discarded, or
-    # zero in a gradient): a few percent more flops than im2col, none of its K-times-larger copy. On small
-    # grids the border rows are a large share (a 3x3 kernel on 8x8 computes 10x10 = 1.56 times the outputs):
+    # The grid shares its padding between neighbours: each dim holds its S pixels then max(lo, hi) zeros,
+    # and the whole buffer starts with the flat offset of the low pads, so a read past a row's left edge
+    # lands in the previous row's trailing zeros (and past an image's top in the previous image's). A 3x3
+    # "same" convolution on 32x32 thus computes 33x33 grid positions per image, not 34x34.
+    # Outputs are computed on the whole grid (the positions past each spatial edge are discarded, or zero
+    # in a gradient): a few percent more flops than im2col, none of its K-times-larger copy. On small grids
+    # the border positions are a large share (a 3x3 kernel on 4x4 computes 5x5 = 1.56 times the outputs):
     # there, above _TAP_MAX_WASTE, im2col's one GEMM with a K-times longer reduction measures faster.
     _TAP_MIN_C = 16
     _TAP_MAX_WASTE = 1.4
 
-    def _conv_taps_ok(self, c, stride, groups, n, padded, out_sp):
+    def _conv_taps_ok(self, c, stride, groups, n, padded, out_sp, pads=()):
         return groups == 1 and c >= self._TAP_MIN_C and n > 0 and all(v == 1 for v in stride) and \
-            _prod(padded) <= self._TAP_MAX_WASTE * _prod(out_sp)
+            all(lo >= 0 and hi >= 0 for lo, hi in pads) and _prod(padded) <= self._TAP_MAX_WASTE * _prod(out_sp)
 
     @staticmethod
     def _coarse_grid(size, pads, g_sp, kernel, stride, dilation):
@@ -620,14 +624,28 @@ class ArrayBackend:
         return _prod(coarse) <= self._TAP_MAX_WASTE * _prod(g_sp)
 
     @staticmethod
-    def _tap_grid(padded, kernel, dilation):
-        """(row offset of every tap, the largest offset) on the flattened padded grid."""
-        st = [1] * len(padded)
-        for i in range(len(padded) - 2, -1, -1):
-            st[i] = st[i + 1] * padded[i + 1]
+    def _tap_geom(n, grid, pads, out_sp, kernel, dilation):
+        """(tap offsets, output rows to compute, lead offset, buffer rows) of the shared-padding grid
+        ``grid`` (:meth:`_tap_padded`): pixel ``x`` of image ``i`` sits at row ``lead + i*P + flat(x)``, output
+        ``o`` at ``i*P + flat(o)``, and tap ``k`` reads ``flat(k*dilation)`` rows further (``P = prod(grid)``)."""
+        st = [1] * len(grid)
+        for i in range(len(grid) - 2, -1, -1):
+            st[i] = st[i + 1] * grid[i + 1]
         offs = [sum(kp * d * t for kp, d, t in zip(kpos, dilation, st))
                 for kpos in itertools.product(*(range(k) for k in kernel))]
-        return offs, max(offs)
+        lead = sum(lo * t for (lo, _), t in zip(pads, st))
+        per = _prod(grid)
+        rows = (n - 1) * per + sum((o - 1) * t for o, t in zip(out_sp, st)) + 1
+        return offs, rows, lead, max(rows + max(offs), lead + n * per)
+
+    def _tap_buf(self, a, grid, lead, length, cdt):
+        """``a`` (N, C, *S) channels-last on the shared-padding grid: (length, C) in ``cdt``, zero but at the
+        pixels (row ``lead + i*prod(grid) + flat(x)``)."""
+        n, c = a.shape[:2]
+        buf = self.xp.zeros((length, c), dtype=cdt)
+        view = buf[lead:lead + n * _prod(grid)].reshape((n,) + tuple(grid) + (c,))
+        view[(slice(None),) + tuple(slice(0, s) for s in a.shape[2:])] = self.xp.moveaxis(a, 1, -1)
+        return buf
 
     def _conv_grid(self, a, pads, cdt, padded=None):
         """``a`` (N, C, *S) as its channels-last zero-padded grid (N, *padded, C) in ``cdt``."""
@@ -656,9 +674,10 @@ class ArrayBackend:
         else:
             self.xp.matmul(a, b, out=out)
 
-    def _tap_sum(self, a, wt, offs, rows, out_cols, cdt):
-        """``y[:rows] = sum_t a[off_t : off_t + rows] @ wt[t]`` (the output rows of the padded grid)."""
-        y = self.xp.empty((a.shape[0], out_cols), dtype=cdt)
+    def _tap_sum(self, a, wt, offs, rows, total, out_cols, cdt):
+        """``y[:rows] = sum_t a[off_t : off_t + rows] @ wt[t]`` of a (total, out_cols) ``y`` (the grid's output
+        rows; those past ``rows`` are never read)."""
+        y = self.xp.empty((total, out_cols), dtype=cdt)
         head = y[:rows]
         for t, off in enumerate(offs):
             self._gemm_into(a[off:off + rows], wt[t], head, t > 0)
@@ -669,13 +688,13 @@ class ArrayBackend:
         n, c = x.shape[:2]
         o = w.shape[0]
         kernel = w.shape[2:]
-        buf = self._conv_grid(x, pads, cdt)
-        padded = buf.shape[1:-1]
-        out_sp = tuple(p - d * (k - 1) for p, d, k in zip(padded, dilation, kernel))
-        offs, top = self._tap_grid(padded, kernel, dilation)
-        rows = buf[..., 0].size - top
-        y = self._tap_sum(buf.reshape(-1, c), self._tap_w(w, cdt), offs, rows, o, cdt)
-        y = y.reshape((n,) + padded + (o,))[(slice(None),) + tuple(slice(0, v) for v in out_sp)]
+        size = x.shape[2:]
+        out_sp = tuple(s + lo + hi - d * (k - 1) for s, (lo, hi), d, k in zip(size, pads, dilation, kernel))
+        grid = self._tap_padded(size, pads, out_sp, kernel, dilation)
+        offs, rows, lead, length = self._tap_geom(n, grid, pads, out_sp, kernel, dilation)
+        buf = self._tap_buf(x, grid, lead, length, cdt)
+        y = self._tap_sum(buf, self._tap_w(w, cdt), offs, rows, n * _prod(grid), o, cdt)
+        y = y.reshape((n,) + grid + (o,))[(slice(None),) + tuple(slice(0, v) for v in out_sp)]
         out = xp.empty((n, o) + out_sp, dtype=dt)
         y = xp.moveaxis(y, -1, 1)
         if b is None:
@@ -685,33 +704,33 @@ class ArrayBackend:
         return out
 
     def _tap_g(self, g, padded, cdt):
-        """The output gradient on the padded grid, flattened (N*P, O), zero past the output's extent."""
+        """The output gradient on the grid, flattened (N*P, O), zero past the output's extent."""
         return self._conv_grid(g, ((0, 0),) * (g.ndim - 2), cdt, padded).reshape(-1, g.shape[1])
 
-    def _conv_taps_dx(self, gf, w, size, pads, dilation, padded, dt, cdt):
+    def _conv_taps_dx(self, gf, g_sp, w, size, pads, dilation, padded, dt, cdt):
         xp = self.xp
-        n = gf.shape[0] // _prod(padded)
+        per = _prod(padded)
+        n = gf.shape[0] // per
         c = w.shape[1]
-        offs, top = self._tap_grid(padded, w.shape[2:], dilation)
-        rows = gf.shape[0] - top
+        offs, rows, lead, length = self._tap_geom(n, padded, pads, g_sp, w.shape[2:], dilation)
         wt = self._tap_w(w, cdt, data_grad=True)
-        acc = xp.zeros((gf.shape[0], c), dtype=cdt)
-        g_rows = gf[:rows]
+        acc = xp.zeros((length, c), dtype=cdt)
+        g_rows = gf[:rows]  # the rows past it are zero: the last image's trailing positions
         for t, off in enumerate(offs):  # the adjoint of _tap_sum: each tap's product added at its offset
             self._gemm_into(g_rows, wt[t], acc[off:off + rows], True)
-        acc = acc.reshape((n,) + tuple(padded) + (c,))
-        acc = acc[(slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads))]
+        acc = acc[lead:lead + n * per].reshape((n,) + tuple(padded) + (c,))
+        acc = acc[(slice(None),) + tuple(slice(0, s) for s in size)]
         out = xp.empty((n, c) + tuple(size), dtype=dt)
         out[...] = xp.moveaxis(acc, -1, 1)
         return out
 
-    def _conv_taps_dw(self, x, gf, w_shape, pads, dilation, padded, cdt):
+    def _conv_taps_dw(self, x, gf, g_sp, w_shape, pads, dilation, padded, cdt):
         xp = self.xp
         kernel = tuple(w_shape[2:])
         o, c = w_shape[:2]
-        a = self._conv_grid(x, pads, cdt, padded).reshape(-1, c)
-        offs, top = self._tap_grid(padded, kernel, dilation)
-        rows = a.shape[0] - top
+        n = x.shape[0]
+        offs, rows, lead, length = self._tap_geom(n, padded, pads, g_sp, kernel, dilation)
+        a = self._tap_buf(x, padded, lead, length, cdt)
         # per tap g^T a: the (O, C) orientation of the long-reduction GEMM measures faster than a^T g for few
         # channels (OpenBLAS, C = 32: 20%), and equal for many
         dw = xp.empty((len(offs), o, c), dtype=cdt)
@@ -725,8 +744,10 @@ class ArrayBackend:
 
     @staticmethod
     def _tap_padded(size, pads, g_sp, kernel, dilation):
-        """The padded grid of a stride-1 convolution from input ``size`` to output ``g_sp``."""
-        return tuple(max(s + lo + hi, o + d * (k - 1))
+        """The shared-padding grid of a stride-1 convolution from input ``size`` to output ``g_sp``: per dim
+        the pixels, then as many zeros as the larger side's padding (the far side's reach past the input
+        included), at least the output's extent."""
+        return tuple(max(s + max(lo, hi, o + d * (k - 1) - lo - s), o)
                      for s, (lo, hi), o, d, k in zip(size, pads, g_sp, dilation, kernel))
 
     def _narrow_cols(self, x, kernel, stride, pads, dilation, cdt, out_sp=None):
@@ -764,7 +785,8 @@ class ArrayBackend:
         nd = x.ndim - 2
         padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
         out_sp = tuple(p - d * (k - 1) for p, d, k in zip(padded, dilation, w.shape[2:]))
-        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0], padded, out_sp):
+        grid = self._tap_padded(x.shape[2:], pads, out_sp, w.shape[2:], dilation)
+        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0], grid, out_sp, pads):
             return self._conv_taps(x, w, b, pads, dilation, dt, cdt)
         if groups == 1 and x.shape[1] < self._TAP_MIN_C:
             return self._conv_narrow(x, w, b, stride, pads, dilation, dt, cdt)
@@ -854,8 +876,9 @@ class ArrayBackend:
         ``g @ w`` per group, then col2im. It is also the forward of the transposed convolution."""
         cdt = self._conv_cdt(g.dtype)
         padded = self._tap_padded(size, pads, g.shape[2:], w.shape[2:], dilation)
-        if self._conv_taps_ok(w.shape[1], stride, groups, g.shape[0], padded, g.shape[2:]):
-            return self._conv_taps_dx(self._tap_g(g, padded, cdt), w, size, pads, dilation, padded, g.dtype, cdt)
+        if self._conv_taps_ok(w.shape[1], stride, groups, g.shape[0], padded, g.shape[2:], pads):
+            return self._conv_taps_dx(self._tap_g(g, padded, cdt), g.shape[2:], w, size, pads, dilation, padded,
+                                      g.dtype, cdt)
         if self._conv_classes_ok(w, size, pads, g.shape[2:], stride, dilation, groups, g.shape[0]):
             return self._conv_classes_dx(g, w, size, stride, pads, dilation, cdt)
         dcols = self._conv_gemm(self._conv_gmat(g, groups, cdt), self._conv_wmat(w, groups, cdt))
@@ -870,8 +893,8 @@ class ArrayBackend:
         nd = len(kernel)
         o, cg = w_shape[:2]
         padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], kernel, dilation)
-        if self._conv_taps_ok(cg, stride, groups, x.shape[0], padded, g.shape[2:]):
-            return self._conv_taps_dw(x, self._tap_g(g, padded, cdt), w_shape, pads, dilation, padded, cdt)
+        if self._conv_taps_ok(cg, stride, groups, x.shape[0], padded, g.shape[2:], pads):
+            return self._conv_taps_dw(x, self._tap_g(g, padded, cdt), g.shape[2:], w_shape, pads, dilation, padded, cdt)
         if groups == 1 and cg < self._TAP_MIN_C and x.shape[0] > 0:
             cols, _ = self._narrow_cols(x, kernel, stride, pads, dilation, cdt, tuple(g.shape[2:]))
             g3 = g.reshape(g.shape[0], o, -1).astype(cdt, copy=False)
@@ -893,10 +916,12 @@ class ArrayBackend:
         """``(dx, dw)`` of :meth:`conv_nd_gemm` (None where not needed), sharing the gradient's layout copy."""
         cdt = self._conv_cdt(g.dtype)
         padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], w.shape[2:], dilation)
-        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0], padded, g.shape[2:]):
+        if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0], padded, g.shape[2:], pads):
             gf = self._tap_g(g, padded, cdt)  # shared by both gradients
-            return (self._conv_taps_dx(gf, w, x.shape[2:], pads, dilation, padded, x.dtype, cdt) if need_x else None,
-                    self._conv_taps_dw(x, gf, w.shape, pads, dilation, padded, cdt) if need_w else None)
+            g_sp = g.shape[2:]
+            return (self._conv_taps_dx(gf, g_sp, w, x.shape[2:], pads, dilation, padded, x.dtype, cdt)
+                    if need_x else None,
+                    self._conv_taps_dw(x, gf, g_sp, w.shape, pads, dilation, padded, cdt) if need_w else None)
         classes = need_x and self._conv_classes_ok(w, x.shape[2:], pads, g.shape[2:], stride, dilation, groups,
                                                    g.shape[0])
         gm = self._conv_gmat(g, groups, cdt) if need_w or (need_x and not classes) else None
