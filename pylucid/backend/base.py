@@ -657,11 +657,12 @@ class ArrayBackend:
             self.xp.moveaxis(a, 1, -1)
         return buf
 
-    def _tap_w(self, w, cdt, data_grad=False):
-        """The weight (O, C, *k) as (K, C, O) per-tap matrices, or (K, O, C) for the data gradient."""
+    def _tap_w(self, w, cdt):
+        """The weight (O, C, *k) as (K, O, C) per-tap matrices (the forward multiplies by their transposed
+        views: this copy keeps (C, *k) runs together and measures 2 to 7 times faster than (K, C, O) on
+        256 to 512 channels, the GEMMs alike)."""
         nd = w.ndim - 2
-        order = tuple(range(2, 2 + nd)) + ((0, 1) if data_grad else (1, 0))
-        wt = self.xp.ascontiguousarray(w.transpose(order), dtype=cdt)
+        wt = self.xp.ascontiguousarray(w.transpose(tuple(range(2, 2 + nd)) + (0, 1)), dtype=cdt)
         return wt.reshape((_prod(w.shape[2:]),) + wt.shape[nd:])
 
     def _gemm_into(self, a, b, out, accumulate: bool) -> None:
@@ -693,7 +694,7 @@ class ArrayBackend:
         grid = self._tap_padded(size, pads, out_sp, kernel, dilation)
         offs, rows, lead, length = self._tap_geom(n, grid, pads, out_sp, kernel, dilation)
         buf = self._tap_buf(x, grid, lead, length, cdt)
-        y = self._tap_sum(buf, self._tap_w(w, cdt), offs, rows, n * _prod(grid), o, cdt)
+        y = self._tap_sum(buf, self.xp.swapaxes(self._tap_w(w, cdt), 1, 2), offs, rows, n * _prod(grid), o, cdt)
         y = y.reshape((n,) + grid + (o,))[(slice(None),) + tuple(slice(0, v) for v in out_sp)]
         out = xp.empty((n, o) + out_sp, dtype=dt)
         y = xp.moveaxis(y, -1, 1)
@@ -713,7 +714,7 @@ class ArrayBackend:
         n = gf.shape[0] // per
         c = w.shape[1]
         offs, rows, lead, length = self._tap_geom(n, padded, pads, g_sp, w.shape[2:], dilation)
-        wt = self._tap_w(w, cdt, data_grad=True)
+        wt = self._tap_w(w, cdt)
         acc = xp.zeros((length, c), dtype=cdt)
         g_rows = gf[:rows]  # the rows past it are zero: the last image's trailing positions
         for t, off in enumerate(offs):  # the adjoint of _tap_sum: each tap's product added at its offset
@@ -844,7 +845,7 @@ class ArrayBackend:
         st_flat = [1] * nd
         for i in range(nd - 2, -1, -1):
             st_flat[i] = st_flat[i + 1] * coarse[i + 1]
-        wt = self._tap_w(w, cdt, data_grad=True)  # (K, O, C)
+        wt = self._tap_w(w, cdt)  # (K, O, C)
         classes = list(itertools.product(*(range(st) for st in stride)))
         acc = xp.zeros((len(classes), rows_all, c), dtype=cdt)
         top = sum(cm * sf for cm, sf in zip(cmax, st_flat))
