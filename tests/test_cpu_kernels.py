@@ -112,6 +112,28 @@ def test_conv_empty_batch_wide_channels():
     assert tuple(x.grad.shape) == (0, 16, 5, 5) and float(w.grad.abs().sum()) == 0.0
 
 
+@pytest.mark.parametrize("kw", [{"padding": 1}, {"stride": 2, "padding": 1}, {"padding": 1, "groups": 2},
+                                {"stride": 2, "padding": 1, "groups": 2}])
+def test_batch_split_across_threads(monkeypatch, kw):
+    """The CPU backend's split of layout copies, col2im and batch-norm passes over the batch (forced on tiny
+    arrays, 3 threads on 5 images: uneven chunks) gives PyTorch's results: taps, im2col, classes, col2im."""
+    monkeypatch.setattr(CPUBackend, "_PAR_MIN", 0)
+    n0 = pl.get_num_threads()
+    pl.set_num_threads(3)
+    try:
+        r = np.random.default_rng(11)
+        x, w = r.standard_normal((5, 16, 6, 7)), r.standard_normal((6, 16 // kw.get("groups", 1), 3, 3)) * 0.2
+        _compare(*CONV[2], (x, w, r.standard_normal(6)), kw, "float32")
+        _compare(*CONV_T[2], (x, r.standard_normal((16, 4, 3, 3)) * 0.2), kw, "float64")
+        def bn(lib):
+            return lambda t, w_, b_: lib.nn.functional.batch_norm(t, None, None, w_, b_, training=True)
+        for shift in (0.0, 50.0):  # the folded and the centred gradient sums
+            _compare(bn(torch), bn(pl), (r.standard_normal((5, 6, 16, 9)) + shift, r.standard_normal(6),
+                                         r.standard_normal(6)), {}, "float64")
+    finally:
+        pl.set_num_threads(n0)
+
+
 def test_conv_taps_taken_on_large_grids(monkeypatch):
     """The default bound: a 3x3 kernel on 14x12 (a 15x13 shared-padding grid, 1.16x) runs the taps, on 4x3
     (5x4, 1.67x) im2col."""

@@ -545,6 +545,19 @@ class ArrayBackend:
     def _conv_cdt(self, dt):
         return np.dtype(np.float32) if dt in _HALF else dt
 
+    def _par(self, fn, n: int, size: int) -> None:
+        """``fn(lo, hi)`` over the batch ``[0, n)`` (``size`` elements of work in all): one call here; the CPU
+        backend splits large work across its threads. ``fn`` writes disjoint slices per chunk."""
+        fn(0, n)
+
+    def _copy_n(self, dst, src, axis: int = 0) -> None:
+        """``dst[...] = src`` (same shape; cast as an assignment), split along the batch ``axis`` by :meth:`_par`."""
+        pre = (slice(None),) * axis
+
+        def cp(lo, hi):
+            dst[pre + (slice(lo, hi),)] = src[pre + (slice(lo, hi),)]
+        self._par(cp, dst.shape[axis], dst.size)
+
     def _conv_cols(self, x, kernel, stride, pads, dilation, groups, cdt, out_sp=None):
         """(cols (G, N*L, K*C/G) contiguous, out spatial size) of ``x`` (N, C, *S) padded by ``pads``
         (``out_sp``: only the first window positions, for a transposed convolution's output_padding)."""
@@ -558,14 +571,16 @@ class ArrayBackend:
         buf = xp.zeros((n,) + padded + (c,), dtype=cdt) if any(lo or hi for lo, hi in pads) else \
             xp.empty((n,) + padded + (c,), dtype=cdt)
         inner = (slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads)) + (slice(None),)
-        buf[inner] = xp.moveaxis(x, 1, -1)  # the one layout copy (and cast) of the input
+        self._copy_n(buf[inner], xp.moveaxis(x, 1, -1))  # the one layout copy (and cast) of the input
         st = buf.strides
         cg = c // groups
         shape = (groups, n) + out_sp + tuple(kernel) + (cg,)
         strides = (cg * st[-1], st[0]) + tuple(st[1 + i] * stride[i] for i in range(nd)) + tuple(
             st[1 + i] * dilation[i] for i in range(nd)) + (st[-1],)
         view = xp.lib.stride_tricks.as_strided(buf, shape, strides)
-        return xp.ascontiguousarray(view).reshape(groups, n * _prod(out_sp), _prod(kernel) * cg), out_sp
+        cols = xp.empty(shape, dtype=cdt)
+        self._copy_n(cols, view, axis=1)
+        return cols.reshape(groups, n * _prod(out_sp), _prod(kernel) * cg), out_sp
 
     def _conv_gmat(self, g, groups, cdt):
         """The output gradient (N, O, *out) as (G, N*L, O/G), contiguous in ``cdt``."""
@@ -574,7 +589,7 @@ class ArrayBackend:
         g5 = g.reshape((n, groups, o // groups) + g.shape[2:])
         g5 = g5.transpose((1, 0) + tuple(range(3, 3 + nd)) + (2,))
         m = self.xp.empty(g5.shape, dtype=cdt)
-        m[...] = g5
+        self._copy_n(m, g5, axis=1)
         return m.reshape(groups, n * _prod(g.shape[2:]), o // groups)
 
     def _conv_wmat(self, w, groups, cdt):
@@ -644,7 +659,7 @@ class ArrayBackend:
         n, c = a.shape[:2]
         buf = self.xp.zeros((length, c), dtype=cdt)
         view = buf[lead:lead + n * _prod(grid)].reshape((n,) + tuple(grid) + (c,))
-        view[(slice(None),) + tuple(slice(0, s) for s in a.shape[2:])] = self.xp.moveaxis(a, 1, -1)
+        self._copy_n(view[(slice(None),) + tuple(slice(0, s) for s in a.shape[2:])], self.xp.moveaxis(a, 1, -1))
         return buf
 
     def _conv_grid(self, a, pads, cdt, padded=None):
@@ -653,8 +668,8 @@ class ArrayBackend:
         if padded is None:
             padded = tuple(s + lo + hi for s, (lo, hi) in zip(size, pads))
         buf = self.xp.zeros((a.shape[0],) + tuple(padded) + (a.shape[1],), dtype=cdt)
-        buf[(slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads)) + (slice(None),)] = \
-            self.xp.moveaxis(a, 1, -1)
+        self._copy_n(buf[(slice(None),) + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads)) + (slice(None),)],
+                     self.xp.moveaxis(a, 1, -1))
         return buf
 
     def _tap_w(self, w, cdt):
@@ -697,12 +712,19 @@ class ArrayBackend:
         y = self._tap_sum(buf, self.xp.swapaxes(self._tap_w(w, cdt), 1, 2), offs, rows, n * _prod(grid), o, cdt)
         y = y.reshape((n,) + grid + (o,))[(slice(None),) + tuple(slice(0, v) for v in out_sp)]
         out = xp.empty((n, o) + out_sp, dtype=dt)
-        y = xp.moveaxis(y, -1, 1)
-        if b is None:
-            out[...] = y
-        else:
-            xp.add(y, b.reshape((1, o) + (1,) * len(out_sp)).astype(cdt, copy=False), out=out, casting="unsafe")
+        self._bias_out(out, xp.moveaxis(y, -1, 1), b, cdt)
         return out
+
+    def _bias_out(self, out, y, b, cdt):
+        """``out[...] = y (+ b per channel, axis 1)``, rounded to ``out``'s dtype, split over the batch."""
+        if b is None:
+            self._copy_n(out, y)
+            return
+        bb = (b.reshape((1, -1) + (1,) * (out.ndim - 2)) if b.ndim == 1 else b).astype(cdt, copy=False)
+
+        def add(lo, hi):
+            self.xp.add(y[lo:hi], bb, out=out[lo:hi], casting="unsafe")
+        self._par(add, out.shape[0], out.size)
 
     def _tap_g(self, g, padded, cdt):
         """The output gradient on the grid, flattened (N*P, O), zero past the output's extent."""
@@ -722,7 +744,7 @@ class ArrayBackend:
         acc = acc[lead:lead + n * per].reshape((n,) + tuple(padded) + (c,))
         acc = acc[(slice(None),) + tuple(slice(0, s) for s in size)]
         out = xp.empty((n, c) + tuple(size), dtype=dt)
-        out[...] = xp.moveaxis(acc, -1, 1)
+        self._copy_n(out, xp.moveaxis(acc, -1, 1))
         return out
 
     def _conv_taps_dw(self, x, gf, g_sp, w_shape, pads, dilation, padded, cdt):
@@ -795,11 +817,8 @@ class ArrayBackend:
         y = self._conv_gemm(cols, xp.swapaxes(self._conv_wmat(w, groups, cdt), -1, -2))  # (G, N*L, O/G)
         y = y.reshape((groups, n) + out_sp + (o // groups,)).transpose((1, 0, nd + 2) + tuple(range(2, nd + 2)))
         out = xp.empty((n, groups, o // groups) + out_sp, dtype=dt)
-        if b is None:
-            out[...] = y  # the back-to-channels-first copy, fused with the rounding
-        else:
-            xp.add(y, b.reshape((1, groups, o // groups) + (1,) * nd).astype(cdt, copy=False), out=out,
-                   casting="unsafe")
+        # the back-to-channels-first copy, fused with the rounding
+        self._bias_out(out, y, None if b is None else b.reshape((1, groups, o // groups) + (1,) * nd), cdt)
         return out.reshape((n, o) + out_sp)
 
     def _col2im_cl(self, dcols, n, size, kernel, stride, pads, dilation, groups, out_sp, dt):
@@ -813,16 +832,20 @@ class ArrayBackend:
         padded = tuple(max(s + lo + hi, (o - 1) * st + dl * (k - 1) + 1)
                        for s, (lo, hi), o, st, dl, k in zip(size, pads, out_sp, stride, dilation, kernel))
         acc = xp.zeros((n,) + padded + (groups, cg), dtype=dcols.dtype)
-        full = (slice(None),)
         outs = (slice(None),) * nd
-        for kpos in itertools.product(*(range(k) for k in kernel)):
-            sl = tuple(slice(kp * dl, kp * dl + st * (o - 1) + 1, st)
-                       for kp, dl, st, o in zip(kpos, dilation, stride, out_sp))
-            acc[full + sl] += d[full + outs + kpos]
-        acc = acc[full + tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads))]
-        acc = acc.reshape((n,) + tuple(size) + (groups * cg,))
+        taps = [(kpos, tuple(slice(kp * dl, kp * dl + st * (o - 1) + 1, st)
+                             for kp, dl, st, o in zip(kpos, dilation, stride, out_sp)))
+                for kpos in itertools.product(*(range(k) for k in kernel))]
+        inner = tuple(slice(lo, lo + s) for s, (lo, _) in zip(size, pads))
         out = xp.empty((n, groups * cg) + tuple(size), dtype=dt)
-        out[...] = xp.moveaxis(acc, -1, 1)
+
+        def fold(lo, hi):
+            rows = (slice(lo, hi),)
+            for kpos, sl in taps:
+                acc[rows + sl] += d[rows + outs + kpos]
+            a = acc[rows + inner].reshape((hi - lo,) + tuple(size) + (groups * cg,))
+            out[lo:hi] = xp.moveaxis(a, -1, 1)
+        self._par(fold, n, acc.size * len(taps))
         return out
 
     # The data gradient of a strided convolution (and so a transposed convolution's forward) without col2im:
@@ -859,6 +882,7 @@ class ArrayBackend:
         acc = acc.reshape((len(classes), n) + coarse + (c,))
         out = xp.empty((n, c) + tuple(size), dtype=g.dtype)
         perm = (0, nd + 1) + tuple(range(1, nd + 1))
+        moves = []
         for i, r in enumerate(classes):
             # output positions i0, i0 + s, ... (padded q = i + lo of residue r) sit at coarse u = (i + lo - r) / s
             dst, src = [], []
@@ -869,7 +893,12 @@ class ArrayBackend:
                 dst.append(slice(i0, sz, st))
                 src.append(slice(u0, u0 + cnt))
             if all(sl.start < sz for sl, sz in zip(dst, size)):
-                out[(slice(None), slice(None)) + tuple(dst)] = acc[i][(slice(None),) + tuple(src)].transpose(perm)
+                moves.append((i, tuple(dst), tuple(src)))
+
+        def interleave(lo, hi):
+            for i, dst, src in moves:
+                out[(slice(lo, hi), slice(None)) + dst] = acc[i][(slice(lo, hi),) + src].transpose(perm)
+        self._par(interleave, n, out.size)
         return out
 
     def conv_nd_gemm_backward_data(self, g, w, size, stride, pads, dilation, groups):
