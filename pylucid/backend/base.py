@@ -723,7 +723,14 @@ class ArrayBackend:
         bb = (b.reshape((1, -1) + (1,) * (out.ndim - 2)) if b.ndim == 1 else b).astype(cdt, copy=False)
 
         def add(lo, hi):
-            self.xp.add(y[lo:hi], bb, out=out[lo:hi], casting="unsafe")
+            # the transposing copy, then the bias on the contiguous result: a ufunc reading the transposed
+            # view directly measures 1.3 times slower than the two passes (fused where the output rounds, to
+            # round once)
+            if out.dtype == bb.dtype:
+                out[lo:hi] = y[lo:hi]
+                self.xp.add(out[lo:hi], bb, out=out[lo:hi])
+            else:
+                self.xp.add(y[lo:hi], bb, out=out[lo:hi], casting="unsafe")
         self._par(add, out.shape[0], out.size)
 
     def _tap_g(self, g, padded, cdt):
