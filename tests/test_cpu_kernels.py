@@ -65,6 +65,15 @@ def test_conv_taps_shared_padding_grid(kw, conv_path):
     _compare(*CONV[2], (x, w, r.standard_normal(4)), kw, "float64")
 
 
+@pytest.mark.parametrize("kw", [{"padding": 1}, {"stride": 2, "padding": 1}])
+def test_conv_wide_channels(kw, conv_path):
+    """Over 32 channels (40: a partial tile) the channels-first outputs are copied tile by tile."""
+    r = np.random.default_rng(9)
+    x, w = r.standard_normal((2, 40, 17, 16)), r.standard_normal((40, 40, 3, 3)) * 0.1
+    _compare(*CONV[2], (x, w, r.standard_normal(40)), kw, "float32")
+    _compare(*CONV_T[2], (x, w), kw, "float64")
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_conv_taps_half_and_single(dtype, conv_path):
     r = np.random.default_rng(0)
