@@ -137,8 +137,13 @@ def test_batch_split_across_threads(monkeypatch, kw):
         def bn(lib):
             return lambda t, w_, b_: lib.nn.functional.batch_norm(t, None, None, w_, b_, training=True)
         for shift in (0.0, 50.0):  # the folded and the centred gradient sums
-            _compare(bn(torch), bn(pl), (r.standard_normal((5, 6, 16, 9)) + shift, r.standard_normal(6),
-                                         r.standard_normal(6)), {}, "float64")
+            args = (r.standard_normal((5, 6, 16, 9)) + shift, r.standard_normal(6), r.standard_normal(6))
+            _compare(bn(torch), bn(pl), args, {}, "float64")
+            split = _grads(pl, bn(pl), args, {}, "float32")
+            pl.set_num_threads(1)
+            for a, b in zip(split, _grads(pl, bn(pl), args, {}, "float32")):  # the same bits on one thread
+                np.testing.assert_array_equal(a, b)
+            pl.set_num_threads(3)
     finally:
         pl.set_num_threads(n0)
 
