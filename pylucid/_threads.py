@@ -150,6 +150,9 @@ def _pool(workers: int):
     if _state["pool_key"] != key:
         from concurrent.futures import ThreadPoolExecutor
 
+        old = _state["pool"]
+        if old is not None and _state["pool_key"][0] == key[0]:
+            old.shutdown(wait=False)  # its idle threads exit (a forked child's copy has none to stop)
         _state["pool"] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pylucid-cpu")
         _state["pool_key"] = key
     return _state["pool"]

@@ -353,3 +353,20 @@ def test_conv_strided_data_grad_classes_match_torch(nd, kw, dtype, monkeypatch):
         opad = 1 if kw.get("dilation", 1) > 1 or kw["stride"] > 1 else 0
         _compare(*CONV_T[nd], (xt, w), dict(kw, output_padding=opad), dtype)
         assert calls
+
+
+def test_parallel_chunks_cover_once_and_raise():
+    from pylucid import _threads
+
+    seen = []
+    _threads.parallel_chunks(lambda lo, hi: seen.append((lo, hi)), 7, threads=3)
+    assert sorted(seen) == [(0, 2), (2, 4), (4, 7)]
+    seen.clear()
+    _threads.parallel_chunks(lambda lo, hi: seen.append((lo, hi)), 2, threads=5)  # no more chunks than items
+    assert sorted(seen) == [(0, 1), (1, 2)]
+
+    def fail(lo, hi):
+        if lo > 0:
+            raise ValueError(f"chunk {lo}")
+    with pytest.raises(ValueError, match="chunk"):
+        _threads.parallel_chunks(fail, 4, threads=2)
