@@ -2,7 +2,9 @@
 ``set_num_interop_threads`` / ``get_num_interop_threads``.
 
 pylucid's CPU arithmetic runs in NumPy, whose only multi-threaded kernels are the BLAS ones (GEMMs,
-and so convolutions, linear layers, attention). ``set_num_threads(n)`` therefore sets the thread count
+and so convolutions, linear layers, attention); the CPU backend also splits its convolution layout copies
+and batch-norm passes over the batch across that many threads (:func:`parallel_chunks`: NumPy releases
+the GIL in those loops). ``set_num_threads(n)`` therefore sets the thread count
 of the BLAS libraries loaded in the process, at run time: through ``threadpoolctl`` when it is
 installed, else by calling the libraries' own ``*_set_num_threads`` entry point (OpenBLAS, including
 the ``scipy_openblas`` builds NumPy and SciPy ship, MKL, BLIS) found among the loaded shared objects.
@@ -37,7 +39,7 @@ _BLAS_SYMBOLS = (
     ("blis", ("bli_thread_set_num_threads",), ("bli_thread_get_num_threads",)),
 )
 
-_state = {"threads": None, "interop": None, "libs": None}
+_state = {"threads": None, "interop": None, "libs": None, "pool": None, "pool_key": None}
 
 
 def _default_threads() -> int:
@@ -139,3 +141,36 @@ def set_num_interop_threads(n: int) -> None:
 def get_num_interop_threads() -> int:
     """The inter-op thread count, as ``torch.get_num_interop_threads`` (default: the usable cores)."""
     return _state["interop"] if _state["interop"] is not None else _default_threads()
+
+
+def _pool(workers: int):
+    """A thread pool of ``workers`` threads, made again after a fork (a child inherits no threads) or when
+    the thread count changed."""
+    key = (os.getpid(), workers)
+    if _state["pool_key"] != key:
+        from concurrent.futures import ThreadPoolExecutor
+
+        old = _state["pool"]
+        if old is not None and _state["pool_key"][0] == key[0]:
+            old.shutdown(wait=False)  # its idle threads exit (a forked child's copy has none to stop)
+        _state["pool"] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pylucid-cpu")
+        _state["pool_key"] = key
+    return _state["pool"]
+
+
+def parallel_chunks(fn, n: int, threads: int | None = None) -> None:
+    """Call ``fn(lo, hi)`` over ``[0, n)`` cut into at most ``threads`` (default :func:`get_num_threads`)
+    contiguous chunks, one per thread, the calling thread taking the first; returns when all are done, and
+    raises the first chunk's exception. ``fn`` must write disjoint outputs per chunk, and does useful work in
+    parallel only where it runs GIL-free NumPy loops (copies, ufuncs, reductions on large arrays)."""
+    t = min(get_num_threads() if threads is None else threads, n)
+    if t <= 1:
+        fn(0, n)
+        return
+    bounds = [n * i // t for i in range(t + 1)]
+    futs = [_pool(t - 1).submit(fn, bounds[i], bounds[i + 1]) for i in range(1, t)]
+    try:
+        fn(bounds[0], bounds[1])
+    finally:
+        for f in futs:
+            f.result()

@@ -55,6 +55,25 @@ def test_conv_paths_match_torch(nd, kw, conv_path):
     _compare(*CONV[nd], (x, w, b), kw, "float64")
 
 
+@pytest.mark.parametrize("kw", [{"padding": "same", "dilation": (1, 2)}, {"padding": (3, 0)}, {"padding": (0, 4)}])
+def test_conv_taps_shared_padding_grid(kw, conv_path):
+    """Uneven ('same' with an even kernel), kernel-wide and one-sided padding on the shared-padding grid:
+    a pad wider than the kernel's reach makes the grid the output's extent, not the input's plus padding."""
+    r = np.random.default_rng(7)
+    x = r.standard_normal((3, 16, 5, 6))
+    w = r.standard_normal((4, 16, 4, 3)) * 0.2
+    _compare(*CONV[2], (x, w, r.standard_normal(4)), kw, "float64")
+
+
+@pytest.mark.parametrize("kw", [{"padding": 1}, {"stride": 2, "padding": 1}])
+def test_conv_wide_channels(kw, conv_path):
+    """Over 32 channels (40: a partial tile) the channels-first outputs are copied tile by tile."""
+    r = np.random.default_rng(9)
+    x, w = r.standard_normal((2, 40, 17, 16)), r.standard_normal((40, 40, 3, 3)) * 0.1
+    _compare(*CONV[2], (x, w, r.standard_normal(40)), kw, "float32")
+    _compare(*CONV_T[2], (x, w), kw, "float64")
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_conv_taps_half_and_single(dtype, conv_path):
     r = np.random.default_rng(0)
@@ -102,8 +121,36 @@ def test_conv_empty_batch_wide_channels():
     assert tuple(x.grad.shape) == (0, 16, 5, 5) and float(w.grad.abs().sum()) == 0.0
 
 
+@pytest.mark.parametrize("kw", [{"padding": 1}, {"stride": 2, "padding": 1}, {"padding": 1, "groups": 2},
+                                {"stride": 2, "padding": 1, "groups": 2}])
+def test_batch_split_across_threads(monkeypatch, kw):
+    """The CPU backend's split of layout copies, col2im and batch-norm passes over the batch (forced on tiny
+    arrays, 3 threads on 5 images: uneven chunks) gives PyTorch's results: taps, im2col, classes, col2im."""
+    monkeypatch.setattr(CPUBackend, "_PAR_MIN", 0)
+    n0 = pl.get_num_threads()
+    pl.set_num_threads(3)
+    try:
+        r = np.random.default_rng(11)
+        x, w = r.standard_normal((5, 16, 6, 7)), r.standard_normal((6, 16 // kw.get("groups", 1), 3, 3)) * 0.2
+        _compare(*CONV[2], (x, w, r.standard_normal(6)), kw, "float32")
+        _compare(*CONV_T[2], (x, r.standard_normal((16, 4, 3, 3)) * 0.2), kw, "float64")
+        def bn(lib):
+            return lambda t, w_, b_: lib.nn.functional.batch_norm(t, None, None, w_, b_, training=True)
+        for shift in (0.0, 50.0):  # the folded and the centred gradient sums
+            args = (r.standard_normal((5, 6, 16, 9)) + shift, r.standard_normal(6), r.standard_normal(6))
+            _compare(bn(torch), bn(pl), args, {}, "float64")
+            split = _grads(pl, bn(pl), args, {}, "float32")
+            pl.set_num_threads(1)
+            for a, b in zip(split, _grads(pl, bn(pl), args, {}, "float32")):  # the same bits on one thread
+                np.testing.assert_array_equal(a, b)
+            pl.set_num_threads(3)
+    finally:
+        pl.set_num_threads(n0)
+
+
 def test_conv_taps_taken_on_large_grids(monkeypatch):
-    """The default bound: a 3x3 kernel on 14x12 (16x14 padded, 1.33x) runs the taps, on 6x5 (1.87x) im2col."""
+    """The default bound: a 3x3 kernel on 14x12 (a 15x13 shared-padding grid, 1.16x) runs the taps, on 4x3
+    (5x4, 1.67x) im2col."""
     calls = []
     orig = ArrayBackend._conv_taps
 
@@ -112,7 +159,7 @@ def test_conv_taps_taken_on_large_grids(monkeypatch):
         return orig(self, *a)
     monkeypatch.setattr(ArrayBackend, "_conv_taps", spy)
     r = np.random.default_rng(5)
-    for size in ((14, 12), (6, 5)):
+    for size in ((14, 12), (4, 3)):
         x, w = r.standard_normal((2, 16) + size), r.standard_normal((4, 16, 3, 3)) * 0.2
         _compare(*CONV[2], (x, w), {"padding": 1}, "float32")
     assert calls == [(2, 16, 14, 12)]
@@ -306,3 +353,20 @@ def test_conv_strided_data_grad_classes_match_torch(nd, kw, dtype, monkeypatch):
         opad = 1 if kw.get("dilation", 1) > 1 or kw["stride"] > 1 else 0
         _compare(*CONV_T[nd], (xt, w), dict(kw, output_padding=opad), dtype)
         assert calls
+
+
+def test_parallel_chunks_cover_once_and_raise():
+    from pylucid import _threads
+
+    seen = []
+    _threads.parallel_chunks(lambda lo, hi: seen.append((lo, hi)), 7, threads=3)
+    assert sorted(seen) == [(0, 2), (2, 4), (4, 7)]
+    seen.clear()
+    _threads.parallel_chunks(lambda lo, hi: seen.append((lo, hi)), 2, threads=5)  # no more chunks than items
+    assert sorted(seen) == [(0, 1), (1, 2)]
+
+    def fail(lo, hi):
+        if lo > 0:
+            raise ValueError(f"chunk {lo}")
+    with pytest.raises(ValueError, match="chunk"):
+        _threads.parallel_chunks(fail, 4, threads=2)

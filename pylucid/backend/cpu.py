@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 
+from .. import _threads
 from .base import ArrayBackend
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
@@ -118,6 +119,16 @@ class CPUBackend(ArrayBackend):
     def to_numpy(self, a, what: str = "a copy to the host"):
         return a
 
+    # below this many elements of work a split across threads costs more than it saves (a pool hand-off is
+    # some tens of microseconds)
+    _PAR_MIN = 1 << 17
+
+    def _par(self, fn, n: int, size: int) -> None:
+        if n > 1 and size >= self._PAR_MIN:
+            _threads.parallel_chunks(fn, n)
+        else:
+            fn(0, n)
+
     def _blas(self) -> dict:
         """``{dtype: cblas_?gemm}`` (found on first use; ``self._mkl`` then says whether they are MKL's)."""
         if self._cblas is None:
@@ -214,18 +225,31 @@ class CPUBackend(ArrayBackend):
         n, c = x.shape[:2]
         m = x.size // c
         x3 = x.reshape(n, c, -1)
+        part = np.empty((n, c), dtype=x.dtype)  # per-image partial sums (each thread writes its own rows)
+        y = np.empty_like(x3)
         with self.errstate():
-            mu = np.sum(np.sum(x3, axis=2), axis=0) / m
+            def sums(lo, hi):
+                np.sum(x3[lo:hi], axis=2, out=part[lo:hi])
+            self._par(sums, n, x.size)
+            mu = np.sum(part, axis=0) / m
+
             # two passes for the variance (mean first, then the centred squares), as ArrayBackend: y holds
             # x - mean, then becomes the output in place
-            y = np.subtract(x3, mu[:, None])
-            var = np.sum(np.vecdot(y, y), axis=0) / m
+            def centred(lo, hi):
+                np.subtract(x3[lo:hi], mu[:, None], out=y[lo:hi])
+                part[lo:hi] = np.vecdot(y[lo:hi], y[lo:hi])
+            self._par(centred, n, x.size)
+            var = np.sum(part, axis=0) / m
             scale = 1.0 / np.sqrt(var + eps)
             if weight is not None:
                 scale = scale * weight.astype(x.dtype, copy=False)
-            y *= scale[:, None]
-            if bias is not None:
-                y += bias.astype(x.dtype, copy=False)[:, None]
+            shift = None if bias is None else bias.astype(x.dtype, copy=False)[:, None]
+
+            def affine(lo, hi):
+                y[lo:hi] *= scale[:, None]
+                if shift is not None:
+                    y[lo:hi] += shift
+            self._par(affine, n, x.size)
         if momentum is not None:
             self.batch_norm_update_(running_mean, running_var, mu, var, m, momentum)
         return y.reshape(x.shape), mu, var
@@ -239,21 +263,29 @@ class CPUBackend(ArrayBackend):
         x3 = x.reshape(n, c, -1)
         with self.errstate():
             rstd = 1.0 / np.sqrt(var + eps)
-            db = np.sum(np.sum(g3, axis=2), axis=0)
             # sum(g (x - mean)) and (x - mean) below: where every channel's mean is within 4 standard deviations
             # of 0, as sum(g x) - mean sum(g) and x - mean folded into a per-channel constant (one dot-product
             # pass, rounding at most 5 times that of the centred form); else centred one block of images at a
-            # time (a cache-sized temporary), which no large mean can cancel
+            # time (a cache-sized temporary), which no large mean can cancel. Each chunk of images (one per
+            # thread) writes its own rows of the per-image partial sums and its own blocks of dx.
             folded = bool(np.all(np.abs(mean) * rstd <= 4))
             step = max(1, 65536 // max(1, x3[0].size))
-            tmp = np.empty((min(step, n),) + x3.shape[1:], dtype=x.dtype)
-            if folded:
-                gxc = np.sum(np.vecdot(g3, x3), axis=0) - mean * db
-            else:
-                gxc = np.zeros(c, dtype=x.dtype)
-                for i in range(0, n, step):
-                    t = np.subtract(x3[i:i + step], mean[:, None], out=tmp[:min(step, n - i)])
-                    gxc += np.sum(np.vecdot(g3[i:i + step], t), axis=0)
+            psum = np.empty((n, c), dtype=x.dtype)
+            pdot = np.empty((n, c), dtype=x.dtype)
+
+            def sums(lo, hi):
+                np.sum(g3[lo:hi], axis=2, out=psum[lo:hi])
+                if folded:
+                    pdot[lo:hi] = np.vecdot(g3[lo:hi], x3[lo:hi])
+                    return
+                tmp = np.empty((min(step, hi - lo),) + x3.shape[1:], dtype=x.dtype)
+                for i in range(lo, hi, step):
+                    j = min(i + step, hi)
+                    t = np.subtract(x3[i:j], mean[:, None], out=tmp[:j - i])
+                    pdot[i:j] = np.vecdot(g3[i:j], t)
+            self._par(sums, n, 2 * x.size)
+            db = np.sum(psum, axis=0)
+            gxc = np.sum(pdot, axis=0) - (mean * db if folded else 0)
             dw = gxc * rstd
             dx = None
             if need_dx:
@@ -262,16 +294,23 @@ class CPUBackend(ArrayBackend):
                 k = rstd if weight is None else rstd * weight.astype(x.dtype, copy=False)
                 b = -k * rstd * dw / m
                 cc = -k * db / m - (b * mean if folded else 0)
-                dx = np.multiply(g3, k[:, None])
-                for i in range(0, n, step):
-                    t = tmp[:min(step, n - i)]
-                    if folded:
-                        np.multiply(x3[i:i + step], b[:, None], out=t)
-                    else:
-                        np.subtract(x3[i:i + step], mean[:, None], out=t)
-                        t *= b[:, None]
-                    dx[i:i + step] += t
-                dx += cc[:, None]
+                dx = np.empty_like(g3)
+
+                def grad(lo, hi):
+                    tmp = np.empty((min(step, hi - lo),) + x3.shape[1:], dtype=x.dtype)
+                    for i in range(lo, hi, step):
+                        j = min(i + step, hi)
+                        t = tmp[:j - i]
+                        d = dx[i:j]
+                        np.multiply(g3[i:j], k[:, None], out=d)
+                        if folded:
+                            np.multiply(x3[i:j], b[:, None], out=t)
+                        else:
+                            np.subtract(x3[i:j], mean[:, None], out=t)
+                            t *= b[:, None]
+                        t += cc[:, None]  # in the cache-sized block, not another pass over dx
+                        d += t
+                self._par(grad, n, 2 * x.size)
                 dx = dx.reshape(x.shape)
         return dx, dw, db
 
