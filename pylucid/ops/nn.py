@@ -1097,9 +1097,8 @@ class EmbeddingBackward(Op):
             return be.embedding_backward(g, indices, num_weights, padding_idx if padding_idx >= 0 else None,
                                          deterministic=flags.deterministic)
         idx, rows = indices.reshape(-1), g.reshape((-1,) + g.shape[indices.ndim:])
-        if be.name == "cpu" and rows.ndim == 2 and 0 < num_weights <= idx.size and g.dtype.kind == "f" and \
-                g.dtype.itemsize >= 4:
-            out = _bincount_rows(be, idx, rows, num_weights)
+        if be.name == "cpu" and rows.ndim == 2 and idx.size and g.dtype.kind == "f" and g.dtype.itemsize >= 4:
+            out = _sorted_row_sums(be, idx, rows, num_weights)
         else:
             out = be.zeros((num_weights,) + g.shape[indices.ndim:], dtype=g.dtype)
             be.scatter_add(out, idx, rows)
@@ -1121,14 +1120,20 @@ class EmbeddingBackward(Op):
         return out, None
 
 
-def _bincount_rows(be, idx, rows, num_weights):
-    """``sum of rows[r] with idx[r] == k`` for every k as ONE ``bincount`` over the flattened (index, column)
-    pairs, accumulated in float64 (so at least as accurate as the sequential float32 ``add.at``, which runs
-    element by element and takes several times longer when the table is no larger than the number of rows)."""
-    d = rows.shape[1]
-    flat = (idx.astype(be.int64, copy=False)[:, None] * d + be.arange(d)).reshape(-1)
-    out = be.bincount(flat, weights=rows.reshape(-1), minlength=num_weights * d)
-    return out.reshape(num_weights, d).astype(rows.dtype, copy=False)
+def _sorted_row_sums(be, idx, rows, num_weights):
+    """``sum of rows[r] with idx[r] == k`` for every k: the rows gathered in index order (a stable sort), then one
+    ``add.reduceat`` over the runs of equal indices, each run summed in order in the rows' dtype (as PyTorch's
+    CPU embedding backward accumulates); several times faster than a scattered ``add.at`` or a ``bincount`` over
+    every (index, column) pair."""
+    order = be.argsort(idx, kind="stable")
+    sidx = idx[order]
+    first = be.empty(sidx.shape, dtype=bool)
+    first[0] = True
+    be.not_equal(sidx[1:], sidx[:-1], out=first[1:])
+    starts = be.flatnonzero(first)
+    out = be.zeros((num_weights, rows.shape[1]), dtype=rows.dtype)
+    out[sidx[starts]] = be.add.reduceat(rows[order], starts, axis=0)
+    return out
 
 
 def embedding_op(weight, indices, padding_idx: int = -1) -> Tensor:
