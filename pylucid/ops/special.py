@@ -68,8 +68,8 @@ def _cpu_shift(be, x2):
     lo = be.minimum.reduce(lb, axis=None)
     if hi - lo <= _SHIFT_WINDOW:  # False for NaN and infinite values
         return hi
-    m = be.maximum.reduce(x2, axis=1, keepdims=True)
-    return be.where(be.isfinite(m), m, x2.dtype.type(0))  # a row of -inf gives NaN below, as PyTorch
+    # a row holding NaN or +inf, or only -inf, becomes NaN (inf - inf), as in PyTorch
+    return be.maximum.reduce(x2, axis=1, keepdims=True)
 
 
 def _softmax_cpu(be, x, log: bool):
@@ -81,9 +81,7 @@ def _softmax_cpu(be, x, log: bool):
     ones = be.ones(n, dtype=x2.dtype)
     with be.errstate():
         if log:  # the row maxima: ``x - hi`` would cancel against ``log(sum)`` for rows far below hi
-            m = be.maximum.reduce(x2, axis=1, keepdims=True)
-            m = be.where(be.isfinite(m), m, x2.dtype.type(0))
-            y = be.subtract(x2, m)
+            y = be.subtract(x2, be.maximum.reduce(x2, axis=1, keepdims=True))
             s = be.matmul(be.exp(y), ones)
             be.log(s, out=s)
             y -= s[:, None]
