@@ -86,3 +86,22 @@ def test_gelu_float32_derivative_both_signs():
     tx = torch.tensor(x, dtype=torch.float64).requires_grad_()
     torch.nn.functional.gelu(tx).sum().backward()
     np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=0, atol=5e-7)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_layer_norm_rows_backward_matches_torch(affine, dtype):
+    # rows far from zero mean (the centring must come before the products) and a frozen-free affine pair
+    r = np.random.default_rng(11)
+    x = (r.standard_normal((4, 9, 48)) * 0.5 + 20.0).astype(dtype)
+    g = r.standard_normal(x.shape).astype(dtype)
+    w, b = r.standard_normal(48).astype(dtype), r.standard_normal(48).astype(dtype)
+    pw, pb = (pylucid.tensor(w).requires_grad_(), pylucid.tensor(b).requires_grad_()) if affine else (None, None)
+    tw, tb = (torch.tensor(w).requires_grad_(), torch.tensor(b).requires_grad_()) if affine else (None, None)
+    px, tx = pylucid.tensor(x).requires_grad_(), torch.tensor(x).requires_grad_()
+    pylucid.nn.functional.layer_norm(px, (48,), pw, pb).backward(pylucid.tensor(g))
+    torch.nn.functional.layer_norm(tx, (48,), tw, tb).backward(torch.tensor(g))
+    tol = 2e-5 if dtype == "float32" else 1e-11
+    pairs = [(px, tx)] + ([(pw, tw), (pb, tb)] if affine else [])
+    for p, t in pairs:
+        np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=tol, atol=tol)

@@ -295,27 +295,33 @@ def _layer_norm_rows(be, x, w, b, eps):
 
 
 def _layer_norm_rows_backward(be, g, x, mean, rstd, w):
-    """``(dx, dweight, dbias)`` of :func:`_layer_norm_rows` (the last two None without ``w``), with the row and
-    column sums as GEMVs: ``dx = rstd (a - mean(a) - xhat mean(a xhat))``, ``a = g w``."""
+    """``(dx, dweight, dbias)`` of :func:`_layer_norm_rows` (the last two None without ``w``), with every row and
+    column sum a GEMV: with ``xc = x - mean`` and ``a = g w``, ``dx = rstd (a - mean(a) - xc rstd^2 mean(a xc))``
+    (``xhat mean(a xhat)`` without forming ``xhat``), ``dweight = rstd^T (g xc)``, ``dbias = 1^T g``; the
+    per-row factors multiply in place, so every (rows, n) pass but the centring and ``g xc`` writes no new array."""
     n = x.shape[-1]
-    x2, g2 = x.reshape(-1, n), g.reshape(-1, n).astype(x.dtype, copy=False)
-    mean, rstd = mean.reshape(-1, 1).astype(x.dtype, copy=False), rstd.reshape(-1, 1).astype(x.dtype, copy=False)
-    inv = be.full((n,), 1.0 / n, dtype=x.dtype)
-    xhat = x2 - mean
-    xhat *= rstd
-    a = g2 * w if w is not None else g2
-    m2 = be.einsum("ij,ij->i", a, xhat)
-    m2 *= x.dtype.type(1.0 / n)
-    t = xhat * m2[:, None]
-    t += be.matmul(a, inv)[:, None]
-    be.subtract(a, t, out=t)
-    t *= rstd
-    dx = t.reshape(x.shape)
+    dt = x.dtype
+    x2, g2 = x.reshape(-1, n), g.reshape(-1, n).astype(dt, copy=False)
+    mean, rstd = mean.reshape(-1).astype(dt, copy=False), rstd.reshape(-1).astype(dt, copy=False)
+    xc = x2 - mean[:, None]
+    gxc = g2 * xc
+    wv = w if w is not None else be.ones((n,), dtype=dt)
+    q = be.matmul(gxc, wv)  # sum(a xc) per row
+    ma = be.matmul(g2, wv)  # sum(a) per row
+    ma *= dt.type(1.0 / n)
+    a = g2 * w if w is not None else g2.copy()
+    q *= rstd
+    q *= rstd
+    q *= dt.type(1.0 / n)  # rstd^2 mean(a xc)
+    xc *= q[:, None]
+    a -= xc
+    a -= ma[:, None]
+    a *= rstd[:, None]
+    dx = a.reshape(x.shape)
     if w is None:
         return dx, None, None
-    xhat *= g2
-    ones = be.ones((x2.shape[0],), dtype=x.dtype)
-    return dx, be.matmul(ones, xhat).astype(w.dtype, copy=False), be.matmul(ones, g2).astype(w.dtype, copy=False)
+    ones = be.ones((x2.shape[0],), dtype=dt)
+    return dx, be.matmul(rstd, gxc).astype(w.dtype, copy=False), be.matmul(ones, g2).astype(w.dtype, copy=False)
 
 
 def _layer_norm_grads(be, g, x, w, mean, rstd, axes, wshape, eps, need_w=False, need_b=False):
