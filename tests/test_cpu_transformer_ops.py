@@ -91,17 +91,19 @@ def test_gelu_float32_derivative_both_signs():
 @pytest.mark.parametrize("affine", [True, False])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_layer_norm_rows_backward_matches_torch(affine, dtype):
-    # rows far from zero mean (the centring must come before the products) and a frozen-free affine pair
+    # rows far from zero mean (the centring must come before the products); the oracle is PyTorch in float64 on
+    # the same values (its float32 kernel is off by as much as ours here: the statistics' rounding dominates)
     r = np.random.default_rng(11)
     x = (r.standard_normal((4, 9, 48)) * 0.5 + 20.0).astype(dtype)
     g = r.standard_normal(x.shape).astype(dtype)
     w, b = r.standard_normal(48).astype(dtype), r.standard_normal(48).astype(dtype)
     pw, pb = (pylucid.tensor(w).requires_grad_(), pylucid.tensor(b).requires_grad_()) if affine else (None, None)
-    tw, tb = (torch.tensor(w).requires_grad_(), torch.tensor(b).requires_grad_()) if affine else (None, None)
-    px, tx = pylucid.tensor(x).requires_grad_(), torch.tensor(x).requires_grad_()
+    t64 = [torch.tensor(a.astype(np.float64)).requires_grad_() for a in (x, w, b)]
+    tx, tw, tb = t64 if affine else (t64[0], None, None)
+    px = pylucid.tensor(x).requires_grad_()
     pylucid.nn.functional.layer_norm(px, (48,), pw, pb).backward(pylucid.tensor(g))
-    torch.nn.functional.layer_norm(tx, (48,), tw, tb).backward(torch.tensor(g))
-    tol = 2e-5 if dtype == "float32" else 1e-11
+    torch.nn.functional.layer_norm(tx, (48,), tw, tb).backward(torch.tensor(g.astype(np.float64)))
+    tol = 6e-5 if dtype == "float32" else 1e-11
     pairs = [(px, tx)] + ([(pw, tw), (pb, tb)] if affine else [])
     for p, t in pairs:
         np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=tol, atol=tol)
