@@ -1165,7 +1165,12 @@ class Dropout(Op):
     @staticmethod
     def forward(be, x, mask, scale):
         if x.dtype.kind == "f" and mask.dtype == bool:
-            # the boolean mask multiplies as it is (no float copy of it), the scale in place: two passes
+            # the scale first, then the boolean mask in place, read as it is (no float copy of it): two passes, the
+            # in-place one the cheaper of the two orders (the mask may broadcast: then the scale goes last)
+            if mask.shape == x.shape:
+                y = be.multiply(x, x.dtype.type(scale))
+                y *= mask
+                return y
             y = be.multiply(x, mask)
             y *= x.dtype.type(scale)
             return y
@@ -1178,6 +1183,10 @@ class Dropout(Op):
     def backward_fast(self, be, g):
         mask = self.input(1)._data
         if g.dtype.kind == "f" and mask.dtype == bool:
+            if mask.shape == g.shape:
+                d = be.multiply(g, g.dtype.type(self.params["scale"]))
+                d *= mask
+                return d, None
             d = be.multiply(g, mask)
             if d.shape == g.shape:
                 d *= g.dtype.type(self.params["scale"])
