@@ -107,3 +107,15 @@ def test_layer_norm_rows_backward_matches_torch(affine, dtype):
     pairs = [(px, tx)] + ([(pw, tw), (pb, tb)] if affine else [])
     for p, t in pairs:
         np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_gelu_float32_same_values_with_and_without_grad():
+    x = np.random.default_rng(4).standard_normal(70001).astype(np.float32) * 4
+    x[:4] = [np.inf, -np.inf, 0.0, -7.0]
+    with pylucid.no_grad():
+        plain = pylucid.nn.functional.gelu(pylucid.tensor(x)).numpy()
+    with_grad = pylucid.nn.functional.gelu(pylucid.tensor(x).requires_grad_()).detach().numpy()
+    np.testing.assert_array_equal(plain, with_grad)
+    assert plain[0] == np.inf and np.isnan(plain[1]) and plain[2] == 0
+    want = torch.nn.functional.gelu(torch.tensor(x)).numpy()
+    np.testing.assert_allclose(plain[4:], want[4:], rtol=2e-6, atol=1e-6)
