@@ -58,7 +58,7 @@ _SHIFT_WINDOW = 8.0
 
 def _cpu_shift(be, x2):
     """The shift for the rows of the 2-D float ``x2``: the scalar maximum when every row holds an entry within
-    ``_SHIFT_WINDOW`` of it (checked on a lower bound of each row's maximum: the largest of four sampled
+    ``_SHIFT_WINDOW`` of it (checked on a lower bound of each row's maximum: the largest of five sampled
     columns), else the ``(rows, 1)`` row maxima."""
     n = x2.shape[1]
     hi = be.maximum.reduce(x2, axis=None)
