@@ -141,10 +141,9 @@ class Adam(Optimizer):
                 buf = st.get(key)
                 if buf is None:  # AMSGrad switched on after the state was made
                     buf = st[key] = zeros_like(p)
-                if buf.device is not dev or buf.dtype is not p.dtype or buf.shape != p.shape or not (
-                        cpu or buf.is_contiguous()):
+                if buf.device is not dev or buf.dtype is not p.dtype or not (cpu or buf.is_contiguous()):
                     # state made before Module.to(...) or loaded in another layout: move it next to p
-                    st[key] = buf.to(device=dev, dtype=p.dtype).reshape(p.shape).contiguous()
+                    st[key] = buf.to(device=dev, dtype=p.dtype).contiguous()
             if cpu or not group["capturable"]:
                 step = st["step"] = _to_scalar(st["step"]) + 1
                 by_step.setdefault(step, []).append(p)
