@@ -143,7 +143,10 @@ class Adam(Optimizer):
                     buf = st[key] = zeros_like(p)
                 if buf.device is not dev or buf.dtype is not p.dtype or not (cpu or buf.is_contiguous()):
                     # state made before Module.to(...) or loaded in another layout: move it next to p
-                    st[key] = buf.to(device=dev, dtype=p.dtype).contiguous()
+                    buf = st[key] = buf.to(device=dev, dtype=p.dtype).contiguous()
+                if buf._data.shape != p._data.shape and buf.numel() == p.numel():
+                    # a 0-d state that came back 1-d (a pickled 0-d tensor is rebuilt with one dim)
+                    st[key] = buf.reshape(p.shape)
             if cpu or not group["capturable"]:
                 step = st["step"] = _to_scalar(st["step"]) + 1
                 by_step.setdefault(step, []).append(p)
