@@ -1,6 +1,7 @@
 """Training-step benchmarks (CPU): training steps side by side with PyTorch, ratios pylucid/PyTorch.
 
     python benchmarks/bench_train.py
+    python benchmarks/bench_train.py --threads 1 --cpu-time   # one thread each (as a DDP rank), process CPU time
 
 - MLP 784-512-512-10, batch 128, SGD step (target <= 1.0)
 - LeNet-5 (conv5x5 -> pool -> conv5x5 -> pool -> 3 linear), batch 64, 28x28 (target <= 1.5)
@@ -15,9 +16,11 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import torch
@@ -125,15 +128,44 @@ print(status("VmHWM:") - base)
     return int(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def _cpu_timeit(fn, number: int) -> float:
+    """``_harness.timeit`` by this process's CPU time (steadier on a shared machine; with one thread)."""
+    t0 = time.process_time()
+    for _ in range(number):
+        fn()
+    return (time.process_time() - t0) / number
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=None, help="threads for both frameworks (default: theirs)")
+    ap.add_argument("--cpu-time", action="store_true", help="time by process CPU time (steadier on a busy machine)")
+    ap.add_argument("--only", choices=("mlp", "lenet", "block"), action="append", default=[],
+                    help="run only these cases (repeatable); skips the memory measurement")
+    args = ap.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+        pl.set_num_threads(args.threads)
+    if args.cpu_time:
+        import _harness
+
+        _harness.timeit = _cpu_timeit  # compare() and calibrate() time through it
+    only = set(args.only) or {"mlp", "lenet", "block"}
     rows = []
-    rows.append(compare("MLP 784-512-512-10 SGD step, batch 128",
-                        *pair(mlp, "SGD", {"lr": 0.01}, (128, 784), 10)))
-    rows.append(compare("LeNet-5 SGD step, batch 64, 28x28",
-                        *pair(lenet, "SGD", {"lr": 0.01}, (64, 1, 28, 28), 10)))
-    rows.append(compare("pre-norm transformer block Adam step, 16x64x128",
-                        *pair(block, "Adam", {"lr": 1e-3}, (16, 64, 128), 0, loss="mse")))
-    report(rows, f"pylucid {pl.__version__} vs torch {torch.__version__} (CPU, {torch.get_num_threads()} threads)")
+    if "mlp" in only:
+        rows.append(compare("MLP 784-512-512-10 SGD step, batch 128",
+                            *pair(mlp, "SGD", {"lr": 0.01}, (128, 784), 10)))
+    if "lenet" in only:
+        rows.append(compare("LeNet-5 SGD step, batch 64, 28x28",
+                            *pair(lenet, "SGD", {"lr": 0.01}, (64, 1, 28, 28), 10)))
+    if "block" in only:
+        rows.append(compare("pre-norm transformer block Adam step, 16x64x128",
+                            *pair(block, "Adam", {"lr": 1e-3}, (16, 64, 128), 0, loss="mse")))
+    clock = ", CPU time" if args.cpu_time else ""
+    report(rows, f"pylucid {pl.__version__} vs torch {torch.__version__} (CPU, {torch.get_num_threads()} "
+                 f"threads{clock})")
+    if args.only:
+        return
     try:
         mp, mt = peak_memory("pylucid"), peak_memory("torch")
         print(f"\nMLP step peak memory growth: pylucid {mp / 2**20:.1f} MiB, torch {mt / 2**20:.1f} MiB, "

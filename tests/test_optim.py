@@ -599,3 +599,84 @@ def test_fused_adam_op_errors():
         pylucid._fused_adam_([leaf], [pylucid.ones(3)], [m], [v], **hp)
     assert leaf.tolist() == pytest.approx([-0.1] * 3)
     pylucid._fused_adam_([], [], [], [], **hp)  # nothing to update
+
+
+# ----------------------------------------------------------------- the fused CPU Adam (blocked in-place passes)
+# shapes that cross the CPU kernel's block boundary (2**14 elements), a transposed (strided) parameter and a
+# 0-d one, float32 and float64, every option of Adam/AdamW
+_BLOCK_SHAPES = [(130, 300), (7,), ()]
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("Adam", dict()), ("Adam", dict(amsgrad=True)), ("Adam", dict(weight_decay=0.1, maximize=True)),
+    ("Adam", dict(amsgrad=True, maximize=True, weight_decay=0.05, betas=(0.3, 0.9))),
+    ("AdamW", dict()), ("AdamW", dict(weight_decay=0.2, amsgrad=True)), ("AdamW", dict(maximize=True, eps=1e-3)),
+    ("Adam", dict(foreach=True, fused=False, capturable=True)), ("AdamW", dict(fused=True, differentiable=False)),
+])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cpu_fused_adam_matches_torch_over_steps(name, kwargs, dtype):
+    rng = np.random.default_rng(3)
+    init = [rng.standard_normal(s).astype(dtype) for s in _BLOCK_SHAPES]
+    pl_ps = [pylucid.tensor(x, requires_grad=True) for x in init]
+    th_ps = [torch.tensor(x, requires_grad=True) for x in init]
+    # a strided parameter: the transpose of a contiguous leaf's storage
+    base = rng.standard_normal((40, 60)).astype(dtype)
+    pl_t, th_t = pylucid.tensor(base).t().detach().requires_grad_(), torch.tensor(base).t().detach().requires_grad_()
+    assert not pl_t.is_contiguous()
+    pl_ps.append(pl_t)
+    th_ps.append(th_t)
+    popt = getattr(optim, name)(pl_ps, lr=0.05, **kwargs)
+    # the flags are accepted and change nothing; PyTorch's own fused CPU step disagrees with its single-tensor
+    # step on a transposed parameter (torch 2.13), so the oracle runs the single-tensor step
+    topt = getattr(torch.optim, name)(th_ps, lr=0.05, **{k: v for k, v in kwargs.items()
+                                                       if k not in ("capturable", "fused")})
+    rtol, atol = (1e-9, 1e-11) if dtype == "float64" else (2e-5, 2e-6)
+    for t in range(12):
+        for pp, tp in zip(pl_ps, th_ps):
+            c = rng.standard_normal(pp.shape).astype(dtype)
+            g = _grad_np(tp.detach().numpy().astype(np.float64), c).astype(dtype)
+            pp.grad, tp.grad = pylucid.tensor(g), torch.tensor(g)
+        versions = [p._version[0] for p in pl_ps]
+        popt.step()
+        topt.step()
+        assert [p._version[0] for p in pl_ps] == [v + 1 for v in versions]
+        for i, (pp, tp) in enumerate(zip(pl_ps, th_ps)):
+            np.testing.assert_allclose(pp.detach().numpy(), tp.detach().numpy(), rtol=rtol, atol=atol,
+                                       err_msg=f"step {t + 1}, parameter {i}")
+            for key in ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if kwargs.get("amsgrad") else ()):
+                np.testing.assert_allclose(popt.state[pp][key].numpy(), topt.state[tp][key].numpy(), rtol=rtol,
+                                           atol=atol, err_msg=f"step {t + 1}, {key} {i}")
+        assert popt.state[pl_ps[0]]["step"] == t + 1
+
+
+def test_cpu_fused_adam_gradscaler_flag_skips_the_step():
+    w = pylucid.tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.Adam([w], lr=0.1, capturable=True)
+    w.grad = pylucid.tensor([1.0, 1.0])
+    opt.found_inf = pylucid.tensor([1.0])
+    opt.step()
+    assert w.tolist() == [1.0, 2.0] and len(opt.state[w]) == 0
+    opt.found_inf = pylucid.tensor([0.0])
+    opt.step()
+    assert w.tolist() == pytest.approx([0.9, 1.9])
+
+
+def test_cpu_fused_adam_op_amsgrad_and_half_precision():
+    # the op itself: AMSGrad's running maximum, and float16 computed in float32 and rounded once
+    x, g = np.array([1.0, -2.0, 0.5], np.float32), np.array([0.25, -1.0, 3.0], np.float32)
+    hp = dict(lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
+    p, m, v, vmax = pylucid.tensor(x), pylucid.zeros(3), pylucid.zeros(3), pylucid.full((3,), 5.0)
+    pylucid._fused_adam_([p], [pylucid.tensor(g)], [m], [v], step=1, max_exp_avg_sqs=[vmax], **hp)
+    assert vmax.tolist() == [5.0, 5.0, 5.0] and vmax._version[0] == 1
+    tp = torch.tensor(x, requires_grad=True)
+    tp.grad = torch.tensor(g)
+    topt = torch.optim.Adam([tp], lr=0.1, amsgrad=True)
+    topt.state[tp].update(step=torch.tensor(0.0), exp_avg=torch.zeros(3), exp_avg_sq=torch.zeros(3),
+                          max_exp_avg_sq=torch.full((3,), 5.0))
+    topt.step()
+    np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-6)
+    h = pylucid.tensor(x).to(pylucid.float16)
+    mh, vh = pylucid.zeros(3, dtype=pylucid.float16), pylucid.zeros(3, dtype=pylucid.float16)
+    pylucid._fused_adam_([h], [pylucid.tensor(g).to(pylucid.float16)], [mh], [vh], step=1, **hp)
+    assert h.dtype is pylucid.float16
+    np.testing.assert_array_equal(h.numpy(), (x - np.float32(0.1) * np.sign(g)).astype(np.float16))

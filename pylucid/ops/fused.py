@@ -79,7 +79,7 @@ def _bump_versions(*written) -> None:
 @declare(method=False)
 def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float, beta2: float,
                  eps: float, weight_decay: float = 0.0, decoupled: bool = False, maximize: bool = False,
-                 found_inf=None) -> None:
+                 found_inf=None, max_exp_avg_sqs=None) -> None:
     r"""One Adam step (AdamW with ``decoupled=True``) for lists of tensors, in place, in one backend call.
 
     For every ``p, g, m, v`` of ``params, grads, exp_avgs, exp_avg_sqs``, with ``step`` the step
@@ -94,9 +94,12 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
     are only read. All tensors are on one device, and the four tensors of one index share a shape
     and a floating dtype. On CUDA the contiguous float32/float64 tensors are updated by one
     multi-tensor kernel launch per dtype; half-precision (and strided) tensors, and every tensor on
-    the CPU, are updated one by one, half precision computed in float32 and rounded once. Unlike
-    ``torch._fused_adam_`` one ``step`` serves the whole list, and there is no AMSGrad,
-    ``grad_scale`` or ``found_inf``. ``step`` may be a one-element CUDA tensor (capturable: the kernel counts it
+    the CPU, are updated one by one, half precision computed in float32 and rounded once. On the CPU each
+    tensor is updated in cache-sized blocks by in-place passes into two reused scratch buffers, PyTorch's
+    single-tensor order of operations (``lerp`` for ``m``, ``addcmul`` for ``v``, ``addcdiv`` for ``p``).
+    ``max_exp_avg_sqs`` (CPU only) turns on AMSGrad: ``vmax = max(vmax, v)`` replaces ``v`` in the
+    denominator, and those tensors are written too. Unlike ``torch._fused_adam_`` one ``step`` serves the whole
+    list, and there is no ``grad_scale``. ``step`` may be a one-element CUDA tensor (capturable: the kernel counts it
     up and computes the bias corrections on the device, so a replayed CUDA graph advances them), and ``lr``,
     ``beta1`` and ``beta2`` with it one-element tensors (a scheduler's ``fill_`` reaches a replayed graph).
     With a capturable ``step``, ``found_inf`` may be a one-element float32 tensor on the same device
@@ -114,13 +117,27 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
     (tensor([ 0.9000, -1.9000]), 1)
     """
     op = "_fused_adam_"
-    dev, (p_arrays, g_arrays, m_arrays, v_arrays) = _arrays_of(op, ("params", "grads", "exp_avgs", "exp_avg_sqs"),
-                                                               (params, grads, exp_avgs, exp_avg_sqs))
+    names, lists = ("params", "grads", "exp_avgs", "exp_avg_sqs"), (params, grads, exp_avgs, exp_avg_sqs)
+    if max_exp_avg_sqs is not None:
+        names, lists = names + ("max_exp_avg_sqs",), lists + (max_exp_avg_sqs,)
+    dev, arrays = _arrays_of(op, names, lists)
     if dev is None:
         return None
+    p_arrays, g_arrays, m_arrays, v_arrays = arrays[:4]
     _check_leaves(op, params)
     be = dev.backend
     capturable = step.__class__ in _TENSOR_TYPES
+    if dev.type == "cpu" and not capturable:
+        if found_inf is not None:
+            raise ValueError(f"{op}: found_inf needs a capturable (tensor) step; with a Python step the caller "
+                             "skips the call instead")
+        _adam_cpu(be, *arrays[:4], arrays[4] if max_exp_avg_sqs is not None else None, step=int(step),
+                  lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
+                  weight_decay=float(weight_decay), decoupled=bool(decoupled), maximize=bool(maximize))
+        _bump_versions(params, exp_avgs, exp_avg_sqs, max_exp_avg_sqs or ())
+        return None
+    if max_exp_avg_sqs is not None:
+        raise ValueError(f"{op}: AMSGrad (max_exp_avg_sqs) runs on the CPU only, got tensors on {dev}")
     if capturable:
         # capturable (CUDA graphs): ``step`` is a 0-d tensor of the parameters' dtype on their device, counted up
         # on the device by this call, and ``lr`` a Python number or such a tensor; the scalars never visit the host
@@ -154,6 +171,96 @@ def _fused_adam_(params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, 
         step._version[0] += 1
     _bump_versions(params, exp_avgs, exp_avg_sqs)
     return None
+
+
+#: elements per block of the CPU Adam: the five arrays of a block and the two scratch buffers (float32:
+#: 7 x 64 KiB) stay in the L2 cache through the ~14 passes of the update
+_ADAM_BLOCK = 1 << 14
+
+
+def _adam_cpu(be, ps, gs, ms, vs, vmaxs, *, step: int, lr: float, beta1: float, beta2: float, eps: float,
+              weight_decay: float, decoupled: bool, maximize: bool) -> None:
+    """``_fused_adam_`` on CPU arrays, in place: per tensor, per block, PyTorch's single-tensor arithmetic
+    (``_single_tensor_adam``) as in-place ufunc passes with ``out=``, into two scratch buffers shared by the
+    whole list (no temporaries per tensor). Half-precision tensors are computed in float32 and rounded once."""
+    bc1 = 1.0 - beta1 ** step
+    bc2_sqrt = (1.0 - beta2 ** step) ** 0.5
+    step_size = lr / bc1
+    w1 = 1.0 - beta1
+    blk = _ADAM_BLOCK
+    scratch: dict = {}
+    for i, p in enumerate(ps):
+        g, m, v = gs[i], ms[i], vs[i]
+        vmax = vmaxs[i] if vmaxs is not None else None
+        if not p.size:
+            continue
+        dt = p.dtype
+        half = dt.itemsize == 2
+        if half:  # float16/bfloat16: float32 copies, written back rounded once
+            f32 = be.float32
+            p0, m0, v0, x0 = p, m, v, vmax
+            p, g, m, v = (a.astype(f32) for a in (p, g, m, v))
+            vmax = None if vmax is None else vmax.astype(f32)
+            dt = p.dtype
+        arrs = (p, g, m, v) if vmax is None else (p, g, m, v, vmax)
+        if all(a.flags.c_contiguous for a in arrs):
+            arrs = tuple(a.reshape(-1) for a in arrs)
+            n = arrs[0].size
+            spans = [(s, min(s + blk, n)) for s in range(0, n, blk)]
+        else:  # strided: whole-array passes (the ufuncs write through the views)
+            spans = [None]
+        bufs = scratch.get(dt)
+        if bufs is None:
+            bufs = scratch[dt] = (be.empty(blk, dtype=dt), be.empty(blk, dtype=dt))
+        c_w1, c_b2, c_w2 = dt.type(w1), dt.type(beta2), dt.type(1.0 - beta2)
+        c_bc2, c_eps, c_ss = dt.type(bc2_sqrt), dt.type(eps), dt.type(-step_size)
+        c_wd, c_dec = dt.type(weight_decay), dt.type(1.0 - lr * weight_decay)
+        for span in spans:
+            if span is None:
+                pb, gb, mb, vb = arrs[:4]
+                xb = arrs[4] if vmax is not None else None
+                t1, t2 = be.empty(pb.shape, dtype=dt), be.empty(pb.shape, dtype=dt)
+            else:
+                s, e = span
+                pb, gb, mb, vb = (a[s:e] for a in arrs[:4])
+                xb = arrs[4][s:e] if vmax is not None else None
+                t1, t2 = bufs[0][:e - s], bufs[1][:e - s]
+            if maximize:
+                be.negative(gb, out=t1)
+                gb = t1
+            if weight_decay != 0:
+                if decoupled:
+                    pb *= c_dec
+                else:  # grad + weight_decay * param
+                    be.multiply(pb, c_wd, out=t2)
+                    be.add(gb, t2, out=t1)
+                    gb = t1
+            # m.lerp_(g, 1 - beta1): PyTorch's two-sided formula
+            be.subtract(gb, mb, out=t2)
+            if w1 < 0.5:
+                t2 *= c_w1
+                mb += t2
+            else:
+                t2 *= dt.type(beta1)
+                be.subtract(gb, t2, out=mb)
+            # v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+            vb *= c_b2
+            be.multiply(gb, c_w2, out=t2)
+            t2 *= gb
+            vb += t2
+            if xb is not None:
+                be.maximum(xb, vb, out=xb)
+            # p.addcdiv_(m, sqrt(v) / sqrt(bc2) + eps, value=-step_size); t1 (the gradient) is free now
+            be.sqrt(vb if xb is None else xb, out=t1)
+            t1 /= c_bc2
+            t1 += c_eps
+            be.multiply(mb, c_ss, out=t2)
+            t2 /= t1
+            pb += t2
+        if half:
+            for dst, src in ((p0, p), (m0, m), (v0, v), (x0, vmax)):
+                if dst is not None:
+                    dst[...] = src.astype(dst.dtype)
 
 
 @declare(method=False)

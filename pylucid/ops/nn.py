@@ -298,27 +298,33 @@ def _layer_norm_rows(be, x, w, b, eps):
 
 
 def _layer_norm_rows_backward(be, g, x, mean, rstd, w):
-    """``(dx, dweight, dbias)`` of :func:`_layer_norm_rows` (the last two None without ``w``), with the row and
-    column sums as GEMVs: ``dx = rstd (a - mean(a) - xhat mean(a xhat))``, ``a = g w``."""
+    """``(dx, dweight, dbias)`` of :func:`_layer_norm_rows` (the last two None without ``w``), with every row and
+    column sum a GEMV: with ``xc = x - mean`` and ``a = g w``, ``dx = rstd (a - mean(a) - xc rstd^2 mean(a xc))``
+    (``xhat mean(a xhat)`` without forming ``xhat``), ``dweight = rstd^T (g xc)``, ``dbias = 1^T g``; the
+    per-row factors multiply in place, so every (rows, n) pass but the centring and ``g xc`` writes no new array."""
     n = x.shape[-1]
-    x2, g2 = x.reshape(-1, n), g.reshape(-1, n).astype(x.dtype, copy=False)
-    mean, rstd = mean.reshape(-1, 1).astype(x.dtype, copy=False), rstd.reshape(-1, 1).astype(x.dtype, copy=False)
-    inv = be.full((n,), 1.0 / n, dtype=x.dtype)
-    xhat = x2 - mean
-    xhat *= rstd
-    a = g2 * w if w is not None else g2
-    m2 = be.einsum("ij,ij->i", a, xhat)
-    m2 *= x.dtype.type(1.0 / n)
-    t = xhat * m2[:, None]
-    t += be.matmul(a, inv)[:, None]
-    be.subtract(a, t, out=t)
-    t *= rstd
-    dx = t.reshape(x.shape)
+    dt = x.dtype
+    x2, g2 = x.reshape(-1, n), g.reshape(-1, n).astype(dt, copy=False)
+    mean, rstd = mean.reshape(-1).astype(dt, copy=False), rstd.reshape(-1).astype(dt, copy=False)
+    xc = x2 - mean[:, None]
+    gxc = g2 * xc
+    wv = w if w is not None else be.ones((n,), dtype=dt)
+    q = be.matmul(gxc, wv)  # sum(a xc) per row
+    ma = be.matmul(g2, wv)  # sum(a) per row
+    ma *= dt.type(1.0 / n)
+    a = g2 * w if w is not None else g2.copy()
+    q *= rstd
+    q *= rstd
+    q *= dt.type(1.0 / n)  # rstd^2 mean(a xc)
+    xc *= q[:, None]
+    a -= xc
+    a -= ma[:, None]
+    a *= rstd[:, None]
+    dx = a.reshape(x.shape)
     if w is None:
         return dx, None, None
-    xhat *= g2
-    ones = be.ones((x2.shape[0],), dtype=x.dtype)
-    return dx, be.matmul(ones, xhat).astype(w.dtype, copy=False), be.matmul(ones, g2).astype(w.dtype, copy=False)
+    ones = be.ones((x2.shape[0],), dtype=dt)
+    return dx, be.matmul(rstd, gxc).astype(w.dtype, copy=False), be.matmul(ones, g2).astype(w.dtype, copy=False)
 
 
 def _layer_norm_grads(be, g, x, w, mean, rstd, axes, wshape, eps, need_w=False, need_b=False):
@@ -1078,6 +1084,8 @@ class Embedding(Op):
 
     @staticmethod
     def forward(be, weight, indices, padding_idx):
+        if be.name == "cpu":
+            return be.take(weight, indices, axis=0)  # NumPy's take: the same rows, ~2x faster than weight[indices]
         return weight[indices]
 
     def backward(self, g):
@@ -1100,9 +1108,8 @@ class EmbeddingBackward(Op):
             return be.embedding_backward(g, indices, num_weights, padding_idx if padding_idx >= 0 else None,
                                          deterministic=flags.deterministic)
         idx, rows = indices.reshape(-1), g.reshape((-1,) + g.shape[indices.ndim:])
-        if be.name == "cpu" and rows.ndim == 2 and 0 < num_weights <= idx.size and g.dtype.kind == "f" and \
-                g.dtype.itemsize >= 4:
-            out = _bincount_rows(be, idx, rows, num_weights)
+        if be.name == "cpu" and rows.ndim == 2 and idx.size and g.dtype.kind == "f" and g.dtype.itemsize >= 4:
+            out = _sorted_row_sums(be, idx, rows, num_weights)
         else:
             out = be.zeros((num_weights,) + g.shape[indices.ndim:], dtype=g.dtype)
             be.scatter_add(out, idx, rows)
@@ -1124,14 +1131,20 @@ class EmbeddingBackward(Op):
         return out, None
 
 
-def _bincount_rows(be, idx, rows, num_weights):
-    """``sum of rows[r] with idx[r] == k`` for every k as ONE ``bincount`` over the flattened (index, column)
-    pairs, accumulated in float64 (so at least as accurate as the sequential float32 ``add.at``, which runs
-    element by element and takes several times longer when the table is no larger than the number of rows)."""
-    d = rows.shape[1]
-    flat = (idx.astype(be.int64, copy=False)[:, None] * d + be.arange(d)).reshape(-1)
-    out = be.bincount(flat, weights=rows.reshape(-1), minlength=num_weights * d)
-    return out.reshape(num_weights, d).astype(rows.dtype, copy=False)
+def _sorted_row_sums(be, idx, rows, num_weights):
+    """``sum of rows[r] with idx[r] == k`` for every k: the rows gathered in index order (a stable sort), then one
+    ``add.reduceat`` over the runs of equal indices, each run summed in order in the rows' dtype (as PyTorch's
+    CPU embedding backward accumulates); several times faster than a scattered ``add.at`` or a ``bincount`` over
+    every (index, column) pair."""
+    order = be.argsort(idx, kind="stable")
+    sidx = idx[order]
+    first = be.empty(sidx.shape, dtype=bool)
+    first[0] = True
+    be.not_equal(sidx[1:], sidx[:-1], out=first[1:])
+    starts = be.flatnonzero(first)
+    out = be.zeros((num_weights, rows.shape[1]), dtype=rows.dtype)
+    out[sidx[starts]] = be.add.reduceat(rows[order], starts, axis=0)
+    return out
 
 
 def embedding_op(weight, indices, padding_idx: int = -1) -> Tensor:
@@ -1157,7 +1170,12 @@ class Dropout(Op):
     @staticmethod
     def forward(be, x, mask, scale):
         if x.dtype.kind == "f" and mask.dtype == bool:
-            # the boolean mask multiplies as it is (no float copy of it), the scale in place: two passes
+            # the scale first, then the boolean mask in place, read as it is (no float copy of it): two passes, the
+            # in-place one the cheaper of the two orders (the mask may broadcast: then the scale goes last)
+            if mask.shape == x.shape:
+                y = be.multiply(x, x.dtype.type(scale))
+                y *= mask
+                return y
             y = be.multiply(x, mask)
             y *= x.dtype.type(scale)
             return y
@@ -1170,6 +1188,10 @@ class Dropout(Op):
     def backward_fast(self, be, g):
         mask = self.input(1)._data
         if g.dtype.kind == "f" and mask.dtype == bool:
+            if mask.shape == g.shape:
+                d = be.multiply(g, g.dtype.type(self.params["scale"]))
+                d *= mask
+                return d, None
             d = be.multiply(g, mask)
             if d.shape == g.shape:
                 d *= g.dtype.type(self.params["scale"])

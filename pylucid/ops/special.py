@@ -48,6 +48,63 @@ def _const(arr, dev):
 
 
 # ------------------------------------------------------------------------------------------ softmax family
+#: the CPU softmax shifts every row by the tensor's maximum ``hi`` instead of the row's own when each row has an
+#: entry within this distance of ``hi``: ``exp(x - hi)`` then neither overflows nor loses a row to underflow, and
+#: the rounding of ``x - hi`` adds at most ``_SHIFT_WINDOW`` units of ``eps/2`` of relative error (a few 1e-7 in
+#: float32) to what the row's own maximum gives; NumPy's per-row max over a short last axis costs more than the
+#: rest of the softmax together. Otherwise (a wider spread, inf, NaN) the row maxima are used.
+_SHIFT_WINDOW = 8.0
+
+
+def _cpu_shift(be, x2):
+    """The shift for the rows of the 2-D float ``x2``: the scalar maximum when every row holds an entry within
+    ``_SHIFT_WINDOW`` of it (checked on a lower bound of each row's maximum: the largest of five sampled
+    columns), else the ``(rows, 1)`` row maxima."""
+    n = x2.shape[1]
+    hi = be.maximum.reduce(x2, axis=None)
+    lb = x2[:, 0].copy()
+    for j in (n // 4, n // 2, (3 * n) // 4, n - 1):
+        be.maximum(lb, x2[:, j], out=lb)
+    lo = be.minimum.reduce(lb, axis=None)
+    if hi - lo <= _SHIFT_WINDOW:  # False for NaN and infinite values
+        return hi
+    # a row holding NaN or +inf, or only -inf, becomes NaN (inf - inf), as in PyTorch
+    return be.maximum.reduce(x2, axis=1, keepdims=True)
+
+
+def _softmax_cpu(be, x, log: bool):
+    """Softmax (``log``: log-softmax) over the last axis of a non-empty CPU float array: a shift, one ``exp``
+    pass in place, the row sums as one matrix-vector product, one scaling pass (half computed in float32)."""
+    xf = x.astype(be.float32) if x.dtype.itemsize == 2 else x
+    n = xf.shape[-1]
+    x2 = xf.reshape(-1, n)
+    ones = be.ones(n, dtype=x2.dtype)
+    with be.errstate():
+        if log:  # the row maxima: ``x - hi`` would cancel against ``log(sum)`` for rows far below hi
+            y = be.subtract(x2, be.maximum.reduce(x2, axis=1, keepdims=True))
+            s = be.matmul(be.exp(y), ones)
+            be.log(s, out=s)
+            y -= s[:, None]
+        else:
+            y = be.subtract(x2, _cpu_shift(be, x2))
+            be.exp(y, out=y)
+            s = be.matmul(y, ones)
+            be.reciprocal(s, out=s)
+            y *= s[:, None]
+    return y.reshape(x.shape).astype(x.dtype, copy=False)
+
+
+def _softmax_backward_cpu(be, y, g):
+    """``y (g - rowsum(g y))`` over the last axis on CPU float arrays: the row dot products in one ``einsum``."""
+    n = y.shape[-1]
+    y2, g2 = y.reshape(-1, n), g.reshape(-1, n)
+    if y2.dtype.itemsize == 2:
+        y2, g2 = y2.astype(be.float32), g2.astype(be.float32)
+    d = be.subtract(g2, be.einsum("ij,ij->i", g2, y2)[:, None])
+    d *= y2
+    return d.reshape(y.shape).astype(y.dtype, copy=False)
+
+
 class Softmax(Op):
     """``y = exp(x - max) / sum exp(x - max)`` over ``dim``: ForceFP32, saves its output.
 
@@ -62,7 +119,9 @@ class Softmax(Op):
     @staticmethod
     def forward(be, x, dim):
         if x.ndim and dim == x.ndim - 1:
-            return be.softmax(x)  # fused kernel on CUDA; the same arithmetic as below on the CPU
+            if be.name == "cpu" and x.size and x.dtype.kind in "fV":
+                return _softmax_cpu(be, x, False)
+            return be.softmax(x)  # fused kernel on CUDA
         xf = x.astype("float32") if x.dtype.itemsize == 2 else x
         with be.errstate():
             e = be.exp(xf - be.max(xf, axis=dim, keepdims=True)) if x.size else xf
@@ -79,6 +138,8 @@ class Softmax(Op):
         y = self.output_array()
         dim = self.params["dim"]
         if y.ndim and dim == y.ndim - 1:
+            if be.name == "cpu" and y.size and y.dtype == g.dtype and y.dtype.kind in "fV":
+                return _softmax_backward_cpu(be, y, g)
             return be.softmax_backward(y, g)
         return y * (g - be.sum(g * y, axis=dim, keepdims=True))
 
@@ -98,7 +159,9 @@ class LogSoftmax(Op):
         if not x.size:
             return x.copy()
         if x.ndim and dim == x.ndim - 1:
-            return be.softmax(x, log=True)  # fused kernel on CUDA; the same arithmetic as below on the CPU
+            if be.name == "cpu" and x.dtype.kind in "fV":
+                return _softmax_cpu(be, x, True)
+            return be.softmax(x, log=True)  # fused kernel on CUDA
         xf = x.astype("float32") if x.dtype.itemsize == 2 else x
         with be.errstate():
             s = xf - be.max(xf, axis=dim, keepdims=True)

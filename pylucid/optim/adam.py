@@ -81,8 +81,8 @@ class Adam(Optimizer):
             state["max_exp_avg_sq"] = zeros_like(p)
 
     def _step_group(self, group) -> None:
-        # the whole group in one multi-tensor step where it can (AMSGrad has no fused kernel), else one at a time
-        if group["amsgrad"] or not self._fused_step(group):
+        # the whole group in one multi-tensor step where it can, else one at a time
+        if not self._fused_step(group):
             found = self.found_inf
             if found is not None and bool(found.item()):
                 return  # a gradient overflowed: GradScaler skips the step
@@ -104,12 +104,13 @@ class Adam(Optimizer):
         p[...] = _addcdiv(p, exp_avg, denom, -step_size)
 
     def _fused_step(self, group) -> bool:
-        """The group's step through ``pylucid._fused_adam_``: on CUDA one multi-tensor kernel launch per dtype.
+        """The group's step through ``pylucid._fused_adam_``: on CUDA one multi-tensor kernel launch per dtype,
+        on the CPU one call that updates every tensor in cache-sized blocks (PyTorch's single-tensor arithmetic).
 
-        Taken when that op exists and every parameter with a gradient is a contiguous float32/float64
-        tensor on one CUDA device, with a contiguous gradient of its dtype (AMSGrad, other dtypes and
-        layouts keep the generic path, and so does the CPU, whose results stay PyTorch's arithmetic
-        bit for bit). Returns False, having changed nothing, otherwise.
+        Taken when that op exists and every parameter with a gradient is a float32/float64 tensor on one
+        device, with a gradient of its dtype; on CUDA they must be contiguous and without AMSGrad. Other
+        dtypes (half precision keeps PyTorch's per-op rounding), devices and layouts keep the generic path.
+        Returns False, having changed nothing, otherwise.
         """
         fused_adam_ = getattr(_ops, "_fused_adam_", None)
         if fused_adam_ is None:
@@ -118,28 +119,38 @@ class Adam(Optimizer):
         if not live:
             return False
         dev = live[0].device
-        if dev.type != "cuda":
+        cpu = dev.type == "cpu"
+        if not cpu and (dev.type != "cuda" or group["amsgrad"]):
             return False
         for p in live:
             g = p.grad
-            if (p.device is not dev or p.dtype not in _FUSED_DTYPES or g.dtype is not p.dtype or not p.is_contiguous()
-                    or not g.is_contiguous()):
+            if (p.device is not dev or p.dtype not in _FUSED_DTYPES or g.dtype is not p.dtype
+                    or not (cpu or (p.is_contiguous() and g.is_contiguous()))):
                 return False
+        if cpu and self.found_inf is not None and bool(self.found_inf.item()):
+            return True  # a gradient overflowed: GradScaler skips the step
+        amsgrad = bool(group["amsgrad"])
+        keys = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if amsgrad else ("exp_avg", "exp_avg_sq")
         state = self.state
         by_step: dict = {}
         for p in live:
             st = state[p]
             if len(st) == 0:
                 self._init_state(st, p, group)
-            for key in ("exp_avg", "exp_avg_sq"):
-                buf = st[key]
-                if buf.device is not dev or buf.dtype is not p.dtype or not buf.is_contiguous():
+            for key in keys:
+                buf = st.get(key)
+                if buf is None:  # AMSGrad switched on after the state was made
+                    buf = st[key] = zeros_like(p)
+                if buf.device is not dev or buf.dtype is not p.dtype or not (cpu or buf.is_contiguous()):
                     # state made before Module.to(...) or loaded in another layout: move it next to p
-                    st[key] = buf.to(device=dev, dtype=p.dtype).contiguous()
-            if not group["capturable"]:
+                    buf = st[key] = buf.to(device=dev, dtype=p.dtype).contiguous()
+                if buf._data.shape != p._data.shape and buf.numel() == p.numel():
+                    # a 0-d state that came back 1-d (a pickled 0-d tensor is rebuilt with one dim)
+                    st[key] = buf.reshape(p.shape)
+            if cpu or not group["capturable"]:
                 step = st["step"] = _to_scalar(st["step"]) + 1
                 by_step.setdefault(step, []).append(p)
-        if group["capturable"]:
+        if not cpu and group["capturable"]:
             self._capturable_step(group, live, dev)
             return True
         beta1, beta2 = (float(_to_scalar(b)) for b in group["betas"])
@@ -148,7 +159,8 @@ class Adam(Optimizer):
             fused_adam_(ps, [p.grad for p in ps], [state[p]["exp_avg"] for p in ps],
                         [state[p]["exp_avg_sq"] for p in ps], step=step, lr=lr, beta1=beta1, beta2=beta2,
                         eps=float(group["eps"]), weight_decay=float(group["weight_decay"]),
-                        decoupled=bool(group["decoupled_weight_decay"]), maximize=bool(group["maximize"]))
+                        decoupled=bool(group["decoupled_weight_decay"]), maximize=bool(group["maximize"]),
+                        max_exp_avg_sqs=[state[p]["max_exp_avg_sq"] for p in ps] if amsgrad else None)
         return True
 
     def _capturable_step(self, group, live, dev) -> None:
