@@ -386,7 +386,8 @@ class Tensor:
         # Tensors pickle as (numpy array, dtype name, device string, requires_grad);
         # used by DataLoader workers. pylucid.save never uses pickle.
         arr = np.ascontiguousarray(self._device.backend.to_numpy(self._data))
-        return (_rebuild, (arr, str(self._device), self._requires_grad))
+        # (ascontiguousarray makes a 0-d array 1-d: the shape is put back)
+        return (_rebuild, (arr.reshape(self._data.shape), str(self._device), self._requires_grad))
 
     def __dlpack__(self, *args, **kwargs):
         return self._data.__dlpack__(*args, **kwargs)

@@ -400,3 +400,13 @@ def test_in_place_write_on_a_tensor_in_the_graph_rebases_its_history(write):
         ((y * x).sum() + (x * 3).sum()).backward()
         grads.append((x.grad.tolist(), None if src.grad is None else src.grad.tolist()))
     assert grads[0] == grads[1]
+
+
+def test_deepcopy_and_pickle_keep_zero_dim_shapes():
+    import copy
+    import pickle
+
+    for t in (pl.tensor(2.0), pl.tensor([[1, 2]]), pl.ones(0, 3)):
+        for got in (copy.deepcopy(t), pickle.loads(pickle.dumps(t))):
+            assert got.shape == t.shape and got.dtype == t.dtype
+            assert got.tolist() == t.tolist()
