@@ -750,7 +750,14 @@ def _like_order(shape, strides, dtype):
         order = [i for i in order if i != len(shape) - 1] + [len(shape) - 1]
     phys = cp.empty(tuple(shape[i] for i in order), dtype=dtype)
     inv = [order.index(i) for i in range(len(shape))]
-    return phys.transpose(inv)
+    # the identity order stays a base array, not a view: a gradient the engine can then keep as a leaf's .grad
+    return phys if inv == sorted(inv) else phys.transpose(inv)
+
+
+def _new_ordered(phys, dtype, inv):
+    """:func:`_like_order`'s array from a remembered ``(physical shape, inverse permutation)``."""
+    a = _cp.empty(phys, dtype=dtype)
+    return a if inv == tuple(range(len(inv))) else a.transpose(inv)
 
 
 def _order_of(shape, strides):
@@ -844,7 +851,7 @@ def sdpa_forward(q, k, v, *, scale: float | None = None, causal: bool = False, b
             plan, (phys, inv), dev = hit
             cp = _cp
             if cp.cuda.runtime.getDevice() == dev:
-                o = cp.empty(phys, dtype=q.dtype).transpose(inv)
+                o = _new_ordered(phys, q.dtype, inv)
                 stats = cp.empty(q.shape[:3] + (1,), dtype=cp.float32)
                 _execute(plan, [q.data.ptr, k.data.ptr, v.data.ptr, o.data.ptr, stats.data.ptr], dev)
                 return o, stats
@@ -933,7 +940,7 @@ def sdpa_backward(q, k, v, o, do, stats, *, scale: float | None = None, causal: 
             plan, lays, dev = hit
             cp = _cp
             if cp.cuda.runtime.getDevice() == dev:
-                dq, dk, dv = (cp.empty(phys, dtype=q.dtype).transpose(inv) for phys, inv in lays)
+                dq, dk, dv = (_new_ordered(phys, q.dtype, inv) for phys, inv in lays)
                 _execute(plan, [q.data.ptr, k.data.ptr, v.data.ptr, o.data.ptr, do.data.ptr, stats.data.ptr,
                                 dq.data.ptr, dk.data.ptr, dv.data.ptr], dev)
                 return dq, dk, dv, None
