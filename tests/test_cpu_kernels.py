@@ -370,3 +370,28 @@ def test_parallel_chunks_cover_once_and_raise():
             raise ValueError(f"chunk {lo}")
     with pytest.raises(ValueError, match="chunk"):
         _threads.parallel_chunks(fail, 4, threads=2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape,dim,keepdim", [((300, 1000), 1, False), ((2, 50, 700), -1, True),
+                                               ((70, 1000), (1,), False)])
+def test_last_axis_sums_through_gemv_match_torch(dtype, shape, dim, keepdim):
+    """sum/mean over the last axis of large contiguous rows (the CPU backend's GEMV path) against torch, with
+    inf and NaN rows, and the path actually taken."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(shape).astype(dtype)
+    a.reshape(-1, shape[-1])[3, 5] = np.inf
+    a.reshape(-1, shape[-1])[4, 7] = np.nan
+    a.reshape(-1, shape[-1])[6, :2] = (np.inf, -np.inf)
+    assert pl.device("cpu").backend._row_sums(a, dim, keepdim) is not None
+    for name in ("sum", "mean"):
+        got = getattr(pl, name)(pl.tensor(a), dim=dim, keepdim=keepdim).numpy()
+        want = getattr(torch, name)(torch.tensor(a), dim=dim, keepdim=keepdim).numpy()
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isinf(got) * np.sign(got), np.isinf(want) * np.sign(want))
+        # a blocked sum's rounding: within a few ulps of the row's sum of magnitudes (PyTorch's error is ~1e-8 of
+        # it, the GEMV's ~3e-8 measured over 2000 rows of 1000 float32 normals)
+        mag = np.abs(a).sum(axis=-1, keepdims=keepdim) / (shape[-1] if name == "mean" else 1)
+        ok = np.isfinite(want)
+        assert (np.abs(got - want)[ok] <= 4 * np.finfo(dtype).eps * mag[ok]).all()

@@ -115,9 +115,50 @@ class CPUBackend(ArrayBackend):
         super().__init__(np)
         self._cblas = None
         self._mkl = False
+        self._ones: dict = {}  # (length, dtype) -> a read-only ones vector for the row sums
 
     def to_numpy(self, a, what: str = "a copy to the host"):
         return a
+
+    # -- sums and means over the last axis as a matrix-vector product -------------------------------------
+    # NumPy's reduction along a contiguous last axis runs row by row (pairwise, scalar tails): on (1000, 1000)
+    # float32 it measures 5x slower than BLAS's GEMV with a ones vector. The GEMV sums each row with several
+    # vector accumulators, so its rounding error grows like a blocked sum's; rows are limited to 16384.
+    _ROWS_MIN, _ROW_MAX = 1 << 16, 1 << 14
+
+    def _row_sums(self, a, axis, keepdims):
+        """Sums of ``a`` over its last axis through GEMV, or None (the reduction's own path)."""
+        if a.__class__ is not np.ndarray or a.dtype not in _GEMM_DTYPES or a.ndim < 2 or a.size < self._ROWS_MIN \
+                or not a.flags.c_contiguous:
+            return None
+        if axis.__class__ is tuple:
+            if len(axis) != 1:
+                return None
+            axis = axis[0]
+        n = a.shape[-1]
+        if axis.__class__ is not int or axis not in (-1, a.ndim - 1) or not 1 < n <= self._ROW_MAX:
+            return None
+        key = (n, a.dtype)
+        ones = self._ones.get(key)
+        if ones is None:
+            ones = self._ones[key] = np.ones(n, dtype=a.dtype)
+        r = np.matmul(a.reshape(-1, n), ones)
+        return r.reshape(a.shape[:-1] + ((1,) if keepdims else ()))
+
+    def sum(self, a, axis=None, keepdims=False, dtype=None):
+        if axis is not None and (dtype is None or dtype == a.dtype):
+            r = self._row_sums(a, axis, keepdims)
+            if r is not None:
+                return r
+        return super().sum(a, axis, keepdims, dtype)
+
+    def mean(self, a, axis=None, keepdims=False):
+        if axis is not None:
+            r = self._row_sums(a, axis, keepdims)
+            if r is not None:
+                r /= a.shape[-1]
+                return r
+        return super().mean(a, axis, keepdims)
 
     # below this many elements of work a split across threads costs more than it saves (a pool hand-off is
     # some tens of microseconds)
