@@ -72,15 +72,16 @@ def _short(v) -> str:
     return r if len(r) <= 60 else r[:57] + "..."
 
 
-def _number(op, name, v):
-    """``v`` if it is a real number (a Python or NumPy number, a one-element tensor's item), else a TypeError."""
+def _number(op, name, v, complex_ok: bool = False):
+    """``v`` if it is a real number (a Python or NumPy number, a one-element tensor's item; with ``complex_ok`` a
+    complex one too), else a TypeError."""
     if isinstance(v, Tensor):
         if v.numel() != 1:
             raise ValueError(f"{op}: {name} must be a number or a one-element tensor, got shape {tuple(v.shape)}")
         v = v.item()
     if isinstance(v, np.generic):
         v = v.item()
-    if not isinstance(v, (int, float)) or isinstance(v, complex):
+    if not isinstance(v, (int, float, complex)) or (isinstance(v, complex) and not complex_ok):
         raise TypeError(f"{op}: {name} must be a number, got {type(v).__name__} {_short(v)}")
     return v
 
@@ -499,19 +500,6 @@ def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad:
     return t
 
 
-def _range_number(op, name, v):
-    """``v`` if it is a number (a Python or NumPy number, a one-element tensor's item), complex allowed."""
-    if isinstance(v, Tensor):
-        if v.numel() != 1:
-            raise ValueError(f"{op}: {name} must be a number or a one-element tensor, got shape {tuple(v.shape)}")
-        v = v.item()
-    if isinstance(v, np.generic):
-        v = v.item()
-    if not isinstance(v, (int, float, complex)):
-        raise TypeError(f"{op}: {name} must be a number, got {type(v).__name__} {_short(v)}")
-    return v
-
-
 def _range_dtype(op, start, end, dtype):
     """The result dtype of linspace/logspace: ``dtype``, else the default float dtype (its complex counterpart
     for a complex bound). A complex bound with a real ``dtype`` is refused, as PyTorch."""
@@ -547,7 +535,7 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
     (tensor([0.0000, 0.2500, 0.5000, 0.7500, 1.0000]), tensor([255, 130,   5], dtype=pylucid.uint8))
     """
     steps = _int_arg("linspace", "steps", steps)
-    start, end = _range_number("linspace", "start", start), _range_number("linspace", "end", end)
+    start, end = _number("linspace", "start", start, True), _number("linspace", "end", end, True)
     if steps < 0:
         raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
     dt = _range_dtype("linspace", start, end, dtype)
@@ -584,7 +572,7 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
     (tensor([  1.,  10., 100.]), tensor([1, 2, 4, 8]))
     """
     steps = _int_arg("logspace", "steps", steps)
-    start, end = _range_number("logspace", "start", start), _range_number("logspace", "end", end)
+    start, end = _number("logspace", "start", start, True), _number("logspace", "end", end, True)
     base = _number("logspace", "base", base)
     if steps < 0:
         raise ValueError(f"logspace: number of steps must be non-negative, got {steps}")
