@@ -28,21 +28,27 @@ def _fill(lib, op, dtype, value):
     return x.scatter(0, lib.tensor([2]), value)
 
 
+def _same_as_torch(call, op, *context):
+    """``call(torch)`` and ``call(pylucid)`` agree: the same dtype and values (compared as complex128 lists), or
+    pylucid raises an instance of PyTorch's exception type whose message starts with ``op``."""
+    try:
+        want = call(torch)
+    except Exception as exc:  # noqa: BLE001 - any PyTorch error: pylucid must raise one of the same type
+        with pytest.raises(type(exc), match=rf"^{op}: "):
+            call(pylucid)
+        return
+    got = call(pylucid)
+    assert got.dtype.name == str(want.dtype).split(".")[-1], (*context, got.dtype)
+    w = [complex(v) for v in want.to(torch.complex128).tolist()]
+    g = [complex(v) for v in got.to(pylucid.complex128).tolist()]
+    assert str(g) == str(w), (*context, g, w)
+
+
 @pytest.mark.parametrize("dtype", _DTYPES)
 @pytest.mark.parametrize("op", ["masked_fill", "index_fill", "scatter"])
 def test_fill_value_converted_as_torch(op, dtype):
     for value in _VALUES:
-        try:
-            want = _fill(torch, op, dtype, value)
-        except Exception as exc:  # noqa: BLE001 - any PyTorch error: pylucid must raise one of the same type
-            with pytest.raises(type(exc), match=rf"^{op}: "):
-                _fill(pylucid, op, dtype, value)
-            continue
-        got = _fill(pylucid, op, dtype, value)
-        assert got.dtype.name == str(want.dtype).split(".")[-1], (value, got.dtype)
-        w = [complex(v) for v in want.to(torch.complex128).tolist()]
-        g = [complex(v) for v in got.to(pylucid.complex128).tolist()]
-        assert str(g) == str(w), (op, dtype, value, g, w)
+        _same_as_torch(lambda lib: _fill(lib, op, dtype, value), op, dtype, value)
 
 
 def _assign(lib, dtype, value, advanced):
@@ -56,16 +62,7 @@ def test_setitem_number_converted_as_torch(dtype):
     # PyTorch's setitem takes an int of at most 64 signed bits, and half types without an overflow check
     for value in _VALUES + [2 ** 63, -2 ** 63 - 1, 2 ** 64]:
         for advanced in (False, True):
-            try:
-                want = _assign(torch, dtype, value, advanced)
-            except Exception as exc:  # noqa: BLE001 - any PyTorch error: pylucid must raise one of the same type
-                with pytest.raises(type(exc), match=r"^setitem: "):
-                    _assign(pylucid, dtype, value, advanced)
-                continue
-            got = _assign(pylucid, dtype, value, advanced)
-            w = [complex(v) for v in want.to(torch.complex128).tolist()]
-            g = [complex(v) for v in got.to(pylucid.complex128).tolist()]
-            assert str(g) == str(w), (dtype, value, advanced, g, w)
+            _same_as_torch(lambda lib: _assign(lib, dtype, value, advanced), "setitem", dtype, value, advanced)
 
 
 def test_masked_fill_int64_keeps_every_digit():
