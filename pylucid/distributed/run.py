@@ -11,9 +11,15 @@ usual environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
   slow each other down);
 - forwards SIGINT, SIGTERM and SIGHUP to the job, and kills it if it has not
   ended 10 s later;
-- ends every rank when one fails: a rank whose script raises prints the
+- ends every rank when one fails: a rank whose script raises writes the
   traceback headed by its rank and calls ``MPI_Abort``, which makes
   ``mpiexec`` end the others; the job exits with that rank's code.
+
+A rank's traceback goes to a report file in a directory the launcher made
+(``PYLUCID_LAUNCH_REPORTS``), and the launcher prints it on its own stderr
+once the job has ended: ``MPI_Abort`` kills the ranks at once, and output a
+rank wrote to its pipe just before may never reach ``mpiexec``. A rank on
+another machine, where that directory does not exist, writes to its stderr.
 
 Several machines: ``--hostfile FILE`` (one host per line, ``host:slots`` for
 MPICH, ``host slots=N`` for Open MPI) or ``--hosts a,b``; see docs/distributed.md.
@@ -27,10 +33,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 __all__ = ["main", "find_mpiexec", "build_command"]
 
 _WORKER_FLAG = "--pylucid-worker"
+_REPORTS_ENV = "PYLUCID_LAUNCH_REPORTS"
 
 
 def find_mpiexec(explicit: str | None = None) -> str:
@@ -90,7 +98,7 @@ def build_command(args, mpiexec: str, flavour: str) -> list:
 
 
 def _forwarded_env(args) -> list:
-    names = ["PYLUCID_DIST_TIMEOUT", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+    names = ["PYLUCID_DIST_TIMEOUT", _REPORTS_ENV, "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
              "PYTHONPATH", "PYTHONUNBUFFERED", "PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV"]
     names += [k for k in os.environ if k.startswith(("NCCL_", "PYLUCID_", "CUDA_", "TORCH_"))]
     return sorted(set(n for n in names if n in os.environ or n.startswith("PYLUCID_")))
@@ -145,8 +153,25 @@ def main(argv=None, prog: str = "python -m pylucid.distributed.run") -> int:
     # the worker imports pylucid from where this launcher was imported
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = build_command(args, mpiexec, _flavour(mpiexec))
-    return _run(cmd, env)
+    with tempfile.TemporaryDirectory(prefix="pylucid-launch-") as reports:
+        env[_REPORTS_ENV] = reports
+        cmd = build_command(args, mpiexec, _flavour(mpiexec))
+        try:
+            return _run(cmd, env)
+        finally:
+            _print_reports(reports)
+
+
+def _print_reports(reports: str) -> None:
+    """Print the failure reports the ranks left (in rank order) on the launcher's stderr."""
+    def rank_of(name):
+        return int(name[4:-4]) if name[4:-4].isdigit() else -1
+
+    names = sorted((n for n in os.listdir(reports) if n.startswith("rank") and n.endswith(".txt")), key=rank_of)
+    for name in names:
+        with open(os.path.join(reports, name), encoding="utf-8", errors="replace") as f:
+            sys.stderr.write(f.read())
+    sys.stderr.flush()
 
 
 def _run(cmd: list, env: dict) -> int:
@@ -238,8 +263,7 @@ def _worker(argv: list) -> int:
                                   or tb.tb_frame.f_code.co_filename.endswith("runpy.py")):
             tb = tb.tb_next  # the launcher's own frames say nothing about the failure
         text = "".join(traceback.format_exception(type(exc), exc, tb))
-        sys.stderr.write(f"[rank {rank}] pylucid launch: rank {rank} of {size} failed:\n{text}")
-        sys.stderr.flush()
+        _report(rank, f"[rank {rank}] pylucid launch: rank {rank} of {size} failed:\n{text}")
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
@@ -251,6 +275,23 @@ def _worker(argv: list) -> int:
         if _core.is_initialized():
             _core.destroy_process_group()
     return code
+
+
+def _report(rank: int, text: str) -> None:
+    """Leave a failure report for the launcher to print (see the module docstring: output written just
+    before ``MPI_Abort`` can be lost); on a machine without the launcher's directory, write it to stderr."""
+    reports = os.environ.get(_REPORTS_ENV)
+    if reports and os.path.isdir(reports):
+        path = os.path.join(reports, f"rank{rank}.txt")
+        try:
+            with open(path + ".part", "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(path + ".part", path)  # the launcher never reads half a report
+            return
+        except OSError:
+            pass
+    sys.stderr.write(text)
+    sys.stderr.flush()
 
 
 def _exit_code(code) -> int:
