@@ -790,14 +790,20 @@ class ArrayBackend:
         a = self._tap_buf(x, padded, lead, length, cdt)
         # per tap g^T a: the (O, C) orientation of the long-reduction GEMM measures faster than a^T g for few
         # channels (OpenBLAS, C = 32: 20%), and equal for many
-        dw = xp.empty((len(offs), o, c), dtype=cdt)
-        g_rows_t = xp.swapaxes(gf[:rows], 0, 1)
-        for t, off in enumerate(offs):
-            self._gemm_into(g_rows_t, a[off:off + rows], dw[t], False)
+        dw = self._dw_gemms(xp.swapaxes(gf[:rows], 0, 1), a, offs, rows, cdt)
         dw = dw.reshape(kernel + (o, c))
         out = xp.empty(tuple(w_shape), dtype=x.dtype)
         out[...] = dw.transpose((len(kernel), len(kernel) + 1) + tuple(range(len(kernel))))
         return out
+
+    def _dw_gemms(self, gt, a, offs, rows, cdt):
+        """The weight gradient's long-reduction GEMMs: (T, O, C) with ``[t] = gt @ a[off_t : off_t + rows]``
+        (``gt`` (O, rows), a transposed view; one offset 0 for im2col's single GEMM). The CPU backend splits the
+        rows into chunks summed afterwards."""
+        dw = self.xp.empty((len(offs), gt.shape[0], a.shape[1]), dtype=cdt)
+        for t, off in enumerate(offs):
+            self._gemm_into(gt, a[off:off + rows], dw[t], False)
+        return dw
 
     @staticmethod
     def _tap_padded(size, pads, g_sp, kernel, dilation):
@@ -970,7 +976,10 @@ class ArrayBackend:
             gm = self._conv_gmat(g, groups, cdt)
         # (G, O/G, K*C/G): back to (O, C, *k) is a small (K, C) -> (C, K) transposition per output channel
         # (the (K*C, O) orientation would scatter every element across the whole weight)
-        dw = self._conv_gemm(xp.swapaxes(gm, -1, -2), cols)
+        if groups == 1:
+            dw = self._dw_gemms(xp.swapaxes(gm[0], 0, 1), cols[0], (0,), cols.shape[1], cdt)
+        else:
+            dw = self._conv_gemm(xp.swapaxes(gm, -1, -2), cols)
         dw = dw.reshape((groups, o // groups) + kernel + (cg,))
         dw = dw.transpose((0, 1, nd + 2) + tuple(range(2, nd + 2)))
         out = xp.empty((groups, o // groups, cg) + kernel, dtype=x.dtype)
