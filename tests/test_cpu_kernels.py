@@ -395,3 +395,125 @@ def test_last_axis_sums_through_gemv_match_torch(dtype, shape, dim, keepdim):
         mag = np.abs(a).sum(axis=-1, keepdims=keepdim) / (shape[-1] if name == "mean" else 1)
         ok = np.isfinite(want)
         assert (np.abs(got[ok] - want[ok]) <= 4 * np.finfo(dtype).eps * mag[ok]).all()
+
+
+def _spy(monkeypatch, name, cls=ArrayBackend):
+    calls = []
+    orig = getattr(cls, name)
+
+    def spy(self, *a, **k):
+        calls.append(name)
+        return orig(self, *a, **k)
+    monkeypatch.setattr(cls, name, spy)
+    return calls
+
+
+@pytest.mark.parametrize("nd,sp", [(1, (13,)), (2, (7, 6)), (3, (5, 4, 3))])
+@pytest.mark.parametrize("stride", [1, 2, 3])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+def test_conv1x1_matches_torch(nd, sp, stride, dtype, monkeypatch):
+    """1x1 convolutions as per-image channels-first GEMMs (forward, data and weight gradient; bias; odd sizes,
+    strides past the image, batch 1; dilation changes nothing), also as a transposed convolution with
+    output_padding, and with the images spread over threads (forced on tiny images, 3 threads on 3 images)."""
+    calls = []
+    for name in ("_conv1x1", "_conv1x1_dx", "_conv1x1_dw"):
+        calls.append(_spy(monkeypatch, name))
+    r = np.random.default_rng(stride + 10 * nd)
+    for n in (1, 3):
+        x = r.standard_normal((n, 16) + sp)
+        w = r.standard_normal((5, 16) + (1,) * nd) * 0.3
+        _compare(*CONV[nd], (x, w, r.standard_normal(5)), {"stride": stride, "dilation": 2}, dtype)
+    assert all(calls)
+    if nd < 3:
+        xt = r.standard_normal((2, 16) + sp)
+        opad = stride - 1
+        _compare(*CONV_T[nd], (xt, r.standard_normal((16, 5) + (1,) * nd) * 0.3), {"stride": stride,
+                                                                                 "output_padding": opad}, dtype)
+    monkeypatch.setattr(CPUBackend, "_IMG_SPLIT_L", 1)
+    n0 = pl.get_num_threads()
+    pl.set_num_threads(3)
+    try:
+        x = r.standard_normal((3, 16) + sp)
+        _compare(*CONV[nd], (x, r.standard_normal((4, 16) + (1,) * nd) * 0.3), {"stride": stride}, dtype)
+    finally:
+        pl.set_num_threads(n0)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_conv1x1_backend_noncontiguous_and_half(stride, dtype):
+    """The backend's 1x1 path on non-contiguous arrays (a channels-last view, a negative-stride gradient) and
+    half inputs (computed in float32, rounded once), against PyTorch in float64."""
+    be = CPUBackend()
+    r = np.random.default_rng(7)
+    x = np.moveaxis(r.standard_normal((2, 9, 7, 3)), -1, 1).astype(dtype)  # (2, 3, 9, 7), channels-last memory
+    w = (r.standard_normal((4, 3, 1, 1)) * 0.5).astype(dtype)
+    b = r.standard_normal(4).astype(dtype)
+    pads, st, dl = ((0, 0), (0, 0)), (stride, stride), (1, 1)
+    y = be.conv_nd_gemm(x, w, b, st, pads, dl, 1)
+    xt, wt, bt = (torch.tensor(a.astype(np.float64)) for a in (x, w, b))
+    yt = F.conv2d(xt, wt, bt, stride=stride)
+    tol = {np.float16: 2e-3, np.float32: 1e-5, np.float64: 1e-12}[dtype]
+    assert y.dtype == dtype and y.shape == tuple(yt.shape)
+    np.testing.assert_allclose(y.astype(np.float64), yt.numpy(), rtol=tol, atol=tol * 4)
+    g = r.standard_normal(tuple(yt.shape)).astype(dtype)[..., ::-1]  # non-contiguous: a reversed last axis
+    dx, dw = be.conv_nd_gemm_backward(g, x, w, st, pads, dl, 1)
+    dxt, dwt, _ = torch.ops.aten.convolution_backward(torch.tensor(g.astype(np.float64)), xt, wt, None, [stride] * 2,
+                                                      [0, 0], [1, 1], False, [0, 0], 1, [True, True, False])
+    assert dx.dtype == dw.dtype == dtype
+    np.testing.assert_allclose(dx.astype(np.float64), dxt.numpy(), rtol=tol, atol=tol * 4)
+    np.testing.assert_allclose(dw.astype(np.float64), dwt.numpy(), rtol=tol, atol=tol * 10)
+
+
+@pytest.mark.parametrize("kw,k", [({"padding": 1}, 3), ({"stride": 2, "padding": 1}, 3), ({"stride": 3}, 1),
+                                  ({"padding": 2, "dilation": 2}, 3)])
+def test_weight_grad_row_chunks_same_bits_any_threads(kw, k, monkeypatch):
+    """The weight gradient's row-chunked single-thread GEMMs (forced on small grids: chunks of at most 8
+    rows), on the tap path, im2col and 1x1: PyTorch's results, and the same bits on 1 and 3 threads."""
+    monkeypatch.setattr(CPUBackend, "_DW_CHUNK", 8)
+    monkeypatch.setattr(CPUBackend, "_DW_CHUNK_MIN", 4)
+    monkeypatch.setattr(ArrayBackend, "_TAP_MAX_WASTE", 1e9)
+    from pylucid import _threads
+
+    calls = []
+    orig = _threads.parallel_blas_chunks
+    monkeypatch.setattr(_threads, "parallel_blas_chunks", lambda fn, n, t=None: (calls.append(n), orig(fn, n, t)))
+    r = np.random.default_rng(3)
+    x, w = r.standard_normal((3, 16, 7, 6)), r.standard_normal((6, 16, k, k)) * 0.3
+    n0 = pl.get_num_threads()
+    try:
+        got = []
+        for nt in (3, 1):
+            pl.set_num_threads(nt)
+            _compare(*CONV[2], (x, w), kw, "float32")
+            got.append(_grads(pl, CONV[2][1], (x, w), kw, "float32"))
+        for a, b in zip(*got):
+            np.testing.assert_array_equal(a, b)
+    finally:
+        pl.set_num_threads(n0)
+    assert calls
+
+
+def test_parallel_blas_chunks_restores_blas_threads():
+    """BLAS runs at one thread inside the region, the count is restored after it, also when it raises."""
+    from pylucid import _threads
+
+    libs = [g for _, g in _threads._blas_libs() if g is not None]
+    if not libs:
+        pytest.skip("no BLAS thread getter found")
+    n0 = pl.get_num_threads()
+    pl.set_num_threads(2)
+    try:
+        before = [int(g()) for g in libs]
+        inside = []
+        _threads.parallel_blas_chunks(lambda lo, hi: inside.append([int(g()) for g in libs]), 4)
+        assert inside and all(c == 1 for row in inside for c in row)
+        assert [int(g()) for g in libs] == before
+
+        def fail(lo, hi):
+            raise ValueError("inside")
+        with pytest.raises(ValueError, match="inside"):
+            _threads.parallel_blas_chunks(fail, 4)
+        assert [int(g()) for g in libs] == before
+    finally:
+        pl.set_num_threads(n0)

@@ -838,6 +838,71 @@ class ArrayBackend:
             y += b.reshape(o, 1).astype(cdt, copy=False)
         return y.astype(dt, copy=False).reshape((n, o) + out_sp)
 
+    # 1x1 convolutions (no padding, one group, any stride; dilation then changes nothing): one GEMM per image
+    # on the channels-first layout, y_i (O, L) = W (O, C) @ x_i (C, L), so no layout copy at all at stride 1
+    # (a strided one copies x's sampled positions once, 1/s^2 of it); dx_i = W^T @ g_i, written into the
+    # sampled positions of a zero dx; dw = g' (O, N*L) @ x'^T from the block copies g' (O, N, L) and
+    # x' (C, N, L) (contiguous L runs, no element-wise transposition), through the same GEMMs as the taps'.
+    @staticmethod
+    def _conv1x1_ok(kernel, pads, groups):
+        return groups == 1 and all(k == 1 for k in kernel) and all(lo == 0 and hi == 0 for lo, hi in pads)
+
+    def _conv1x1_sub(self, a, stride, cdt):
+        """(``a`` (N, C, *S) at a 1x1 convolution's sampled positions as a contiguous (N, C, L) in ``cdt`` (``a``
+        itself where it is one), their spatial shape)."""
+        v = a[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)]
+        if v.dtype != cdt or not v.flags.c_contiguous:
+            m = self.xp.empty(v.shape, dtype=cdt)
+            self._copy_n(m, v)
+            v = m
+        return v.reshape(v.shape[:2] + (-1,)), tuple(v.shape[2:])
+
+    def _img_gemms(self, a, b, out):
+        """``out[i] = a @ b[i]`` per image (``a`` 2-D, shared); the CPU backend spreads large ones over its threads."""
+        self.xp.matmul(a, b, out=out)
+
+    def _conv1x1(self, x, w, b, stride, dt, cdt):
+        n, o = x.shape[0], w.shape[0]
+        x3, out_sp = self._conv1x1_sub(x, stride, cdt)
+        y = self.xp.empty((n, o, x3.shape[2]), dtype=cdt)
+        self._img_gemms(w.reshape(o, -1).astype(cdt, copy=False), x3, y)
+        if dt == cdt:
+            if b is not None:
+                self.xp.add(y, b.reshape(o, 1).astype(cdt, copy=False), out=y)
+            return y.reshape((n, o) + out_sp)
+        out = self.xp.empty((n, o) + out_sp, dtype=dt)
+        self._bias_out(out, y.reshape(out.shape), b, cdt, tile_axis=None)  # rounded once
+        return out
+
+    def _conv1x1_dx(self, g, w, size, stride, cdt):
+        xp = self.xp
+        n, o = g.shape[:2]
+        c = w.shape[1]
+        dt = g.dtype
+        g3, g_sp = self._conv1x1_sub(g, (1,) * (g.ndim - 2), cdt)
+        full = tuple(g_sp) == tuple(size)  # stride 1 (or a sampled grid covering every position)
+        d = xp.empty((n, c, g3.shape[2]), dtype=cdt)
+        self._img_gemms(xp.swapaxes(w.reshape(o, c).astype(cdt, copy=False), 0, 1), g3, d)
+        if full and dt == cdt:
+            return d.reshape((n, c) + tuple(size))
+        out = (xp.empty if full else xp.zeros)((n, c) + tuple(size), dtype=dt)
+        sl = (slice(None), slice(None)) + tuple(slice(0, (v - 1) * s + 1, s) for v, s in zip(g_sp, stride))
+        self._copy_n(out[sl], d.reshape((n, c) + g_sp))
+        return out
+
+    def _conv1x1_dw(self, x, g, w_shape, stride, cdt):
+        xp = self.xp
+        n, o = g.shape[:2]
+        c = x.shape[1]
+        xs = x[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)]
+        xt = xp.empty((c,) + xs.shape[:1] + xs.shape[2:], dtype=cdt)
+        self._copy_n(xt, xp.swapaxes(xs, 0, 1), axis=1)
+        gt = xp.empty((o,) + g.shape[:1] + g.shape[2:], dtype=cdt)
+        self._copy_n(gt, xp.swapaxes(g, 0, 1), axis=1)
+        rows = xt.size // max(c, 1)
+        dw = self._dw_gemms(gt.reshape(o, rows), xp.swapaxes(xt.reshape(c, rows), 0, 1), (0,), rows, cdt)[0]
+        return dw.astype(x.dtype, copy=False).reshape(w_shape)
+
     def conv_nd_gemm(self, x, w, b, stride, pads, dilation, groups):
         """Cross-correlation ``y = w * x + b`` of ``x`` (N, C, *S), ``w`` (O, C/G, *k), per-dim ``pads``
         ((lo, hi), ...): im2col + one GEMM per group; returns (N, O, *out) contiguous in x's dtype."""
@@ -846,6 +911,8 @@ class ArrayBackend:
         cdt = self._conv_cdt(dt)
         n, o = x.shape[0], w.shape[0]
         nd = x.ndim - 2
+        if self._conv1x1_ok(w.shape[2:], pads, groups):
+            return self._conv1x1(x, w, b, stride, dt, cdt)
         padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads))
         out_sp = tuple(p - d * (k - 1) for p, d, k in zip(padded, dilation, w.shape[2:]))
         grid = self._tap_padded(x.shape[2:], pads, out_sp, w.shape[2:], dilation)
@@ -946,6 +1013,8 @@ class ArrayBackend:
         """The input gradient (N, C, *size) of :meth:`conv_nd_gemm` from ``g`` (N, O, *out): one GEMM
         ``g @ w`` per group, then col2im. It is also the forward of the transposed convolution."""
         cdt = self._conv_cdt(g.dtype)
+        if self._conv1x1_ok(w.shape[2:], pads, groups):
+            return self._conv1x1_dx(g, w, size, stride, cdt)
         padded = self._tap_padded(size, pads, g.shape[2:], w.shape[2:], dilation)
         if self._conv_taps_ok(w.shape[1], stride, groups, g.shape[0], padded, g.shape[2:], pads):
             return self._conv_taps_dx(self._tap_g(g, padded, cdt), g.shape[2:], w, size, pads, dilation, padded,
@@ -963,6 +1032,8 @@ class ArrayBackend:
         kernel = tuple(w_shape[2:])
         nd = len(kernel)
         o, cg = w_shape[:2]
+        if self._conv1x1_ok(kernel, pads, groups):
+            return self._conv1x1_dw(x, g, w_shape, stride, cdt)
         padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], kernel, dilation)
         if self._conv_taps_ok(cg, stride, groups, x.shape[0], padded, g.shape[2:], pads):
             return self._conv_taps_dw(x, self._tap_g(g, padded, cdt), g.shape[2:], w_shape, pads, dilation, padded, cdt)
@@ -989,6 +1060,9 @@ class ArrayBackend:
     def conv_nd_gemm_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
         """``(dx, dw)`` of :meth:`conv_nd_gemm` (None where not needed), sharing the gradient's layout copy."""
         cdt = self._conv_cdt(g.dtype)
+        if self._conv1x1_ok(w.shape[2:], pads, groups):
+            return (self._conv1x1_dx(g, w, x.shape[2:], stride, cdt) if need_x else None,
+                    self._conv1x1_dw(x, g, w.shape, stride, cdt) if need_w else None)
         padded = self._tap_padded(x.shape[2:], pads, g.shape[2:], w.shape[2:], dilation)
         if self._conv_taps_ok(x.shape[1], stride, groups, x.shape[0], padded, g.shape[2:], pads):
             gf = self._tap_g(g, padded, cdt)  # shared by both gradients

@@ -275,6 +275,20 @@ class CPUBackend(ArrayBackend):
         _threads.parallel_blas_chunks(items, nb * k)
         return parts[0] if nb == 1 else np.sum(parts, axis=0)
 
+    # A 1x1 convolution's per-image GEMMs W (O, C) @ x_i (C, L): with L >= _IMG_SPLIT_L columns the images are
+    # spread over the threads, one single-thread gemm each (each image's product is the same call either way)
+    _IMG_SPLIT_L = 256
+
+    def _img_gemms(self, a, b, out):
+        if b.shape[0] < 2 or b.shape[2] < self._IMG_SPLIT_L or self._blas().get(out.dtype) is None:
+            return super()._img_gemms(a, b, out)
+
+        def run(lo, hi):
+            for i in range(lo, hi):
+                if not self._gemm_into_blas(a, b[i], out[i], False):
+                    np.matmul(a, b[i], out=out[i])
+        _threads.parallel_blas_chunks(run, b.shape[0])
+
     def _conv_gemm(self, a, b):
         if self._cblas is None:
             self._blas()
