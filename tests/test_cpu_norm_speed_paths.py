@@ -1,0 +1,69 @@
+"""The CPU fast paths around the convolutions of the small CNNs (MNIST, DCGAN, ResNet): Adadelta's blocked
+array step, batch norm's training passes, 2x2 max pooling; each against PyTorch (the oracle) and, where it
+replaces a general path, against that path bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import pylucid
+from pylucid import optim
+from pylucid.optim import adadelta as _adadelta
+
+# one parameter larger than a block (the step splits it, and runs on threads), a few small ones, a 0-d one
+ADA_SHAPES = [(_adadelta._BLOCK + 1000,), (32, 1, 3, 3), (7,), ()]
+ADA_KWARGS = [dict(), dict(lr=0.5, rho=0.5, weight_decay=0.1), dict(lr=0.5, maximize=True, eps=1e-4)]
+
+
+def _adadelta_run(lib, kwargs, dtype, steps=4, generic=False, threads=2):
+    rng = np.random.default_rng(1)
+    ps = [lib.tensor(rng.standard_normal(s).astype(dtype)).requires_grad_() for s in ADA_SHAPES]
+    grads = [[rng.standard_normal(s).astype(dtype) for s in ADA_SHAPES] for _ in range(steps)]
+    opt = getattr(lib.optim, "Adadelta")(ps, **kwargs)
+    if generic:
+        opt._cpu_step = lambda group: False  # the per-tensor formula
+    old = pylucid.get_num_threads()
+    pylucid.set_num_threads(threads)
+    try:
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = lib.tensor(g)
+            opt.step()
+    finally:
+        pylucid.set_num_threads(old)
+    return opt, [p.detach().numpy().copy() for p in ps]
+
+
+@pytest.mark.parametrize("kwargs", ADA_KWARGS, ids=["default", "weight_decay", "maximize"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adadelta_cpu_step_matches_torch_and_the_generic_path(kwargs, dtype):
+    opt, got = _adadelta_run(pylucid, kwargs, dtype)
+    _, want = _adadelta_run(torch, kwargs, dtype)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    # the same operations in the same order as the per-tensor formula: the same bits, on any thread count
+    _, generic = _adadelta_run(pylucid, kwargs, dtype, generic=True)
+    _, one_thread = _adadelta_run(pylucid, kwargs, dtype, threads=1)
+    for a, b, c in zip(got, generic, one_thread):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+    p = opt.param_groups[0]["params"][0]
+    st = opt.state[p]
+    assert st["step"] == 4
+    assert p._version[0] >= 4 and st["square_avg"]._version[0] == 4 and st["acc_delta"]._version[0] == 4
+
+
+def test_adadelta_cpu_step_falls_back_for_a_strided_gradient():
+    w = pylucid.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4), requires_grad=True)
+    tw = torch.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4), requires_grad=True)
+    g = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    w.grad, tw.grad = pylucid.tensor(g).t(), torch.tensor(g).t()  # transposed views
+    opt, topt = optim.Adadelta([w], lr=0.5), torch.optim.Adadelta([tw], lr=0.5)
+    assert not opt._cpu_step(opt.param_groups[0]) and opt.state[w] == {}
+    for _ in range(3):
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-6, atol=1e-6)
