@@ -67,3 +67,52 @@ def test_adadelta_cpu_step_falls_back_for_a_strided_gradient():
         opt.step()
         topt.step()
     np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------- 2x2 max pooling
+def _pool_pair(arr, grad, **kw):
+    a, b = pylucid.tensor(arr).requires_grad_(), torch.tensor(arr).requires_grad_()
+    ya, ia = pylucid.nn.functional.max_pool2d(a, 2, return_indices=True, **kw)
+    yb, ib = torch.nn.functional.max_pool2d(b, 2, return_indices=True, **kw)
+    ya.backward(pylucid.tensor(grad))
+    yb.backward(torch.tensor(grad))
+    return (ya.detach().numpy(), ia.numpy(), a.grad.numpy()), (yb.detach().numpy(), ib.numpy(), b.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(8, 40, 24, 24), (2, 3, 6, 4), (1, 1, 2, 2)])
+def test_max_pool_2x2_matches_torch_with_ties(dtype, shape):
+    rng = np.random.default_rng(2)
+    # few distinct values: many windows hold their maximum twice or more (the first in row-major order wins)
+    x = rng.integers(-2, 3, shape).astype(dtype)
+    g = rng.standard_normal((shape[0], shape[1], shape[2] // 2, shape[3] // 2)).astype(dtype)
+    got, want = _pool_pair(x, g)
+    assert got[1].dtype == np.int64
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("case", ["nan", "odd", "ceil", "padded"])
+def test_max_pool_2x2_other_inputs_take_the_general_path(case):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 7 if case in ("odd", "ceil") else 6, 6)).astype(np.float32)
+    kw = {"ceil": {"ceil_mode": True}, "padded": {"padding": 1}}.get(case, {})
+    if case == "nan":
+        x[0, 0, 0, 0] = x[1, 2, 3, 3] = x[1, 2, 2, 3] = np.nan
+    out = {"ceil": (2, 3, 4, 3), "padded": (2, 3, 4, 4)}.get(case, (2, 3, 3, 3))
+    got, want = _pool_pair(x, rng.standard_normal(out).astype(np.float32), **kw)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_max_pool_scatter_matches_the_portable_version():
+    from pylucid.backend.base import ArrayBackend
+
+    be = pylucid.tensor([1.0]).device.backend
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((16, 32, 12, 12)).astype(np.float32)  # enough planes for the threaded split
+    _, idx = be.max_pool2d_2x2(x)
+    g = rng.standard_normal(idx.shape).astype(np.float32)
+    g[0, 0, 0, :2] = [np.inf, np.nan]  # written as they are, never multiplied
+    g2, i2 = g.reshape(512, -1), idx.reshape(512, -1)
+    np.testing.assert_array_equal(be.max_pool_scatter(g2, i2, 144), ArrayBackend.max_pool_scatter(be, g2, i2, 144))

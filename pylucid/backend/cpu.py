@@ -386,3 +386,63 @@ class CPUBackend(ArrayBackend):
             gr = np.where(valid, g.astype(x.dtype, copy=False), x.dtype.type(0))
             p *= gr[:, None]
         return p
+
+    # -- 2x2 max pooling (the MNIST CNN's): the column pairs of each row are the even and odd elements of the
+    #    flat planes (1-d strided passes), then the row pairs; cache-sized blocks of planes, split across threads
+    _POOL_BLOCK = 1 << 18  # input elements per block
+
+    def max_pool2d_2x2(self, x):
+        if x.__class__ is not np.ndarray or x.dtype not in _GEMM_DTYPES or x.ndim != 4 or not x.flags.c_contiguous \
+                or x.shape[2] % 2 or x.shape[3] % 2 or not x.size:
+            return None
+        n, c, h, w = x.shape
+        ho, wo = h // 2, w // 2
+        planes = n * c
+        x2 = x.reshape(planes, h * w)
+        best = np.empty((planes, ho * wo), dtype=x.dtype)
+        idx = np.empty((planes, ho * wo), dtype=np.int64)
+        # flat index of each window's top-left input position
+        base = (np.arange(ho, dtype=np.int64)[:, None] * (2 * w) + np.arange(0, w, 2, dtype=np.int64)).reshape(-1)
+        step = max(1, self._POOL_BLOCK // (h * w))
+
+        def run(lo, hi):
+            for s in range(lo, hi, step):
+                e = min(s + step, hi)
+                k = (e - s) * ho
+                xf = x2[s:e].reshape(-1)
+                c0, c1 = xf[0::2], xf[1::2]
+                # within a row: the right element wins only when strictly greater (the first maximum is kept)
+                mc = np.maximum(c0, c1).reshape(k, 2, wo)
+                jc = np.greater(c1, c0).reshape(k, 2, wo)
+                b = best[s:e].reshape(k, wo)
+                np.maximum(mc[:, 0], mc[:, 1], out=b)
+                ir = np.greater(mc[:, 1], mc[:, 0])  # the lower row wins only when strictly greater
+                # the winning row's column: jc[:, 1] where ir else jc[:, 0], as bit operations on the masks
+                jj = np.bitwise_xor(jc[:, 0], jc[:, 1])
+                jj &= ir
+                jj ^= jc[:, 0]
+                ib = idx[s:e]
+                np.multiply(ir.reshape(e - s, -1), w, out=ib, casting="unsafe")
+                ib += jj.reshape(e - s, -1)
+                ib += base
+        self._par(run, planes, x.size)
+        if np.isnan(best).any():
+            return None  # NaN's rule (the last NaN of a window wins): the general path
+        return best.reshape(n, c, ho, wo), idx.reshape(n, c, ho, wo)
+
+    def max_pool_scatter(self, g, idx, plane: int):
+        rows = idx.shape[0]
+        if g.__class__ is not np.ndarray or not g.flags.c_contiguous or not idx.flags.c_contiguous:
+            return super().max_pool_scatter(g, idx, plane)
+        gx = np.empty((rows, plane), dtype=g.dtype)
+        k = idx.shape[1]
+
+        def run(lo, hi):
+            d = gx[lo:hi]
+            d[...] = 0
+            # one flat index per value (a 1-d assignment runs faster than the (rows, idx) pair)
+            flat = idx[lo:hi] + np.arange(0, (hi - lo) * plane, plane, dtype=idx.dtype)[:, None]
+            d.reshape(-1)[flat.reshape(-1)] = g[lo:hi].reshape(-1)
+        self._par(run, rows, rows * (plane + k))
+        return gx
+
