@@ -116,3 +116,48 @@ def test_max_pool_scatter_matches_the_portable_version():
     g[0, 0, 0, :2] = [np.inf, np.nan]  # written as they are, never multiplied
     g2, i2 = g.reshape(512, -1), idx.reshape(512, -1)
     np.testing.assert_array_equal(be.max_pool_scatter(g2, i2, 144), ArrayBackend.max_pool_scatter(be, g2, i2, 144))
+
+
+# ---------------------------------------------------------------------------------------------- batch norm
+BN_SHAPES = [(16, 128, 8, 8), (16, 512, 4, 4), (64, 16, 2, 2), (4, 8, 300), (4, 32, 16, 16)]  # the first two: threads
+
+
+def _bn_pair(x, g, affine, mean=0.0, threads=2):
+    rng = np.random.default_rng(5)
+    c = x.shape[1]
+    w = rng.standard_normal(c).astype(x.dtype) if affine else None
+    b = rng.standard_normal(c).astype(x.dtype) if affine else None
+    res = []
+    old = pylucid.get_num_threads()
+    pylucid.set_num_threads(threads)
+    try:
+        for lib in (pylucid, torch):
+            xt = lib.tensor(x).requires_grad_()
+            wt = None if w is None else lib.tensor(w).requires_grad_()
+            bt = None if b is None else lib.tensor(b).requires_grad_()
+            rm, rv = lib.zeros(c, dtype=xt.dtype), lib.ones(c, dtype=xt.dtype)
+            y = lib.nn.functional.batch_norm(xt, rm, rv, wt, bt, True, 0.1, 1e-5)
+            y.backward(lib.tensor(g))
+            grads = [xt.grad] + ([wt.grad, bt.grad] if affine else [])
+            res.append([t.detach().numpy().copy() for t in [y, rm, rv] + grads])
+    finally:
+        pylucid.set_num_threads(old)
+    return res
+
+
+@pytest.mark.parametrize("shape", BN_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("mean", [0.0, 50.0], ids=["centred", "large_mean"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batch_norm_training_matches_torch(shape, mean, dtype):
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal(shape) * 2 + mean).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    for affine in (True, False):
+        got, want = _bn_pair(x, g, affine)
+        # float32: PyTorch's own error against float64 is of the same order (large means: 50 times that)
+        tol = (2e-4 if mean else 2e-5) if dtype == np.float32 else 1e-10
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(1.0, np.abs(b).max()))
+        # per-image partial sums reduced in a fixed order: the same bits on one thread
+        for a, b in zip(got, _bn_pair(x, g, affine, threads=1)[0]):
+            np.testing.assert_array_equal(a, b)

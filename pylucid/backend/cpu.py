@@ -253,43 +253,88 @@ class CPUBackend(ArrayBackend):
         return super()._conv_gemm(a, b)
 
     # -- batch norm of float32/float64 inputs with a spatial extent, training statistics: the same arithmetic
-    #    as ArrayBackend's in fewer passes over memory (per-channel row sums and dot products on the (N, C, L)
-    #    view, no squared or centred temporaries of the whole input); other cases take the portable version
+    #    as ArrayBackend's in fewer passes over memory, no squared or centred temporary of the whole input;
+    #    other cases take the portable version. Per (image, channel) row sums are BLAS GEMVs with a ones vector
+    #    (on these shapes 1.5 to 9 times faster than NumPy's reduction, whose per-row overhead dominates short
+    #    rows); everything else runs one cache-sized block of images at a time, each thread its own images,
+    #    and per-channel broadcasts over rows shorter than _BN_ROW are repeated vectors over whole images.
+    _BN_BLOCK = 1 << 15  # elements per block of images
+    _BN_ROW = 64  # rows this long or longer: (C, 1) broadcasts and row dot products (vecdot)
+
     def _bn_fast(self, x, g=None) -> bool:
         return x.dtype in _GEMM_DTYPES and x.ndim >= 3 and x.flags.c_contiguous and x.size >= 4096 and \
-            x.size // (x.shape[0] * x.shape[1]) >= 16 and (g is None or (g.dtype == x.dtype and g.shape == x.shape))
+            x.size // (x.shape[0] * x.shape[1]) >= 4 and (g is None or (g.dtype == x.dtype and g.shape == x.shape))
+
+    def _bn_ones(self, n, dtype):
+        key = (n, dtype)
+        ones = self._ones.get(key)
+        if ones is None:
+            ones = self._ones[key] = np.ones(n, dtype=dtype)
+        return ones
+
+    def _bn_geometry(self, x):
+        """``(n, c, l, x3, step, per_channel)``: the ``(N, C, L)`` view, images per block, and the broadcast
+        form of a per-channel vector (``(C, 1)``, or repeated over ``L`` as a ``(C * L,)`` row of an image)."""
+        n, c = x.shape[:2]
+        ln = x.size // (n * c)
+        step = max(1, self._BN_BLOCK // (c * ln))
+        if ln >= self._BN_ROW:
+            return n, c, ln, x.reshape(n, c, ln), step, lambda v: v[:, None]
+        return n, c, ln, x.reshape(n, c * ln), step, lambda v: np.repeat(v, ln)
+
+    def _bn_dots(self, a, b, out, ln, tmp):
+        """``out`` (rows) = the per-(image, channel) dot products of the blocks ``a`` and ``b`` (``b is None``:
+        ``a`` with itself), ``tmp`` a scratch block ``a``'s shape (overwritten)."""
+        if ln >= self._BN_ROW:
+            out[...] = np.vecdot(a, a if b is None else b)
+            return
+        np.multiply(a, a if b is None else b, out=tmp)
+        np.matmul(tmp.reshape(-1, ln), self._bn_ones(ln, a.dtype), out=out.reshape(-1))
 
     def batch_norm(self, x, weight, bias, running_mean, running_var, training: bool, eps: float,
                    momentum: float | None = None):
         if not (training and self._bn_fast(x)):
             return super().batch_norm(x, weight, bias, running_mean, running_var, training, eps, momentum)
-        n, c = x.shape[:2]
-        m = x.size // c
-        x3 = x.reshape(n, c, -1)
+        n, c, ln, x3, step, bc = self._bn_geometry(x)
+        m = n * ln
+        ones = self._bn_ones(ln, x.dtype)
         part = np.empty((n, c), dtype=x.dtype)  # per-image partial sums (each thread writes its own rows)
         y = np.empty_like(x3)
         with self.errstate():
             def sums(lo, hi):
-                np.sum(x3[lo:hi], axis=2, out=part[lo:hi])
+                np.matmul(x3[lo:hi].reshape(-1, ln), ones, out=part[lo:hi].reshape(-1))
             self._par(sums, n, x.size)
             mu = np.sum(part, axis=0) / m
+            mu_b = bc(mu)
 
-            # two passes for the variance (mean first, then the centred squares), as ArrayBackend: y holds
-            # x - mean, then becomes the output in place
+            # the variance from centred values (as ArrayBackend), centred one block at a time in a scratch block
             def centred(lo, hi):
-                np.subtract(x3[lo:hi], mu[:, None], out=y[lo:hi])
-                part[lo:hi] = np.vecdot(y[lo:hi], y[lo:hi])
+                tmp = np.empty((min(step, hi - lo),) + x3.shape[1:], dtype=x.dtype)
+                for i in range(lo, hi, step):
+                    j = min(i + step, hi)
+                    t = np.subtract(x3[i:j], mu_b, out=tmp[:j - i])
+                    self._bn_dots(t, None, part[i:j], ln, t)
             self._par(centred, n, x.size)
             var = np.sum(part, axis=0) / m
-            scale = 1.0 / np.sqrt(var + eps)
-            if weight is not None:
-                scale = scale * weight.astype(x.dtype, copy=False)
-            shift = None if bias is None else bias.astype(x.dtype, copy=False)[:, None]
+            # y = x * scale + (bias - mean * scale), PyTorch's CPU form, the second pass in the cache-sized block;
+            # where a channel's mean passes 4 standard deviations, (x - mean) * scale + bias (no cancellation)
+            rstd = 1.0 / np.sqrt(var + eps)
+            scale = rstd if weight is None else rstd * weight.astype(x.dtype, copy=False)
+            centre = not bool(np.all(np.abs(mu) * rstd <= 4))
+            shift = np.zeros_like(mu) if centre else -mu * scale
+            if bias is not None:
+                shift += bias.astype(x.dtype, copy=False)
+            scale_b, shift_b = bc(scale), bc(shift)
 
             def affine(lo, hi):
-                y[lo:hi] *= scale[:, None]
-                if shift is not None:
-                    y[lo:hi] += shift
+                for i in range(lo, hi, step):
+                    j = min(i + step, hi)
+                    if centre:
+                        d = np.subtract(x3[i:j], mu_b, out=y[i:j])
+                        d *= scale_b
+                    else:
+                        d = np.multiply(x3[i:j], scale_b, out=y[i:j])
+                    d += shift_b
             self._par(affine, n, x.size)
         if momentum is not None:
             self.batch_norm_update_(running_mean, running_var, mu, var, m, momentum)
@@ -298,32 +343,32 @@ class CPUBackend(ArrayBackend):
     def batch_norm_backward(self, g, x, weight, mean, var, training: bool, eps: float, need_dx: bool = True):
         if not (training and self._bn_fast(x, g) and mean.dtype == x.dtype and var.dtype == x.dtype):
             return super().batch_norm_backward(g, x, weight, mean, var, training, eps, need_dx)
-        n, c = x.shape[:2]
-        m = x.size // c
-        g3 = g.reshape(n, c, -1) if g.flags.c_contiguous else np.ascontiguousarray(g).reshape(n, c, -1)
-        x3 = x.reshape(n, c, -1)
+        if not g.flags.c_contiguous:
+            g = np.ascontiguousarray(g)
+        n, c, ln, x3, step, bc = self._bn_geometry(x)
+        g3 = g.reshape(x3.shape)
+        m = n * ln
+        ones = self._bn_ones(ln, x.dtype)
         with self.errstate():
             rstd = 1.0 / np.sqrt(var + eps)
             # sum(g (x - mean)) and (x - mean) below: where every channel's mean is within 4 standard deviations
             # of 0, as sum(g x) - mean sum(g) and x - mean folded into a per-channel constant (one dot-product
-            # pass, rounding at most 5 times that of the centred form); else centred one block of images at a
-            # time (a cache-sized temporary), which no large mean can cancel. Each chunk of images (one per
-            # thread) writes its own rows of the per-image partial sums and its own blocks of dx.
+            # pass, rounding at most 5 times that of the centred form); else centred one block at a time, which
+            # no large mean can cancel. Each chunk of images (one per thread) writes its own rows of the
+            # per-image partial sums and its own blocks of dx.
             folded = bool(np.all(np.abs(mean) * rstd <= 4))
-            step = max(1, 65536 // max(1, x3[0].size))
+            mean_b = bc(mean)
             psum = np.empty((n, c), dtype=x.dtype)
             pdot = np.empty((n, c), dtype=x.dtype)
 
             def sums(lo, hi):
-                np.sum(g3[lo:hi], axis=2, out=psum[lo:hi])
-                if folded:
-                    pdot[lo:hi] = np.vecdot(g3[lo:hi], x3[lo:hi])
-                    return
+                np.matmul(g3[lo:hi].reshape(-1, ln), ones, out=psum[lo:hi].reshape(-1))
                 tmp = np.empty((min(step, hi - lo),) + x3.shape[1:], dtype=x.dtype)
                 for i in range(lo, hi, step):
                     j = min(i + step, hi)
-                    t = np.subtract(x3[i:j], mean[:, None], out=tmp[:j - i])
-                    pdot[i:j] = np.vecdot(g3[i:j], t)
+                    t = tmp[:j - i]
+                    xb = x3[i:j] if folded else np.subtract(x3[i:j], mean_b, out=t)
+                    self._bn_dots(g3[i:j], xb, pdot[i:j], ln, t)
             self._par(sums, n, 2 * x.size)
             db = np.sum(psum, axis=0)
             gxc = np.sum(pdot, axis=0) - (mean * db if folded else 0)
@@ -335,6 +380,7 @@ class CPUBackend(ArrayBackend):
                 k = rstd if weight is None else rstd * weight.astype(x.dtype, copy=False)
                 b = -k * rstd * dw / m
                 cc = -k * db / m - (b * mean if folded else 0)
+                k_b, b_b, cc_b = bc(k), bc(b), bc(cc)
                 dx = np.empty_like(g3)
 
                 def grad(lo, hi):
@@ -343,13 +389,13 @@ class CPUBackend(ArrayBackend):
                         j = min(i + step, hi)
                         t = tmp[:j - i]
                         d = dx[i:j]
-                        np.multiply(g3[i:j], k[:, None], out=d)
+                        np.multiply(g3[i:j], k_b, out=d)
                         if folded:
-                            np.multiply(x3[i:j], b[:, None], out=t)
+                            np.multiply(x3[i:j], b_b, out=t)
                         else:
-                            np.subtract(x3[i:j], mean[:, None], out=t)
-                            t *= b[:, None]
-                        t += cc[:, None]  # in the cache-sized block, not another pass over dx
+                            np.subtract(x3[i:j], mean_b, out=t)
+                            t *= b_b
+                        t += cc_b  # in the cache-sized block, not another pass over dx
                         d += t
                 self._par(grad, n, 2 * x.size)
                 dx = dx.reshape(x.shape)
