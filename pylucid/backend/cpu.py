@@ -254,28 +254,27 @@ class CPUBackend(ArrayBackend):
 
     # -- batch norm of float32/float64 inputs with a spatial extent, training statistics: the same arithmetic
     #    as ArrayBackend's in fewer passes over memory, no squared or centred temporary of the whole input;
-    #    other cases take the portable version. Per (image, channel) row sums and dot products are einsum's
-    #    ``ij->i`` / ``ij,ij->i`` loops (measured 2 to 4 times faster than NumPy's reduction and vecdot on rows
-    #    of 16 to 1024, whose per-row overhead dominates short rows; unlike a BLAS GEMV, a row's result does not
-    #    depend on where the row sits in the call, so any split across threads gives the same bits);
-    #    everything else runs one cache-sized block of images at a time, each thread its own images, and
-    #    per-channel broadcasts over rows shorter than _BN_ROW are repeated vectors over whole images.
-    _BN_BLOCK = 1 << 15  # elements per block of images
-    _BN_ROW = 64  # rows this long or longer: (C, 1) broadcasts
+    #    other cases take the portable version. Rows (the positions of one image and channel) of _BN_ROW and
+    #    longer: per-channel row sums and dot products on the (N, C, L) view, a few whole-chunk passes per
+    #    thread. Shorter rows (4x4 maps): NumPy's reduction and vecdot pay a per-row cost that dominates, so the
+    #    sums and dot products are einsum's ``ij->i`` / ``ij,ij->i`` loops (2 to 4 times faster there; a BLAS
+    #    GEMV is faster still, but its result for a row depends on the row's place in the call, which would tie
+    #    the bits to the thread split), per-channel vectors are repeated over a whole image (one long inner loop
+    #    instead of one per channel), and the passes run one cache-sized block of images at a time, on the
+    #    calling thread (einsum keeps the GIL for most of its loop: split across threads, these ran slower).
+    _BN_BLOCK = 1 << 15  # elements per block of images (short rows)
+    _BN_ROW = 64  # positions per image and channel from which the whole-chunk passes run
 
     def _bn_fast(self, x, g=None) -> bool:
         return x.dtype in _GEMM_DTYPES and x.ndim >= 3 and x.flags.c_contiguous and x.size >= 4096 and \
             x.size // (x.shape[0] * x.shape[1]) >= 4 and (g is None or (g.dtype == x.dtype and g.shape == x.shape))
 
     def _bn_geometry(self, x):
-        """``(n, c, l, x3, step, per_channel)``: the ``(N, C, L)`` view, images per block, and the broadcast
-        form of a per-channel vector (``(C, 1)``, or repeated over ``L`` as a ``(C * L,)`` row of an image)."""
+        """``(n, c, l, x2, step, per_channel)`` of short rows: the ``(N, C * L)`` view, images per block, and a
+        per-channel vector repeated over ``L`` (a row of one image)."""
         n, c = x.shape[:2]
         ln = x.size // (n * c)
-        step = max(1, self._BN_BLOCK // (c * ln))
-        if ln >= self._BN_ROW:
-            return n, c, ln, x.reshape(n, c, ln), step, lambda v: v[:, None]
-        return n, c, ln, x.reshape(n, c * ln), step, lambda v: np.repeat(v, ln)
+        return n, c, ln, x.reshape(n, c * ln), max(1, self._BN_BLOCK // (c * ln)), lambda v: np.repeat(v, ln)
 
     @staticmethod
     def _bn_dots(a, b, out, ln):
@@ -291,6 +290,104 @@ class CPUBackend(ArrayBackend):
                    momentum: float | None = None):
         if not (training and self._bn_fast(x)):
             return super().batch_norm(x, weight, bias, running_mean, running_var, training, eps, momentum)
+        if x.size // (x.shape[0] * x.shape[1]) < self._BN_ROW:
+            return self._bn_short(x, weight, bias, running_mean, running_var, eps, momentum)
+        n, c = x.shape[:2]
+        m = x.size // c
+        x3 = x.reshape(n, c, -1)
+        part = np.empty((n, c), dtype=x.dtype)  # per-image partial sums (each thread writes its own rows)
+        y = np.empty_like(x3)
+        with self.errstate():
+            def sums(lo, hi):
+                np.sum(x3[lo:hi], axis=2, out=part[lo:hi])
+            self._par(sums, n, x.size)
+            mu = np.sum(part, axis=0) / m
+
+            # two passes for the variance (mean first, then the centred squares), as ArrayBackend: y holds
+            # x - mean, then becomes the output in place
+            def centred(lo, hi):
+                np.subtract(x3[lo:hi], mu[:, None], out=y[lo:hi])
+                part[lo:hi] = np.vecdot(y[lo:hi], y[lo:hi])
+            self._par(centred, n, x.size)
+            var = np.sum(part, axis=0) / m
+            scale = 1.0 / np.sqrt(var + eps)
+            if weight is not None:
+                scale = scale * weight.astype(x.dtype, copy=False)
+            shift = None if bias is None else bias.astype(x.dtype, copy=False)[:, None]
+
+            def affine(lo, hi):
+                y[lo:hi] *= scale[:, None]
+                if shift is not None:
+                    y[lo:hi] += shift
+            self._par(affine, n, x.size)
+        if momentum is not None:
+            self.batch_norm_update_(running_mean, running_var, mu, var, m, momentum)
+        return y.reshape(x.shape), mu, var
+
+    def batch_norm_backward(self, g, x, weight, mean, var, training: bool, eps: float, need_dx: bool = True):
+        if not (training and self._bn_fast(x, g) and mean.dtype == x.dtype and var.dtype == x.dtype):
+            return super().batch_norm_backward(g, x, weight, mean, var, training, eps, need_dx)
+        if x.size // (x.shape[0] * x.shape[1]) < self._BN_ROW:
+            return self._bn_short_backward(g if g.flags.c_contiguous else np.ascontiguousarray(g), x, weight, mean,
+                                           var, eps, need_dx)
+        n, c = x.shape[:2]
+        m = x.size // c
+        g3 = g.reshape(n, c, -1) if g.flags.c_contiguous else np.ascontiguousarray(g).reshape(n, c, -1)
+        x3 = x.reshape(n, c, -1)
+        with self.errstate():
+            rstd = 1.0 / np.sqrt(var + eps)
+            # sum(g (x - mean)) and (x - mean) below: where every channel's mean is within 4 standard deviations
+            # of 0, as sum(g x) - mean sum(g) and x - mean folded into a per-channel constant (one dot-product
+            # pass, rounding at most 5 times that of the centred form); else centred one block of images at a
+            # time (a cache-sized temporary), which no large mean can cancel. Each chunk of images (one per
+            # thread) writes its own rows of the per-image partial sums and its own blocks of dx.
+            folded = bool(np.all(np.abs(mean) * rstd <= 4))
+            step = max(1, 65536 // max(1, x3[0].size))
+            psum = np.empty((n, c), dtype=x.dtype)
+            pdot = np.empty((n, c), dtype=x.dtype)
+
+            def sums(lo, hi):
+                np.sum(g3[lo:hi], axis=2, out=psum[lo:hi])
+                if folded:
+                    pdot[lo:hi] = np.vecdot(g3[lo:hi], x3[lo:hi])
+                    return
+                tmp = np.empty((min(step, hi - lo),) + x3.shape[1:], dtype=x.dtype)
+                for i in range(lo, hi, step):
+                    j = min(i + step, hi)
+                    t = np.subtract(x3[i:j], mean[:, None], out=tmp[:j - i])
+                    pdot[i:j] = np.vecdot(g3[i:j], t)
+            self._par(sums, n, 2 * x.size)
+            db = np.sum(psum, axis=0)
+            gxc = np.sum(pdot, axis=0) - (mean * db if folded else 0)
+            dw = gxc * rstd
+            dx = None
+            if need_dx:
+                # dx = k (g - db/m - xhat dw/m) = k g + b (x - mean) + c per channel (k = weight rstd): b x a block
+                # at a time, the rest in place in dx
+                k = rstd if weight is None else rstd * weight.astype(x.dtype, copy=False)
+                b = -k * rstd * dw / m
+                cc = -k * db / m - (b * mean if folded else 0)
+                dx = np.empty_like(g3)
+
+                def grad(lo, hi):
+                    tmp = np.empty((min(step, hi - lo),) + x3.shape[1:], dtype=x.dtype)
+                    for i in range(lo, hi, step):
+                        j = min(i + step, hi)
+                        t = tmp[:j - i]
+                        d = dx[i:j]
+                        np.multiply(g3[i:j], k[:, None], out=d)
+                        if folded:
+                            np.multiply(x3[i:j], b[:, None], out=t)
+                        else:
+                            np.subtract(x3[i:j], mean[:, None], out=t)
+                            t *= b[:, None]
+                        t += cc[:, None]  # in the cache-sized block, not another pass over dx
+                        d += t
+                self._par(grad, n, 2 * x.size)
+                dx = dx.reshape(x.shape)
+        return dx, dw, db
+
+    def _bn_short(self, x, weight, bias, running_mean, running_var, eps, momentum):
         n, c, ln, x3, step, bc = self._bn_geometry(x)
         m = n * ln
         part = np.empty((n, c), dtype=x.dtype)  # per-image partial sums (each thread writes its own rows)
@@ -298,7 +395,7 @@ class CPUBackend(ArrayBackend):
         with self.errstate():
             def sums(lo, hi):
                 self._bn_sums(x3[lo:hi], part[lo:hi], ln)
-            self._par(sums, n, x.size)
+            sums(0, n)
             mu = np.sum(part, axis=0) / m
             mu_b = bc(mu)
 
@@ -309,7 +406,7 @@ class CPUBackend(ArrayBackend):
                     j = min(i + step, hi)
                     t = np.subtract(x3[i:j], mu_b, out=tmp[:j - i])
                     self._bn_dots(t, t, part[i:j], ln)
-            self._par(centred, n, x.size)
+            centred(0, n)
             var = np.sum(part, axis=0) / m
             # y = x * scale + (bias - mean * scale), PyTorch's CPU form, the second pass in the cache-sized block;
             # where a channel's mean passes 4 standard deviations, (x - mean) * scale + bias (no cancellation)
@@ -330,16 +427,12 @@ class CPUBackend(ArrayBackend):
                     else:
                         d = np.multiply(x3[i:j], scale_b, out=y[i:j])
                     d += shift_b
-            self._par(affine, n, x.size)
+            affine(0, n)
         if momentum is not None:
             self.batch_norm_update_(running_mean, running_var, mu, var, m, momentum)
         return y.reshape(x.shape), mu, var
 
-    def batch_norm_backward(self, g, x, weight, mean, var, training: bool, eps: float, need_dx: bool = True):
-        if not (training and self._bn_fast(x, g) and mean.dtype == x.dtype and var.dtype == x.dtype):
-            return super().batch_norm_backward(g, x, weight, mean, var, training, eps, need_dx)
-        if not g.flags.c_contiguous:
-            g = np.ascontiguousarray(g)
+    def _bn_short_backward(self, g, x, weight, mean, var, eps, need_dx):
         n, c, ln, x3, step, bc = self._bn_geometry(x)
         g3 = g.reshape(x3.shape)
         m = n * ln
@@ -364,7 +457,7 @@ class CPUBackend(ArrayBackend):
                 for i in range(lo, hi, step):
                     j = min(i + step, hi)
                     self._bn_dots(g3[i:j], np.subtract(x3[i:j], mean_b, out=tmp[:j - i]), pdot[i:j], ln)
-            self._par(sums, n, 2 * x.size)
+            sums(0, n)
             db = np.sum(psum, axis=0)
             gxc = np.sum(pdot, axis=0) - (mean * db if folded else 0)
             dw = gxc * rstd
@@ -392,7 +485,7 @@ class CPUBackend(ArrayBackend):
                             t *= b_b
                         t += cc_b  # in the cache-sized block, not another pass over dx
                         d += t
-                self._par(grad, n, 2 * x.size)
+                grad(0, n)
                 dx = dx.reshape(x.shape)
         return dx, dw, db
 
