@@ -336,6 +336,20 @@ class ArrayBackend:
                 dx = dx.astype(x.dtype, copy=False)
         return dx, dw, db
 
+    # -- max pooling helpers (the CPU backend overrides them with blocked, threaded versions) -------------
+    def max_pool2d_2x2(self, x):
+        """``(values, flat h*W + w indices)`` of a 2x2, stride-2 max pool of the C-contiguous ``(N, C, H, W)``
+        ``x`` with even ``H`` and ``W``, or None (the general pooling path runs): here always None."""
+        return None
+
+    def max_pool_scatter(self, g, idx, plane: int):
+        """The gradient of a max pool whose windows do not overlap: ``g`` ``(rows, k)`` written at the flat
+        indices ``idx`` ``(rows, k)`` of zero ``(rows, plane)`` rows (every position is hit at most once)."""
+        rows = idx.shape[0]
+        gx = self.zeros((rows, plane), dtype=g.dtype)
+        gx[self.arange(rows).reshape(rows, 1), idx] = g
+        return gx
+
     def cross_entropy(self, logits, target, ignore_index: int = -100):
         """Per-row cross-entropy of 2-D ``logits`` against int targets: ``(loss, lse)``; ignored rows 0."""
         with self.errstate():

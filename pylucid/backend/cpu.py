@@ -299,16 +299,45 @@ class CPUBackend(ArrayBackend):
         return super()._conv_gemm(a, b)
 
     # -- batch norm of float32/float64 inputs with a spatial extent, training statistics: the same arithmetic
-    #    as ArrayBackend's in fewer passes over memory (per-channel row sums and dot products on the (N, C, L)
-    #    view, no squared or centred temporaries of the whole input); other cases take the portable version
+    #    as ArrayBackend's in fewer passes over memory, no squared or centred temporary of the whole input;
+    #    other cases take the portable version. Rows (the positions of one image and channel) of _BN_ROW and
+    #    longer: per-channel row sums and dot products on the (N, C, L) view, a few whole-chunk passes per
+    #    thread. Shorter rows (4x4 maps): NumPy's reduction and vecdot pay a per-row cost that dominates, so the
+    #    sums and dot products are einsum's ``ij->i`` / ``ij,ij->i`` loops (2 to 4 times faster there; a BLAS
+    #    GEMV is faster still, but its result for a row depends on the row's place in the call, which would tie
+    #    the bits to the thread split), per-channel vectors are repeated over a whole image (one long inner loop
+    #    instead of one per channel), and the passes run one cache-sized block of images at a time, on the
+    #    calling thread (einsum keeps the GIL for most of its loop: split across threads, these ran slower).
+    _BN_BLOCK = 1 << 15  # elements per block of images (short rows)
+    _BN_ROW = 64  # positions per image and channel from which the whole-chunk passes run
+
     def _bn_fast(self, x, g=None) -> bool:
         return x.dtype in _GEMM_DTYPES and x.ndim >= 3 and x.flags.c_contiguous and x.size >= 4096 and \
-            x.size // (x.shape[0] * x.shape[1]) >= 16 and (g is None or (g.dtype == x.dtype and g.shape == x.shape))
+            x.size // (x.shape[0] * x.shape[1]) >= 4 and (g is None or (g.dtype == x.dtype and g.shape == x.shape))
+
+    def _bn_geometry(self, x):
+        """``(n, c, l, x2, step, per_channel)`` of short rows: the ``(N, C * L)`` view, images per block, and a
+        per-channel vector repeated over ``L`` (a row of one image)."""
+        n, c = x.shape[:2]
+        ln = x.size // (n * c)
+        return n, c, ln, x.reshape(n, c * ln), max(1, self._BN_BLOCK // (c * ln)), lambda v: np.repeat(v, ln)
+
+    @staticmethod
+    def _bn_dots(a, b, out, ln):
+        """``out`` (images, C) = the per-(image, channel) dot products of the blocks ``a`` and ``b``."""
+        np.einsum("ij,ij->i", a.reshape(-1, ln), b.reshape(-1, ln), out=out.reshape(-1))
+
+    @staticmethod
+    def _bn_sums(a, out, ln):
+        """``out`` (images, C) = the per-(image, channel) sums of the block ``a``."""
+        np.einsum("ij->i", a.reshape(-1, ln), out=out.reshape(-1))
 
     def batch_norm(self, x, weight, bias, running_mean, running_var, training: bool, eps: float,
                    momentum: float | None = None):
         if not (training and self._bn_fast(x)):
             return super().batch_norm(x, weight, bias, running_mean, running_var, training, eps, momentum)
+        if x.size // (x.shape[0] * x.shape[1]) < self._BN_ROW:
+            return self._bn_short(x, weight, bias, running_mean, running_var, eps, momentum)
         n, c = x.shape[:2]
         m = x.size // c
         x3 = x.reshape(n, c, -1)
@@ -344,6 +373,9 @@ class CPUBackend(ArrayBackend):
     def batch_norm_backward(self, g, x, weight, mean, var, training: bool, eps: float, need_dx: bool = True):
         if not (training and self._bn_fast(x, g) and mean.dtype == x.dtype and var.dtype == x.dtype):
             return super().batch_norm_backward(g, x, weight, mean, var, training, eps, need_dx)
+        if x.size // (x.shape[0] * x.shape[1]) < self._BN_ROW:
+            return self._bn_short_backward(g if g.flags.c_contiguous else np.ascontiguousarray(g), x, weight, mean,
+                                           var, eps, need_dx)
         n, c = x.shape[:2]
         m = x.size // c
         g3 = g.reshape(n, c, -1) if g.flags.c_contiguous else np.ascontiguousarray(g).reshape(n, c, -1)
@@ -401,6 +433,108 @@ class CPUBackend(ArrayBackend):
                 dx = dx.reshape(x.shape)
         return dx, dw, db
 
+    def _bn_short(self, x, weight, bias, running_mean, running_var, eps, momentum):
+        n, c, ln, x3, step, bc = self._bn_geometry(x)
+        m = n * ln
+        part = np.empty((n, c), dtype=x.dtype)  # per-image partial sums (each thread writes its own rows)
+        y = np.empty_like(x3)
+        with self.errstate():
+            def sums(lo, hi):
+                self._bn_sums(x3[lo:hi], part[lo:hi], ln)
+            sums(0, n)
+            mu = np.sum(part, axis=0) / m
+            mu_b = bc(mu)
+
+            # the variance from centred values (as ArrayBackend), centred one block at a time in a scratch block
+            def centred(lo, hi):
+                tmp = np.empty((min(step, hi - lo),) + x3.shape[1:], dtype=x.dtype)
+                for i in range(lo, hi, step):
+                    j = min(i + step, hi)
+                    t = np.subtract(x3[i:j], mu_b, out=tmp[:j - i])
+                    self._bn_dots(t, t, part[i:j], ln)
+            centred(0, n)
+            var = np.sum(part, axis=0) / m
+            # y = x * scale + (bias - mean * scale), PyTorch's CPU form, the second pass in the cache-sized block;
+            # where a channel's mean passes 4 standard deviations, (x - mean) * scale + bias (no cancellation)
+            rstd = 1.0 / np.sqrt(var + eps)
+            scale = rstd if weight is None else rstd * weight.astype(x.dtype, copy=False)
+            centre = not bool(np.all(np.abs(mu) * rstd <= 4))
+            shift = np.zeros_like(mu) if centre else -mu * scale
+            if bias is not None:
+                shift += bias.astype(x.dtype, copy=False)
+            scale_b, shift_b = bc(scale), bc(shift)
+
+            def affine(lo, hi):
+                for i in range(lo, hi, step):
+                    j = min(i + step, hi)
+                    if centre:
+                        d = np.subtract(x3[i:j], mu_b, out=y[i:j])
+                        d *= scale_b
+                    else:
+                        d = np.multiply(x3[i:j], scale_b, out=y[i:j])
+                    d += shift_b
+            affine(0, n)
+        if momentum is not None:
+            self.batch_norm_update_(running_mean, running_var, mu, var, m, momentum)
+        return y.reshape(x.shape), mu, var
+
+    def _bn_short_backward(self, g, x, weight, mean, var, eps, need_dx):
+        n, c, ln, x3, step, bc = self._bn_geometry(x)
+        g3 = g.reshape(x3.shape)
+        m = n * ln
+        with self.errstate():
+            rstd = 1.0 / np.sqrt(var + eps)
+            # sum(g (x - mean)) and (x - mean) below: where every channel's mean is within 4 standard deviations
+            # of 0, as sum(g x) - mean sum(g) and x - mean folded into a per-channel constant (one dot-product
+            # pass, rounding at most 5 times that of the centred form); else centred one block at a time, which
+            # no large mean can cancel. Each chunk of images (one per thread) writes its own rows of the
+            # per-image partial sums and its own blocks of dx.
+            folded = bool(np.all(np.abs(mean) * rstd <= 4))
+            mean_b = bc(mean)
+            psum = np.empty((n, c), dtype=x.dtype)
+            pdot = np.empty((n, c), dtype=x.dtype)
+
+            def sums(lo, hi):
+                self._bn_sums(g3[lo:hi], psum[lo:hi], ln)
+                if folded:
+                    self._bn_dots(g3[lo:hi], x3[lo:hi], pdot[lo:hi], ln)
+                    return
+                tmp = np.empty((min(step, hi - lo),) + x3.shape[1:], dtype=x.dtype)
+                for i in range(lo, hi, step):
+                    j = min(i + step, hi)
+                    self._bn_dots(g3[i:j], np.subtract(x3[i:j], mean_b, out=tmp[:j - i]), pdot[i:j], ln)
+            sums(0, n)
+            db = np.sum(psum, axis=0)
+            gxc = np.sum(pdot, axis=0) - (mean * db if folded else 0)
+            dw = gxc * rstd
+            dx = None
+            if need_dx:
+                # dx = k (g - db/m - xhat dw/m) = k g + b (x - mean) + c per channel (k = weight rstd): b x a block
+                # at a time, the rest in place in dx
+                k = rstd if weight is None else rstd * weight.astype(x.dtype, copy=False)
+                b = -k * rstd * dw / m
+                cc = -k * db / m - (b * mean if folded else 0)
+                k_b, b_b, cc_b = bc(k), bc(b), bc(cc)
+                dx = np.empty_like(g3)
+
+                def grad(lo, hi):
+                    tmp = np.empty((min(step, hi - lo),) + x3.shape[1:], dtype=x.dtype)
+                    for i in range(lo, hi, step):
+                        j = min(i + step, hi)
+                        t = tmp[:j - i]
+                        d = dx[i:j]
+                        np.multiply(g3[i:j], k_b, out=d)
+                        if folded:
+                            np.multiply(x3[i:j], b_b, out=t)
+                        else:
+                            np.subtract(x3[i:j], mean_b, out=t)
+                            t *= b_b
+                        t += cc_b  # in the cache-sized block, not another pass over dx
+                        d += t
+                grad(0, n)
+                dx = dx.reshape(x.shape)
+        return dx, dw, db
+
     # -- cross-entropy of (rows, classes) logits against class indices: the picked logit gathered, never a
     #    dense one-hot; half logits computed in float32 (the loss, the lse and the gradient are rounded by
     #    the op once)
@@ -432,3 +566,63 @@ class CPUBackend(ArrayBackend):
             gr = np.where(valid, g.astype(x.dtype, copy=False), x.dtype.type(0))
             p *= gr[:, None]
         return p
+
+    # -- 2x2 max pooling (the MNIST CNN's): the column pairs of each row are the even and odd elements of the
+    #    flat planes (1-d strided passes), then the row pairs; cache-sized blocks of planes, split across threads
+    _POOL_BLOCK = 1 << 18  # input elements per block
+
+    def max_pool2d_2x2(self, x):
+        if x.__class__ is not np.ndarray or x.dtype not in _GEMM_DTYPES or x.ndim != 4 or not x.flags.c_contiguous \
+                or x.shape[2] % 2 or x.shape[3] % 2 or not x.size:
+            return None
+        n, c, h, w = x.shape
+        ho, wo = h // 2, w // 2
+        planes = n * c
+        x2 = x.reshape(planes, h * w)
+        best = np.empty((planes, ho * wo), dtype=x.dtype)
+        idx = np.empty((planes, ho * wo), dtype=np.int64)
+        # flat index of each window's top-left input position
+        base = (np.arange(ho, dtype=np.int64)[:, None] * (2 * w) + np.arange(0, w, 2, dtype=np.int64)).reshape(-1)
+        step = max(1, self._POOL_BLOCK // (h * w))
+
+        def run(lo, hi):
+            for s in range(lo, hi, step):
+                e = min(s + step, hi)
+                k = (e - s) * ho
+                xf = x2[s:e].reshape(-1)
+                c0, c1 = xf[0::2], xf[1::2]
+                # within a row: the right element wins only when strictly greater (the first maximum is kept)
+                mc = np.maximum(c0, c1).reshape(k, 2, wo)
+                jc = np.greater(c1, c0).reshape(k, 2, wo)
+                b = best[s:e].reshape(k, wo)
+                np.maximum(mc[:, 0], mc[:, 1], out=b)
+                ir = np.greater(mc[:, 1], mc[:, 0])  # the lower row wins only when strictly greater
+                # the winning row's column: jc[:, 1] where ir else jc[:, 0], as bit operations on the masks
+                jj = np.bitwise_xor(jc[:, 0], jc[:, 1])
+                jj &= ir
+                jj ^= jc[:, 0]
+                ib = idx[s:e]
+                np.multiply(ir.reshape(e - s, -1), w, out=ib, casting="unsafe")
+                ib += jj.reshape(e - s, -1)
+                ib += base
+        self._par(run, planes, x.size)
+        if np.isnan(best).any():
+            return None  # NaN's rule (the last NaN of a window wins): the general path
+        return best.reshape(n, c, ho, wo), idx.reshape(n, c, ho, wo)
+
+    def max_pool_scatter(self, g, idx, plane: int):
+        rows = idx.shape[0]
+        if g.__class__ is not np.ndarray or not g.flags.c_contiguous or not idx.flags.c_contiguous:
+            return super().max_pool_scatter(g, idx, plane)
+        gx = np.empty((rows, plane), dtype=g.dtype)
+        k = idx.shape[1]
+
+        def run(lo, hi):
+            d = gx[lo:hi]
+            d[...] = 0
+            # one flat index per value (a 1-d assignment runs faster than the (rows, idx) pair)
+            flat = idx[lo:hi] + np.arange(0, (hi - lo) * plane, plane, dtype=idx.dtype)[:, None]
+            d.reshape(-1)[flat.reshape(-1)] = g[lo:hi].reshape(-1)
+        self._par(run, rows, rows * (plane + k))
+        return gx
+

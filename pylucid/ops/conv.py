@@ -763,14 +763,16 @@ class _MaxPoolBase(Op):
         return reshape(gx, shape)
 
     def _backward_fast(self, be, g, g_idx=None):
-        rows, idx = self._rows_idx(be)
         shape = self.shapes[0]
+        if not self.params.get("overlap", True):
+            # windows do not overlap: every input position is hit at most once
+            idx = self.output_array(1)
+            nc = _prod(idx.shape[:2])
+            g2 = g.reshape(nc, -1)
+            return be.max_pool_scatter(g2, idx.reshape(nc, g2.shape[1]), _prod(shape[2:])).reshape(shape)
+        rows, idx = self._rows_idx(be)
         gx = be.zeros((rows.shape[0], _prod(shape[2:])), dtype=g.dtype)
-        g2 = g.reshape(rows.shape[0], idx.shape[1])
-        if self.params.get("overlap", True):
-            be.scatter_add(gx, (rows, idx), g2)
-        else:
-            gx[rows, idx] = g2  # windows do not overlap: every input position is hit at most once
+        be.scatter_add(gx, (rows, idx), g.reshape(rows.shape[0], idx.shape[1]))
         return gx.reshape(shape)
 
 
@@ -785,6 +787,10 @@ class _MaxPoolNd(_MaxPoolBase):
     @staticmethod
     def forward(be, x, kernel, stride, pads, dilation, overlap):
         nd = len(kernel)
+        if kernel == stride == (2, 2) and dilation == (1, 1) and pads == ((0, 0), (0, 0)):
+            r = be.max_pool2d_2x2(x)  # the backend's blocked 2x2 pool (None: not this input, or a NaN in it)
+            if r is not None:
+                return r
         n, c = x.shape[:2]
         fill = -float("inf") if x.dtype.kind == "f" or x.dtype == _dt.bfloat16.numpy_dtype else be.iinfo(x.dtype).min
         win, out_sp = _im2col(be, x, kernel, dilation, pads, stride, fill)
