@@ -463,3 +463,16 @@ def test_conv1x1_backend_noncontiguous_and_half(stride, dtype):
     assert dx.dtype == dw.dtype == dtype
     np.testing.assert_allclose(dx.astype(np.float64), dxt.numpy(), rtol=tol, atol=tol * 4)
     np.testing.assert_allclose(dw.astype(np.float64), dwt.numpy(), rtol=tol, atol=tol * 10)
+
+
+def test_conv1x1_empty_batch():
+    """An empty batch on the 1x1 path: PyTorch's shapes and a zero weight gradient."""
+    shape = (0, 16, 5, 5)
+    outs = []
+    for lib in (torch, pl):
+        x = lib.ones(shape, requires_grad=True)
+        w = lib.ones((4, shape[1], 1, 1), requires_grad=True)
+        y = lib.nn.functional.conv2d(x, w, stride=2)
+        y.sum().backward()
+        outs.append((tuple(y.shape), tuple(x.grad.shape), float(w.grad.abs().sum())))
+    assert outs[0] == outs[1]

@@ -854,7 +854,7 @@ class ArrayBackend:
             m = self.xp.empty(v.shape, dtype=cdt)
             self._copy_n(m, v)
             v = m
-        return v.reshape(v.shape[:2] + (-1,)), tuple(v.shape[2:])
+        return v.reshape(v.shape[:2] + (_prod(v.shape[2:]),)), tuple(v.shape[2:])
 
     def _img_gemms(self, a, b, out):
         """``out[i] = a @ b[i]`` per image (``a`` 2-D, shared): NumPy's stacked matmul, one BLAS gemm per image."""
