@@ -4,8 +4,7 @@
 pylucid's CPU arithmetic runs in NumPy, whose only multi-threaded kernels are the BLAS ones (GEMMs,
 and so convolutions, linear layers, attention); the CPU backend also splits its convolution layout copies
 and batch-norm passes over the batch across that many threads (:func:`parallel_chunks`: NumPy releases
-the GIL in those loops), and runs some skinny GEMMs as several one-thread BLAS calls on those threads at once
-(:func:`parallel_blas_chunks`). ``set_num_threads(n)`` therefore sets the thread count
+the GIL in those loops). ``set_num_threads(n)`` therefore sets the thread count
 of the BLAS libraries loaded in the process, at run time: through ``threadpoolctl`` when it is
 installed, else by calling the libraries' own ``*_set_num_threads`` entry point (OpenBLAS, including
 the ``scipy_openblas`` builds NumPy and SciPy ship, MKL, BLIS) found among the loaded shared objects.
@@ -175,32 +174,3 @@ def parallel_chunks(fn, n: int, threads: int | None = None) -> None:
     finally:
         for f in futs:
             f.result()
-
-
-def _lib_counts() -> list:
-    """``[(setter, count now)]`` of the loaded BLAS libraries (scanned once, again after :func:`blas_loaded`)."""
-    libs = _state["libs"]
-    if libs is None:
-        libs = _state["libs"] = _blas_libs()
-    return [(s, int(g()) if g is not None else get_num_threads()) for s, g in libs]
-
-
-def parallel_blas_chunks(fn, n: int, threads: int | None = None) -> None:
-    """:func:`parallel_chunks` with every loaded BLAS library at ONE thread while it runs, each library's
-    own count restored afterwards (also when ``fn`` raises): for GEMMs that OpenBLAS threads poorly (a small
-    output and a long reduction), run as one-thread calls on the chunks concurrently (Python threads run
-    GIL-free BLAS calls in parallel; at several BLAS threads each they would contend for the cores). With one
-    thread, or one chunk, ``fn(0, n)`` runs as it is. The setters are the ctypes entry points found once
-    (a few microseconds per switch; ``threadpoolctl`` rescans the process per call)."""
-    t = min(get_num_threads() if threads is None else threads, n)
-    if t <= 1:
-        fn(0, n)
-        return
-    counts = _lib_counts()
-    for setter, _ in counts:
-        setter(1)
-    try:
-        parallel_chunks(fn, n, t)
-    finally:
-        for setter, c in counts:
-            setter(c)

@@ -414,7 +414,7 @@ def _spy(monkeypatch, name, cls=ArrayBackend):
 def test_conv1x1_matches_torch(nd, sp, stride, dtype, monkeypatch):
     """1x1 convolutions as per-image channels-first GEMMs (forward, data and weight gradient; bias; odd sizes,
     strides past the image, batch 1; dilation changes nothing), also as a transposed convolution with
-    output_padding, and with the images spread over threads (forced on tiny images, 3 threads on 3 images)."""
+    output_padding, and with the layout copies split over threads (forced on tiny arrays, 3 threads on 3 images)."""
     calls = []
     for name in ("_conv1x1", "_conv1x1_dx", "_conv1x1_dw"):
         calls.append(_spy(monkeypatch, name))
@@ -429,7 +429,7 @@ def test_conv1x1_matches_torch(nd, sp, stride, dtype, monkeypatch):
         opad = stride - 1
         _compare(*CONV_T[nd], (xt, r.standard_normal((16, 5) + (1,) * nd) * 0.3), {"stride": stride,
                                                                                  "output_padding": opad}, dtype)
-    monkeypatch.setattr(CPUBackend, "_IMG_SPLIT_L", 1)
+    monkeypatch.setattr(CPUBackend, "_PAR_MIN", 0)
     n0 = pl.get_num_threads()
     pl.set_num_threads(3)
     try:
@@ -465,55 +465,14 @@ def test_conv1x1_backend_noncontiguous_and_half(stride, dtype):
     np.testing.assert_allclose(dw.astype(np.float64), dwt.numpy(), rtol=tol, atol=tol * 10)
 
 
-@pytest.mark.parametrize("kw,k", [({"padding": 1}, 3), ({"stride": 2, "padding": 1}, 3), ({"stride": 3}, 1),
-                                  ({"padding": 2, "dilation": 2}, 3)])
-def test_weight_grad_row_chunks_same_bits_any_threads(kw, k, monkeypatch):
-    """The weight gradient's row-chunked single-thread GEMMs (forced on small grids: chunks of at most 8
-    rows), on the tap path, im2col and 1x1: PyTorch's results, and the same bits on 1 and 3 threads."""
-    monkeypatch.setattr(CPUBackend, "_DW_CHUNK", 8)
-    monkeypatch.setattr(CPUBackend, "_DW_CHUNK_MIN", 4)
-    monkeypatch.setattr(ArrayBackend, "_TAP_MAX_WASTE", 1e9)
-    from pylucid import _threads
-
-    calls = []
-    orig = _threads.parallel_blas_chunks
-    monkeypatch.setattr(_threads, "parallel_blas_chunks", lambda fn, n, t=None: (calls.append(n), orig(fn, n, t)))
-    r = np.random.default_rng(3)
-    x, w = r.standard_normal((3, 16, 7, 6)), r.standard_normal((6, 16, k, k)) * 0.3
-    n0 = pl.get_num_threads()
-    try:
-        got = []
-        for nt in (3, 1):
-            pl.set_num_threads(nt)
-            _compare(*CONV[2], (x, w), kw, "float32")
-            got.append(_grads(pl, CONV[2][1], (x, w), kw, "float32"))
-        for a, b in zip(*got):
-            np.testing.assert_array_equal(a, b)
-    finally:
-        pl.set_num_threads(n0)
-    assert calls
-
-
-def test_parallel_blas_chunks_restores_blas_threads():
-    """BLAS runs at one thread inside the region, the count is restored after it, also when it raises."""
-    from pylucid import _threads
-
-    libs = [g for _, g in _threads._blas_libs() if g is not None]
-    if not libs:
-        pytest.skip("no BLAS thread getter found")
-    n0 = pl.get_num_threads()
-    pl.set_num_threads(2)
-    try:
-        before = [int(g()) for g in libs]
-        inside = []
-        _threads.parallel_blas_chunks(lambda lo, hi: inside.append([int(g()) for g in libs]), 4)
-        assert inside and all(c == 1 for row in inside for c in row)
-        assert [int(g()) for g in libs] == before
-
-        def fail(lo, hi):
-            raise ValueError("inside")
-        with pytest.raises(ValueError, match="inside"):
-            _threads.parallel_blas_chunks(fail, 4)
-        assert [int(g()) for g in libs] == before
-    finally:
-        pl.set_num_threads(n0)
+def test_conv1x1_empty_batch():
+    """An empty batch on the 1x1 path: PyTorch's shapes and a zero weight gradient."""
+    shape = (0, 16, 5, 5)
+    outs = []
+    for lib in (torch, pl):
+        x = lib.ones(shape, requires_grad=True)
+        w = lib.ones((4, shape[1], 1, 1), requires_grad=True)
+        y = lib.nn.functional.conv2d(x, w, stride=2)
+        y.sum().backward()
+        outs.append((tuple(y.shape), tuple(x.grad.shape), float(w.grad.abs().sum())))
+    assert outs[0] == outs[1]

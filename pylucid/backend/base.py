@@ -812,8 +812,7 @@ class ArrayBackend:
 
     def _dw_gemms(self, gt, a, offs, rows, cdt):
         """The weight gradient's long-reduction GEMMs: (T, O, C) with ``[t] = gt @ a[off_t : off_t + rows]``
-        (``gt`` (O, rows), a transposed view; one offset 0 for im2col's single GEMM). The CPU backend splits the
-        rows into chunks summed afterwards."""
+        (``gt`` (O, rows), a transposed view; one offset 0 for im2col's and a 1x1 convolution's single GEMM)."""
         dw = self.xp.empty((len(offs), gt.shape[0], a.shape[1]), dtype=cdt)
         for t, off in enumerate(offs):
             self._gemm_into(gt, a[off:off + rows], dw[t], False)
@@ -869,10 +868,10 @@ class ArrayBackend:
             m = self.xp.empty(v.shape, dtype=cdt)
             self._copy_n(m, v)
             v = m
-        return v.reshape(v.shape[:2] + (-1,)), tuple(v.shape[2:])
+        return v.reshape(v.shape[:2] + (_prod(v.shape[2:]),)), tuple(v.shape[2:])
 
     def _img_gemms(self, a, b, out):
-        """``out[i] = a @ b[i]`` per image (``a`` 2-D, shared); the CPU backend spreads large ones over its threads."""
+        """``out[i] = a @ b[i]`` per image (``a`` 2-D, shared): NumPy's stacked matmul, one BLAS gemm per image."""
         self.xp.matmul(a, b, out=out)
 
     def _conv1x1(self, x, w, b, stride, dt, cdt):

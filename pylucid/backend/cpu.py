@@ -243,52 +243,6 @@ class CPUBackend(ArrayBackend):
             return
         super()._gemm_into(a, b, out, accumulate)
 
-    # The weight gradient's GEMMs (O, C) = g^T (O, R) @ a (R, C) per tap, R the N*L output rows: OpenBLAS threads
-    # such a product (small output, long reduction) poorly (at 2 threads each thread does about the work of the
-    # whole product on one). Instead the rows are cut into chunks (their number from the shape alone), each
-    # (chunk, tap) product is ONE single-thread gemm into its own partial, the items run spread over the
-    # threads (chunk-major: a thread's taps reread a cached chunk), and the partials are summed in chunk order:
-    # the same bits for any thread count. 64 channels, 32x32, batch 16: 12 -> 8 ms at 2 threads. Past
-    # _DW_SPLIT_MAX outputs per tap OpenBLAS's own threading is as fast, and the partials would grow.
-    _DW_CHUNK, _DW_CHUNK_MIN, _DW_SPLIT_MAX = 6144, 2048, 1 << 16
-
-    def _dw_gemms(self, gt, a, offs, rows, cdt):
-        o, c = gt.shape[0], a.shape[1]
-        fn = self._blas().get(np.dtype(cdt))
-        if fn is None or o * c > self._DW_SPLIT_MAX or gt.dtype != cdt or a.dtype != cdt or \
-                (self._mkl and rows >= _INT32):
-            return super()._dw_gemms(gt, a, offs, rows, cdt)
-        nb = max(min(2, rows // self._DW_CHUNK_MIN), -(-rows // self._DW_CHUNK))
-        k = len(offs)
-        if nb * k < 2:
-            return super()._dw_gemms(gt, a, offs, rows, cdt)
-        parts = np.empty((nb, k, o, c), dtype=cdt)
-        bnd = [rows * i // nb for i in range(nb + 1)]
-
-        def items(lo, hi):
-            for i in range(lo, hi):
-                ci, t = divmod(i, k)
-                r0, r1 = bnd[ci], bnd[ci + 1]
-                g_i, a_i, out = gt[:, r0:r1], a[offs[t] + r0:offs[t] + r1], parts[ci, t]
-                if not self._gemm_into_blas(g_i, a_i, out, False):
-                    np.matmul(g_i, a_i, out=out)
-        _threads.parallel_blas_chunks(items, nb * k)
-        return parts[0] if nb == 1 else np.sum(parts, axis=0)
-
-    # A 1x1 convolution's per-image GEMMs W (O, C) @ x_i (C, L): with L >= _IMG_SPLIT_L columns the images are
-    # spread over the threads, one single-thread gemm each (each image's product is the same call either way)
-    _IMG_SPLIT_L = 256
-
-    def _img_gemms(self, a, b, out):
-        if b.shape[0] < 2 or b.shape[2] < self._IMG_SPLIT_L or self._blas().get(out.dtype) is None:
-            return super()._img_gemms(a, b, out)
-
-        def run(lo, hi):
-            for i in range(lo, hi):
-                if not self._gemm_into_blas(a, b[i], out[i], False):
-                    np.matmul(a, b[i], out=out[i])
-        _threads.parallel_blas_chunks(run, b.shape[0])
-
     def _conv_gemm(self, a, b):
         if self._cblas is None:
             self._blas()
