@@ -143,36 +143,69 @@ def _finish(arr, dev, dtype, requires_grad):
 
 
 def _float_dtype(dtype, op):
+    """The dtype to draw in: ``dtype`` or the default one, which must be a floating or complex dtype."""
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
-    if not dt.is_floating_point:
-        raise DtypeMismatch(f"{op}: expected a floating dtype, got {dt}; accepted: float16, bfloat16, float32, "
-                            "float64")
+    if not (dt.is_floating_point or dt.is_complex):
+        raise DtypeMismatch(f"{op}: expected a floating or complex dtype, got {dt}; accepted: float16, bfloat16, "
+                            "float32, float64, complex64, complex128")
     return dt
+
+
+def _draw(src, kind, shape, dt, scale=1.0, shift=0.0):
+    """``src``'s ``kind`` draws (``"random"``: uniform on [0, 1); ``"standard_normal"``), times ``scale`` plus
+    ``shift``, for a tensor of dtype ``dt``: in float64 for float64, float32 for the other real dtypes (the
+    streams seeded code depends on). A complex tensor is its real and imaginary parts interleaved (PyTorch draws
+    into ``view_as_real``): one draw of ``shape + (2,)`` in the component precision, the affine map applied to
+    each part, viewed as complex. A backend array either way."""
+    shape = tuple(shape)
+    if dt.is_complex:
+        pairs = getattr(src, kind)(shape + (2,), dtype=np.float64 if dt is _dt.complex128 else np.float32)
+        if scale != 1.0 or shift != 0.0:
+            pairs = pairs * scale + shift
+        return pairs.view(dt.numpy_dtype).reshape(shape)
+    x = getattr(src, kind)(shape, dtype=np.float64 if dt is _dt.float64 else np.float32)
+    return x * scale + shift if scale != 1.0 or shift != 0.0 else x
+
+
+#: the scale of each component of a standard complex normal: real and imaginary parts of variance 1/2 each, so
+#: that ``E|z|^2 = 1`` (as PyTorch's ``randn`` and ``normal_`` of complex tensors)
+_HALF_VAR = 0.7071067811865476
 
 
 def _uniform(op, size, generator, dtype, device, requires_grad):
     dt = _float_dtype(dtype, op)
     dev = cpu if device is None else _device(device)
     src = _gen_for(dev, generator)._source()
-    return _finish(src.random(norm_size(size, op), dtype=np.float64 if dt is _dt.float64 else np.float32),
-                   dev, dt, requires_grad)
+    return _finish(_draw(src, "random", norm_size(size, op), dt), dev, dt, requires_grad)
 
 
 def _normal(op, size, generator, dtype, device, requires_grad):
     dt = _float_dtype(dtype, op)
     dev = cpu if device is None else _device(device)
     src = _gen_for(dev, generator)._source()
-    return _finish(src.standard_normal(norm_size(size, op), dtype=np.float64 if dt is _dt.float64 else np.float32),
-                   dev, dt, requires_grad)
+    z = _draw(src, "standard_normal", norm_size(size, op), dt, _HALF_VAR if dt.is_complex else 1.0)
+    return _finish(z, dev, dt, requires_grad)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Uniform samples in ``[0, 1)``."""
+    """Uniform samples in ``[0, 1)``; for a complex ``dtype`` the real and imaginary parts are each uniform in
+    ``[0, 1)`` (independent draws).
+
+    >>> import pylucid
+    >>> pylucid.rand(2, 3, dtype=pylucid.complex64).dtype
+    pylucid.complex64
+    """
     return _uniform("rand", size, generator, dtype, device, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples."""
+    """Standard normal samples; for a complex ``dtype`` a standard complex normal: real and imaginary parts
+    independent normals of variance 1/2 each (``E|z|^2 = 1``).
+
+    >>> import pylucid
+    >>> pylucid.randn(4, dtype=pylucid.complex128).shape
+    (4,)
+    """
     return _normal("randn", size, generator, dtype, device, requires_grad)
 
 
@@ -192,6 +225,9 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     if high <= low:
         raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.int64
+    if dt.is_complex:
+        raise DtypeMismatch(f"randint: dtype {dt} is not supported; accepted: integral, floating and bool dtypes "
+                            "(as in PyTorch)")
     dev = cpu if device is None else _device(device)
     src = _gen_for(dev, generator)._source()
     shape = norm_size((size,) if isinstance(size, (tuple, list)) else (size,), "randint")
@@ -203,6 +239,9 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: 
     """A random permutation of ``0..n-1``."""
     (n,) = norm_size((n,), "randperm")
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.int64
+    if dt.is_complex or dt is _dt.bool_:
+        raise DtypeMismatch(f"randperm: dtype {dt} is not supported; accepted: integer and floating dtypes (as in "
+                            "PyTorch)")
     dev = cpu if device is None else _device(device)
     src = _gen_for(dev, generator)._source()
     if hasattr(src, "permutation"):
@@ -249,7 +288,8 @@ def _sample_dtype(dt):
 def _as_float_tensor(x, op):
     check_tensor(x, op)
     if not x.dtype.is_floating_point:
-        raise TypeError(f"{op}: expected a floating tensor, got {x.dtype}")
+        raise DtypeMismatch(f"{op}: expected a floating tensor, got {x.dtype}; accepted: float16, bfloat16, "
+                            "float32, float64")
     return x
 
 
@@ -272,23 +312,35 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
            requires_grad: bool = False) -> Tensor:
     """Normal samples with ``mean`` and ``std`` (tensors broadcast together, or numbers with ``size``).
 
+    The result takes ``mean``'s dtype (``std``'s when ``mean`` is a number; ``dtype`` or the default dtype for two
+    numbers), which must be floating or complex. Complex samples are as PyTorch draws them: ``std`` is real, each
+    of the real and imaginary parts has standard deviation ``std / sqrt(2)`` (``E|z - mean|^2 = std^2``); a
+    complex ``mean`` tensor is added as it is, a number ``mean`` with a complex ``dtype`` is added to both parts
+    (``normal(1.0, 1.0, (n,), dtype=complex64)`` centres on ``1+1j``, as ``Tensor.normal_``).
+
     >>> import pylucid
     >>> _ = pylucid.manual_seed(0)
     >>> pylucid.normal(pylucid.zeros(3), 1.0).shape
     (3,)
     >>> pylucid.normal(2.0, 0.5, size=(2, 2)).shape
     (2, 2)
+    >>> pylucid.normal(pylucid.zeros(2, dtype=pylucid.complex64), 1.0).dtype
+    pylucid.complex64
     """
     mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
-    for name, v in (("mean", mean), ("std", std)):
-        if (isinstance(v, Tensor) and v.dtype.is_complex) or isinstance(v, complex):
-            raise DtypeMismatch(f"normal: {name} must be real, got {v.dtype if isinstance(v, Tensor) else 'complex'}")
+    if (st and std.dtype.is_complex) or isinstance(std, complex):
+        raise DtypeMismatch(f"normal: std must be real (non-complex), got {std.dtype if st else 'complex'}")
+    if isinstance(mean, complex):
+        raise DtypeMismatch("normal: a number mean must be real, got complex; pass a complex tensor mean instead")
     if mt or st:
         ref = mean if mt else std
         shape = tuple(np.broadcast_shapes(tuple(mean.shape) if mt else (), tuple(std.shape) if st else ()))
         if size is not None and tuple(norm_size((size,), "normal")) != shape:
             raise ValueError(f"normal: size {size} does not match the broadcast shape {shape} of mean and std")
-        dt = ref.dtype if ref.dtype.is_floating_point else _dt.get_default_dtype()
+        dt = ref.dtype
+        if not (dt.is_floating_point or dt.is_complex):
+            raise DtypeMismatch(f"normal: the result takes the dtype of {'mean' if mt else 'std'} ({dt}), which must "
+                                "be floating or complex (as in PyTorch); convert it with .float() first")
         dev = ref.device
         if st and bool((std._data < 0).any()):
             raise ValueError("normal: std must be >= 0")
@@ -302,6 +354,14 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
         dev = cpu if device is None else _device(device)
     src = _gen_for(dev, generator)._source()
     be = dev.backend
+    if dt.is_complex:
+        if mt or st:
+            z = _draw(src, "standard_normal", shape, dt, _HALF_VAR)
+            out = z * (std._data.astype(z.real.dtype) if st else std) + (mean._data if mt else mean)
+        else:
+            out = _draw(src, "standard_normal", shape, dt, std * _HALF_VAR, mean)
+        out = _finish(be.asarray(out), dev, dt, requires_grad)
+        return _zero_grad_link(out, mean, std)
     z = src.standard_normal(shape, dtype=_sample_dtype(dt))
     m = mean._data.astype(z.dtype) if mt else mean
     s = std._data.astype(z.dtype) if st else std
@@ -441,21 +501,32 @@ def _src(self, generator):
 
 @declare(namespaces=())
 def uniform_(self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator=None, **kw) -> Tensor:
-    """Fill with samples uniform in ``[from, to)``."""
+    """Fill with samples uniform in ``[from, to)``; a complex tensor gets independent real and imaginary parts,
+    each uniform in ``[from, to)`` (as PyTorch). Integer and bool tensors are refused (as in PyTorch)."""
     from_ = kw.pop("from", from_)
     if kw:
         raise TypeError(f"uniform_: unexpected arguments {sorted(kw)}")
+    _refuse_kinds(self, "uniform_", "biu", "a continuous distribution needs a floating or complex dtype")
     if from_ > to:
         raise ValueError(f"uniform_: expects from <= to, got from={from_}, to={to}")
+    if self.dtype.is_complex:
+        return _fill_(self, _draw(_src(self, generator), "random", self.shape, self.dtype, to - from_, from_),
+                      "uniform_")
     u = _src(self, generator).random(tuple(self.shape), dtype=_sample_dtype(self.dtype))
     return _fill_(self, u * (to - from_) + from_, "uniform_")
 
 
 @declare(namespaces=())
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
-    """Fill with normal samples."""
+    """Fill with normal samples; a complex tensor gets real and imaginary parts each normal with mean ``mean``
+    and standard deviation ``std / sqrt(2)`` (as PyTorch). Integer and bool tensors are refused (as in
+    PyTorch)."""
+    _refuse_kinds(self, "normal_", "biu", "a continuous distribution needs a floating or complex dtype")
     if std < 0:
         raise ValueError(f"normal_: expects std >= 0, got {std}")
+    if self.dtype.is_complex:
+        z = _draw(_src(self, generator), "standard_normal", self.shape, self.dtype, std * _HALF_VAR, mean)
+        return _fill_(self, z, "normal_")
     z = _src(self, generator).standard_normal(tuple(self.shape), dtype=_sample_dtype(self.dtype))
     return _fill_(self, z * std + mean, "normal_")
 

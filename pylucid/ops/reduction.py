@@ -1013,7 +1013,7 @@ class Median(_MinMax):
     """
 
     schema = OpSchema("median", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))
     backward_fast = None  # not a hot op: the graph formula serves first order too
 
     def save_extra(self, arrays, out):
@@ -1048,7 +1048,7 @@ class NanMedian(Median):
     """Median of all non-NaN elements (lower middle value); NaN when all are NaN."""
 
     schema = OpSchema("nanmedian", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))
 
 
 class MedianDim(ValueSelectingOp):
@@ -1056,7 +1056,7 @@ class MedianDim(ValueSelectingOp):
     the middle (NaN anywhere in the slice gives NaN and the index of its first NaN)."""
 
     schema = OpSchema("median_dim", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))
 
     @staticmethod
     def forward(be, x, dim, keepdim, ignore_nan):
@@ -1078,14 +1078,15 @@ class NanMedianDim(MedianDim):
     """``(values, indices)`` of the lower median of the non-NaN elements along ``dim``."""
 
     schema = OpSchema("nanmedian_dim", amp_policy=KEEP_INPUT, saves_output=True, family="reduction",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))
 
 
 def _median(name, cls_all, cls_dim, input, dim, keepdim, ignore_nan):
     check_tensor(input, name)
-    if input.dtype.is_complex:  # checked here so that the error names the function called, not its op
-        raise DtypeMismatch(f"{name}: input has dtype {input.dtype.name} (complex); {name} accepts float, int, "
-                            "bool tensors (complex numbers have no order)")
+    if input.dtype.is_complex or input.dtype is _dt.bool_:  # checked here: the error names the function called
+        why = "complex numbers have no order" if input.dtype.is_complex else "PyTorch has no bool median kernel"
+        raise DtypeMismatch(f"{name}: input has dtype {input.dtype.name}; {name} accepts float and int tensors "
+                            f"({why})")
     if dim is None:
         return apply(cls_all, (input,), {"axes": None, "keepdim": False, "ignore_nan": ignore_nan})
     d = _single_dim(name, input, dim)

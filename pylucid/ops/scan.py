@@ -309,6 +309,9 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     tensor([10000.0000, 10000.6934, 10000.6934])
     """
     d = _scan_dim(input, dim, "logcumsumexp")
+    if input._data.dtype.kind in "biu":
+        raise DtypeMismatch(f"logcumsumexp: input has dtype {input.dtype.name}; logcumsumexp accepts float and "
+                            "complex tensors (as PyTorch: no integer or bool kernel)")
     return apply(Logcumsumexp, (input,), {"dim": d})
 
 

@@ -275,7 +275,7 @@ class Topk(ValueSelectingOp):
     """``(values, indices)`` of the ``k`` largest (or smallest) entries along ``dim``."""
 
     schema = OpSchema("topk", amp_policy=KEEP_INPUT, saves_output=True, family="sorting",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))
 
     @staticmethod
     def forward(be, x, k, dim, keepdim, largest):
@@ -308,7 +308,7 @@ class Kthvalue(ValueSelectingOp):
     """``(values, indices)`` of the ``k``-th smallest entry along ``dim`` (1-based ``k``)."""
 
     schema = OpSchema("kthvalue", amp_policy=KEEP_INPUT, saves_output=True, family="sorting",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))
 
     @staticmethod
     def forward(be, x, k, dim, keepdim):
@@ -443,7 +443,7 @@ class Searchsorted(Op):
     """Insertion points of ``values`` in the innermost dim of the sorted ``sorted_sequence``."""
 
     schema = OpSchema("searchsorted", amp_policy=KEEP_INPUT, differentiable=False, family="sorting",
-                      accepts=("float", "int", "bool"))
+                      accepts=("float", "int"))
 
     @staticmethod
     def forward(be, seq, values, side, out_int32, sorter):

@@ -25,9 +25,12 @@ from .schema import KEEP_INPUT, OpSchema
 _HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
 
 
-def _check_float(op, x, what="input"):
-    if not is_float_dtype(x._data.dtype):
-        raise DtypeMismatch(f"{op}: {what} must be a floating point tensor, got {x.dtype}")
+def _check_float(op, x, what="input", half=True):
+    """A ``DtypeMismatch`` unless ``x`` is floating (``half=False``: float32 or float64 only, for the ops that
+    PyTorch has no float16/bfloat16 kernel for: quantile, histogram, histogramdd)."""
+    if not is_float_dtype(x._data.dtype) or (not half and x._data.dtype.itemsize == 2):
+        accepted = "float16, bfloat16, float32, float64" if half else "float32, float64"
+        raise DtypeMismatch(f"{op}: {what} must be a floating point tensor, got {x.dtype}; accepted: {accepted}")
 
 
 # ------------------------------------------------------------------------------------------ bincount
@@ -181,7 +184,7 @@ def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = No
     (tensor([0., 2., 1., 0.]), tensor([0., 1., 2., 3., 4.]))
     """
     check_tensor(input, "histogram")
-    _check_float("histogram", input)
+    _check_float("histogram", input, half=False)
     be = input._device.backend
     if isinstance(bins, Tensor):
         if bins.ndim != 1 or bins.numel() < 1:
@@ -267,7 +270,7 @@ def histogramdd(input: Tensor, bins=10, *, range=None, weight: Tensor | None = N
             [1., 0.]])
     """
     check_tensor(input, "histogramdd")
-    _check_float("histogramdd", input)
+    _check_float("histogramdd", input, half=False)
     if input.ndim < 1:
         raise ValueError("histogramdd: input must have at least one dimension (..., D)")
     D = input.shape[-1]
@@ -322,7 +325,7 @@ def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan):
     from .sorting import sort
 
     check_tensor(input, name)
-    _check_float(name, input)
+    _check_float(name, input, half=False)
     if interpolation not in _INTERPOLATIONS:
         raise ValueError(f"{name}: interpolation must be one of {list(_INTERPOLATIONS)}, got {interpolation!r}")
     be = input._device.backend
