@@ -324,6 +324,38 @@ class CPUBackend(ArrayBackend):
             self.batch_norm_update_(running_mean, running_var, mu, var, m, momentum)
         return y.reshape(x.shape), mu, var
 
+    @staticmethod
+    def _bn_grad_coefs(psum, pdot, mean, rstd, weight, m, folded, dtype):
+        """``(db, dw, k, b, c)`` of batch norm's backward from the per-image partial sums of ``g`` (``psum``)
+        and of ``g (x - mean)`` or, ``folded``, ``g x`` (``pdot``): ``dx = k (g - db/m - xhat dw/m)`` is written
+        ``k g + b (x - mean) + c`` per channel (``k = weight rstd``; ``b x`` and ``c`` absorb the mean when folded)."""
+        db = np.sum(psum, axis=0)
+        gxc = np.sum(pdot, axis=0) - (mean * db if folded else 0)
+        dw = gxc * rstd
+        k = rstd if weight is None else rstd * weight.astype(dtype, copy=False)
+        b = -k * rstd * dw / m
+        cc = -k * db / m - (b * mean if folded else 0)
+        return db, dw, k, b, cc
+
+    @staticmethod
+    def _bn_dx_blocks(g3, x3, dx, lo, hi, step, coefs, folded):
+        """``dx = k g + b (x - mean) + c`` (``b x + c`` when ``folded``) over images ``[lo, hi)``, ``step`` images
+        at a time; ``coefs`` = ``(k, b, c, mean)`` shaped to broadcast against a block."""
+        k, b, cc, mean = coefs
+        tmp = np.empty((min(step, hi - lo),) + x3.shape[1:], dtype=x3.dtype)
+        for i in range(lo, hi, step):
+            j = min(i + step, hi)
+            t = tmp[:j - i]
+            d = dx[i:j]
+            np.multiply(g3[i:j], k, out=d)
+            if folded:
+                np.multiply(x3[i:j], b, out=t)
+            else:
+                np.subtract(x3[i:j], mean, out=t)
+                t *= b
+            t += cc  # in the cache-sized block, not another pass over dx
+            d += t
+
     def batch_norm_backward(self, g, x, weight, mean, var, training: bool, eps: float, need_dx: bool = True):
         if not (training and self._bn_fast(x, g) and mean.dtype == x.dtype and var.dtype == x.dtype):
             return super().batch_norm_backward(g, x, weight, mean, var, training, eps, need_dx)
@@ -357,33 +389,12 @@ class CPUBackend(ArrayBackend):
                     t = np.subtract(x3[i:j], mean[:, None], out=tmp[:j - i])
                     pdot[i:j] = np.vecdot(g3[i:j], t)
             self._par(sums, n, 2 * x.size)
-            db = np.sum(psum, axis=0)
-            gxc = np.sum(pdot, axis=0) - (mean * db if folded else 0)
-            dw = gxc * rstd
+            db, dw, k, b, cc = self._bn_grad_coefs(psum, pdot, mean, rstd, weight, m, folded, x.dtype)
             dx = None
             if need_dx:
-                # dx = k (g - db/m - xhat dw/m) = k g + b (x - mean) + c per channel (k = weight rstd): b x a block
-                # at a time, the rest in place in dx
-                k = rstd if weight is None else rstd * weight.astype(x.dtype, copy=False)
-                b = -k * rstd * dw / m
-                cc = -k * db / m - (b * mean if folded else 0)
                 dx = np.empty_like(g3)
-
-                def grad(lo, hi):
-                    tmp = np.empty((min(step, hi - lo),) + x3.shape[1:], dtype=x.dtype)
-                    for i in range(lo, hi, step):
-                        j = min(i + step, hi)
-                        t = tmp[:j - i]
-                        d = dx[i:j]
-                        np.multiply(g3[i:j], k[:, None], out=d)
-                        if folded:
-                            np.multiply(x3[i:j], b[:, None], out=t)
-                        else:
-                            np.subtract(x3[i:j], mean[:, None], out=t)
-                            t *= b[:, None]
-                        t += cc[:, None]  # in the cache-sized block, not another pass over dx
-                        d += t
-                self._par(grad, n, 2 * x.size)
+                coefs = (k[:, None], b[:, None], cc[:, None], mean[:, None])
+                self._par(lambda lo, hi: self._bn_dx_blocks(g3, x3, dx, lo, hi, step, coefs, folded), n, 2 * x.size)
                 dx = dx.reshape(x.shape)
         return dx, dw, db
 
@@ -458,34 +469,11 @@ class CPUBackend(ArrayBackend):
                     j = min(i + step, hi)
                     self._bn_dots(g3[i:j], np.subtract(x3[i:j], mean_b, out=tmp[:j - i]), pdot[i:j], ln)
             sums(0, n)
-            db = np.sum(psum, axis=0)
-            gxc = np.sum(pdot, axis=0) - (mean * db if folded else 0)
-            dw = gxc * rstd
+            db, dw, k, b, cc = self._bn_grad_coefs(psum, pdot, mean, rstd, weight, m, folded, x.dtype)
             dx = None
             if need_dx:
-                # dx = k (g - db/m - xhat dw/m) = k g + b (x - mean) + c per channel (k = weight rstd): b x a block
-                # at a time, the rest in place in dx
-                k = rstd if weight is None else rstd * weight.astype(x.dtype, copy=False)
-                b = -k * rstd * dw / m
-                cc = -k * db / m - (b * mean if folded else 0)
-                k_b, b_b, cc_b = bc(k), bc(b), bc(cc)
                 dx = np.empty_like(g3)
-
-                def grad(lo, hi):
-                    tmp = np.empty((min(step, hi - lo),) + x3.shape[1:], dtype=x.dtype)
-                    for i in range(lo, hi, step):
-                        j = min(i + step, hi)
-                        t = tmp[:j - i]
-                        d = dx[i:j]
-                        np.multiply(g3[i:j], k_b, out=d)
-                        if folded:
-                            np.multiply(x3[i:j], b_b, out=t)
-                        else:
-                            np.subtract(x3[i:j], mean_b, out=t)
-                            t *= b_b
-                        t += cc_b  # in the cache-sized block, not another pass over dx
-                        d += t
-                grad(0, n)
+                self._bn_dx_blocks(g3, x3, dx, 0, n, step, (bc(k), bc(b), bc(cc), mean_b), folded)
                 dx = dx.reshape(x.shape)
         return dx, dw, db
 
