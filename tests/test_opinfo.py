@@ -258,6 +258,10 @@ def compare(expected, actual, tol, what="output", check_dtype=True, values=True)
             e, a = _np(expected), _np(actual)
             if e.dtype.kind in "fc" or a.dtype.kind in "fc":
                 rtol, atol = tol if tol is not None else TOL.get(expected.dtype, (1e-7, 1e-7))
+                if tol is None and expected.dtype in (torch.float32, torch.complex64):
+                    # float32 rounding of a sum scales with its terms: an element that cancels to near zero
+                    # carries the error of the large ones (summation orders differ between libraries)
+                    atol *= max(1.0, float(np.abs(e).max()))
                 ok = np.isclose(a.astype(np.complex128), e.astype(np.complex128), rtol=rtol, atol=atol,
                                 equal_nan=True)
                 if not ok.all():
