@@ -10,8 +10,17 @@ import torch
 import torch.nn.functional as F
 
 import pylucid as pl
+import pylucid.backends  # noqa: F401 - the oneDNN switch
 from pylucid.backend.base import ArrayBackend
 from pylucid.backend.cpu import CPUBackend
+
+@pytest.fixture(autouse=True)
+def _gemm_kernels():
+    """These are tests of the CPU backend's own GEMM kernels: oneDNN's convolutions (tests/test_onednn.py),
+    where installed, are switched off."""
+    with pl.backends.mkldnn.flags(enabled=False):
+        yield
+
 
 CONV = {1: (F.conv1d, pl.nn.functional.conv1d), 2: (F.conv2d, pl.nn.functional.conv2d),
         3: (F.conv3d, pl.nn.functional.conv3d)}

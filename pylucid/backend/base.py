@@ -646,9 +646,12 @@ class ArrayBackend:
         # one 2-D GEMM when there is one group (NumPy's stacked matmul adds a loop and a copy otherwise)
         return (a[0] @ b[0])[None] if a.shape[0] == 1 else a @ b
 
-    # Stride 1, one group, >= _TAP_MIN_C input channels: no im2col at all. On the flattened channels-last
-    # padded grid (N*P, C), the input rows a kernel tap reads are the output rows shifted by a constant
-    # offset, so each tap is ONE GEMM on a contiguous slice (zero-copy) and the taps' products are summed.
+    # Stride 1, one group, >= _TAP_MIN_C input channels: no im2col at all. On the padded grid of the whole
+    # batch, flattened channels-first as (C, N*P), the input positions a kernel tap reads are the output
+    # positions shifted by a constant offset, so each tap is ONE GEMM W_t (O, C) @ buf[:, off_t:] on a
+    # zero-copy slice and the taps' products are summed. Channels-first keeps every image row a contiguous
+    # run, so the copies into and out of the grid move whole rows (a channels-last grid transposes element
+    # by element: 10 times slower on 64 channels at 32x32, more than a third of the convolution's time).
     # The grid shares its padding between neighbours: each dim holds its S pixels then max(lo, hi) zeros,
     # and the whole buffer starts with the flat offset of the low pads, so a read past a row's left edge
     # lands in the previous row's trailing zeros (and past an image's top in the previous image's). A 3x3
@@ -696,13 +699,52 @@ class ArrayBackend:
         return offs, rows, lead, max(rows + max(offs), lead + n * per)
 
     def _tap_buf(self, a, grid, lead, length, cdt):
-        """``a`` (N, C, *S) channels-last on the shared-padding grid: (length, C) in ``cdt``, zero but at the
-        pixels (row ``lead + i*prod(grid) + flat(x)``)."""
+        """``a`` (N, C, *S) channels-first on the shared-padding grid of the whole batch: (C, length) in ``cdt``,
+        zero but at the pixels (column ``lead + i*prod(grid) + flat(x)``). Each channel's rows of pixels are
+        contiguous runs in both layouts, so the copy moves whole rows (no element-wise transposition)."""
+        xp = self.xp
         n, c = a.shape[:2]
-        buf = self.xp.zeros((length, c), dtype=cdt)
-        view = buf[lead:lead + n * _prod(grid)].reshape((n,) + tuple(grid) + (c,))
-        self._copy_n(view[(slice(None),) + tuple(slice(0, s) for s in a.shape[2:])], self.xp.moveaxis(a, 1, -1))
+        buf = xp.zeros((c, length), dtype=cdt)
+        view = buf[:, lead:lead + n * _prod(grid)].reshape((c, n) + tuple(grid))
+        self._copy_n(view[(slice(None), slice(None)) + tuple(slice(0, s) for s in a.shape[2:])],
+                     xp.swapaxes(a, 0, 1))
         return buf
+
+    def _tap_unbuf(self, out, m, grid, lead, sizes, b=None, cdt=None):
+        """``out`` (N, C, *sizes) = the pixels of the channels-first grid matrix ``m`` (C, >= lead + N*P) (+ ``b``
+        per channel), rounded once to ``out``'s dtype: the inverse of :meth:`_tap_buf`, again by whole rows."""
+        n, c = out.shape[:2]
+        v = m[:, lead:lead + n * _prod(grid)].reshape((c, n) + tuple(grid))
+        v = self.xp.swapaxes(v[(slice(None), slice(None)) + tuple(slice(0, s) for s in sizes)], 0, 1)
+        self._bias_out(out, v, b, cdt or m.dtype, tile_axis=None)
+
+    def _tap_tile(self, c: int, o: int, reduce: bool = False) -> int | None:
+        """Positions per block of the tap GEMMs (None: all positions in one GEMM per tap). The CPU backend
+        blocks them so that a tap's operand and result blocks stay in cache across the taps."""
+        return None
+
+    def _tap_blocks(self, rows: int, tile: int | None):
+        return [(0, rows)] if tile is None else [(r0, min(rows, r0 + tile)) for r0 in range(0, rows, tile)]
+
+    def _conv_taps(self, x, w, b, pads, dilation, dt, cdt):
+        n, c = x.shape[:2]
+        o = w.shape[0]
+        kernel = w.shape[2:]
+        size = x.shape[2:]
+        out_sp = tuple(s + lo + hi - d * (k - 1) for s, (lo, hi), d, k in zip(size, pads, dilation, kernel))
+        grid = self._tap_padded(size, pads, out_sp, kernel, dilation)
+        offs, rows, lead, length = self._tap_geom(n, grid, pads, out_sp, kernel, dilation)
+        buf = self._tap_buf(x, grid, lead, length, cdt)
+        wt = self._tap_w(w, cdt)  # (K, O, C)
+        y = self.xp.empty((o, n * _prod(grid)), dtype=cdt)
+        # y[:, p] = sum_t W_t @ buf[:, p + off_t], block by block of positions (the rows past ``rows`` are the
+        # last image's trailing grid positions: never read)
+        for r0, r1 in self._tap_blocks(rows, self._tap_tile(c, o)):
+            for t, off in enumerate(offs):
+                self._gemm_into(wt[t], buf[:, off + r0:off + r1], y[:, r0:r1], t > 0)
+        out = self.xp.empty((n, o) + out_sp, dtype=dt)
+        self._tap_unbuf(out, y, grid, 0, out_sp, b, cdt)
+        return out
 
     def _conv_grid(self, a, pads, cdt, padded=None):
         """``a`` (N, C, *S) as its channels-last zero-padded grid (N, *padded, C) in ``cdt``."""
@@ -715,9 +757,8 @@ class ArrayBackend:
         return buf
 
     def _tap_w(self, w, cdt):
-        """The weight (O, C, *k) as (K, O, C) per-tap matrices (the forward multiplies by their transposed
-        views: this copy keeps (C, *k) runs together and measures 2 to 7 times faster than (K, C, O) on
-        256 to 512 channels, the GEMMs alike)."""
+        """The weight (O, C, *k) as (K, O, C) per-tap matrices (the data gradient multiplies by their transposed
+        views)."""
         nd = w.ndim - 2
         wt = self.xp.ascontiguousarray(w.transpose(tuple(range(2, 2 + nd)) + (0, 1)), dtype=cdt)
         return wt.reshape((_prod(w.shape[2:]),) + wt.shape[nd:])
@@ -730,32 +771,7 @@ class ArrayBackend:
         if accumulate:
             out += self.xp.matmul(a, b)
         else:
-            self.xp.matmul(a, b, out=out)
-
-    def _tap_sum(self, a, wt, offs, rows, total, out_cols, cdt):
-        """``y[:rows] = sum_t a[off_t : off_t + rows] @ wt[t]`` of a (total, out_cols) ``y`` (the grid's output
-        rows; those past ``rows`` are never read)."""
-        y = self.xp.empty((total, out_cols), dtype=cdt)
-        head = y[:rows]
-        for t, off in enumerate(offs):
-            self._gemm_into(a[off:off + rows], wt[t], head, t > 0)
-        return y
-
-    def _conv_taps(self, x, w, b, pads, dilation, dt, cdt):
-        xp = self.xp
-        n, c = x.shape[:2]
-        o = w.shape[0]
-        kernel = w.shape[2:]
-        size = x.shape[2:]
-        out_sp = tuple(s + lo + hi - d * (k - 1) for s, (lo, hi), d, k in zip(size, pads, dilation, kernel))
-        grid = self._tap_padded(size, pads, out_sp, kernel, dilation)
-        offs, rows, lead, length = self._tap_geom(n, grid, pads, out_sp, kernel, dilation)
-        buf = self._tap_buf(x, grid, lead, length, cdt)
-        y = self._tap_sum(buf, self.xp.swapaxes(self._tap_w(w, cdt), 1, 2), offs, rows, n * _prod(grid), o, cdt)
-        y = y.reshape((n,) + grid + (o,))[(slice(None),) + tuple(slice(0, v) for v in out_sp)]
-        out = xp.empty((n, o) + out_sp, dtype=dt)
-        self._bias_out(out, xp.moveaxis(y, -1, 1), b, cdt)
-        return out
+            out[...] = self.xp.matmul(a, b)  # ``out`` may be a strided view (CuPy's matmul writes only whole arrays)
 
     def _bias_out(self, out, y, b, cdt, tile_axis=1):
         """``out[...] = y (+ b, shaped to broadcast, or per channel on axis 1)``, rounded to ``out``'s dtype,
@@ -775,24 +791,23 @@ class ArrayBackend:
         self._par(add, out.shape[0], out.size)
 
     def _tap_g(self, g, padded, cdt):
-        """The output gradient on the grid, flattened (N*P, O), zero past the output's extent."""
-        return self._conv_grid(g, ((0, 0),) * (g.ndim - 2), cdt, padded).reshape(-1, g.shape[1])
+        """The output gradient channels-first on the grid (O, N*P), zero past the output's extent."""
+        return self._tap_buf(g, padded, 0, g.shape[0] * _prod(padded), cdt)
 
     def _conv_taps_dx(self, gf, g_sp, w, size, pads, dilation, padded, dt, cdt):
         xp = self.xp
-        per = _prod(padded)
-        n = gf.shape[0] // per
-        c = w.shape[1]
+        n = gf.shape[1] // _prod(padded)
+        o, c = w.shape[:2]
         offs, rows, lead, length = self._tap_geom(n, padded, pads, g_sp, w.shape[2:], dilation)
-        wt = self._tap_w(w, cdt)
-        acc = xp.zeros((length, c), dtype=cdt)
-        g_rows = gf[:rows]  # the rows past it are zero: the last image's trailing positions
-        for t, off in enumerate(offs):  # the adjoint of _tap_sum: each tap's product added at its offset
-            self._gemm_into(g_rows, wt[t], acc[off:off + rows], True)
-        acc = acc[lead:lead + n * per].reshape((n,) + tuple(padded) + (c,))
-        acc = acc[(slice(None),) + tuple(slice(0, s) for s in size)]
+        wt = self._tap_w(w, cdt)  # (K, O, C): the products take its transposed (C, O) views
+        acc = xp.zeros((c, length), dtype=cdt)
+        # the adjoint of the forward: each tap's product added at its offset (the gradient's columns past
+        # ``rows`` are zero: the last image's trailing positions), block by block of gradient positions
+        for r0, r1 in self._tap_blocks(rows, self._tap_tile(c, o)):
+            for t, off in enumerate(offs):
+                self._gemm_into(xp.swapaxes(wt[t], 0, 1), gf[:, r0:r1], acc[:, off + r0:off + r1], True)
         out = xp.empty((n, c) + tuple(size), dtype=dt)
-        self._copy_n(out, xp.moveaxis(acc, -1, 1), tile_axis=1)
+        self._tap_unbuf(out, acc, padded, lead, size)
         return out
 
     def _conv_taps_dw(self, x, gf, g_sp, w_shape, pads, dilation, padded, cdt):
@@ -802,9 +817,12 @@ class ArrayBackend:
         n = x.shape[0]
         offs, rows, lead, length = self._tap_geom(n, padded, pads, g_sp, kernel, dilation)
         a = self._tap_buf(x, padded, lead, length, cdt)
-        # per tap g^T a: the (O, C) orientation of the long-reduction GEMM measures faster than a^T g for few
-        # channels (OpenBLAS, C = 32: 20%), and equal for many
-        dw = self._dw_gemms(xp.swapaxes(gf[:rows], 0, 1), a, offs, rows, cdt)
+        # per tap dW_t (O, C) = sum_p g[:, p] a[:, p + off_t]^T, the reduction over positions split in blocks
+        # (accumulated in place: beta = 1 after the first)
+        dw = xp.empty((len(offs), o, c), dtype=cdt)
+        for i, (r0, r1) in enumerate(self._tap_blocks(rows, self._tap_tile(c, o, reduce=True))):
+            for t, off in enumerate(offs):
+                self._gemm_into(gf[:, r0:r1], xp.swapaxes(a[:, off + r0:off + r1], 0, 1), dw[t], i > 0)
         dw = dw.reshape(kernel + (o, c))
         out = xp.empty(tuple(w_shape), dtype=x.dtype)
         out[...] = dw.transpose((len(kernel), len(kernel) + 1) + tuple(range(len(kernel))))
@@ -915,6 +933,76 @@ class ArrayBackend:
         rows = xt.size // max(c, 1)
         dw = self._dw_gemms(gt.reshape(o, rows), xp.swapaxes(xt.reshape(c, rows), 0, 1), (0,), rows, cdt)[0]
         return dw.astype(x.dtype, copy=False).reshape(w_shape)
+
+    # -- a convolution library (cuDNN on CUDA, oneDNN on the CPU): each method returns None wherever the library
+    # -- is switched off, absent or declines the case, and the op then runs the GEMM kernels below ---------------
+    def _conv_library(self):
+        """``(module, keywords)``: the library's module (``conv_forward``, ``conv_data_grad``,
+        ``conv_weight_grad``) and the keywords its calls take, or None (none here: the portable kernels)."""
+        return None
+
+    @staticmethod
+    def _both_grads(need_x, need_w, grad_x, grad_w):
+        """``(dx, dw)`` from the two gradient calls (each skipped when not needed), or None when a needed
+        one is declined (the caller then runs the existing kernels for both)."""
+        gx = gw = None
+        if need_x:
+            gx = grad_x()
+            if gx is None:
+                return None
+        if need_w:
+            gw = grad_w()
+            if gw is None:
+                return None
+        return gx, gw
+
+    def conv_nd(self, x, w, b, stride, pads, dilation, groups):
+        """A convolution's forward through the backend's library (output in the layout of ``x``), or None."""
+        c = self._conv_library()
+        if c is None:
+            return None
+        mod, kw = c
+        return mod.conv_forward(x, w, stride, pads, dilation, groups, bias=b, **kw)
+
+    def conv_nd_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
+        """``(dx, dw)`` of a convolution through the library (each None when not needed), or None if it
+        declines a needed one."""
+        c = self._conv_library()
+        if c is None:
+            return None
+        mod, kw = c
+        return self._both_grads(
+            need_x, need_w,
+            lambda: mod.conv_data_grad(g, w, x.shape, stride, pads, dilation, groups, **kw),
+            lambda: mod.conv_weight_grad(x, g, w.shape, stride, pads, dilation, groups, **kw))
+
+    def conv_transpose_nd(self, x, w, b, stride, pads, dilation, groups, size):
+        """A transposed convolution's forward (the data gradient of a convolution), or None."""
+        c = self._conv_library()
+        if c is None:
+            return None
+        mod, kw = c
+        shape = (x.shape[0], w.shape[1] * groups) + tuple(size)
+        y = mod.conv_data_grad(x, w, shape, stride, pads, dilation, groups, **kw)
+        if y is not None and b is not None:
+            y += b.reshape((1, -1) + (1,) * len(size))
+        return y
+
+    def conv_transpose_nd_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
+        """``(dx, dw)`` of a transposed convolution: a convolution of ``g`` and a weight gradient with the
+        activations' roles swapped; None if the library declines a needed one."""
+        c = self._conv_library()
+        if c is None:
+            return None
+        mod, kw = c
+
+        def grad_x():
+            gx = mod.conv_forward(g, w, stride, pads, dilation, groups, **kw)
+            # an output_padding >= stride gives the convolution another output size: decline
+            return None if gx is None or gx.shape != x.shape else gx
+
+        return self._both_grads(need_x, need_w, grad_x,
+                                lambda: mod.conv_weight_grad(g, x, w.shape, stride, pads, dilation, groups, **kw))
 
     def conv_nd_gemm(self, x, w, b, stride, pads, dilation, groups):
         """Cross-correlation ``y = w * x + b`` of ``x`` (N, C, *S), ``w`` (O, C/G, *k), per-dim ``pads``
@@ -1115,7 +1203,7 @@ class ArrayBackend:
     def _sdpa_logits(self, qb, kc, mask, scale, causal, r0, r1, kend):
         """The scaled, masked scores ``q k^T * scale + mask`` of query rows r0:r1 over keys :kend."""
         xp = self.xp
-        s = xp.matmul(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
+        s = self.matmul(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
         s *= scale
         m = self._sdpa_rows(mask, r0, r1, kend)
         if m is not None:
@@ -1160,9 +1248,9 @@ class ArrayBackend:
             p, ls = self._sdpa_scores(qc[..., r0:r1, :], kc, mask, scale, causal, r0, r1, kend)
             lse[..., r0:r1, :] = ls
             if half:  # p rounded once to the input dtype for the GEMM with v (computed in float32)
-                o[..., r0:r1, :] = xp.matmul(p.astype(dt).astype(cdt), vc[..., :kend, :])
+                o[..., r0:r1, :] = self.matmul(p.astype(dt).astype(cdt), vc[..., :kend, :])
             else:
-                o[..., r0:r1, :] = xp.matmul(p, vc[..., :kend, :])
+                o[..., r0:r1, :] = self.matmul(p, vc[..., :kend, :])
         return o, lse
 
     def sdpa_cpu_backward(self, q, k, v, o, g, lse, mask, scale, causal):
@@ -1188,12 +1276,12 @@ class ArrayBackend:
             s -= lse[..., r0:r1, :]
             with self.errstate():
                 p = xp.exp(s)
-            dv[..., :kend, :] += xp.matmul(xp.swapaxes(p, -1, -2), gb)
-            dp = xp.matmul(gb, xp.swapaxes(vc[..., :kend, :], -1, -2))
+            dv[..., :kend, :] += self.matmul(xp.swapaxes(p, -1, -2), gb)
+            dp = self.matmul(gb, xp.swapaxes(vc[..., :kend, :], -1, -2))
             dp -= delta[..., r0:r1, :]
             dp *= p
             dp *= scale
-            dq[..., r0:r1, :] = xp.matmul(dp, kc[..., :kend, :])
-            dk[..., :kend, :] += xp.matmul(xp.swapaxes(dp, -1, -2), qb)
+            dq[..., r0:r1, :] = self.matmul(dp, kc[..., :kend, :])
+            dk[..., :kend, :] += self.matmul(xp.swapaxes(dp, -1, -2), qb)
         return tuple(self.sum_to_shape(a, ref.shape).astype(ref.dtype, copy=False)
                      for a, ref in ((dq, q), (dk, k), (dv, v)))

@@ -1749,68 +1749,8 @@ class CUDABackend(ArrayBackend):
         return mod, {"deterministic": _cudnn_flags.deterministic or _global_flags.deterministic,
                      "benchmark": _cudnn_flags.benchmark, "allow_tf32": _cudnn_flags.allow_tf32}
 
-    @staticmethod
-    def _both_grads(need_x, need_w, grad_x, grad_w):
-        """``(dx, dw)`` from the two gradient calls (each skipped when not needed), or None when a needed
-        one is declined (the caller then runs the existing kernels for both)."""
-        gx = gw = None
-        if need_x:
-            gx = grad_x()
-            if gx is None:
-                return None
-        if need_w:
-            gw = grad_w()
-            if gw is None:
-                return None
-        return gx, gw
-
-    def conv_nd(self, x, w, b, stride, pads, dilation, groups):
-        """A convolution's forward through cuDNN (output in the layout of ``x``), or None."""
-        c = self._cudnn()
-        if c is None:
-            return None
-        mod, kw = c
-        return mod.conv_forward(x, w, stride, pads, dilation, groups, bias=b, **kw)
-
-    def conv_nd_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
-        """``(dx, dw)`` of a convolution through cuDNN (each None when not needed), or None if cuDNN
-        declines a needed one."""
-        c = self._cudnn()
-        if c is None:
-            return None
-        mod, kw = c
-        return self._both_grads(
-            need_x, need_w,
-            lambda: mod.conv_data_grad(g, w, x.shape, stride, pads, dilation, groups, **kw),
-            lambda: mod.conv_weight_grad(x, g, w.shape, stride, pads, dilation, groups, **kw))
-
-    def conv_transpose_nd(self, x, w, b, stride, pads, dilation, groups, size):
-        """A transposed convolution's forward (the data gradient of a convolution), or None."""
-        c = self._cudnn()
-        if c is None:
-            return None
-        mod, kw = c
-        shape = (x.shape[0], w.shape[1] * groups) + tuple(size)
-        y = mod.conv_data_grad(x, w, shape, stride, pads, dilation, groups, **kw)
-        if y is not None and b is not None:
-            y += b.reshape((1, -1) + (1,) * len(size))
-        return y
-
-    def conv_transpose_nd_backward(self, g, x, w, stride, pads, dilation, groups, need_x=True, need_w=True):
-        """``(dx, dw)`` of a transposed convolution: a convolution of ``g`` and a weight gradient with the
-        activations' roles swapped; None if cuDNN declines a needed one."""
-        c = self._cudnn()
-        if c is None:
-            return None
-        mod, kw = c
-
-        def grad_x():
-            gx = mod.conv_forward(g, w, stride, pads, dilation, groups, **kw)
-            # an output_padding >= stride gives the convolution another output size: decline
-            return None if gx is None or gx.shape != x.shape else gx
-
-        return self._both_grads(need_x, need_w, grad_x,
-                                lambda: mod.conv_weight_grad(g, x, w.shape, stride, pads, dilation, groups, **kw))
+    def _conv_library(self):
+        return self._cudnn()
 
     def sdpa(self, q, k, v, bias, scale, causal=False):
         """Flash attention forward ``(o, lse)`` through cuDNN for (B, H, L, E) half inputs, or None."""

@@ -17,9 +17,10 @@ itself differentiable (gradient penalties, double backward). ``conv2d`` and
 ``backward_fast`` on raw arrays; the other ops run their graph formula for
 first order too.
 
-On CUDA, convolutions and transposed convolutions go through cuDNN wherever it
-takes the configuration (``be.conv_nd`` / ``be.conv_transpose_nd`` and their
-backwards; None means "not here" and the im2col path runs): the forward, and
+Convolutions and transposed convolutions go through the backend's library wherever
+it takes the configuration, cuDNN on CUDA and oneDNN on the CPU where installed
+(``be.conv_nd`` / ``be.conv_transpose_nd`` and their backwards; None means "not
+here" and the GEMM path runs): the forward, and
 the first-order backward (``backward_fast``). Under ``create_graph=True`` the
 graph formula above runs, so higher derivatives stay exact.
 
@@ -327,10 +328,9 @@ def _bias_grad(be, node, g):
     return None
 
 
-def _cudnn_grads(be, node, g, method):
-    """``(dx, dw, db)`` from the CUDA backend's cuDNN ``method`` (None: cuDNN is off or declines)."""
-    if be.name != "cuda":
-        return None
+def _library_grads(be, node, g, method):
+    """``(dx, dw, db)`` from the backend's convolution library (cuDNN, oneDNN) ``method`` (None: it is off,
+    absent or declines)."""
     p = node.params
     e = node.next_edges
     r = getattr(be, method)(g, node.input(0)._data, node.input(1)._data, p["stride"], p["pads"], p["dilation"],
@@ -341,7 +341,7 @@ def _cudnn_grads(be, node, g, method):
 class _ConvNd(Op):
     """``y = w * x + b`` (cross-correlation) with stride, per-side padding, dilation and groups.
 
-    Forward: cuDNN on CUDA where it takes the case, else im2col view, one contiguous copy, one batched
+    Forward: the backend's library (cuDNN, oneDNN) where it takes the case, else im2col view, one contiguous copy, one batched
     GEMM ``(G, O/G, C/G*K) @ (N, G, C/G*K, L)``. Backward (graph mode, so it is differentiable again):
     ``dx = fold(w^T @ g)``, ``dw = sum_n g @ unfold(x)^T``, ``db = sum(g)``; first order: cuDNN's data
     and weight gradients, else the im2col path (2-d) or the graph formula.
@@ -349,7 +349,7 @@ class _ConvNd(Op):
 
     @staticmethod
     def forward(be, x, w, b, stride, pads, dilation, groups):
-        if be.name == "cuda" and x.dtype.kind not in "iu":  # cuDNN has no integer convolution
+        if x.dtype.kind not in "iu":  # the libraries have no integer convolution
             y = be.conv_nd(x, w, b, stride, pads, dilation, groups)
             if y is not None:
                 return y
@@ -391,7 +391,7 @@ class _ConvNd(Op):
         return gx, gw, gb
 
     def backward_fast(self, be, g):
-        r = _cudnn_grads(be, self, g, "conv_nd_backward")
+        r = _library_grads(be, self, g, "conv_nd_backward")
         if r is not None:
             return r
         p = self.params
@@ -562,15 +562,15 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
 class _ConvTransposeNd(Op):
     """The adjoint of a convolution in its input: ``y = fold(w^T @ x) + b``.
 
-    ``x`` (N, Cin, *S), ``w`` (Cin, Cout/G, *k). Forward: cuDNN's data gradient of a convolution on
-    CUDA where it takes the case, else one GEMM + col2im. Backward (graph mode):
+    ``x`` (N, Cin, *S), ``w`` (Cin, Cout/G, *k). Forward: the library's data gradient of a convolution
+    (cuDNN, oneDNN) where it takes the case, else one GEMM + col2im. Backward (graph mode):
     ``dx = w @ unfold(g)`` (a convolution of ``g``), ``dw = sum_n x @ unfold(g)^T``; first order: cuDNN's
-    convolution and weight gradient, else the graph formula.
+    convolution and weight gradient (oneDNN's on the CPU), else the graph formula.
     """
 
     @staticmethod
     def forward(be, x, w, b, stride, pads, dilation, groups, size):
-        if be.name == "cuda" and x.dtype.kind not in "iu":
+        if x.dtype.kind not in "iu":
             y = be.conv_transpose_nd(x, w, b, stride, pads, dilation, groups, size)
             if y is not None:
                 return y
@@ -613,7 +613,7 @@ class _ConvTransposeNd(Op):
         return gx, gw, gb
 
     def backward_fast(self, be, g):
-        r = _cudnn_grads(be, self, g, "conv_transpose_nd_backward")
+        r = _library_grads(be, self, g, "conv_transpose_nd_backward")
         if r is not None:
             return r
         # the convolution of g with w (cropped: an output_padding past the stride can add a position)

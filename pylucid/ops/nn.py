@@ -105,14 +105,12 @@ class Linear(Op):
     def forward(be, x, w, b):
         if x.ndim > 2 and not be.folds_matmul:
             # one GEMM over the flattened leading dims, not a broadcast batched matmul
-            y = be.matmul(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
-        elif b is not None:
-            # (CUDA folds the leading dims into one GEMM itself, and adds the bias inside it: cuBLASLt's epilogue)
-            return be.matmul_bias(x, w.T, b)
-        else:
-            y = be.matmul(x, w.T)
-        # the GEMM's output is fresh: the bias is added into it (one pass, no second array)
-        return be.add_bias_(y, b) if b is not None else y
+            x2 = x.reshape(-1, x.shape[-1])
+            y = be.matmul(x2, w.T) if b is None else be.matmul_bias(x2, w.T, b)
+            return y.reshape(x.shape[:-1] + (w.shape[0],))
+        # (CUDA folds the leading dims into one GEMM itself, and adds the bias inside it: cuBLASLt's epilogue; the
+        # array backends add it into the GEMM's fresh output, one pass, no second array)
+        return be.matmul(x, w.T) if b is None else be.matmul_bias(x, w.T, b)
 
     def backward(self, g):
         from .elementwise import sum_to_size
@@ -157,8 +155,8 @@ class LinearAutocast(Op):
     (float16/bfloat16) and float32 or ``c`` operands:
 
     * ``y = cast(x, c) @ cast(W, c)^T + b``: one half-precision GEMM (float32 accumulation), then
-      ``b`` added in float32 and rounded to ``c`` once (on CUDA ``b`` is rounded to ``c`` and added inside the
-      GEMM, cuBLASLt's bias epilogue, as PyTorch);
+      ``b`` added in float32 and rounded to ``c`` once (on CUDA, and on the CPU where oneDNN's bfloat16 GEMM
+      runs, ``b`` is rounded to ``c`` and added inside the GEMM before its one rounding, as PyTorch);
     * ``dx = g @ cast(W, c)`` in ``x``'s dtype, ``dW = g^T cast(x, c)`` in ``W``'s dtype,
       ``db = sum g`` in ``b``'s dtype: float32 accumulation written as float32 directly.
 

@@ -1,0 +1,605 @@
+"""oneDNN for the CPU backend: Intel's convolution kernels, called through its C API with ``ctypes``.
+
+The CPU backend's own convolutions are GEMMs through NumPy's BLAS (:class:`~pylucid.backend.base.ArrayBackend`);
+oneDNN's are direct convolutions with just-in-time generated AVX2 / AVX-512 code, on the blocked layouts
+(``nChw16c``) those kernels read. On a 2-core AMD EPYC they ran a 3x3 64->64 convolution (32x32, batch 16)
+in the time PyTorch takes, which uses the same library, against 1.7 to 2.9 times for the GEMM path. It is
+an optional extra (``pip install pylucid[onednn]``: the ``onednn-cpu-gomp`` wheel, oneDNN built with GNU
+OpenMP and no other dependency); without it, or with ``pylucid.backends.mkldnn.enabled = False``, the GEMM
+path runs, with the same results up to float rounding.
+
+Functions on NumPy arrays, each returning None where oneDNN (or this module) does not take the
+configuration, so the caller runs its own kernels instead:
+
+* :func:`conv_forward` (``y = w * x + b``), :func:`conv_data_grad` (``dx``, also a transposed convolution's
+  forward) and :func:`conv_weight_grad` (``dw``) for 1-d, 2-d and 3-d data with stride, per-side padding,
+  dilation and groups, in float32 and (where the processor has the instructions) bfloat16. float64 and
+  float16 are declined.
+* :func:`matmul` of float32 or bfloat16 matrices (NumPy has no bfloat16 GEMM: the CPU backend otherwise
+  multiplies float32 copies), float32 accumulation, the result in bfloat16 or float32; processors with
+  AVX-512 BF16 multiply bfloat16 pairs directly, at twice the float32 rate. The CPU backend sends its larger
+  float32 products here too once oneDNN runs its convolutions: OpenBLAS's idle threads spin for a tenth of
+  a second after each call, on the cores oneDNN's threads then need (a GPT step at 2 threads ran 1.3 times
+  slower with the two libraries alternating).
+
+How it runs: one CPU engine and stream per process; per configuration (operation, shapes, dtype,
+parameters) a primitive descriptor with the layouts oneDNN prefers, the primitive, and the reorders between
+those layouts and the plain (C-contiguous) arrays pylucid holds, built once and cached. Every call then
+wraps the arrays (no copy), reorders into the preferred layouts, executes, and reorders the result back.
+Threads: oneDNN's OpenMP team is set to :func:`pylucid.get_num_threads` before each call. The math is
+float32 throughout (oneDNN's strict float mode: no reduced-precision shortcuts); bfloat16 data is
+accumulated in float32 and rounded once, as PyTorch's CPU convolution.
+
+Nothing loads at import: :func:`is_available` finds the library on first use (``PYLUCID_ONEDNN_LIBRARY``, a
+path, is tried first) and never raises (:func:`unavailable_reason` says why it is absent).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+import threading
+
+import numpy as np
+
+__all__ = ["is_available", "unavailable_reason", "version", "conv_forward", "conv_data_grad", "conv_weight_grad",
+           "matmul"]
+
+# -- the C API's constants (oneDNN 3.x, include/oneapi/dnnl/dnnl_types.h) ---------------------------------
+_CPU = 1
+_STREAM_IN_ORDER = 1
+_TAG_ANY = 1
+_F16, _BF16, _F32 = 1, 2, 3
+_FORWARD_TRAINING = 64
+_CONVOLUTION_DIRECT = 1
+_Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST = 129, 130, 131, 132, 133, 134
+_ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS = 1, 17, 33, 41
+_ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS = 129, 145, 161
+_Q_IMPL_INFO_STR = 8
+_MAX_NDIMS = 12
+
+# Fewer input channels per group than this (an image's first layer) in a forward or a weight gradient:
+# declined. oneDNN pads them to its 16-channel blocks and ran a 3->64 3x3 convolution 15 times slower than
+# the CPU backend's channels-first im2col (and PyTorch), which is left to take it. (A data gradient with
+# few channels, a generator's last transposed convolution, measured faster in oneDNN: taken.)
+_MIN_CHANNELS = 16
+
+_P = ctypes.c_void_p
+_PP = ctypes.POINTER(_P)
+_I = ctypes.c_int
+_Dims = ctypes.c_int64 * _MAX_NDIMS
+
+_DTYPES = {np.dtype(np.float32): _F32}
+try:
+    import ml_dtypes
+
+    _DTYPES[np.dtype(ml_dtypes.bfloat16)] = _BF16
+except ImportError:  # pragma: no cover - ml_dtypes is a dependency of pylucid
+    pass
+
+
+class _Arg(ctypes.Structure):
+    _fields_ = [("arg", _I), ("memory", _P)]
+
+
+_state: dict = {"lib": None, "reason": None, "engine": None, "stream": None, "omp": None, "threads": None}
+_lock = threading.Lock()
+_plans: dict = {}
+
+
+def _candidates():
+    env = os.environ.get("PYLUCID_ONEDNN_LIBRARY")
+    if env:
+        yield env
+    # the wheels install the library as data files: <prefix>/lib/libdnnl.so.3 (a venv, the user base)
+    prefixes = [sys.prefix, getattr(sys, "base_prefix", sys.prefix)]
+    try:
+        import site
+
+        prefixes.append(site.getuserbase())
+    except Exception:  # pragma: no cover
+        pass
+    for pre in prefixes:
+        for name in ("libdnnl.so.3", "libdnnl.so"):
+            p = os.path.join(pre, "lib", name)
+            if os.path.exists(p):
+                yield p
+    found = ctypes.util.find_library("dnnl")
+    if found:
+        yield found
+
+
+def _bind(lib):
+    sig = {
+        "dnnl_engine_create": (_I, [_PP, _I, ctypes.c_size_t]),
+        "dnnl_stream_create": (_I, [_PP, _P, ctypes.c_uint]),
+        "dnnl_memory_desc_create_with_tag": (_I, [_PP, _I, _Dims, _I, _I]),
+        "dnnl_memory_desc_create_with_strides": (_I, [_PP, _I, _Dims, _I, _Dims]),
+        "dnnl_memory_desc_destroy": (_I, [_P]),
+        "dnnl_memory_desc_equal": (_I, [_P, _P]),
+        "dnnl_memory_desc_get_size": (ctypes.c_size_t, [_P]),
+        "dnnl_convolution_forward_primitive_desc_create": (
+            _I, [_PP, _P, _I, _I, _P, _P, _P, _P, _Dims, _Dims, _Dims, _Dims, _P]),
+        "dnnl_convolution_backward_data_primitive_desc_create": (
+            _I, [_PP, _P, _I, _P, _P, _P, _Dims, _Dims, _Dims, _Dims, _P, _P]),
+        "dnnl_convolution_backward_weights_primitive_desc_create": (
+            _I, [_PP, _P, _I, _P, _P, _P, _P, _Dims, _Dims, _Dims, _Dims, _P, _P]),
+        "dnnl_matmul_primitive_desc_create": (_I, [_PP, _P, _P, _P, _P, _P, _P]),
+        "dnnl_reorder_primitive_desc_create": (_I, [_PP, _P, _P, _P, _P, _P]),
+        "dnnl_primitive_desc_query_md": (_P, [_P, _I, _I]),
+        "dnnl_primitive_desc_query": (_I, [_P, _I, _I, _P]),
+        "dnnl_primitive_desc_destroy": (_I, [_P]),
+        "dnnl_primitive_create": (_I, [_PP, _P]),
+        "dnnl_memory_create": (_I, [_PP, _P, _P, _P]),
+        "dnnl_memory_destroy": (_I, [_P]),
+        "dnnl_primitive_execute": (_I, [_P, _P, _I, _P]),
+        "dnnl_stream_wait": (_I, [_P]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+
+
+def _load():
+    """The bound library with its engine and stream, or None (``_state["reason"]`` says why)."""
+    if _state["lib"] is not None or _state["reason"] is not None:
+        return _state["lib"]
+    with _lock:
+        if _state["lib"] is not None or _state["reason"] is not None:
+            return _state["lib"]
+        reason = "oneDNN not found (pip install pylucid[onednn] installs it)"
+        for path in _candidates():
+            try:
+                lib = _dlopen_passive(path)
+                _bind(lib)
+                eng, strm = _P(), _P()
+                if lib.dnnl_engine_create(ctypes.byref(eng), _CPU, 0) != 0:
+                    raise OSError("dnnl_engine_create failed")
+                if lib.dnnl_stream_create(ctypes.byref(strm), eng, _STREAM_IN_ORDER) != 0:
+                    raise OSError("dnnl_stream_create failed")
+            except (OSError, AttributeError) as exc:
+                reason = f"{path}: {exc}"
+                continue
+            _state.update(engine=eng, stream=strm, omp=_omp_setter())
+            _state["lib"] = lib
+            return lib
+        _state["reason"] = reason
+        return None
+
+
+def _dlopen_passive(path):
+    """Load ``path`` with its OpenMP runtime set to sleep, not spin, between parallel regions.
+
+    GNU OpenMP's idle threads spin for a while after each region by default; between two oneDNN calls
+    the process runs NumPy and BLAS work on the same cores, which the spinning threads would slow down
+    (measured: a ReLU after a oneDNN convolution ran 3 times slower). libgomp reads ``OMP_WAIT_POLICY``
+    once, when it loads, so it is set only around this load (and left alone when the user set it)."""
+    keys = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+    if any(k in os.environ for k in keys):
+        return ctypes.CDLL(path)
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        return ctypes.CDLL(path)
+    finally:
+        del os.environ["OMP_WAIT_POLICY"]
+
+
+def _omp_setter():
+    """``omp_set_num_threads`` of the OpenMP runtime oneDNN runs on (GNU's, loaded with it), or None."""
+    try:
+        fn = ctypes.CDLL("libgomp.so.1").omp_set_num_threads
+    except (OSError, AttributeError):
+        return None
+    fn.restype, fn.argtypes = None, [_I]
+    return fn
+
+
+def is_available() -> bool:
+    """True when the oneDNN library loads and gives a CPU engine (never raises)."""
+    return _load() is not None
+
+
+def unavailable_reason() -> str:
+    """Why :func:`is_available` is False ("" when it is True), as ``pylucid.backend.cudnn``'s."""
+    return "" if _load() is not None else _state["reason"]
+
+
+def version() -> str | None:
+    """oneDNN's version, ``"3.2.0"``, or None without it."""
+    lib = _load()
+    if lib is None:
+        return None
+
+    class _Version(ctypes.Structure):
+        _fields_ = [("major", _I), ("minor", _I), ("patch", _I), ("hash", ctypes.c_char_p), ("cpu_runtime", ctypes.c_uint),
+                    ("gpu_runtime", ctypes.c_uint)]
+
+    lib.dnnl_version.restype = ctypes.POINTER(_Version)
+    v = lib.dnnl_version().contents
+    return f"{v.major}.{v.minor}.{v.patch}"
+
+
+# -- memory descriptors, primitives, execution -------------------------------------------------------------
+def _dims(v) -> _Dims:
+    d = _Dims()
+    for i, x in enumerate(v):
+        d[i] = int(x)
+    return d
+
+
+def _ok(status: int, what: str) -> None:
+    if status != 0:
+        raise _Declined(f"{what}: oneDNN status {status}")
+
+
+class _Declined(Exception):
+    """oneDNN refused a configuration (no implementation, bad sizes): the caller's kernels run instead."""
+
+
+def _md_plain(shape, dt):
+    """The C-contiguous layout of ``shape``."""
+    lib = _state["lib"]
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    md = _P()
+    _ok(lib.dnnl_memory_desc_create_with_strides(ctypes.byref(md), len(shape), _dims(shape), dt,
+                                                 _dims(reversed(strides))), "memory descriptor")
+    return md
+
+
+def _md_any(shape, dt):
+    md = _P()
+    _ok(_state["lib"].dnnl_memory_desc_create_with_tag(ctypes.byref(md), len(shape), _dims(shape), dt, _TAG_ANY),
+        "memory descriptor")
+    return md
+
+
+def _primitive(pd):
+    p = _P()
+    _ok(_state["lib"].dnnl_primitive_create(ctypes.byref(p), pd), "primitive")
+    return p
+
+
+class _Port:
+    """One operand of a primitive: its plain layout, the layout the primitive chose and, when they differ, the
+    reorder between them (into the primitive for an input, out of it for the output) and the buffer size."""
+
+    __slots__ = ("plain", "chosen", "reorder", "nbytes")
+
+    def __init__(self, plain, pd, query, is_output):
+        lib = _state["lib"]
+        self.plain = plain
+        self.chosen = lib.dnnl_primitive_desc_query_md(pd, query, 0)
+        self.reorder = None
+        self.nbytes = 0
+        if not lib.dnnl_memory_desc_equal(plain, self.chosen):
+            src, dst = (self.chosen, plain) if is_output else (plain, self.chosen)
+            rpd = _P()
+            _ok(lib.dnnl_reorder_primitive_desc_create(ctypes.byref(rpd), src, _state["engine"], dst,
+                                                       _state["engine"], None), "reorder")
+            self.reorder = _primitive(rpd)
+            self.nbytes = lib.dnnl_memory_desc_get_size(self.chosen)
+
+
+def _impl(pd) -> str:
+    """The name of the implementation oneDNN chose (``"brg:avx512_core"``, ``"jit:avx2"``, ``"ref:any"``)."""
+    out = ctypes.c_char_p()
+    if _state["lib"].dnnl_primitive_desc_query(pd, _Q_IMPL_INFO_STR, 0, ctypes.byref(out)) != 0 or not out.value:
+        return ""
+    return out.value.decode()
+
+
+class _Plan:
+    __slots__ = ("pd", "prim", "ports", "hint", "impl")
+
+    def __init__(self, pd, ports, hint=None):
+        self.impl = _impl(pd)
+        # oneDNN's reference implementations (plain loops: the configurations no optimised kernel takes) are
+        # far slower than the GEMM path: declined
+        if self.impl.startswith("ref"):
+            raise _Declined(f"only oneDNN's reference implementation ({self.impl})")
+        self.pd, self.prim, self.ports, self.hint = pd, _primitive(pd), ports, hint  # hint: kept alive with pd
+
+
+def _memory(md, ptr):
+    m = _P()
+    _ok(_state["lib"].dnnl_memory_create(ctypes.byref(m), md, _state["engine"], _P(ptr)), "memory")
+    return m
+
+
+def _run(prim, args) -> None:
+    lib = _state["lib"]
+    arr = (_Arg * len(args))(*[_Arg(a, m) for a, m in args])
+    _ok(lib.dnnl_primitive_execute(prim, _state["stream"], len(args), arr), "execute")
+    _ok(lib.dnnl_stream_wait(_state["stream"]), "stream wait")
+
+
+def _threads() -> None:
+    fn = _state["omp"]
+    if fn is None:
+        return
+    from .._threads import get_num_threads
+
+    fn(get_num_threads())  # per calling thread in OpenMP: set on every call (a few hundred nanoseconds)
+
+
+def _execute(plan: _Plan, arrays) -> None:
+    """Run ``plan`` on ``arrays`` (in the order of ``plan.ports``: (arg, port) pairs; the last is the output;
+    each in the strides its port was made for, C-contiguous for the convolutions), reordering into and out of
+    the primitive's layouts."""
+    lib = _state["lib"]
+    made, args, outs, keep = [], [], [], []
+    try:
+        for (arg, port), a in zip(plan.ports, arrays):
+            m = _memory(port.plain, a.ctypes.data)
+            made.append(m)
+            if port.reorder is None:
+                args.append((arg, m))
+                continue
+            buf = np.empty(port.nbytes, dtype=np.uint8)
+            keep.append(buf)
+            inner = _memory(port.chosen, buf.ctypes.data)
+            made.append(inner)
+            args.append((arg, inner))
+            if arg in (_ARG_DST, _ARG_DIFF_SRC, _ARG_DIFF_WEIGHTS):
+                outs.append((port.reorder, inner, m))
+            else:
+                _run(port.reorder, [(_ARG_SRC, m), (_ARG_DST, inner)])
+        _run(plan.prim, args)
+        for reorder, inner, m in outs:
+            _run(reorder, [(_ARG_SRC, inner), (_ARG_DST, m)])
+    finally:
+        for m in made:
+            lib.dnnl_memory_destroy(m)
+
+
+# -- convolution -------------------------------------------------------------------------------------------
+def _geometry(nd, stride, pads, dilation):
+    """oneDNN's stride, dilation (0: none), left and right padding arrays."""
+    return (_dims(stride), _dims(d - 1 for d in dilation), _dims(lo for lo, _ in pads), _dims(hi for _, hi in pads))
+
+
+def _wshape(w_shape, groups):
+    """The weight's dims as oneDNN reads them: (G, O/G, C/G, *k) for a grouped convolution."""
+    w_shape = tuple(int(s) for s in w_shape)
+    if groups == 1:
+        return w_shape
+    return (groups, w_shape[0] // groups) + w_shape[1:]
+
+
+def _conv_key(kind, x_shape, w_shape, y_shape, dt, stride, pads, dilation, groups, bias):
+    return (kind, tuple(x_shape), tuple(w_shape), tuple(y_shape), dt, tuple(stride), tuple(pads), tuple(dilation),
+            groups, bias)
+
+
+def _fwd_pd(xs, ws, ys, dt, geo, bias_dt, tag):
+    """A forward primitive descriptor (``tag``: any layouts, or the plain ones for a hint)."""
+    lib = _state["lib"]
+    mk = _md_any if tag == "any" else _md_plain
+    x_md, w_md, y_md = mk(xs, dt), mk(ws, dt), mk(ys, dt)
+    b_md = _md_plain((ws[0] * ws[1] if len(ws) > len(xs) else ws[0],), bias_dt) if bias_dt else None
+    pd = _P()
+    _ok(lib.dnnl_convolution_forward_primitive_desc_create(ctypes.byref(pd), _state["engine"], _FORWARD_TRAINING,
+                                                          _CONVOLUTION_DIRECT, x_md, w_md, b_md, y_md, *geo, None),
+        "convolution forward")
+    return pd, b_md
+
+
+def _plan(key, build):
+    plan = _plans.get(key, _plans)
+    if plan is not _plans:
+        return plan
+    with _lock:
+        plan = _plans.get(key, _plans)
+        if plan is _plans:
+            try:
+                plan = build()
+            except _Declined:
+                plan = None
+            _plans[key] = plan
+    return plan
+
+
+def _args_ok(arrays, dt) -> bool:
+    return all(a.dtype == dt and a.size > 0 for a in arrays)
+
+
+def conv_forward(x, w, stride, pads, dilation, groups, bias=None, **_flags):
+    """``y = w * x (+ bias)`` for ``x`` (N, C, *S), ``w`` (O, C/G, *k), ``pads`` ((lo, hi), ...) per dim: a new
+    C-contiguous (N, O, *out) array, or None where oneDNN does not take the configuration."""
+    if _load() is None or x.dtype not in _DTYPES or not _args_ok((x, w), x.dtype) or not 1 <= x.ndim - 2 <= 3:
+        return None
+    if w.shape[1] < _MIN_CHANNELS:
+        return None
+    dt = _DTYPES[x.dtype]
+    nd = x.ndim - 2
+    out = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1
+                for s, (lo, hi), k, st, d in zip(x.shape[2:], pads, w.shape[2:], stride, dilation))
+    if min(out) <= 0:
+        return None
+    ys = (x.shape[0], w.shape[0]) + out
+    b = bias
+    bias_dt = None if b is None else _DTYPES.get(b.dtype)
+    if b is not None and bias_dt is None:
+        return None
+    ws = _wshape(w.shape, groups)
+    key = _conv_key("fwd", x.shape, ws, ys, dt, stride, pads, dilation, groups, bias_dt)
+
+    def build():
+        pd, b_md = _fwd_pd(x.shape, ws, ys, dt, _geometry(nd, stride, pads, dilation), bias_dt, "any")
+        ports = [(_ARG_SRC, _Port(_md_plain(x.shape, dt), pd, _Q_SRC, False)),
+                 (_ARG_WEIGHTS, _Port(_md_plain(ws, dt), pd, _Q_WEIGHTS, False))]
+        if b_md is not None:
+            ports.append((_ARG_BIAS, _FixedPort(b_md)))
+        ports.append((_ARG_DST, _Port(_md_plain(ys, dt), pd, _Q_DST, True)))
+        return _Plan(pd, ports)
+
+    plan = _plan(key, build)
+    if plan is None:
+        return None
+    y = np.empty(ys, dtype=x.dtype)
+    arrays = [np.ascontiguousarray(x), np.ascontiguousarray(w)] + \
+        ([np.ascontiguousarray(b)] if b is not None else []) + [y]
+    _threads()
+    with _lock:
+        _execute(plan, arrays)
+    return y
+
+
+class _FixedPort:
+    """An operand the primitive takes in the layout it is given (a bias; a matmul's strided operands)."""
+
+    __slots__ = ("plain", "chosen", "reorder", "nbytes")
+
+    def __init__(self, md):
+        self.plain = self.chosen = md
+        self.reorder = None
+        self.nbytes = 0
+
+
+def conv_data_grad(g, w, x_shape, stride, pads, dilation, groups, **_flags):
+    """``dx`` (shape ``x_shape``) of :func:`conv_forward` for the output gradient ``g`` (N, O, *out); the forward
+    of a transposed convolution. A new C-contiguous array, or None where oneDNN declines."""
+    if _load() is None or g.dtype not in _DTYPES or not _args_ok((g, w), g.dtype) or not 1 <= g.ndim - 2 <= 3:
+        return None
+    x_shape = tuple(int(s) for s in x_shape)
+    if 0 in x_shape:
+        return None
+    dt = _DTYPES[g.dtype]
+    nd = g.ndim - 2
+    ws = _wshape(w.shape, groups)
+    key = _conv_key("bwd_data", x_shape, ws, g.shape, dt, stride, pads, dilation, groups, None)
+
+    def build():
+        geo = _geometry(nd, stride, pads, dilation)
+        hint, _ = _fwd_pd(x_shape, ws, g.shape, dt, geo, None, "any")
+        pd = _P()
+        _ok(_state["lib"].dnnl_convolution_backward_data_primitive_desc_create(
+            ctypes.byref(pd), _state["engine"], _CONVOLUTION_DIRECT, _md_any(x_shape, dt), _md_any(ws, dt),
+            _md_any(g.shape, dt), *geo, hint, None), "convolution backward data")
+        ports = [(_ARG_DIFF_DST, _Port(_md_plain(g.shape, dt), pd, _Q_DIFF_DST, False)),
+                 (_ARG_WEIGHTS, _Port(_md_plain(ws, dt), pd, _Q_WEIGHTS, False)),
+                 (_ARG_DIFF_SRC, _Port(_md_plain(x_shape, dt), pd, _Q_DIFF_SRC, True))]
+        return _Plan(pd, ports, hint)
+
+    plan = _plan(key, build)
+    if plan is None:
+        return None
+    dx = np.empty(x_shape, dtype=g.dtype)
+    _threads()
+    with _lock:
+        _execute(plan, [np.ascontiguousarray(g), np.ascontiguousarray(w), dx])
+    return dx
+
+
+def conv_weight_grad(x, g, w_shape, stride, pads, dilation, groups, **_flags):
+    """``dw`` (shape ``w_shape``) of :func:`conv_forward` for input ``x`` and output gradient ``g``: a new
+    C-contiguous array, or None where oneDNN declines."""
+    if _load() is None or x.dtype not in _DTYPES or not _args_ok((x, g), x.dtype) or not 1 <= x.ndim - 2 <= 3:
+        return None
+    if w_shape[1] < _MIN_CHANNELS:
+        return None
+    dt = _DTYPES[x.dtype]
+    nd = x.ndim - 2
+    ws = _wshape(w_shape, groups)
+    key = _conv_key("bwd_weights", x.shape, ws, g.shape, dt, stride, pads, dilation, groups, None)
+
+    def build():
+        geo = _geometry(nd, stride, pads, dilation)
+        hint, _ = _fwd_pd(x.shape, ws, g.shape, dt, geo, None, "any")
+        pd = _P()
+        _ok(_state["lib"].dnnl_convolution_backward_weights_primitive_desc_create(
+            ctypes.byref(pd), _state["engine"], _CONVOLUTION_DIRECT, _md_any(x.shape, dt), _md_any(ws, dt), None,
+            _md_any(g.shape, dt), *geo, hint, None), "convolution backward weights")
+        ports = [(_ARG_SRC, _Port(_md_plain(x.shape, dt), pd, _Q_SRC, False)),
+                 (_ARG_DIFF_DST, _Port(_md_plain(g.shape, dt), pd, _Q_DIFF_DST, False)),
+                 (_ARG_DIFF_WEIGHTS, _Port(_md_plain(ws, dt), pd, _Q_DIFF_WEIGHTS, True))]
+        return _Plan(pd, ports, hint)
+
+    plan = _plan(key, build)
+    if plan is None:
+        return None
+    dw = np.empty(tuple(int(s) for s in w_shape), dtype=x.dtype)
+    _threads()
+    with _lock:
+        _execute(plan, [np.ascontiguousarray(x), np.ascontiguousarray(g), dw])
+    return dw
+
+
+# -- matrix product ----------------------------------------------------------------------------------------
+_MATMUL_DTYPES = {np.dtype(np.float32): _F32}
+if _BF16 in _DTYPES.values():
+    _MATMUL_DTYPES[next(d for d, v in _DTYPES.items() if v == _BF16)] = _BF16
+
+
+def _md_strided(shape, strides_bytes, itemsize, dt):
+    md = _P()
+    _ok(_state["lib"].dnnl_memory_desc_create_with_strides(
+        ctypes.byref(md), len(shape), _dims(shape), dt, _dims(s // itemsize for s in strides_bytes)), "memory descriptor")
+    return md
+
+
+def _batch_ok(a) -> bool:
+    """An operand oneDNN reads in place: non-negative element strides, the last or second-to-last dim unit
+    (row- or column-major matrices), any strides for the batch dims."""
+    it = a.itemsize
+    st = a.strides
+    return all(v >= 0 and v % it == 0 for v in st) and (st[-1] == it or st[-2] == it)
+
+
+def matmul(a, b, out_dtype, bias=None):
+    """``a @ b (+ bias)`` of float32 or bfloat16 matrices (both the same dtype): ``a`` (..., M, K) and ``b``
+    (..., K, N) with equal batch dims, or a 2-d ``b`` (then ``a``'s leading dims are merged into M where they
+    are contiguous), as a new C-contiguous array of ``out_dtype`` (bfloat16 or float32); ``bias`` (N,), float32
+    or bfloat16, is added before the one rounding. None where oneDNN (or this function) does not take it."""
+    dt_in = _MATMUL_DTYPES.get(a.dtype)
+    if dt_in is None or b.dtype != a.dtype or a.ndim < 2 or b.ndim < 2 or np.dtype(out_dtype) not in _MATMUL_DTYPES \
+            or a.ndim > _MAX_NDIMS or _load() is None:
+        return None
+    if b.ndim == 2 and a.ndim > 2:
+        if not a.flags.c_contiguous:
+            return None
+        lead, m = a.shape[:-2], a.shape[-2]
+        a2 = a.reshape(-1, a.shape[-1])
+    elif a.ndim == b.ndim and a.shape[:-2] == b.shape[:-2]:
+        lead, m, a2 = (), None, a
+    else:
+        return None
+    if a2.shape[-1] != b.shape[-2] or 0 in a2.shape or 0 in b.shape or not (_batch_ok(a2) and _batch_ok(b)):
+        return None
+    out_dtype = np.dtype(out_dtype)
+    dt_out = _MATMUL_DTYPES[out_dtype]
+    dt_bias = None
+    if bias is not None:
+        dt_bias = _MATMUL_DTYPES.get(bias.dtype)
+        if dt_bias is None or bias.shape != (b.shape[-1],) or a2.ndim != 2:
+            return None
+        bias = np.ascontiguousarray(bias)
+    y_shape = a2.shape[:-1] + (b.shape[-1],)
+    key = ("matmul", a2.shape, a2.strides, b.shape, b.strides, dt_in, dt_out, dt_bias)
+
+    def build():
+        a_md = _md_strided(a2.shape, a2.strides, a2.itemsize, dt_in)
+        b_md = _md_strided(b.shape, b.strides, b.itemsize, dt_in)
+        y_md = _md_plain(y_shape, dt_out)
+        bias_md = _md_plain((1, b.shape[1]), dt_bias) if dt_bias is not None else None
+        pd = _P()
+        _ok(_state["lib"].dnnl_matmul_primitive_desc_create(ctypes.byref(pd), _state["engine"], a_md, b_md, bias_md,
+                                                            y_md, None), "matmul")
+        ports = [(_ARG_SRC, _FixedPort(a_md)), (_ARG_WEIGHTS, _FixedPort(b_md))]
+        if bias_md is not None:
+            ports.append((_ARG_BIAS, _FixedPort(bias_md)))
+        return _Plan(pd, ports + [(_ARG_DST, _FixedPort(y_md))])
+
+    plan = _plan(key, build)
+    if plan is None:
+        return None
+    y = np.empty(y_shape, dtype=out_dtype)
+    _threads()
+    with _lock:
+        _execute(plan, [a2, b] + ([bias] if bias is not None else []) + [y])
+    return y.reshape(lead + (m, b.shape[-1])) if lead else y
