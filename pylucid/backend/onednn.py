@@ -26,7 +26,9 @@ How it runs: one CPU engine and stream per process; per configuration (operation
 parameters) a primitive descriptor with the layouts oneDNN prefers, the primitive, and the reorders between
 those layouts and the plain (C-contiguous) arrays pylucid holds, built once and cached. Every call then
 wraps the arrays (no copy), reorders into the preferred layouts, executes, and reorders the result back.
-Threads: oneDNN's OpenMP team is set to :func:`pylucid.get_num_threads` before each call. The math is
+Threads: oneDNN's OpenMP team is set to :func:`pylucid.get_num_threads` for each call; once oneDNN has loaded,
+the BLAS libraries run single-threaded (:func:`pylucid.set_num_threads`), so that the two thread pools never
+compete for the cores. The math is
 float32 throughout (oneDNN's strict float mode: no reduced-precision shortcuts); bfloat16 data is
 accumulated in float32 and rounded once, as PyTorch's CPU convolution.
 
@@ -164,6 +166,9 @@ def _load():
                 continue
             _state.update(engine=eng, stream=strm, omp=_omp_setter())
             _state["lib"] = lib
+            from .. import _threads as threads
+
+            threads.onednn_loaded()
             return lib
         _state["reason"] = reason
         return None
@@ -187,13 +192,16 @@ def _dlopen_passive(path):
 
 
 def _omp_setter():
-    """``omp_set_num_threads`` of the OpenMP runtime oneDNN runs on (GNU's, loaded with it), or None."""
+    """``(omp_set_num_threads, omp_get_max_threads)`` of the OpenMP runtime oneDNN runs on (GNU's, loaded with
+    it; PyTorch's when PyTorch loaded it first: the same soname), or None."""
     try:
-        fn = ctypes.CDLL("libgomp.so.1").omp_set_num_threads
+        lib = ctypes.CDLL("libgomp.so.1")
+        set_, get = lib.omp_set_num_threads, lib.omp_get_max_threads
     except (OSError, AttributeError):
         return None
-    fn.restype, fn.argtypes = None, [_I]
-    return fn
+    set_.restype, set_.argtypes = None, [_I]
+    get.restype, get.argtypes = _I, []
+    return set_, get
 
 
 def is_available() -> bool:
@@ -318,13 +326,29 @@ def _run(prim, args) -> None:
     _ok(lib.dnnl_stream_wait(_state["stream"]), "stream wait")
 
 
-def _threads() -> None:
-    fn = _state["omp"]
-    if fn is None:
-        return
-    from .._threads import get_num_threads
+class _Team:
+    """``with _Team():`` oneDNN's OpenMP team at :func:`pylucid.get_num_threads` for the call, the runtime's
+    previous count restored after it (the runtime may be PyTorch's too; OpenMP keeps the count per calling
+    thread, so it is set on every call: a few hundred nanoseconds)."""
 
-    fn(get_num_threads())  # per calling thread in OpenMP: set on every call (a few hundred nanoseconds)
+    __slots__ = ("old",)
+
+    def __enter__(self):
+        fns = _state["omp"]
+        self.old = None
+        if fns is not None:
+            from .._threads import get_num_threads
+
+            n = get_num_threads()
+            old = fns[1]()
+            if old != n:
+                fns[0](n)
+                self.old = old
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            _state["omp"][0](self.old)
 
 
 def _execute(plan: _Plan, arrays) -> None:
@@ -444,8 +468,7 @@ def conv_forward(x, w, stride, pads, dilation, groups, bias=None, **_flags):
     y = np.empty(ys, dtype=x.dtype)
     arrays = [np.ascontiguousarray(x), np.ascontiguousarray(w)] + \
         ([np.ascontiguousarray(b)] if b is not None else []) + [y]
-    _threads()
-    with _lock:
+    with _lock, _Team():
         _execute(plan, arrays)
     return y
 
@@ -490,8 +513,7 @@ def conv_data_grad(g, w, x_shape, stride, pads, dilation, groups, **_flags):
     if plan is None:
         return None
     dx = np.empty(x_shape, dtype=g.dtype)
-    _threads()
-    with _lock:
+    with _lock, _Team():
         _execute(plan, [np.ascontiguousarray(g), np.ascontiguousarray(w), dx])
     return dx
 
@@ -524,8 +546,7 @@ def conv_weight_grad(x, g, w_shape, stride, pads, dilation, groups, **_flags):
     if plan is None:
         return None
     dw = np.empty(tuple(int(s) for s in w_shape), dtype=x.dtype)
-    _threads()
-    with _lock:
+    with _lock, _Team():
         _execute(plan, [np.ascontiguousarray(x), np.ascontiguousarray(g), dw])
     return dw
 
@@ -599,7 +620,6 @@ def matmul(a, b, out_dtype, bias=None):
     if plan is None:
         return None
     y = np.empty(y_shape, dtype=out_dtype)
-    _threads()
-    with _lock:
+    with _lock, _Team():
         _execute(plan, [a2, b] + ([bias] if bias is not None else []) + [y])
     return y.reshape(lead + (m, b.shape[-1])) if lead else y
