@@ -518,6 +518,11 @@ class ArrayBackend:
         pdf = self.exp(x * x * t(-0.5)) * t(INV_SQRT_2PI)
         return g * (cdf + x * pdf)
 
+    def matmul_out(self, a, b, out=None):
+        """``a @ b`` with NumPy's ``matmul`` semantics (``out``: written in place and returned); the recurrent
+        layers' per-step products."""
+        return self.xp.matmul(a, b, out=out)
+
     def matmul_to(self, a, b, dtype):
         """``a @ b`` as ``dtype`` (float32 from half operands: exact products, float32 accumulation)."""
         if a.dtype != dtype:
