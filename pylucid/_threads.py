@@ -94,49 +94,21 @@ def _check(n, fn: str) -> int:
     return n
 
 
-def _blas_threads(n: int) -> int:
-    """The BLAS libraries' share of ``n`` threads: all of them, or one once oneDNN runs the large GEMMs and the
-    convolutions (its OpenMP team then has the ``n``): OpenBLAS's idle threads spin for about a tenth of a
-    second after each call, on the cores oneDNN's threads need next (measured: a GPT step at 2 threads 1.4
-    times slower with both libraries threaded)."""
-    if _state.get("onednn"):
-        from .backends import mkldnn
-
-        if mkldnn.enabled:
-            return 1
-    return n
-
-
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads for pylucid's intra-op CPU parallelism (the BLAS kernels, oneDNN's), as
-    ``torch.set_num_threads``. Applies to every BLAS library loaded in the process (one thread each while
-    oneDNN, where installed, takes the threaded work: see ``docs/semantics/cpu_kernels.md``)."""
+    """Use ``n`` threads for pylucid's intra-op CPU parallelism (the BLAS kernels), as
+    ``torch.set_num_threads``. Applies to every BLAS library loaded in the process."""
     n = _check(n, "set_num_threads")
-    blas = _blas_threads(n)
     try:
         import threadpoolctl
     except ImportError:
         threadpoolctl = None
     if threadpoolctl is not None:
-        threadpoolctl.threadpool_limits(limits=blas, user_api="blas")
+        threadpoolctl.threadpool_limits(limits=n, user_api="blas")
     else:
         _state["libs"] = _blas_libs()  # scanned again: SciPy's own BLAS may have loaded since
         for setter, _ in _state["libs"]:
-            setter(blas)
+            setter(n)
     _state["threads"] = n
-
-
-def onednn_loaded() -> None:
-    """Called when oneDNN loads: the thread counts are applied again (BLAS one thread, oneDNN the rest)."""
-    n = get_num_threads()
-    _state["onednn"] = True
-    set_num_threads(n)
-
-
-def reapply() -> None:
-    """Apply the thread counts again (after ``pylucid.backends.mkldnn.enabled`` changed)."""
-    if _state.get("onednn"):
-        set_num_threads(get_num_threads())
 
 
 def blas_loaded() -> None:

@@ -314,21 +314,3 @@ def test_small_bfloat16_products_stay_on_the_float32_gemm():
         big = pylucid.ones(128, 128, dtype=pylucid.bfloat16)
         out, used = _plans_used(lambda: big @ big)
     assert used == 0 and float(out[0, 0]) == 128.0
-
-
-@needs_onednn
-def test_blas_runs_single_threaded_while_onednn_takes_the_threads():
-    from pylucid import _threads
-
-    D._load()
-    n = pylucid.get_num_threads()
-    try:
-        pylucid.set_num_threads(2)
-        getters = [g for _, g in _threads._blas_libs() if g is not None]
-        assert pylucid.get_num_threads() == 2
-        assert all(g() == 1 for g in getters)
-        with pylucid.backends.mkldnn.flags(enabled=False):
-            assert all(g() == 2 for g in getters)
-        assert all(g() == 1 for g in getters)
-    finally:
-        pylucid.set_num_threads(n)

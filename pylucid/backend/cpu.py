@@ -180,13 +180,12 @@ class CPUBackend(ArrayBackend):
             self._cblas, self._mkl = _find_cblas()
         return self._cblas
 
-    # Products through oneDNN's GEMM where it is installed (pylucid.backends.mkldnn.enabled): bfloat16 ones from
-    # 2^18 multiply-adds (AVX-512 BF16 multiplies the pairs directly, at twice the float32 rate; float32
-    # accumulation as the float32 copies' GEMM), float32 ones from 2^20 (as fast as OpenBLAS there; below,
-    # the call's fixed cost of some tens of microseconds counts). Once oneDNN runs the convolutions this
-    # also keeps OpenBLAS's threads, which spin for a tenth of a second after each call, off the cores
-    # oneDNN's threads need.
-    _DNNL_GEMM_MIN = {_BF16: 1 << 18, _F32: 1 << 20}
+    # bfloat16 products through oneDNN's GEMM where it is installed (pylucid.backends.mkldnn.enabled), from 2^18
+    # multiply-adds: AVX-512 BF16 multiplies the pairs directly, at twice the float32 rate (float32 accumulation,
+    # as the float32 copies' GEMM otherwise); below, the call's fixed cost of some tens of microseconds counts.
+    # float32 products stay on OpenBLAS: through oneDNN (with OpenBLAS then single-threaded, so that the two
+    # libraries' idle threads do not compete) the MLP, LeNet and LSTM steps measured slower at 2 threads.
+    _DNNL_GEMM_MIN = {_BF16: 1 << 18}
 
     def _dnnl_gemm(self, a, b, out_dtype, bias=None, out=None):
         least = self._DNNL_GEMM_MIN.get(a.dtype)

@@ -17,18 +17,14 @@ configuration, so the caller runs its own kernels instead:
   float16 are declined.
 * :func:`matmul` of float32 or bfloat16 matrices (NumPy has no bfloat16 GEMM: the CPU backend otherwise
   multiplies float32 copies), float32 accumulation, the result in bfloat16 or float32; processors with
-  AVX-512 BF16 multiply bfloat16 pairs directly, at twice the float32 rate. The CPU backend sends its larger
-  float32 products here too once oneDNN runs its convolutions: OpenBLAS's idle threads spin for a tenth of
-  a second after each call, on the cores oneDNN's threads then need (a GPT step at 2 threads ran 1.3 times
-  slower with the two libraries alternating).
+  AVX-512 BF16 multiply bfloat16 pairs directly, at twice the float32 rate. (The CPU backend keeps its float32 products on
+  NumPy's BLAS: routed here with the BLAS single-threaded, the MLP, LeNet and LSTM steps ran slower.)
 
 How it runs: one CPU engine and stream per process; per configuration (operation, shapes, dtype,
 parameters) a primitive descriptor with the layouts oneDNN prefers, the primitive, and the reorders between
 those layouts and the plain (C-contiguous) arrays pylucid holds, built once and cached. Every call then
 wraps the arrays (no copy), reorders into the preferred layouts, executes, and reorders the result back.
-Threads: oneDNN's OpenMP team is set to :func:`pylucid.get_num_threads` for each call; once oneDNN has loaded,
-the BLAS libraries run single-threaded (:func:`pylucid.set_num_threads`), so that the two thread pools never
-compete for the cores. The math is
+Threads: oneDNN's OpenMP team is set to :func:`pylucid.get_num_threads` for each call. The math is
 float32 throughout (oneDNN's strict float mode: no reduced-precision shortcuts); bfloat16 data is
 accumulated in float32 and rounded once, as PyTorch's CPU convolution.
 
@@ -166,9 +162,6 @@ def _load():
                 continue
             _state.update(engine=eng, stream=strm, omp=_omp_setter())
             _state["lib"] = lib
-            from .. import _threads as threads
-
-            threads.onednn_loaded()
             return lib
         _state["reason"] = reason
         return None

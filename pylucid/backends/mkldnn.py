@@ -3,9 +3,6 @@
 * ``enabled``: convolutions (forward, data and weight gradient, transposed ones too) go through oneDNN's
   direct kernels where the library is installed (``pip install pylucid[onednn]``) and takes the
   configuration; False: the GEMM kernels everywhere. Read at every call, so a change takes effect at once.
-  While oneDNN runs, the BLAS libraries get one thread and oneDNN the rest (``set_num_threads``); after
-  assigning ``enabled = False`` directly, call ``pylucid.set_num_threads`` again to give BLAS all of them
-  (``flags(enabled=False)`` does it for its block).
 
 >>> import pylucid.backends.mkldnn as mkldnn
 >>> mkldnn.enabled
@@ -41,15 +38,11 @@ def version() -> str | None:
 @contextlib.contextmanager
 def flags(enabled=None):
     """Set ``enabled`` for a ``with`` block, restoring it after (``None`` leaves it as it is)."""
-    from .. import _threads
-
     g = globals()
     saved = g["enabled"]
     if enabled is not None:
         g["enabled"] = bool(enabled)
-        _threads.reapply()  # the BLAS threads: all of them without oneDNN
     try:
         yield
     finally:
         g["enabled"] = saved
-        _threads.reapply()
