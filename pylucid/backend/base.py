@@ -518,11 +518,6 @@ class ArrayBackend:
         pdf = self.exp(x * x * t(-0.5)) * t(INV_SQRT_2PI)
         return g * (cdf + x * pdf)
 
-    def matmul_out(self, a, b, out=None):
-        """``a @ b`` with NumPy's ``matmul`` semantics (``out``: written in place and returned); the recurrent
-        layers' per-step products."""
-        return self.xp.matmul(a, b, out=out)
-
     def matmul_to(self, a, b, dtype):
         """``a @ b`` as ``dtype`` (float32 from half operands: exact products, float32 accumulation)."""
         if a.dtype != dtype:
@@ -1208,7 +1203,7 @@ class ArrayBackend:
     def _sdpa_logits(self, qb, kc, mask, scale, causal, r0, r1, kend):
         """The scaled, masked scores ``q k^T * scale + mask`` of query rows r0:r1 over keys :kend."""
         xp = self.xp
-        s = self.matmul(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
+        s = xp.matmul(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
         s *= scale
         m = self._sdpa_rows(mask, r0, r1, kend)
         if m is not None:
@@ -1253,9 +1248,9 @@ class ArrayBackend:
             p, ls = self._sdpa_scores(qc[..., r0:r1, :], kc, mask, scale, causal, r0, r1, kend)
             lse[..., r0:r1, :] = ls
             if half:  # p rounded once to the input dtype for the GEMM with v (computed in float32)
-                o[..., r0:r1, :] = self.matmul(p.astype(dt).astype(cdt), vc[..., :kend, :])
+                o[..., r0:r1, :] = xp.matmul(p.astype(dt).astype(cdt), vc[..., :kend, :])
             else:
-                o[..., r0:r1, :] = self.matmul(p, vc[..., :kend, :])
+                o[..., r0:r1, :] = xp.matmul(p, vc[..., :kend, :])
         return o, lse
 
     def sdpa_cpu_backward(self, q, k, v, o, g, lse, mask, scale, causal):
@@ -1281,12 +1276,12 @@ class ArrayBackend:
             s -= lse[..., r0:r1, :]
             with self.errstate():
                 p = xp.exp(s)
-            dv[..., :kend, :] += self.matmul(xp.swapaxes(p, -1, -2), gb)
-            dp = self.matmul(gb, xp.swapaxes(vc[..., :kend, :], -1, -2))
+            dv[..., :kend, :] += xp.matmul(xp.swapaxes(p, -1, -2), gb)
+            dp = xp.matmul(gb, xp.swapaxes(vc[..., :kend, :], -1, -2))
             dp -= delta[..., r0:r1, :]
             dp *= p
             dp *= scale
-            dq[..., r0:r1, :] = self.matmul(dp, kc[..., :kend, :])
-            dk[..., :kend, :] += self.matmul(xp.swapaxes(dp, -1, -2), qb)
+            dq[..., r0:r1, :] = xp.matmul(dp, kc[..., :kend, :])
+            dk[..., :kend, :] += xp.matmul(xp.swapaxes(dp, -1, -2), qb)
         return tuple(self.sum_to_shape(a, ref.shape).astype(ref.dtype, copy=False)
                      for a, ref in ((dq, q), (dk, k), (dv, v)))

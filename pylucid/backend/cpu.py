@@ -187,14 +187,14 @@ class CPUBackend(ArrayBackend):
     # libraries' idle threads do not compete) the MLP, LeNet and LSTM steps measured slower at 2 threads.
     _DNNL_GEMM_MIN = {_BF16: 1 << 18}
 
-    def _dnnl_gemm(self, a, b, out_dtype, bias=None, out=None):
+    def _dnnl_gemm(self, a, b, out_dtype, bias=None):
         least = self._DNNL_GEMM_MIN.get(a.dtype)
         if least is None or b.dtype != a.dtype or a.ndim < 2 or b.ndim < 2 or not _mkldnn_flags.enabled or \
                 a.size * b.shape[-1] < least:
             return None
         from . import onednn
 
-        return onednn.matmul(a, b, out_dtype, bias, out)
+        return onednn.matmul(a, b, out_dtype, bias)
 
     def matmul_bias(self, a, b, bias):
         # bfloat16: the bias added inside oneDNN's GEMM, before its one rounding; a float32 bias (autocast) is first
@@ -205,13 +205,6 @@ class CPUBackend(ArrayBackend):
         if r is not None:
             return r
         return super().matmul_bias(a, b, bias)
-
-    def matmul_out(self, a, b, out=None):
-        if a.ndim == 2 and b.ndim == 2 and (out is None or out.dtype == a.dtype):
-            r = self._dnnl_gemm(a, b, a.dtype, out=out)
-            if r is not None:
-                return r
-        return super().matmul_out(a, b, out)
 
     def matmul_to(self, a, b, dtype):
         if dtype == _F32:
@@ -283,16 +276,6 @@ class CPUBackend(ArrayBackend):
     def _gemm_into(self, a, b, out, accumulate: bool) -> None:
         # Measured against NumPy's matmul(out=) on the convolution shapes: OpenBLAS's gemm is faster for a
         # row-major ``a`` (tall-skinny products) and slower for a transposed one, which NumPy keeps; MKL takes both.
-        # With oneDNN running (the BLAS then single-threaded), large products go to its threaded GEMM.
-        if a.ndim == b.ndim == out.ndim == 2 and out.dtype == a.dtype:
-            if not accumulate:
-                if self._dnnl_gemm(a, b, a.dtype, out=out) is not None:
-                    return
-            elif a.dtype in self._DNNL_GEMM_MIN and a.size * b.shape[-1] >= self._DNNL_GEMM_MIN[a.dtype]:
-                r = self._dnnl_gemm(a, b, a.dtype)
-                if r is not None:
-                    out += r
-                    return
         if self._cblas is None:
             self._blas()
         if a.ndim == b.ndim == out.ndim == 2 and (accumulate or self._mkl or a.strides[1] == a.itemsize) and \

@@ -548,13 +548,11 @@ def _batch_ok(a) -> bool:
     return all(v >= 0 and v % it == 0 for v in st) and (st[-1] == it or st[-2] == it)
 
 
-def matmul(a, b, out_dtype, bias=None, out=None):
+def matmul(a, b, out_dtype, bias=None):
     """``a @ b (+ bias)`` of float32 or bfloat16 matrices (both the same dtype): ``a`` (..., M, K) and ``b``
     (..., K, N) with equal batch dims, or a 2-d ``b`` (then ``a``'s leading dims are merged into M where they
     are contiguous), as a new C-contiguous array of ``out_dtype`` (bfloat16 or float32); ``bias`` (N,), float32
-    or bfloat16, is added before the one rounding; ``out``: a 2-d array of that dtype and the product's shape
-    (any row stride, unit columns) written instead of a new one. None where oneDNN (or this function) does not
-    take it (nothing written then)."""
+    or bfloat16, is added before the one rounding. None where oneDNN (or this function) does not take it."""
     dt_in = _MATMUL_DTYPES.get(a.dtype)
     if dt_in is None or b.dtype != a.dtype or a.ndim < 2 or b.ndim < 2 or np.dtype(out_dtype) not in _MATMUL_DTYPES \
             or a.ndim > _MAX_NDIMS or _load() is None:
@@ -579,17 +577,12 @@ def matmul(a, b, out_dtype, bias=None, out=None):
             return None
         bias = np.ascontiguousarray(bias)
     y_shape = a2.shape[:-1] + (b.shape[-1],)
-    if out is not None and (out.shape != y_shape or out.dtype != out_dtype or lead or out.ndim != 2 or
-                            out.strides[1] != out.itemsize or out.strides[0] % out.itemsize):
-        return None
-    y_strides = out.strides if out is not None else None
-    key = ("matmul", a2.shape, a2.strides, b.shape, b.strides, dt_in, dt_out, dt_bias, y_strides)
+    key = ("matmul", a2.shape, a2.strides, b.shape, b.strides, dt_in, dt_out, dt_bias)
 
     def build():
         a_md = _md_strided(a2.shape, a2.strides, a2.itemsize, dt_in)
         b_md = _md_strided(b.shape, b.strides, b.itemsize, dt_in)
-        y_md = _md_plain(y_shape, dt_out) if y_strides is None else _md_strided(y_shape, y_strides, out.itemsize,
-                                                                                 dt_out)
+        y_md = _md_plain(y_shape, dt_out)
         bias_md = _md_plain((1, b.shape[1]), dt_bias) if dt_bias is not None else None
         pd = _P()
         _ok(_state["lib"].dnnl_matmul_primitive_desc_create(ctypes.byref(pd), _state["engine"], a_md, b_md, bias_md,
@@ -602,7 +595,7 @@ def matmul(a, b, out_dtype, bias=None, out=None):
     plan = _plan(key, build)
     if plan is None:
         return None
-    y = np.empty(y_shape, dtype=out_dtype) if out is None else out
+    y = np.empty(y_shape, dtype=out_dtype)
     with _lock, _Team():
         _execute(plan, [a2, b] + ([bias] if bias is not None else []) + [y])
     return y.reshape(lead + (m, b.shape[-1])) if lead else y

@@ -141,7 +141,7 @@ class LstmLayer(Op):
         st = be.empty((3, steps, bsz, hid), dtype=cdt)  # tanh(c_t), c_t, h_t
         tcs, cs, hs = st[0], st[1], st[2]
         h, c = _up(be, h0), _up(be, c0)
-        mm = be.matmul_out
+        mm = be.xp.matmul
         tmp = be.empty((bsz, hid), dtype=cdt)
         # sigma(x) = (1 + tanh(x / 2)) / 2: the four gate blocks take ONE tanh pass between a scale and a shift
         # per column (1/2 on the sigmoid blocks, 1 on the cell block g), no exp, no reciprocal
@@ -209,7 +209,7 @@ class LstmLayer(Op):
         dg = be.empty((steps, bsz, g4), dtype=cdt)
         dg3 = dg[..., :3 * hid].reshape(steps, bsz, 3, hid)
         tmp = be.empty((bsz, hid), dtype=cdt)
-        mm = be.matmul_out
+        mm = be.xp.matmul
         for t in (range(steps) if reverse else range(steps - 1, -1, -1)):
             dh += g_out[t]
             be.multiply(kc[t], dh, out=tmp)
@@ -357,7 +357,7 @@ class GruLayer(Op):
         hgs = be.empty((steps, bsz, g3), dtype=cdt)  # h W_hh^T + b_hh
         hs = be.empty((steps, bsz, hid), dtype=cdt)
         h = _up(be, h0)
-        mm = be.matmul_out
+        mm = be.xp.matmul
         tmp = be.empty((bsz, hid), dtype=cdt)
         for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
             hg, a = hgs[t], acts[t]
@@ -429,7 +429,7 @@ class GruLayer(Op):
         dx = be.empty((steps, bsz, 3, hid), dtype=cdt)
         dhg = be.empty((steps, bsz, 3, hid), dtype=cdt)
         tmp = be.empty((bsz, hid), dtype=cdt)
-        mm = be.matmul_out
+        mm = be.xp.matmul
         for t in (range(steps) if reverse else range(steps - 1, -1, -1)):
             dh += g_out[t]
             be.multiply(kx[t], dh[:, None, :], out=dx[t])
