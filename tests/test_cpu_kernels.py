@@ -485,3 +485,46 @@ def test_conv1x1_empty_batch():
         y.sum().backward()
         outs.append((tuple(y.shape), tuple(x.grad.shape), float(w.grad.abs().sum())))
     assert outs[0] == outs[1]
+
+
+def _special_floats(n):
+    """``n`` float32 values with every class a bfloat16 rounding meets: normal values of many binades, ties to
+    even both ways, subnormals, signed zeros, infinities, the largest value (rounds to infinity), NaNs."""
+    r = np.random.default_rng(11)
+    x = (r.standard_normal(n) * np.exp2(r.integers(-140, 120, n))).astype(np.float32)
+    bits = np.array([0x3F808000, 0x3F818000, 0x00000001, 0x807FFFFF, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000,
+                     0xFF800000, 0x7F800001, 0xFFC00001, 0x7FFFFFFF, 0x80000000, 0x00000000], np.uint32)
+    x[:bits.size] = bits.view(np.float32)
+    x[bits.size::997] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("shape", [(1 << 16,), (3, 257, 129), (1 << 17 | 5,)])
+def test_bfloat16_casts_match_ml_dtypes_bit_for_bit(shape):
+    """The CPU backend's whole-array float32 <-> bfloat16 casts (round to nearest even) give ml_dtypes' bits,
+    NaNs, infinities, subnormals and ties included; those arrays are large enough to take the fast path."""
+    be = CPUBackend()
+    bf = np.dtype(pl.bfloat16.numpy_dtype)
+    x = _special_floats(int(np.prod(shape))).reshape(shape)
+    with np.errstate(invalid="ignore"):
+        want = x.astype(bf)
+    got = be.astype(x, bf)
+    assert got.dtype == bf and got.shape == x.shape
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    back = be.astype(want, np.float32)
+    np.testing.assert_array_equal(back.view(np.uint32), want.astype(np.float32).view(np.uint32))
+    # torch's rounding agrees on the non-NaN values (its NaN bits are another quiet NaN)
+    fin = ~np.isnan(x)
+    t = torch.from_numpy(x).bfloat16().view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(got.view(np.uint16)[fin], t[fin])
+
+
+def test_bfloat16_casts_of_views_and_small_arrays():
+    be = CPUBackend()
+    bf = np.dtype(pl.bfloat16.numpy_dtype)
+    x = _special_floats(1 << 17).reshape(256, 512)
+    for a in (x[:, ::2], x.T, x[:3]):  # strided views and a small array: ml_dtypes' own cast
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_array_equal(be.astype(a, bf).view(np.uint16), a.astype(bf).view(np.uint16))
+    same = x.astype(bf)
+    assert be.astype(same, bf, copy=False) is same

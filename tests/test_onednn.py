@@ -314,3 +314,33 @@ def test_small_bfloat16_products_stay_on_the_float32_gemm():
         big = pylucid.ones(128, 128, dtype=pylucid.bfloat16)
         out, used = _plans_used(lambda: big @ big)
     assert used == 0 and float(out[0, 0]) == 128.0
+
+
+def _attention(lib, q, k, v, causal, dtype):
+    ts = [lib.tensor(a).to(getattr(lib, dtype)).requires_grad_() for a in (q, k, v)]
+    o = lib.nn.functional.scaled_dot_product_attention(*ts, is_causal=causal)
+    g = np.cos(np.arange(o.numel())).reshape(tuple(o.shape))
+    o.backward(lib.tensor(g).to(o.dtype))
+    return [o.detach().float().numpy()] + [t.grad.float().numpy() for t in ts]
+
+
+@needs_onednn
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("lengths", [(200, 200), (130, 70)])
+def test_bfloat16_attention_through_onednn(causal, lengths):
+    """bfloat16 attention on the CPU with oneDNN's bfloat16 GEMMs (query blocks of 128, so several blocks and a
+    ragged last one): PyTorch's values and gradients, and the float32-GEMM path's to summation order."""
+    _skip_without_bf16("bfloat16")
+    lq, ls = lengths
+    r = np.random.default_rng(lq + ls)
+    q, k, v = (r.standard_normal((2, 3, n, 64)) for n in (lq, ls, ls))
+    got, used = _plans_used(lambda: _attention(pylucid, q, k, v, causal, "bfloat16"))
+    assert used > 0  # the products went through oneDNN
+    with pylucid.backends.mkldnn.flags(enabled=False):
+        portable, used_off = _plans_used(lambda: _attention(pylucid, q, k, v, causal, "bfloat16"))
+    assert used_off == 0
+    want = _attention(torch, q, k, v, causal, "bfloat16")
+    for a, p, w in zip(got, portable, want):
+        scale = np.abs(w).max()
+        np.testing.assert_allclose(a, w, rtol=0, atol=3e-2 * scale)
+        np.testing.assert_allclose(a, p, rtol=0, atol=1e-2 * scale)

@@ -1186,10 +1186,30 @@ class ArrayBackend:
         return dx, dw
 
     # -- attention on the CPU: float32 GEMMs for half inputs, tiled over query blocks --------------------
-    # The scores of a block of queries are one float32 GEMM (half inputs cast once, never per product),
-    # the softmax runs on them in float32, and the probabilities are rounded to the input dtype only for
-    # the ``p @ v`` product, as PyTorch's CPU flash kernel. Memory is O(block * S) per (batch, head), and
-    # a causal call skips the key blocks after each query block's last position (half the work).
+    # The scores of a block of queries are one GEMM with float32 results, the softmax runs on them in float32,
+    # and the probabilities (in the backward also the scores' gradient) are rounded to the input dtype for the
+    # products that take them, as PyTorch's CPU flash kernel does. Where the backend multiplies half operands
+    # itself (:meth:`native_half_gemm`: oneDNN's bfloat16 GEMM on the CPU) the operands stay half; elsewhere they
+    # are cast to float32 once and the GEMMs are float32 ones -- the same products (a half times a half is exact
+    # in float32), summed in another order. Memory is O(block * S) per (batch, head), and a causal call skips
+    # the key blocks after each query block's last position (half the work).
+    def native_half_gemm(self, dtype) -> bool:
+        """Whether :meth:`matmul_to` multiplies ``dtype`` operands without float32 copies of them (the
+        portable backend does not)."""
+        return False
+
+    def _sdpa_mm(self, a, b):
+        """``a @ b`` with float32 results for half operands (float32 or float64 ones: their own dtype)."""
+        return self.matmul_to(a, b, np.dtype(np.float32)) if a.dtype in _HALF else self.xp.matmul(a, b)
+
+    def _sdpa_operands(self, dt, *arrays):
+        """The attention operands as the GEMMs take them: half ones unchanged where the backend multiplies
+        them natively, else in the compute dtype."""
+        cdt = self._conv_cdt(dt)
+        if cdt != dt and self.native_half_gemm(dt):
+            return arrays
+        return tuple(self.astype(a, cdt, copy=False) for a in arrays)
+
     _SDPA_BLOCK = 128
 
     @staticmethod
@@ -1203,7 +1223,7 @@ class ArrayBackend:
     def _sdpa_logits(self, qb, kc, mask, scale, causal, r0, r1, kend):
         """The scaled, masked scores ``q k^T * scale + mask`` of query rows r0:r1 over keys :kend."""
         xp = self.xp
-        s = xp.matmul(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
+        s = self._sdpa_mm(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
         s *= scale
         m = self._sdpa_rows(mask, r0, r1, kend)
         if m is not None:
@@ -1234,9 +1254,7 @@ class ArrayBackend:
         dt = q.dtype
         cdt = self._conv_cdt(dt)
         lq, s_len = q.shape[-2], k.shape[-2]
-        qc, kc = q.astype(cdt, copy=False), k.astype(cdt, copy=False)
-        half = cdt != dt
-        vc = v.astype(cdt, copy=False)
+        qc, kc, vc = self._sdpa_operands(dt, q, k, v)
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
                                     mask.shape[:-2] if mask is not None else ())
         o = xp.empty(batch + (lq, v.shape[-1]), dtype=dt)
@@ -1247,8 +1265,11 @@ class ArrayBackend:
             kend = min(s_len, r1) if causal else s_len
             p, ls = self._sdpa_scores(qc[..., r0:r1, :], kc, mask, scale, causal, r0, r1, kend)
             lse[..., r0:r1, :] = ls
-            if half:  # p rounded once to the input dtype for the GEMM with v (computed in float32)
-                o[..., r0:r1, :] = xp.matmul(p.astype(dt).astype(cdt), vc[..., :kend, :])
+            if cdt != dt:  # p rounded once to the input dtype for the GEMM with v; o rounded once
+                pr = self.astype(p, dt)
+                if vc.dtype != dt:
+                    pr = self.astype(pr, cdt)
+                o[..., r0:r1, :] = self.astype(self._sdpa_mm(pr, vc[..., :kend, :]), dt, copy=False)
             else:
                 o[..., r0:r1, :] = xp.matmul(p, vc[..., :kend, :])
         return o, lse
@@ -1256,17 +1277,26 @@ class ArrayBackend:
     def sdpa_cpu_backward(self, q, k, v, o, g, lse, mask, scale, causal):
         """``(dq, dk, dv)`` of :meth:`sdpa_cpu` from the saved ``o`` and ``lse``: per query block,
         ``P = exp(S - lse)``, ``dv += P^T g``, ``dS = P (g v^T - rowsum(g o)) scale``, ``dq = dS k``,
-        ``dk += dS^T q``; float32 GEMMs for half inputs, each gradient rounded once."""
+        ``dk += dS^T q``; for half inputs ``P`` and ``dS`` rounded to the input dtype for the GEMMs (as
+        PyTorch's CPU flash kernel), float32 results, each gradient rounded once."""
         xp = self.xp
         dt = q.dtype
         cdt = self._conv_cdt(dt)
         lq, s_len = q.shape[-2], k.shape[-2]
-        qc, kc, vc, gc = (a.astype(cdt, copy=False) for a in (q, k, v, g))
-        delta = xp.sum(gc * o.astype(cdt, copy=False), axis=-1, keepdims=True)
+        qc, kc, vc, gc = self._sdpa_operands(dt, q, k, v, g)
+        delta = xp.sum(self.astype(g, cdt, copy=False) * self.astype(o, cdt, copy=False), axis=-1, keepdims=True)
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], g.shape[:-2])
         dq = xp.empty(batch + q.shape[-2:], dtype=cdt)
         dk = xp.zeros(batch + k.shape[-2:], dtype=cdt)
         dv = xp.zeros(batch + v.shape[-2:], dtype=cdt)
+        half = cdt != dt
+
+        def rounded(a):  # a float32 factor as the GEMMs take it: rounded to the half dtype first
+            if not half:
+                return a
+            r = self.astype(a, dt)
+            return r if qc.dtype == dt else self.astype(r, cdt)
+
         bs = self._SDPA_BLOCK
         for r0 in range(0, lq, bs):
             r1 = min(lq, r0 + bs)
@@ -1276,12 +1306,13 @@ class ArrayBackend:
             s -= lse[..., r0:r1, :]
             with self.errstate():
                 p = xp.exp(s)
-            dv[..., :kend, :] += xp.matmul(xp.swapaxes(p, -1, -2), gb)
-            dp = xp.matmul(gb, xp.swapaxes(vc[..., :kend, :], -1, -2))
+            dv[..., :kend, :] += self._sdpa_mm(xp.swapaxes(rounded(p), -1, -2), gb)
+            dp = self._sdpa_mm(gb, xp.swapaxes(vc[..., :kend, :], -1, -2))
             dp -= delta[..., r0:r1, :]
             dp *= p
             dp *= scale
-            dq[..., r0:r1, :] = xp.matmul(dp, kc[..., :kend, :])
-            dk[..., :kend, :] += xp.matmul(xp.swapaxes(dp, -1, -2), qb)
-        return tuple(self.sum_to_shape(a, ref.shape).astype(ref.dtype, copy=False)
+            dsr = rounded(dp)
+            dq[..., r0:r1, :] = self._sdpa_mm(dsr, kc[..., :kend, :])
+            dk[..., :kend, :] += self._sdpa_mm(xp.swapaxes(dsr, -1, -2), qb)
+        return tuple(self.astype(self.sum_to_shape(a, ref.shape), ref.dtype, copy=False)
                      for a, ref in ((dq, q), (dk, k), (dv, v)))

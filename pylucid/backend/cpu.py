@@ -18,6 +18,7 @@ from .base import ArrayBackend
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _F32 = np.dtype(np.float32)
+_U16, _U32 = np.dtype(np.uint16), np.dtype(np.uint32)
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _GEMM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _INT32 = 2 ** 31
@@ -173,6 +174,50 @@ class CPUBackend(ArrayBackend):
             _threads.parallel_chunks(fn, n)
         else:
             fn(0, n)
+
+    # -- float32 <-> bfloat16 casts ---------------------------------------------------------------------------
+    # ml_dtypes converts value by value (measured here about 0.9 ns per value float32 -> bfloat16, 0.45 back);
+    # as whole-block integer passes the same conversions run 1.5x and 2.5x faster. A bfloat16 is the top half
+    # of a float32: widening moves its 16 bits up; narrowing rounds to nearest even by adding 0x7FFF plus the
+    # lowest kept bit before the shift (a carry into the exponent gives the next binade, or infinity past the
+    # largest value, as the rounding should). NaN would round into infinity that way: NaNs take ml_dtypes' answer.
+    _CAST_MIN = 1 << 15
+    _CAST_BLOCK = 1 << 16  # values per pass: a block's temporaries stay in the L2 cache
+
+    def astype(self, a, np_dtype, copy=True):
+        if a.__class__ is np.ndarray and a.size >= self._CAST_MIN and a.flags.c_contiguous:
+            dt = np.dtype(np_dtype)
+            if a.dtype == _F32 and dt == _BF16:
+                return self._to_bf16(a)
+            if a.dtype == _BF16 and dt == _F32:
+                out = np.empty(a.shape, _F32)
+                np.left_shift(a.reshape(-1).view(_U16), 16, out=out.reshape(-1).view(_U32), dtype=_U32)
+                return out
+        return a.astype(np_dtype, copy=copy)
+
+    def _to_bf16(self, x):
+        out = np.empty(x.shape, _BF16)
+        f, o = x.reshape(-1), out.reshape(-1).view(_U16)
+        u = f.view(_U32)
+        step = self._CAST_BLOCK
+        t = np.empty(min(step, u.size), _U32)
+        for lo in range(0, u.size, step):
+            hi = min(u.size, lo + step)
+            ub, tb = u[lo:hi], t[:hi - lo]
+            np.right_shift(ub, 16, out=tb)
+            tb &= 1
+            tb += 0x7FFF
+            tb += ub
+            tb >>= 16
+            o[lo:hi] = tb
+            nan = np.isnan(f[lo:hi])
+            if nan.any():
+                with np.errstate(invalid="ignore"):
+                    o[lo:hi][nan] = f[lo:hi][nan].astype(_BF16).view(_U16)
+        return out
+
+    def native_half_gemm(self, dtype) -> bool:
+        return dtype == _BF16 and _mkldnn_flags.enabled and _mkldnn_flags.is_available()
 
     def _blas(self) -> dict:
         """``{dtype: cblas_?gemm}`` (found on first use; ``self._mkl`` then says whether they are MKL's)."""
