@@ -405,21 +405,23 @@ def test_softmax_kernel_special_values():
 @cuda_only
 @pytest.mark.parametrize("dtype", KDTYPES)
 @pytest.mark.parametrize("affine", [True, False])
-def test_layer_norm_kernel(dtype, affine):
+@pytest.mark.parametrize("shape", [(3, 5, 300), (700, 96), (4, 2500)])  # warp per row (one or many blocks), block
+def test_layer_norm_kernel(dtype, affine, shape):
     be = _be()
     cp = be.xp
     g0 = _rng(5)
-    x = cp.asarray(g0.standard_normal((3, 5, 300)) * 3 + 1, dtype=dtype)
-    gy = cp.asarray(g0.standard_normal((3, 5, 300)), dtype=dtype)
-    w = cp.asarray(g0.standard_normal(300), dtype=dtype) if affine else None
-    b = cp.asarray(g0.standard_normal(300), dtype=dtype) if affine else None
+    cols = shape[-1]
+    x = cp.asarray(g0.standard_normal(shape) * 3 + 1, dtype=dtype)
+    gy = cp.asarray(g0.standard_normal(shape), dtype=dtype)
+    w = cp.asarray(g0.standard_normal(cols), dtype=dtype) if affine else None
+    b = cp.asarray(g0.standard_normal(cols), dtype=dtype) if affine else None
     y, mean, rstd = be.layer_norm(x, w, b, 1e-5)
 
     def f64(a):
         return None if a is None else a.astype(np.float64)
 
     ry, rmean, rrstd = reference.layer_norm_ref(cp, f64(x), f64(w), f64(b), 1e-5)
-    assert y.dtype == dtype and mean.shape == (3, 5)
+    assert y.dtype == dtype and mean.shape == shape[:-1]
     _close(y, ry, dtype)
     _close(mean, rmean, dtype)
     _close(rstd, rrstd, dtype)
@@ -513,6 +515,28 @@ def test_bias_act_kernel(dtype, act):
         _close(be.bias_act(x, bias, act), reference.bias_act_ref(cp, x.astype(np.float64), bb, act), dtype)
         _close(be.bias_act_backward(g, x, bias, act),
                reference.bias_act_backward_ref(cp, g.astype(np.float64), x.astype(np.float64), bb, act), dtype)
+
+
+@cuda_only
+@pytest.mark.parametrize("half", ["float16", "bfloat16"])
+@pytest.mark.parametrize("act", ["relu", "gelu", "gelu_tanh"])
+def test_bias_act_half_reads_in_place(half, act):
+    """Half inputs are read and written by the kernels as they are (no float32 copies): the result is the float32
+    computation of the widened inputs rounded once, bit for bit, with a float32 bias or none."""
+    be = _be()
+    cp = be.xp
+    dt = np.dtype(getattr(ml_dtypes, half) if half == "bfloat16" else np.float16)
+    g0 = _rng(10)
+    x = be.astype(cp.asarray(g0.standard_normal((37, 129)) * 3, dtype=np.float32), dt)
+    g = be.astype(cp.asarray(g0.standard_normal((37, 129)), dtype=np.float32), dt)
+    for bias in (None, cp.asarray(g0.standard_normal(129), dtype=np.float32)):
+        want = be.astype(be.bias_act(be.astype(x, np.float32), bias, act), dt)
+        got = be.bias_act(x, bias, act)
+        assert got.dtype == dt
+        np.testing.assert_array_equal(be.to_numpy(got).view(np.uint16), be.to_numpy(want).view(np.uint16))
+        want = be.astype(be.bias_act_backward(be.astype(g, np.float32), be.astype(x, np.float32), bias, act), dt)
+        got = be.bias_act_backward(g, x, bias, act)
+        np.testing.assert_array_equal(be.to_numpy(got).view(np.uint16), be.to_numpy(want).view(np.uint16))
 
 
 @cuda_only

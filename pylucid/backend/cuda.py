@@ -1184,10 +1184,16 @@ class CUDABackend(ArrayBackend):
             t *= 2
         return t
 
-    def _grid(self, n: int, threads: int = 256) -> int:
+    def _sms(self) -> int:
         if self._sm_count is None:
             self._sm_count = self.xp.cuda.Device(self.index).attributes["MultiProcessorCount"]
-        return max(1, min((n + threads - 1) // threads, self._sm_count * 32))
+        return self._sm_count
+
+    def _grid(self, n: int, threads: int = 256) -> int:
+        return max(1, min((n + threads - 1) // threads, self._sms() * 32))
+
+    #: rows up to this long take the warp-per-row layer-norm kernels (longer ones a block per row)
+    _LN_WARP_COLS = 2048
 
     def softmax(self, x, log: bool = False):
         """Softmax (``log=True``: log-softmax) over the last axis: one fused kernel, one block per row."""
@@ -1225,7 +1231,12 @@ class CUDABackend(ArrayBackend):
             y = self.ndarray(xc.shape, cdt)
             mean = self.ndarray(x.shape[:-1], cdt)
             rstd = self.ndarray(x.shape[:-1], cdt)
-            if rows and cols:
+            if rows and cols and cols <= self._LN_WARP_COLS:
+                get_kernel("layer_norm_fwd_rows", cdt)(
+                    (-(-rows // 8),), (256,),
+                    (xc, xc if wc is None else wc, xc if bc is None else bc, y, mean, rstd, np.int64(rows),
+                     np.int64(cols), cdt.type(eps), np.int32(wc is not None), np.int32(bc is not None)))
+            elif rows and cols:
                 get_kernel("layer_norm_fwd", cdt)(
                     (rows,), (self._row_threads(cols),),
                     (xc, xc if wc is None else wc, xc if bc is None else bc, y, mean, rstd, np.int64(cols),
@@ -1244,6 +1255,23 @@ class CUDABackend(ArrayBackend):
         rows = xc.size // cols if cols else 0
         with self.device_ctx():
             dx = self.ndarray(xc.shape, cdt)
+            if rows and cols and cols * 8 * cdt.itemsize <= 32768 and cols <= self._LN_WARP_COLS:
+                # a warp per row, dweight and dbias as per-block partial sums in the same pass (one small
+                # column sum after), instead of a g * xhat array and two column sums over every row
+                nblk = min(rows, 2 * self._sms())
+                per = -(-rows // nblk)
+                nblk = -(-rows // per)
+                part = None if wc is None else self.ndarray((nblk, 2 * cols), cdt)
+                get_kernel("layer_norm_bwd_rows", cdt)(
+                    (nblk,), (128,),
+                    (gc, xc, xc if wc is None else wc, mc, rc, dx, np.uint64(0) if part is None else part,
+                     np.int64(rows), np.int64(cols), np.int64(per), np.int32(wc is not None)))
+                if wc is None:
+                    return self.astype(dx, dt, copy=False), None, None
+                sums = self.sum(part, axis=0)
+                dw, db = sums[:cols], sums[cols:]
+                wdt = weight.dtype
+                return self.astype(dx, dt, copy=False), dw.astype(wdt, copy=False), db.astype(wdt, copy=False)
             gxhat = None if wc is None else self.ndarray(xc.shape, cdt)
             if rows and cols:
                 get_kernel("layer_norm_bwd", cdt)(
@@ -1718,23 +1746,34 @@ class CUDABackend(ArrayBackend):
     def _bias_act(self, name, g, x, bias, act):
         if act not in BIAS_ACT_CODES:
             raise ValueError(f"bias_act: unknown activation {act!r}; accepted: {sorted(BIAS_ACT_CODES)}")
-        if g is None:
-            (xc, bc), dt, cdt = self._compute(x, bias)
-            gc = None
+        if bias is not None and (x.ndim == 0 or bias.size != x.shape[-1]):
+            raise ValueError(f"bias_act: bias of shape {bias.shape} does not match the last axis of {x.shape}")
+        dt = x.dtype
+        if dt in _HALF and (g is None or g.dtype == dt):
+            # half x and g read in place (the kernel widens on load, rounds once on store): no float32 copies
+            contig = self.ascontiguousarray
+            # (ascontiguousarray makes 0-d arrays 1-d, as NumPy's does: give them back their shape)
+            xc = _contig(contig, x).reshape(x.shape)
+            gc = None if g is None else _contig(contig, g).reshape(g.shape)
+            cdt, io = _F32, dt.name
+            bc = None if bias is None else _contig(contig, self.astype(bias, _F32, copy=False))
         else:
-            (gc, xc, bc), dt, cdt = self._compute(g, x, bias)
+            io = None
+            if g is None:
+                (xc, bc), dt, cdt = self._compute(x, bias)
+                gc = None
+            else:
+                (gc, xc, bc), dt, cdt = self._compute(g, x, bias)
         n = xc.size
         ncol = bc.size if bc is not None else 1
-        if bc is not None and (x.ndim == 0 or bc.size != x.shape[-1]):
-            raise ValueError(f"bias_act: bias of shape {bias.shape} does not match the last axis of {x.shape}")
         with self.device_ctx():
-            out = self.ndarray(xc.shape, cdt)
+            out = self.ndarray(xc.shape, xc.dtype)
             if n:
                 b = xc if bc is None else bc
                 head = (xc, b, out) if gc is None else (gc, xc, b, out)
-                get_kernel(name, cdt)((self._grid(n),), (256,),
-                                      head + (np.int64(ncol), np.int64(n), np.int32(bc is not None),
-                                              np.int32(BIAS_ACT_CODES[act])))
+                get_kernel(name, cdt, io)((self._grid(n),), (256,),
+                                          head + (np.int64(ncol), np.int64(n), np.int32(bc is not None),
+                                                  np.int32(BIAS_ACT_CODES[act])))
         return self.astype(out, dt, copy=False)
 
     # -- cuDNN: each method returns None wherever cuDNN is switched off, absent or declines the case, and

@@ -149,6 +149,81 @@ extern "C" __global__ void layer_norm_bwd(const scalar_t* __restrict__ g, const 
     }
 }
 """,
+    "layer_norm_fwd_rows": r"""
+// layer norm of rows of at most a few thousand values: one warp per row (8 rows per block of 256 threads), the
+// two reductions (mean, then the centred second moment: no cancellation) as warp shuffles, no block barriers
+extern "C" __global__ void layer_norm_fwd_rows(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
+                                               const scalar_t* __restrict__ b, scalar_t* __restrict__ y,
+                                               scalar_t* __restrict__ mean_out, scalar_t* __restrict__ rstd_out,
+                                               long long rows, long long cols, scalar_t eps, int has_w,
+                                               int has_b) {
+    long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= rows) return;  // the whole warp: the shuffles below see all 32 lanes
+    const scalar_t* xr = x + row * cols;
+    scalar_t* yr = y + row * cols;
+    scalar_t s = 0;
+    for (long long j = lane; j < cols; j += 32) s += xr[j];
+    scalar_t mean = warp_reduce(s, SumOp()) / (scalar_t)cols;
+    scalar_t q = 0;
+    for (long long j = lane; j < cols; j += 32) { scalar_t d = xr[j] - mean; q += d * d; }
+    scalar_t rstd = (scalar_t)1 / sqrt(warp_reduce(q, SumOp()) / (scalar_t)cols + eps);
+    for (long long j = lane; j < cols; j += 32) {
+        scalar_t v = (xr[j] - mean) * rstd;
+        if (has_w) v *= w[j];
+        if (has_b) v += b[j];
+        yr[j] = v;
+    }
+    if (lane == 0) { mean_out[row] = mean; rstd_out[row] = rstd; }
+}
+""",
+    "layer_norm_bwd_rows": r"""
+// dx of layer norm, one warp per row (4 warps per block, each block owning rows r0 .. r0 + rows_per_block), and
+// (part not null) the block's partial sums of g * xhat (dweight) and g (dbias) over its rows: part is
+// (gridDim.x, 2, cols); every warp accumulates its rows in its own shared slice (a lane owns fixed columns: no
+// atomics), the slices are added in a fixed order, so the sums are deterministic. cols <= LN_ACC / 8.
+#define LN_ACC (32768 / sizeof(scalar_t))
+extern "C" __global__ void layer_norm_bwd_rows(const scalar_t* __restrict__ g, const scalar_t* __restrict__ x,
+                                               const scalar_t* __restrict__ w, const scalar_t* __restrict__ mean,
+                                               const scalar_t* __restrict__ rstd, scalar_t* __restrict__ dx,
+                                               scalar_t* __restrict__ part, long long rows, long long cols,
+                                               long long rows_per_block, int has_w) {
+    __shared__ scalar_t acc[LN_ACC];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    scalar_t* mine = acc + (long long)wid * 2 * cols;
+    if (part)
+        for (long long j = lane; j < 2 * cols; j += 32) mine[j] = 0;
+    long long r0 = (long long)blockIdx.x * rows_per_block;
+    long long r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
+    for (long long row = r0 + wid; row < r1; row += nw) {
+        long long off = row * cols;
+        const scalar_t* gr = g + off; const scalar_t* xr = x + off; scalar_t* dr = dx + off;
+        scalar_t mu = mean[row], rs = rstd[row];
+        scalar_t a = 0, bb = 0;
+        for (long long j = lane; j < cols; j += 32) {
+            scalar_t dxh = has_w ? gr[j] * w[j] : gr[j];
+            a += dxh;
+            bb += dxh * (xr[j] - mu) * rs;
+        }
+        a = warp_reduce(a, SumOp()) / (scalar_t)cols;
+        bb = warp_reduce(bb, SumOp()) / (scalar_t)cols;
+        for (long long j = lane; j < cols; j += 32) {
+            scalar_t gj = gr[j];
+            scalar_t dxh = has_w ? gj * w[j] : gj;
+            scalar_t xh = (xr[j] - mu) * rs;
+            dr[j] = rs * (dxh - a - xh * bb);
+            if (part) { mine[j] += gj * xh; mine[cols + j] += gj; }
+        }
+    }
+    if (!part) return;
+    __syncthreads();
+    for (long long j = threadIdx.x; j < 2 * cols; j += blockDim.x) {
+        scalar_t t = 0;
+        for (int k = 0; k < nw; ++k) t += acc[(long long)k * 2 * cols + j];
+        part[(long long)blockIdx.x * 2 * cols + j] = t;
+    }
+}
+""",
     "batch_norm_fwd": r"""
 extern "C" __global__ void batch_norm_fwd(const io_t* __restrict__ x, const scalar_t* __restrict__ w,
                                           const scalar_t* __restrict__ b, scalar_t* __restrict__ mean_io,
@@ -599,29 +674,32 @@ extern "C" __global__ void adam_count(scalar_t* __restrict__ step, const scalar_
 }
 """,
     "bias_act_fwd": r"""
-extern "C" __global__ void bias_act_fwd(const scalar_t* __restrict__ x, const scalar_t* __restrict__ bias,
-                                        scalar_t* __restrict__ y, long long ncol, long long n, int has_bias,
+// y = act(x + bias) over a C-contiguous array, bias (ncol,) broadcast over the last axis; x and y in the storage
+// type io_t (half inputs read and written as they are: computed in float32, rounded once on store)
+extern "C" __global__ void bias_act_fwd(const io_t* __restrict__ x, const scalar_t* __restrict__ bias,
+                                        io_t* __restrict__ y, long long ncol, long long n, int has_bias,
                                         int act) {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
-        scalar_t z = has_bias ? x[i] + bias[i % ncol] : x[i];
+        scalar_t z = has_bias ? LD(x[i]) + bias[i % ncol] : LD(x[i]);
         scalar_t r;
         if (act == 1) r = (z != z) ? z : (z > (scalar_t)0 ? z : (scalar_t)0);
         else if (act == 2) r = (scalar_t)0.5 * z * ((scalar_t)1 + erf(z * (scalar_t)0.7071067811865476));
         else if (act == 3) r = (scalar_t)0.5 * z * ((scalar_t)1 + tanh((scalar_t)0.7978845608028654
                                                          * (z + (scalar_t)0.044715 * z * z * z)));
         else r = z;
-        y[i] = r;
+        y[i] = ST(r);
     }
 }
 """,
     "bias_act_bwd": r"""
-extern "C" __global__ void bias_act_bwd(const scalar_t* __restrict__ g, const scalar_t* __restrict__ x,
-                                        const scalar_t* __restrict__ bias, scalar_t* __restrict__ dz,
+// dz = g * act'(x + bias), g, x and dz in the storage type io_t (as bias_act_fwd)
+extern "C" __global__ void bias_act_bwd(const io_t* __restrict__ g, const io_t* __restrict__ x,
+                                        const scalar_t* __restrict__ bias, io_t* __restrict__ dz,
                                         long long ncol, long long n, int has_bias, int act) {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
-        scalar_t z = has_bias ? x[i] + bias[i % ncol] : x[i];
+        scalar_t z = has_bias ? LD(x[i]) + bias[i % ncol] : LD(x[i]);
         scalar_t d;
         if (act == 1) d = z > (scalar_t)0 ? (scalar_t)1 : (scalar_t)0;
         else if (act == 2) {
@@ -633,7 +711,7 @@ extern "C" __global__ void bias_act_bwd(const scalar_t* __restrict__ g, const sc
             d = (scalar_t)0.5 * ((scalar_t)1 + t)
                 + (scalar_t)0.5 * z * ((scalar_t)1 - t * t) * k * ((scalar_t)1 + (scalar_t)0.134145 * z * z);
         } else d = (scalar_t)1;
-        dz[i] = g[i] * d;
+        dz[i] = ST(LD(g[i]) * d);
     }
 }
 """,
@@ -667,7 +745,7 @@ BIAS_ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
 #: kernels whose large operands have a storage type ``io_t`` of their own (read by ``LD``, written by ``ST``)
 IO_KERNELS = frozenset({"batch_norm_fwd", "batch_norm_bwd", "relu_fwd", "relu_bwd", "cross_entropy_fwd",
                         "cross_entropy_bwd", "bn_part_stats", "bn_part_apply", "bn_part_grad_sums",
-                        "bn_part_grad_apply"})
+                        "bn_part_grad_apply", "bias_act_fwd", "bias_act_bwd"})
 
 
 def kernel_source(name: str, dtype, io=None) -> str:
