@@ -119,6 +119,46 @@ def blas_loaded() -> None:
         set_num_threads(_state["threads"])
 
 
+#: OpenBLAS's idle wait, as its THREAD_TIMEOUT setting: a worker spins 2^n cycles after its part of a call before
+#: it sleeps (OpenBLAS's default is n = 28, about 0.1 s)
+_SHORT_BLAS_WAIT = 4
+
+
+def short_blas_wait() -> bool:
+    """Make the idle threads of the OpenBLAS libraries loaded now sleep at once after their work instead of
+    spinning for about 0.1 s, so that another thread pool running right after a BLAS call -- oneDNN's OpenMP
+    team, PyTorch's -- gets the cores. With 2 cores, oneDNN's bfloat16 GEMM ran 5x slower right after a NumPy
+    float32 GEMM (measured), its second thread sharing a core with a spinning OpenBLAS worker. Called when the
+    CPU backend first loads oneDNN; processes that never use it keep OpenBLAS's default, which suits a run of
+    small back-to-back BLAS calls (a recurrent layer's steps).
+
+    OpenBLAS reads its wait (``OPENBLAS_THREAD_TIMEOUT``) once, when it loads: the variable is set for the
+    moment OpenBLAS re-reads its environment (``openblas_read_env``), and its worker threads are stopped
+    (``blas_thread_shutdown_``); the next threaded call starts them again with the new wait. A wait the user set
+    in the environment is left as it is. Returns whether any library was changed."""
+    if "OPENBLAS_THREAD_TIMEOUT" in os.environ or "GOTO_THREAD_TIMEOUT" in os.environ:
+        return False
+    changed = False
+    for path in _loaded_paths():
+        if "openblas" not in os.path.basename(path).lower():
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+            read_env, shutdown, timeout = lib.openblas_read_env, lib.blas_thread_shutdown_, lib.openblas_thread_timeout
+        except (OSError, AttributeError):  # an OpenBLAS without these entry points: left as it is
+            continue
+        read_env.restype, shutdown.restype, timeout.restype = None, ctypes.c_int, ctypes.c_int
+        os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(_SHORT_BLAS_WAIT)
+        try:
+            read_env()
+        finally:
+            del os.environ["OPENBLAS_THREAD_TIMEOUT"]
+        if timeout() == _SHORT_BLAS_WAIT:
+            shutdown()
+            changed = True
+    return changed
+
+
 def get_num_threads() -> int:
     """The number of threads of pylucid's intra-op CPU parallelism, as ``torch.get_num_threads``: the
     last :func:`set_num_threads` value, else the BLAS library's own count (else the usable cores)."""

@@ -162,6 +162,9 @@ def _load():
                 continue
             _state.update(engine=eng, stream=strm, omp=_omp_setter())
             _state["lib"] = lib
+            from .._threads import short_blas_wait
+
+            short_blas_wait()  # OpenBLAS's spinning idle workers would take the cores oneDNN's team needs
             return lib
         _state["reason"] = reason
         return None
