@@ -128,8 +128,8 @@ def short_blas_wait() -> bool:
     """Make the idle threads of the OpenBLAS libraries loaded now sleep at once after their work instead of
     spinning for about 0.1 s, so that another thread pool running right after a BLAS call -- oneDNN's OpenMP
     team, PyTorch's -- gets the cores. With 2 cores, oneDNN's bfloat16 GEMM ran 5x slower right after a NumPy
-    float32 GEMM (measured), its second thread sharing a core with a spinning OpenBLAS worker. Called when the
-    CPU backend first loads oneDNN; processes that never use it keep OpenBLAS's default, which suits a run of
+    float32 GEMM (measured), its second thread sharing a core with a spinning OpenBLAS worker. Called before the
+    first oneDNN primitive runs; processes that never run one keep OpenBLAS's default, which suits a run of
     small back-to-back BLAS calls (a recurrent layer's steps).
 
     OpenBLAS reads its wait (``OPENBLAS_THREAD_TIMEOUT``) once, when it loads: the variable is set for the

@@ -162,9 +162,6 @@ def _load():
                 continue
             _state.update(engine=eng, stream=strm, omp=_omp_setter())
             _state["lib"] = lib
-            from .._threads import short_blas_wait
-
-            short_blas_wait()  # OpenBLAS's spinning idle workers would take the cores oneDNN's team needs
             return lib
         _state["reason"] = reason
         return None
@@ -335,6 +332,14 @@ def _execute(plan: _Plan, arrays) -> None:
     each in the strides its port was made for, C-contiguous for the convolutions), reordering into and out of
     the primitive's layouts."""
     lib = _state["lib"]
+    if not _state.get("ran"):
+        # the first primitive this process runs: OpenBLAS's idle workers, spinning for 0.1 s after each of its
+        # calls, would take the cores oneDNN's team needs from now on (a process whose every case oneDNN
+        # declines keeps OpenBLAS's default wait)
+        from .._threads import short_blas_wait
+
+        short_blas_wait()
+        _state["ran"] = True
     made, args, outs, keep = [], [], [], []
     try:
         for (arg, port), a in zip(plan.ports, arrays):
