@@ -405,7 +405,10 @@ def test_softmax_kernel_special_values():
 @cuda_only
 @pytest.mark.parametrize("dtype", KDTYPES)
 @pytest.mark.parametrize("affine", [True, False])
-@pytest.mark.parametrize("shape", [(3, 5, 300), (1100, 96), (2, 700, 64), (1030, 2500)])  # block / warp per row
+# block per row, warp per row on whole 16-byte words (96, 64, 1000: a lane holds up to 8 words), warp per row
+# element by element (770 = 2 mod 4), block per row for long rows
+@pytest.mark.parametrize("shape", [(3, 5, 300), (1100, 96), (2, 700, 64), (1030, 1000), (1030, 770),
+                                   (1030, 2500)])
 def test_layer_norm_kernel(dtype, affine, shape):
     be = _be()
     cp = be.xp
@@ -438,11 +441,12 @@ def test_layer_norm_kernel(dtype, affine, shape):
 
 @cuda_only
 @pytest.mark.parametrize("dtype", KDTYPES)
-def test_cross_entropy_kernel(dtype):
+@pytest.mark.parametrize("cols", [1000, 1001])  # rows of whole 16-byte words, and element by element
+def test_cross_entropy_kernel(dtype, cols):
     be = _be()
     cp = be.xp
     g0 = _rng(6)
-    logits = cp.asarray(g0.standard_normal((9, 1000)) * 3, dtype=dtype)
+    logits = cp.asarray(g0.standard_normal((9, cols)) * 3, dtype=dtype)
     target = cp.asarray([0, 999, 5, -100, 17, 3, 3, 500, -100])
     loss, lse = be.cross_entropy(logits, target, -100)
     rloss, rlse = reference.cross_entropy_ref(cp, logits.astype(np.float64), target, -100)
@@ -452,6 +456,39 @@ def test_cross_entropy_kernel(dtype):
     dx = be.cross_entropy_backward(g, logits, lse, target, -100)
     rdx = reference.cross_entropy_backward_ref(cp, g.astype(np.float64), logits.astype(np.float64), rlse, target, -100)
     _close(dx, rdx, dtype)
+
+
+@cuda_only
+def test_word_kernels_on_views_off_16_byte_alignment():
+    """The kernels that read 16-byte words take views starting 2 or 4 bytes into a word element by element,
+    with the results of an aligned copy of the same values."""
+    be = _be()
+    cp = be.xp
+    g0 = _rng(11)
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    for dt in (bf16, np.dtype(np.float32)):
+        rows, cols = 16, 256
+        flat = be.astype(cp.asarray(g0.standard_normal(rows * cols + 1) * 2, dtype=np.float32), dt)
+        view = flat[1:].reshape(rows, cols)  # one element into an aligned allocation
+        assert view.data.ptr % 16 and view.flags.c_contiguous
+        copy = view.copy()
+        bias = cp.asarray(g0.standard_normal(cols), dtype=np.float32)
+        for got, want in ((be.bias_act(view, bias, "gelu_tanh"), be.bias_act(copy, bias, "gelu_tanh")),
+                          (be.bias_act_backward(view, view, bias, "gelu"), be.bias_act_backward(copy, copy, bias, "gelu"))):
+            np.testing.assert_array_equal(be.to_numpy(got).view(np.uint8), be.to_numpy(want).view(np.uint8))
+        target = cp.asarray(g0.integers(0, cols, rows))
+        (loss_v, lse_v), (loss_c, lse_c) = be.cross_entropy(view, target), be.cross_entropy(copy, target)
+        _close(loss_v, loss_c, np.float32)
+        _close(lse_v, lse_c, np.float32)
+        g = cp.full(rows, 0.5, dtype=np.float32)
+        _close(be.cross_entropy_backward(g, view, lse_v, target), be.cross_entropy_backward(g, copy, lse_c, target),
+               np.float32)
+    x = cp.asarray(g0.standard_normal(1100 * 96 + 1), dtype=np.float32)[1:].reshape(1100, 96)
+    gy = cp.asarray(g0.standard_normal((1100, 96)), dtype=np.float32)
+    w, b = cp.asarray(g0.standard_normal(96), dtype=np.float32), cp.asarray(g0.standard_normal(96), dtype=np.float32)
+    y, mean, rstd = be.layer_norm(x, w, b, 1e-5)
+    for got, want in zip(be.layer_norm_backward(gy, x, mean, rstd, w), be.layer_norm_backward(gy, x.copy(), mean, rstd, w)):
+        _close(got, want, np.float32)
 
 
 @cuda_only
@@ -503,13 +540,14 @@ def test_adam_kernel(dtype, decoupled):
 @cuda_only
 @pytest.mark.parametrize("dtype", KDTYPES)
 @pytest.mark.parametrize("act", ["none", "relu", "gelu", "gelu_tanh"])
-def test_bias_act_kernel(dtype, act):
+@pytest.mark.parametrize("shape", [(33, 65), (17, 128)])  # element by element (and a tail), whole 16-byte words
+def test_bias_act_kernel(dtype, act, shape):
     be = _be()
     cp = be.xp
     g0 = _rng(9)
-    x = cp.asarray(g0.standard_normal((33, 65)) * 2, dtype=dtype)
-    b = cp.asarray(g0.standard_normal(65), dtype=dtype)
-    g = cp.asarray(g0.standard_normal((33, 65)), dtype=dtype)
+    x = cp.asarray(g0.standard_normal(shape) * 2, dtype=dtype)
+    b = cp.asarray(g0.standard_normal(shape[-1]), dtype=dtype)
+    g = cp.asarray(g0.standard_normal(shape), dtype=dtype)
     for bias in (b, None):
         bb = None if bias is None else bias.astype(np.float64)
         _close(be.bias_act(x, bias, act), reference.bias_act_ref(cp, x.astype(np.float64), bb, act), dtype)
@@ -520,16 +558,17 @@ def test_bias_act_kernel(dtype, act):
 @cuda_only
 @pytest.mark.parametrize("half", ["float16", "bfloat16"])
 @pytest.mark.parametrize("act", ["relu", "gelu", "gelu_tanh"])
-def test_bias_act_half_reads_in_place(half, act):
+@pytest.mark.parametrize("shape", [(37, 129), (9, 264)])
+def test_bias_act_half_reads_in_place(half, act, shape):
     """Half inputs are read and written by the kernels as they are (no float32 copies): the result is the float32
     computation of the widened inputs rounded once, bit for bit, with a float32 bias or none."""
     be = _be()
     cp = be.xp
     dt = np.dtype(getattr(ml_dtypes, half) if half == "bfloat16" else np.float16)
     g0 = _rng(10)
-    x = be.astype(cp.asarray(g0.standard_normal((37, 129)) * 3, dtype=np.float32), dt)
-    g = be.astype(cp.asarray(g0.standard_normal((37, 129)), dtype=np.float32), dt)
-    for bias in (None, cp.asarray(g0.standard_normal(129), dtype=np.float32)):
+    x = be.astype(cp.asarray(g0.standard_normal(shape) * 3, dtype=np.float32), dt)
+    g = be.astype(cp.asarray(g0.standard_normal(shape), dtype=np.float32), dt)
+    for bias in (None, cp.asarray(g0.standard_normal(shape[-1]), dtype=np.float32)):
         want = be.astype(be.bias_act(be.astype(x, np.float32), bias, act), dt)
         got = be.bias_act(x, bias, act)
         assert got.dtype == dt
@@ -1429,6 +1468,55 @@ def test_cross_entropy_half_logits_under_autocast_reads_them_in_place(half, redu
                                atol=1e-8 if half == "bfloat16" else 2 ** -23)
     # outside autocast a half loss stays half, as PyTorch
     assert pylucid.nn.functional.cross_entropy(hx, pylucid.tensor(t, device="cuda")).dtype is getattr(pylucid, half)
+
+
+@cuda_only
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("shape", [(8, 1024), (5, 333)])  # whole 16-byte words, and element by element
+def test_gelu_half_input_under_autocast_reads_it_in_place(half, approximate, shape, monkeypatch):
+    """Under autocast, gelu of a half input is float32 (the op is ForceFP32) without a float32 copy of the input:
+    the result is the float32 gelu of the same values bit for bit, and the input's gradient is the float32
+    gradient rounded once to the half dtype (as the cast's backward rounds it); double backward still works."""
+    g0 = _rng(41)
+    hdt = getattr(pylucid, half)
+    hx = pylucid.tensor((g0.standard_normal(shape) * 3).astype(np.float32), device="cuda").to(hdt)
+    hx = hx.detach().requires_grad_()
+    gy = pylucid.tensor(g0.standard_normal(shape).astype(np.float32), device="cuda")
+    casts = []
+    be = hx.device.backend
+    real = be.astype
+    monkeypatch.setattr(be, "astype", lambda a, dt, copy=True: (casts.append((a.shape, a.dtype, np.dtype(dt))),
+                                                                  real(a, dt, copy))[1])
+    with pylucid.autocast("cuda", dtype=hdt):
+        y = pylucid.nn.functional.gelu(hx, approximate=approximate)
+    assert y.dtype is pylucid.float32
+    assert not [c for c in casts if c[0] == shape and c[1] != c[2]], casts  # no copy of the input
+    y.backward(gy)
+    assert hx.grad.dtype is hdt
+    monkeypatch.undo()
+    fx = hx.detach().float().requires_grad_()
+    fy = pylucid.nn.functional.gelu(fx, approximate=approximate)
+    fy.backward(gy)
+    np.testing.assert_array_equal(y.detach().cpu().numpy(), fy.detach().cpu().numpy())
+    np.testing.assert_array_equal(hx.grad.float().cpu().numpy(), fx.grad.to(hdt).float().cpu().numpy())
+    # against PyTorch's float32 gelu of the same values
+    tx = torch.tensor(hx.detach().float().cpu().numpy(), requires_grad=True)
+    ty = torch.nn.functional.gelu(tx, approximate=approximate)
+    np.testing.assert_allclose(y.detach().cpu().numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-6)
+    # second order through the graph formula (float32 computation, the gradient cast to the input's dtype)
+    x2 = hx.detach().requires_grad_()
+    with pylucid.autocast("cuda", dtype=hdt):
+        y2 = pylucid.nn.functional.gelu(x2, approximate=approximate)
+    (gx,) = pylucid.autograd.grad(y2.sum(), x2, create_graph=True)
+    assert gx.dtype is hdt
+    (ggx,) = pylucid.autograd.grad(gx.float().sum(), x2)
+    tx2 = torch.tensor(x2.detach().float().cpu().numpy(), requires_grad=True)
+    (tg,) = torch.autograd.grad(torch.nn.functional.gelu(tx2, approximate=approximate).sum(), tx2, create_graph=True)
+    (tgg,) = torch.autograd.grad(tg.sum(), tx2)
+    np.testing.assert_allclose(gx.detach().float().cpu().numpy(), tg.detach().to(getattr(torch, half)).float().numpy(),
+                               rtol=2 ** -7, atol=1e-3)
+    np.testing.assert_allclose(ggx.float().cpu().numpy(), tgg.numpy(), rtol=1e-2, atol=2e-2)
 
 
 @cuda_only

@@ -496,8 +496,11 @@ class ArrayBackend:
                     xp.multiply(gf[s:s + m], e, out=ob)
         return out.reshape(x.shape).astype(dt, copy=False)
 
-    def gelu(self, x, approximate: str = "none"):
-        """``x Phi(x)`` (``'none'``) or ``x/2 (1 + tanh(k (x + c x^3)))`` (``'tanh'``), in ``x``'s dtype."""
+    def gelu(self, x, approximate: str = "none", float_out: bool = False):
+        """``x Phi(x)`` (``'none'``) or ``x/2 (1 + tanh(k (x + c x^3)))`` (``'tanh'``), in ``x``'s dtype (float32 for
+        a half ``x`` with ``float_out``: autocast's float32 policy)."""
+        if float_out and x.dtype in _HALF:
+            x = x.astype(np.float32)
         t = x.dtype.type
         if approximate == "tanh":
             return x * t(0.5) * (1 + self.tanh((x + x * x * x * t(GELU_C)) * t(GELU_K)))

@@ -726,13 +726,15 @@ class CUDABackend(ArrayBackend):
         return a.astype(np_dtype, copy=copy)
 
     # -- GELU: one kernel each way (the bias_act kernels without a bias) ---------------------
-    def gelu(self, x, approximate: str = "none"):
+    def gelu(self, x, approximate: str = "none", float_out: bool = False):
         if self.fast_launch and x.dtype in _GEMM:
-            return self._bias_act("bias_act_fwd", None, x, None, "gelu_tanh" if approximate == "tanh" else "gelu")
-        return super().gelu(x, approximate)
+            return self._bias_act("bias_act_fwd", None, x, None, "gelu_tanh" if approximate == "tanh" else "gelu",
+                                  float_out)
+        return super().gelu(x, approximate, float_out)
 
     def gelu_backward(self, g, x, approximate: str = "none"):
-        if self.fast_launch and x.dtype in _GEMM and g.dtype == x.dtype and g.shape == x.shape:
+        if self.fast_launch and x.dtype in _GEMM and g.shape == x.shape and (
+                g.dtype == x.dtype or (x.dtype in _HALF and g.dtype == _F32)):
             return self._bias_act("bias_act_bwd", g, x, None, "gelu_tanh" if approximate == "tanh" else "gelu")
         return super().gelu_backward(g, x, approximate)
 
@@ -1269,7 +1271,11 @@ class CUDABackend(ArrayBackend):
                 per = -(-rows // nblk)
                 nblk = -(-rows // per)
                 part = None if wc is None else self.ndarray((nblk, 2 * cols), cdt)
-                get_kernel("layer_norm_bwd_rows", cdt)(
+                # rows of whole aligned 16-byte words up to 32 * 8 words: the register-cached kernel
+                vec = 16 // cdt.itemsize
+                words = (cols % vec == 0 and cols <= 256 * vec
+                         and not any(a.data.ptr % 16 for a in (gc, xc, dx) + (() if wc is None else (wc,))))
+                get_kernel("layer_norm_bwd_words" if words else "layer_norm_bwd_rows", cdt)(
                     (nblk,), (128,),
                     (gc, xc, xc if wc is None else wc, mc, rc, dx, np.uint64(0) if part is None else part,
                      np.int64(rows), np.int64(cols), np.int64(per), np.int32(wc is not None)))
@@ -1750,19 +1756,28 @@ class CUDABackend(ArrayBackend):
         """``dz = g * act'(x + bias)`` (the gradient for ``x``; sum it over leading axes for ``bias``)."""
         return self._bias_act("bias_act_bwd", g, x, bias, act)
 
-    def _bias_act(self, name, g, x, bias, act):
+    def _bias_act(self, name, g, x, bias, act, float_out=False):
+        """The bias + activation kernels. Half ``x`` (and ``g``) are read in place: with ``float_out`` the
+        forward writes float32 (autocast's float32 result, no float32 copy of ``x``); a float32 ``g`` for a half
+        ``x`` (the gradient of that result) gives ``dz`` in ``x``'s dtype, rounded once."""
         if act not in BIAS_ACT_CODES:
             raise ValueError(f"bias_act: unknown activation {act!r}; accepted: {sorted(BIAS_ACT_CODES)}")
         if bias is not None and (x.ndim == 0 or bias.size != x.shape[-1]):
             raise ValueError(f"bias_act: bias of shape {bias.shape} does not match the last axis of {x.shape}")
         dt = x.dtype
-        if dt in _HALF and (g is None or g.dtype == dt):
+        odt = _F32 if float_out and dt in _HALF else dt  # the result's dtype
+        out_name = grad_name = None
+        if dt in _HALF and (g is None or g.dtype == dt or g.dtype == _F32):
             # half x and g read in place (the kernel widens on load, rounds once on store): no float32 copies
             contig = self.ascontiguousarray
             # (ascontiguousarray makes 0-d arrays 1-d, as NumPy's does: give them back their shape)
             xc = _contig(contig, x).reshape(x.shape)
             gc = None if g is None else _contig(contig, g).reshape(g.shape)
             cdt, io = _F32, dt.name
+            if odt != dt:
+                out_name = odt.name
+            if gc is not None and gc.dtype != dt:
+                grad_name = gc.dtype.name
             bc = None if bias is None else _contig(contig, self.astype(bias, _F32, copy=False))
         else:
             io = None
@@ -1771,17 +1786,20 @@ class CUDABackend(ArrayBackend):
                 gc = None
             else:
                 (gc, xc, bc), dt, cdt = self._compute(g, x, bias)
+            odt = dt
         n = xc.size
         ncol = bc.size if bc is not None else 1
         with self.device_ctx():
-            out = self.ndarray(xc.shape, xc.dtype)
+            out = self.ndarray(xc.shape, odt if out_name else xc.dtype)
             if n:
                 b = xc if bc is None else bc
                 head = (xc, b, out) if gc is None else (gc, xc, b, out)
-                get_kernel(name, cdt, io)((self._grid(n),), (256,),
-                                          head + (np.int64(ncol), np.int64(n), np.int32(bc is not None),
-                                                  np.int32(BIAS_ACT_CODES[act])))
-        return self.astype(out, dt, copy=False)
+                # one thread per 16-byte word of x (the kernel's IO_VEC elements)
+                words = -(-n // (16 // xc.dtype.itemsize))
+                get_kernel(name, cdt, io, out_name, grad_name)(
+                    (self._grid(words),), (256,),
+                    head + (np.int64(ncol), np.int64(n), np.int32(bc is not None), np.int32(BIAS_ACT_CODES[act])))
+        return self.astype(out, odt, copy=False)
 
     # -- cuDNN: each method returns None wherever cuDNN is switched off, absent or declines the case, and
     # -- the op then runs its own kernels (pylucid.backends.cudnn holds the switches, read per call) -------

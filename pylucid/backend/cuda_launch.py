@@ -25,17 +25,19 @@ _RAW_GET_KERNEL = True
 fast_kernel_errors: dict = {}
 
 
-def get_kernel(name: str, dtype=np.float32, io=None):
+def get_kernel(name: str, dtype=np.float32, io=None, out=None, grad=None):
     """The compiled kernel ``name`` of :data:`cuda_sources.KERNELS` for ``dtype`` (float32/float64) on the
     current device (``io``: the storage dtype name of an :data:`~cuda_sources.IO_KERNELS` kernel's large
-    operands): a :func:`generic_launcher`, or the ``RawKernel`` itself when its signature is not parsed."""
+    operands; ``out``/``grad``: the bias + activation kernels' result and gradient types, see
+    :func:`~cuda_sources.kernel_source`): a :func:`generic_launcher`, or the ``RawKernel`` itself when its
+    signature is not parsed."""
     import cupy
 
     dev = cupy.cuda.runtime.getDevice()
-    key = (name, dtype, dev, io)
+    key = (name, dtype, dev, io, out, grad)
     k = _cache.get(key)
     if k is None:
-        src = kernel_source(name, dtype, io)
+        src = kernel_source(name, dtype, io, out, grad)
         raw = cupy.RawKernel(src, name)
         k = raw
         if _RAW_GET_KERNEL:

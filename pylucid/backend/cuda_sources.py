@@ -224,6 +224,92 @@ extern "C" __global__ void layer_norm_bwd_rows(const scalar_t* __restrict__ g, c
     }
 }
 """,
+    "layer_norm_bwd_words": r"""
+// layer_norm_bwd_rows for rows of whole 16-byte words (cols % LN_VEC == 0, cols <= 32 * LN_VEC * LN_WORDS, all
+// pointers 16-byte aligned): a lane owns the same LN_WORDS words of every row, so it loads a row's g and x once
+// into registers (one 16-byte load per word), keeps its columns of w, and adds g * xhat and g of its rows into
+// register accumulators; the block's warps then add theirs in a fixed order (deterministic, no atomics)
+#define LN_VEC (16 / sizeof(scalar_t))
+#define LN_WORDS 8
+#define LN_ACC_W (32768 / sizeof(scalar_t))
+union LnWord { uint4 u; scalar_t e[LN_VEC]; };
+extern "C" __global__ void layer_norm_bwd_words(const scalar_t* __restrict__ g, const scalar_t* __restrict__ x,
+                                                const scalar_t* __restrict__ w, const scalar_t* __restrict__ mean,
+                                                const scalar_t* __restrict__ rstd, scalar_t* __restrict__ dx,
+                                                scalar_t* __restrict__ part, long long rows, long long cols,
+                                                long long rows_per_block, int has_w) {
+    __shared__ scalar_t acc[LN_ACC_W];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    long long nwords = cols / LN_VEC;
+    scalar_t wv[LN_WORDS][LN_VEC], aw[LN_WORDS][LN_VEC], ab[LN_WORDS][LN_VEC];
+    #pragma unroll
+    for (int k = 0; k < LN_WORDS; ++k) {
+        long long j = (long long)k * 32 + lane;
+        LnWord t;
+        if (has_w && j < nwords) t.u = ((const uint4*)w)[j];
+        #pragma unroll
+        for (int e = 0; e < LN_VEC; ++e) { wv[k][e] = has_w && j < nwords ? t.e[e] : (scalar_t)1; aw[k][e] = 0; ab[k][e] = 0; }
+    }
+    long long r0 = (long long)blockIdx.x * rows_per_block;
+    long long r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
+    for (long long row = r0 + wid; row < r1; row += nw) {
+        const uint4* gr = (const uint4*)(g + row * cols);
+        const uint4* xr = (const uint4*)(x + row * cols);
+        uint4* dr = (uint4*)(dx + row * cols);
+        scalar_t mu = mean[row], rs = rstd[row];
+        LnWord gw[LN_WORDS], xw[LN_WORDS];
+        scalar_t a = 0, bb = 0;
+        #pragma unroll
+        for (int k = 0; k < LN_WORDS; ++k) {
+            long long j = (long long)k * 32 + lane;
+            if (j < nwords) {
+                gw[k].u = gr[j];
+                xw[k].u = xr[j];
+                #pragma unroll
+                for (int e = 0; e < LN_VEC; ++e) {
+                    scalar_t dxh = gw[k].e[e] * wv[k][e];
+                    a += dxh;
+                    bb += dxh * (xw[k].e[e] - mu) * rs;
+                }
+            }
+        }
+        a = warp_reduce(a, SumOp()) / (scalar_t)cols;
+        bb = warp_reduce(bb, SumOp()) / (scalar_t)cols;
+        #pragma unroll
+        for (int k = 0; k < LN_WORDS; ++k) {
+            long long j = (long long)k * 32 + lane;
+            if (j < nwords) {
+                LnWord o;
+                #pragma unroll
+                for (int e = 0; e < LN_VEC; ++e) {
+                    scalar_t gj = gw[k].e[e];
+                    scalar_t xh = (xw[k].e[e] - mu) * rs;
+                    o.e[e] = rs * (gj * wv[k][e] - a - xh * bb);
+                    aw[k][e] += gj * xh;
+                    ab[k][e] += gj;
+                }
+                dr[j] = o.u;
+            }
+        }
+    }
+    if (!part) return;
+    scalar_t* mine = acc + (long long)wid * 2 * cols;
+    #pragma unroll
+    for (int k = 0; k < LN_WORDS; ++k) {
+        long long j = (long long)k * 32 + lane;
+        if (j < nwords) {
+            #pragma unroll
+            for (int e = 0; e < LN_VEC; ++e) { mine[j * LN_VEC + e] = aw[k][e]; mine[cols + j * LN_VEC + e] = ab[k][e]; }
+        }
+    }
+    __syncthreads();
+    for (long long j = threadIdx.x; j < 2 * cols; j += blockDim.x) {
+        scalar_t t = 0;
+        for (int k = 0; k < nw; ++k) t += acc[(long long)k * 2 * cols + j];
+        part[(long long)blockIdx.x * 2 * cols + j] = t;
+    }
+}
+""",
     "batch_norm_fwd": r"""
 extern "C" __global__ void batch_norm_fwd(const io_t* __restrict__ x, const scalar_t* __restrict__ w,
                                           const scalar_t* __restrict__ b, scalar_t* __restrict__ mean_io,
@@ -430,20 +516,41 @@ extern "C" __global__ void bn_part_grad_apply(const io_t* __restrict__ g, const 
 }
 """,
     "cross_entropy_fwd": r"""
+// (m, s) -> the pair for max(m, mm): s rescaled by exp(m - mm); m == mm (also both -inf) keeps s as it is
+__device__ __forceinline__ scalar_t lse_rescale(scalar_t s, scalar_t m, scalar_t mm) {
+    return m == mm ? s : s * exp(m - mm);
+}
 extern "C" __global__ void cross_entropy_fwd(const io_t* __restrict__ logits, const long long* __restrict__ target,
                                              scalar_t* __restrict__ loss, scalar_t* __restrict__ lse_out,
                                              long long cols, long long ignore_index) {
     // one block per row, ONE pass over the logits (read in their storage type io_t, computed in scalar_t):
     // each thread keeps a running maximum m and the sum s of exp(x - m), rescaled when m grows; the block
-    // then combines the (m, s) pairs. An empty partial (m = -inf) contributes nothing.
+    // then combines the (m, s) pairs. An empty partial (m = -inf) contributes nothing. Rows of whole 16-byte
+    // words (cols % IO_VEC == 0, aligned) are read a word at a time: the word's maximum first, so s is
+    // rescaled at most once per word; a NaN logit makes its exp term, s and the row's loss NaN.
     __shared__ scalar_t shm[32];
     __shared__ scalar_t shs[32];
     const io_t* xr = logits + (long long)blockIdx.x * cols;
     scalar_t m = NEG_INF, s = 0;
-    for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
-        scalar_t x = LD(xr[j]);
-        if (x > m) { s = s * exp(m - x) + (scalar_t)1; m = x; }
-        else s += exp(x - m);  // x = NaN: s becomes NaN, and so does the row's loss
+    if (cols % IO_VEC == 0 && !((unsigned long long)logits & 15ull)) {
+        const uint4* xv = (const uint4*)xr;
+        for (long long j = threadIdx.x; j < cols / IO_VEC; j += blockDim.x) {
+            IoWord w;
+            w.u = xv[j];
+            scalar_t v[IO_VEC], mm = m;
+            #pragma unroll
+            for (int k = 0; k < IO_VEC; ++k) { v[k] = LD(w.e[k]); mm = fmax(mm, v[k]); }
+            s = lse_rescale(s, m, mm);
+            #pragma unroll
+            for (int k = 0; k < IO_VEC; ++k) s += v[k] == mm ? (scalar_t)1 : exp(v[k] - mm);
+            m = mm;
+        }
+    } else {
+        for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+            scalar_t x = LD(xr[j]);
+            if (x > m) { s = s * exp(m - x) + (scalar_t)1; m = x; }
+            else s += exp(x - m);  // x = NaN: s becomes NaN, and so does the row's loss
+        }
     }
     // (m, s) combine: m = max, s = s1 exp(m1 - m) + s2 exp(m2 - m)
     for (int o = 16; o > 0; o >>= 1) {
@@ -482,14 +589,34 @@ extern "C" __global__ void cross_entropy_bwd(const scalar_t* __restrict__ g, con
                                              const scalar_t* __restrict__ lse, const long long* __restrict__ target,
                                              io_t* __restrict__ dx, long long cols, long long ignore_index,
                                              long long rows, long long g_stride) {
-    // one block per row (grid-stride over rows): no division per element; logits and dx in their storage type.
+    // one block per row (grid-stride over rows): no division per element; logits and dx in their storage type,
+    // a 16-byte word at a time where rows are whole aligned words (as cross_entropy_fwd).
     // g_stride 0: one gradient for every row (the mean/sum reductions), read without a broadcast copy
+    bool words = cols % IO_VEC == 0 && !(((unsigned long long)logits | (unsigned long long)dx) & 15ull);
     for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
         const io_t* xr = logits + r * cols;
         io_t* dr = dx + r * cols;
         long long t = target[r];
         scalar_t gr = g[r * g_stride], lr = lse[r];
-        if (t == ignore_index) {
+        bool skip = t == ignore_index;
+        if (words) {
+            const uint4* xv = (const uint4*)xr;
+            uint4* dv = (uint4*)dr;
+            for (long long j = threadIdx.x; j < cols / IO_VEC; j += blockDim.x) {
+                IoWord w, o;
+                if (skip) { o.u = make_uint4(0u, 0u, 0u, 0u); dv[j] = o.u; continue; }  // +0.0 in every type
+                w.u = xv[j];
+                long long c0 = j * IO_VEC;
+                #pragma unroll
+                for (int k = 0; k < IO_VEC; ++k) {
+                    scalar_t p = exp(LD(w.e[k]) - lr);
+                    o.e[k] = ST(gr * (p - (c0 + k == t ? (scalar_t)1 : (scalar_t)0)));
+                }
+                dv[j] = o.u;
+            }
+            continue;
+        }
+        if (skip) {
             for (long long c = threadIdx.x; c < cols; c += blockDim.x) dr[c] = ST((scalar_t)0);
             continue;
         }
@@ -674,44 +801,94 @@ extern "C" __global__ void adam_count(scalar_t* __restrict__ step, const scalar_
 }
 """,
     "bias_act_fwd": r"""
-// y = act(x + bias) over a C-contiguous array, bias (ncol,) broadcast over the last axis; x and y in the storage
-// type io_t (half inputs read and written as they are: computed in float32, rounded once on store)
+// y = act(x + bias) over a C-contiguous array, bias (ncol,) broadcast over the last axis; x in the storage type io_t,
+// y in ot_t (io_t, or float32 for half x under autocast's float32 policy): half inputs are read as they are,
+// computed in float32 and rounded once on store. Each thread takes whole 16-byte words of IO_VEC elements of x
+// (the half types' 2-byte accesses one by one reach a fraction of the bandwidth) and finds the bias column once per
+// word; pointers not 16-byte aligned, or a bias row that words would straddle (ncol % IO_VEC), take one element at
+// a time. Launch ceil(n / IO_VEC) threads.
+__device__ __forceinline__ scalar_t act_value(scalar_t z, int act) {
+    if (act == 1) return (z != z) ? z : (z > (scalar_t)0 ? z : (scalar_t)0);
+    if (act == 2) return (scalar_t)0.5 * z * ((scalar_t)1 + erf(z * (scalar_t)0.7071067811865476));
+    if (act == 3) return (scalar_t)0.5 * z * ((scalar_t)1 + tanh((scalar_t)0.7978845608028654
+                                                                * (z + (scalar_t)0.044715 * z * z * z)));
+    return z;
+}
 extern "C" __global__ void bias_act_fwd(const io_t* __restrict__ x, const scalar_t* __restrict__ bias,
-                                        io_t* __restrict__ y, long long ncol, long long n, int has_bias,
+                                        ot_t* __restrict__ y, long long ncol, long long n, int has_bias,
                                         int act) {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x, step = (long long)gridDim.x * blockDim.x;
+    long long done = 0;
+    if (!((((unsigned long long)x | (unsigned long long)y) & 15ull) || (has_bias && ncol % IO_VEC))) {
+        long long nv = n / IO_VEC;
+        for (long long v = t; v < nv; v += step) {
+            IoWord in;
+            OtWord out;
+            in.u = ((const uint4*)x)[v];
+            const scalar_t* br = bias + (has_bias ? (v * IO_VEC) % ncol : 0);
+            #pragma unroll
+            for (int k = 0; k < IO_VEC; ++k) {
+                scalar_t z = has_bias ? LD(in.e[k]) + br[k] : LD(in.e[k]);
+                out.e[k] = STO(act_value(z, act));
+            }
+            #pragma unroll
+            for (int k = 0; k < OT_WORDS; ++k) ((uint4*)y)[v * OT_WORDS + k] = out.u[k];
+        }
+        done = nv * IO_VEC;
+    }
+    for (long long i = done + t; i < n; i += step) {
         scalar_t z = has_bias ? LD(x[i]) + bias[i % ncol] : LD(x[i]);
-        scalar_t r;
-        if (act == 1) r = (z != z) ? z : (z > (scalar_t)0 ? z : (scalar_t)0);
-        else if (act == 2) r = (scalar_t)0.5 * z * ((scalar_t)1 + erf(z * (scalar_t)0.7071067811865476));
-        else if (act == 3) r = (scalar_t)0.5 * z * ((scalar_t)1 + tanh((scalar_t)0.7978845608028654
-                                                         * (z + (scalar_t)0.044715 * z * z * z)));
-        else r = z;
-        y[i] = ST(r);
+        y[i] = STO(act_value(z, act));
     }
 }
 """,
     "bias_act_bwd": r"""
-// dz = g * act'(x + bias), g, x and dz in the storage type io_t (as bias_act_fwd)
-extern "C" __global__ void bias_act_bwd(const io_t* __restrict__ g, const io_t* __restrict__ x,
-                                        const scalar_t* __restrict__ bias, io_t* __restrict__ dz,
+// dz = g * act'(x + bias); x in io_t, g in gt_t (io_t, or float32: the gradient of autocast's float32 result for a
+// half x), dz in ot_t (io_t: rounded once, as the cast's backward rounds a float32 gradient); 16-byte words of x
+// as bias_act_fwd
+__device__ __forceinline__ scalar_t act_slope(scalar_t z, int act) {
+    if (act == 1) return z > (scalar_t)0 ? (scalar_t)1 : (scalar_t)0;
+    if (act == 2) {
+        scalar_t cdf = (scalar_t)0.5 * ((scalar_t)1 + erf(z * (scalar_t)0.7071067811865476));
+        return cdf + z * exp((scalar_t)-0.5 * z * z) * (scalar_t)0.3989422804014327;
+    }
+    if (act == 3) {
+        scalar_t k = (scalar_t)0.7978845608028654;
+        scalar_t t = tanh(k * (z + (scalar_t)0.044715 * z * z * z));
+        return (scalar_t)0.5 * ((scalar_t)1 + t)
+               + (scalar_t)0.5 * z * ((scalar_t)1 - t * t) * k * ((scalar_t)1 + (scalar_t)0.134145 * z * z);
+    }
+    return (scalar_t)1;
+}
+extern "C" __global__ void bias_act_bwd(const gt_t* __restrict__ g, const io_t* __restrict__ x,
+                                        const scalar_t* __restrict__ bias, ot_t* __restrict__ dz,
                                         long long ncol, long long n, int has_bias, int act) {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x, step = (long long)gridDim.x * blockDim.x;
+    long long done = 0;
+    if (!((((unsigned long long)g | (unsigned long long)x | (unsigned long long)dz) & 15ull)
+          || (has_bias && ncol % IO_VEC))) {
+        long long nv = n / IO_VEC;
+        for (long long v = t; v < nv; v += step) {
+            IoWord xi;
+            GtWord gi;
+            OtWord out;
+            xi.u = ((const uint4*)x)[v];
+            #pragma unroll
+            for (int k = 0; k < GT_WORDS; ++k) gi.u[k] = ((const uint4*)g)[v * GT_WORDS + k];
+            const scalar_t* br = bias + (has_bias ? (v * IO_VEC) % ncol : 0);
+            #pragma unroll
+            for (int k = 0; k < IO_VEC; ++k) {
+                scalar_t z = has_bias ? LD(xi.e[k]) + br[k] : LD(xi.e[k]);
+                out.e[k] = STO(LDG(gi.e[k]) * act_slope(z, act));
+            }
+            #pragma unroll
+            for (int k = 0; k < OT_WORDS; ++k) ((uint4*)dz)[v * OT_WORDS + k] = out.u[k];
+        }
+        done = nv * IO_VEC;
+    }
+    for (long long i = done + t; i < n; i += step) {
         scalar_t z = has_bias ? LD(x[i]) + bias[i % ncol] : LD(x[i]);
-        scalar_t d;
-        if (act == 1) d = z > (scalar_t)0 ? (scalar_t)1 : (scalar_t)0;
-        else if (act == 2) {
-            scalar_t cdf = (scalar_t)0.5 * ((scalar_t)1 + erf(z * (scalar_t)0.7071067811865476));
-            d = cdf + z * exp((scalar_t)-0.5 * z * z) * (scalar_t)0.3989422804014327;
-        } else if (act == 3) {
-            scalar_t k = (scalar_t)0.7978845608028654;
-            scalar_t t = tanh(k * (z + (scalar_t)0.044715 * z * z * z));
-            d = (scalar_t)0.5 * ((scalar_t)1 + t)
-                + (scalar_t)0.5 * z * ((scalar_t)1 - t * t) * k * ((scalar_t)1 + (scalar_t)0.134145 * z * z);
-        } else d = (scalar_t)1;
-        dz[i] = ST(LD(g[i]) * d);
+        dz[i] = STO(LDG(g[i]) * act_slope(z, act));
     }
 }
 """,
@@ -748,20 +925,37 @@ IO_KERNELS = frozenset({"batch_norm_fwd", "batch_norm_bwd", "relu_fwd", "relu_bw
                         "bn_part_grad_apply", "bias_act_fwd", "bias_act_bwd"})
 
 
-def kernel_source(name: str, dtype, io=None) -> str:
+def kernel_source(name: str, dtype, io=None, out=None, grad=None) -> str:
     """The full CUDA source of fused kernel ``name`` for ``dtype`` (float32 or float64).
 
     For :data:`IO_KERNELS`, ``io`` (a dtype name: float16, bfloat16, or None for ``dtype`` itself) is the
-    storage type of their large operands, converted to ``dtype`` on load and rounded once on store.
+    storage type of their large operands, converted to ``dtype`` on load and rounded once on store. The bias +
+    activation kernels also take ``out`` (their result's storage type ``ot_t``) and ``grad`` (the incoming
+    gradient's, ``gt_t``), each ``io``'s by default and otherwise at least as wide (float32 for half ``io``).
     """
     if name in _FIXED_TYPE:
         return KERNELS[name]
     ctype = _CTYPE[np.dtype(dtype)]
     head = REDUCTIONS
     if name in IO_KERNELS:
-        st, _, load, store, _ = _FAST_TYPES[io or np.dtype(dtype).name]
-        head = (_FAST_PRELUDE + f"#define io_t {st}\n#define LD(v) ((scalar_t){load.format('(v)')})\n"
-                f"#define ST(v) ({store.format('(v)')})\n" + head)
+        io = io or np.dtype(dtype).name
+        st, _, load, store, _ = _FAST_TYPES[io]
+        ot, _, _, store_o, _ = _FAST_TYPES[out or io]
+        gt, _, load_g, _, _ = _FAST_TYPES[grad or io]
+        if _SIZES[ot] % _SIZES[st] or _SIZES[gt] % _SIZES[st]:
+            raise ValueError(f"kernel_source: {name} takes out/grad types at least as wide as io ({io}); "
+                             f"got out={out}, grad={grad}")
+        # IO_VEC elements of io_t make one 16-byte word (IoWord), the unit of the vectorised loads and stores; the
+        # same elements of gt_t / ot_t take GT_WORDS / OT_WORDS words
+        vec = 16 // _SIZES[st]
+        head = (_FAST_PRELUDE + f"#define io_t {st}\n#define ot_t {ot}\n#define gt_t {gt}\n"
+                f"#define LD(v) ((scalar_t){load.format('(v)')})\n#define ST(v) ({store.format('(v)')})\n"
+                f"#define LDG(v) ((scalar_t){load_g.format('(v)')})\n#define STO(v) ({store_o.format('(v)')})\n"
+                f"#define IO_VEC {vec}\n#define OT_WORDS {vec * _SIZES[ot] // 16}\n"
+                f"#define GT_WORDS {vec * _SIZES[gt] // 16}\n"
+                "union IoWord { uint4 u; io_t e[IO_VEC]; };\n"
+                "union OtWord { uint4 u[OT_WORDS]; ot_t e[IO_VEC]; };\n"
+                "union GtWord { uint4 u[GT_WORDS]; gt_t e[IO_VEC]; };\n" + head)
     return (head + KERNELS[name]).replace("scalar_t", ctype)
 
 

@@ -357,7 +357,11 @@ class Gelu(Op):
                       accepts=("float", "int", "bool"))
 
     @staticmethod
-    def forward(be, x, approximate="none", derivative=False):
+    def forward(be, x, approximate="none", derivative=False, float_out=False):
+        # float_out (CUDA, half x under autocast; see gelu): the float32 result of the policy from the half x read
+        # as it is, with no float32 copy of x
+        if float_out:
+            return be.gelu(x, approximate, float_out=True)
         if approximate == "none" and be.name == "cpu" and x.dtype == be.float32 and x.size:
             return _gelu_f32(be, x, derivative)
         # float64 (scipy's exact erf), half, the tanh form; CUDA: one fused kernel each way
@@ -369,7 +373,8 @@ class Gelu(Op):
         self.extra = b[1].reshape(out.shape) if b is not None and b.shape == (2, out.size) else None
 
     def backward(self, g):
-        x = self.input(0)
+        x0 = self.input(0)
+        x = x0.float() if self.params.get("float_out") else x0  # autocast's float32 computation, as forward
         if self.params["approximate"] == "tanh":
             th = tanh(mul(add(x, mul(mul(x, mul(x, x)), _GELU_C)), _GELU_K))
             d_inner = mul(add(mul(mul(x, x), 3 * _GELU_C), 1), _GELU_K)
@@ -378,13 +383,16 @@ class Gelu(Op):
             cdf = mul(add(erf(mul(x, _SQRT1_2)), 1), 0.5)
             pdf = mul(exp(mul(mul(x, x), -0.5)), _INV_SQRT_2PI)
             d = add(cdf, mul(x, pdf))
-        return mul(g, d)
+        gx = mul(g, d)
+        return gx.to(x0.dtype) if gx.dtype != x0.dtype else gx
 
     def backward_fast(self, be, g):
         d = self.extra
         if d is not None and d.shape == g.shape:
             return (g * d).astype(g.dtype, copy=False)
-        return be.gelu_backward(g, self.input(0)._data, self.params["approximate"])
+        x = self.input(0)._data
+        # float_out: a float32 g for the half x; the gradient in x's dtype, rounded once (as the cast's backward)
+        return be.gelu_backward(g, x, self.params["approximate"]).astype(x.dtype, copy=False)
 
 
 # the float32 Phi: erf from Abramowitz-Stegun 7.1.26, ``erfc(z) = t (a1 + t (a2 + ... + t a5)) exp(-z^2)``,
@@ -467,6 +475,17 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     # the CPU float32 forward also writes the derivative when a gradient will be asked for
     need = input.__class__ in _TENSOR_TYPES and input._requires_grad and _state.grad_enabled
+    ac = _state.autocast
+    if (ac is not None and input.__class__ in _TENSOR_TYPES and input._device.type == "cuda"
+            and ac.get("cuda") is not None and input.dtype in (_dt.float16, _dt.bfloat16)):
+        # autocast's float32 gelu (the op is ForceFP32) without casting the half input: the CUDA kernels read it,
+        # compute in float32 and write the float32 result; the input's gradient is written in its dtype, rounded
+        # once, as the cast's backward would round the float32 gradient
+        _state.autocast = None
+        try:
+            return _unary(Gelu, input, {"approximate": approximate, "derivative": False, "float_out": True})
+        finally:
+            _state.autocast = ac
     return _unary(Gelu, input, {"approximate": approximate, "derivative": need})
 
 
