@@ -1472,6 +1472,66 @@ def test_cross_entropy_half_logits_under_autocast_reads_them_in_place(half, redu
 
 @cuda_only
 @pytest.mark.parametrize("half", ["bfloat16", "float16"])
+@pytest.mark.parametrize("shape", [(1100, 96), (1100, 770), (3, 5, 300)])  # warp on words / warp / block per row
+def test_layer_norm_half_input_under_autocast_reads_it_in_place(half, shape, monkeypatch):
+    """Under autocast, layer norm of a half input is float32 (the op is ForceFP32) without a float32 copy of the
+    input: the result is the float32 layer norm of the same values bit for bit; the input's gradient is the float32
+    gradient rounded to the half dtype (within one half ulp: the row sums may add in another order), the weight
+    and bias gradients float32; double backward still works."""
+    g0 = _rng(42)
+    hdt = getattr(pylucid, half)
+    cols = shape[-1]
+    hx = pylucid.tensor((g0.standard_normal(shape) * 3 + 1).astype(np.float32), device="cuda").to(hdt)
+    hx = hx.detach().requires_grad_()
+    ln = pylucid.nn.LayerNorm(cols).to("cuda")
+    with pylucid.no_grad():
+        ln.weight.copy_(pylucid.tensor(g0.standard_normal(cols).astype(np.float32), device="cuda"))
+        ln.bias.copy_(pylucid.tensor(g0.standard_normal(cols).astype(np.float32), device="cuda"))
+    gy = pylucid.tensor(g0.standard_normal(shape).astype(np.float32), device="cuda")
+    casts = []
+    be = hx.device.backend
+    real = be.astype
+    monkeypatch.setattr(be, "astype", lambda a, dt, copy=True: (casts.append((a.shape, a.dtype, np.dtype(dt))),
+                                                                  real(a, dt, copy))[1])
+    with pylucid.autocast("cuda", dtype=hdt):
+        y = ln(hx)
+    assert y.dtype is pylucid.float32
+    assert not [c for c in casts if c[0] == shape and c[1] != c[2]], casts  # no copy of the input
+    y.backward(gy)
+    monkeypatch.undo()
+    assert hx.grad.dtype is hdt and ln.weight.grad.dtype is pylucid.float32
+    got = (hx.grad.float().cpu().numpy(), ln.weight.grad.cpu().numpy(), ln.bias.grad.cpu().numpy())
+    ln.zero_grad()
+    fx = hx.detach().float().requires_grad_()
+    fy = ln(fx)
+    fy.backward(gy)
+    np.testing.assert_array_equal(y.detach().cpu().numpy(), fy.detach().cpu().numpy())
+    ulp = 2 ** -7 if half == "bfloat16" else 2 ** -10
+    np.testing.assert_allclose(got[0], fx.grad.to(hdt).float().cpu().numpy(), rtol=ulp, atol=1e-5)
+    np.testing.assert_allclose(got[1], ln.weight.grad.cpu().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[2], ln.bias.grad.cpu().numpy(), rtol=1e-4, atol=1e-4)
+    # against PyTorch's float32 layer norm of the same values
+    tx = torch.tensor(hx.detach().float().cpu().numpy())
+    ty = torch.nn.functional.layer_norm(tx, (cols,), torch.tensor(ln.weight.detach().cpu().numpy()),
+                                        torch.tensor(ln.bias.detach().cpu().numpy()))
+    np.testing.assert_allclose(y.detach().cpu().numpy(), ty.numpy(), rtol=1e-5, atol=1e-5)
+    # second order through the graph formula
+    x2 = hx.detach().requires_grad_()
+    with pylucid.autocast("cuda", dtype=hdt):
+        y2 = ln(x2)
+    (gx,) = pylucid.autograd.grad((y2 * gy).sum(), x2, create_graph=True)
+    assert gx.dtype is hdt
+    (ggx,) = pylucid.autograd.grad((gx.float() ** 2).sum(), x2)
+    tx2 = tx.clone().requires_grad_()
+    tw, tb = (torch.tensor(p.detach().cpu().numpy()) for p in (ln.weight, ln.bias))
+    (tg,) = torch.autograd.grad((torch.nn.functional.layer_norm(tx2, (cols,), tw, tb)
+                                 * torch.tensor(gy.cpu().numpy())).sum(), tx2, create_graph=True)
+    (tgg,) = torch.autograd.grad((tg.to(getattr(torch, half)).float() ** 2).sum(), tx2)
+    np.testing.assert_allclose(ggx.float().cpu().numpy(), tgg.numpy(), rtol=5e-2, atol=5e-2)
+
+
+@cuda_only
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("shape", [(8, 1024), (5, 333)])  # whole 16-byte words, and element by element
 def test_gelu_half_input_under_autocast_reads_it_in_place(half, approximate, shape, monkeypatch):

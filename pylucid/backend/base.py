@@ -233,9 +233,12 @@ class ArrayBackend:
             return g - self.xp.exp(y) * self.sum(g, axis=-1, keepdims=True)
         return y * (g - self.sum(g * y, axis=-1, keepdims=True))
 
-    def layer_norm(self, x, weight, bias, eps: float):
-        """Layer norm over the last axis: ``(y, mean, rstd)`` (biased variance; stats in float32 for half x)."""
+    def layer_norm(self, x, weight, bias, eps: float, float_out: bool = False):
+        """Layer norm over the last axis: ``(y, mean, rstd)`` (biased variance; stats in float32 for half x; ``y``
+        in float32 for half x with ``float_out``, autocast's float32 policy)."""
         xf = x.astype(np.float32) if x.dtype in _HALF else x
+        if float_out:
+            x = xf
         mean = self.mean(xf, axis=(-1,), keepdims=True)
         xc = xf - mean
         rstd = 1.0 / self.xp.sqrt(self.mean(xc * xc, axis=(-1,), keepdims=True) + eps)

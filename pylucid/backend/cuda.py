@@ -1227,42 +1227,70 @@ class CUDABackend(ArrayBackend):
                                                (yc, gc, dx, np.int64(cols), np.int32(bool(log))))
         return self.astype(dx, dt, copy=False)
 
-    def layer_norm(self, x, weight, bias, eps: float):
+    def _ln_operands(self, x, g, *params):
+        """``(x, g, params, io, grad, dtype, kernel dtype)`` for the layer-norm kernels. A half ``x`` (with a ``g``
+        of its dtype or float32) is read in place (``io`` its dtype name, ``grad`` g's when it differs; the
+        weight and bias in float32): no float32 copies; other inputs as :meth:`_compute` gives them."""
+        dt = x.dtype
+        if dt in _HALF and (g is None or g.dtype == dt or g.dtype == _F32) and all(
+                p is None or p.dtype == dt or p.dtype == _F32 for p in params):
+            contig = self.ascontiguousarray
+            xc = _contig(contig, x).reshape(x.shape)
+            gc = None if g is None else _contig(contig, g).reshape(g.shape)
+            pc = [None if p is None else _contig(contig, self.astype(p, _F32, copy=False)) for p in params]
+            return xc, gc, pc, dt.name, (None if gc is None or gc.dtype == dt else gc.dtype.name), dt, _F32
+        if g is None:
+            (xc, *pc), dt, cdt = self._compute(x, *params)
+            gc = None
+        else:
+            (gc, xc, *pc), dt, cdt = self._compute(g, x, *params)
+        return xc, gc, pc, None, None, dt, cdt
+
+    def layer_norm(self, x, weight, bias, eps: float, float_out: bool = False):
         """Layer norm over the last axis: ``(y, mean, rstd)``; ``mean``/``rstd`` of shape ``x.shape[:-1]``.
 
-        ``mean`` and ``rstd`` are float32 for half inputs (the statistics the backward needs).
+        ``mean`` and ``rstd`` are float32 for half inputs (the statistics the backward needs). Half ``x`` is read
+        in place (computed in float32); ``float_out`` writes ``y`` in float32 (autocast's float32 policy), else in
+        ``x``'s dtype, rounded once.
         """
-        (xc, wc, bc), dt, cdt = self._compute(x, weight, bias)
+        xc, _, (wc, bc), io, _, dt, cdt = self._ln_operands(x, None, weight, bias)
+        # a half x: float32 with float_out, or with a float32 weight or bias (the dtypes' promotion), else x's dtype
+        odt = _F32 if io is not None and (float_out or any(p is not None and p.dtype != dt for p in (weight, bias))) \
+            else dt
+        out_name = odt.name if io is not None and odt != dt else None
         cols = x.shape[-1]
         rows = xc.size // cols if cols else 0
         with self.device_ctx():
-            y = self.ndarray(xc.shape, cdt)
+            y = self.ndarray(xc.shape, odt if io is not None else cdt)
             mean = self.ndarray(x.shape[:-1], cdt)
             rstd = self.ndarray(x.shape[:-1], cdt)
             if rows >= self._LN_WARP_ROWS and 0 < cols <= self._LN_WARP_COLS:
-                get_kernel("layer_norm_fwd_rows", cdt)(
+                get_kernel("layer_norm_fwd_rows", cdt, io, out_name)(
                     (-(-rows // 8),), (256,),
                     (xc, xc if wc is None else wc, xc if bc is None else bc, y, mean, rstd, np.int64(rows),
                      np.int64(cols), cdt.type(eps), np.int32(wc is not None), np.int32(bc is not None)))
             elif rows and cols:
-                get_kernel("layer_norm_fwd", cdt)(
+                get_kernel("layer_norm_fwd", cdt, io, out_name)(
                     (rows,), (self._row_threads(cols),),
                     (xc, xc if wc is None else wc, xc if bc is None else bc, y, mean, rstd, np.int64(cols),
                      cdt.type(eps), np.int32(wc is not None), np.int32(bc is not None)))
             elif rows:
                 mean.fill(float("nan"))
                 rstd.fill(float("nan"))
-        return self.astype(y, dt, copy=False), mean, rstd
+        return self.astype(y, odt, copy=False), mean, rstd
 
     def layer_norm_backward(self, g, x, mean, rstd, weight):
-        """``(dx, dweight, dbias)`` of :meth:`layer_norm` (``dweight``/``dbias`` None without ``weight``)."""
-        (gc, xc, wc), dt, cdt = self._compute(g, x, weight)
+        """``(dx, dweight, dbias)`` of :meth:`layer_norm` (``dweight``/``dbias`` None without ``weight``).
+
+        A half ``x`` is read in place with ``g`` of its dtype or float32 (the gradient of a ``float_out`` result):
+        ``dx`` is written in ``x``'s dtype, rounded once."""
+        xc, gc, (wc,), io, grad_name, dt, cdt = self._ln_operands(x, g, weight)
         mc = _contig(self.xp.ascontiguousarray, mean.astype(cdt, copy=False))
         rc = _contig(self.xp.ascontiguousarray, rstd.astype(cdt, copy=False))
         cols = x.shape[-1]
         rows = xc.size // cols if cols else 0
         with self.device_ctx():
-            dx = self.ndarray(xc.shape, cdt)
+            dx = self.ndarray(xc.shape, xc.dtype)
             warp = rows >= self._LN_WARP_ROWS and 0 < cols <= self._LN_WARP_COLS
             if warp and cols * 8 * cdt.itemsize <= 32768:  # the kernel's shared accumulators: 32 KiB
                 # a warp per row, dweight and dbias as per-block partial sums in the same pass (one small
@@ -1271,11 +1299,11 @@ class CUDABackend(ArrayBackend):
                 per = -(-rows // nblk)
                 nblk = -(-rows // per)
                 part = None if wc is None else self.ndarray((nblk, 2 * cols), cdt)
-                # rows of whole aligned 16-byte words up to 32 * 8 words: the register-cached kernel
-                vec = 16 // cdt.itemsize
-                words = (cols % vec == 0 and cols <= 256 * vec
+                # rows of whole aligned 16-byte words of x, up to 32 values per lane: the register-cached kernel
+                vec = 16 // xc.dtype.itemsize
+                words = (cols % vec == 0 and cols <= 32 * vec * min(32 // vec, 8)
                          and not any(a.data.ptr % 16 for a in (gc, xc, dx) + (() if wc is None else (wc,))))
-                get_kernel("layer_norm_bwd_words" if words else "layer_norm_bwd_rows", cdt)(
+                get_kernel("layer_norm_bwd_words" if words else "layer_norm_bwd_rows", cdt, io, None, grad_name)(
                     (nblk,), (128,),
                     (gc, xc, xc if wc is None else wc, mc, rc, dx, np.uint64(0) if part is None else part,
                      np.int64(rows), np.int64(cols), np.int64(per), np.int32(wc is not None)))
@@ -1287,7 +1315,7 @@ class CUDABackend(ArrayBackend):
                 return self.astype(dx, dt, copy=False), dw.astype(wdt, copy=False), db.astype(wdt, copy=False)
             gxhat = None if wc is None else self.ndarray(xc.shape, cdt)
             if rows and cols:
-                get_kernel("layer_norm_bwd", cdt)(
+                get_kernel("layer_norm_bwd", cdt, io, None, grad_name)(
                     (rows,), (self._row_threads(cols),),
                     (gc, xc, xc if wc is None else wc, mc, rc, dx, np.uint64(0) if gxhat is None else gxhat,
                      np.int64(cols), np.int32(wc is not None)))
@@ -1296,7 +1324,7 @@ class CUDABackend(ArrayBackend):
             # dweight = sum over rows of g * xhat (written by the kernel), dbias = sum over rows of g
             nrows = math.prod(x.shape[:-1])
             dw = self.sum(gxhat.reshape(nrows, cols), axis=0)
-            db = self.sum(gc.reshape(nrows, cols), axis=0)
+            db = self.sum(self.astype(gc, cdt, copy=False).reshape(nrows, cols), axis=0)
         wdt = weight.dtype
         return self.astype(dx, dt, copy=False), dw.astype(wdt, copy=False), db.astype(wdt, copy=False)
 

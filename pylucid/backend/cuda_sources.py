@@ -98,81 +98,85 @@ extern "C" __global__ void softmax_bwd(const scalar_t* __restrict__ y, const sca
 }
 """,
     "layer_norm_fwd": r"""
-extern "C" __global__ void layer_norm_fwd(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
-                                          const scalar_t* __restrict__ b, scalar_t* __restrict__ y,
+// x in io_t, y in ot_t (io_t, or float32 for a half x under autocast's float32 policy); statistics in scalar_t
+extern "C" __global__ void layer_norm_fwd(const io_t* __restrict__ x, const scalar_t* __restrict__ w,
+                                          const scalar_t* __restrict__ b, ot_t* __restrict__ y,
                                           scalar_t* __restrict__ mean_out, scalar_t* __restrict__ rstd_out,
                                           long long cols, scalar_t eps, int has_w, int has_b) {
     __shared__ scalar_t sh[32];
-    const scalar_t* xr = x + (long long)blockIdx.x * cols;
-    scalar_t* yr = y + (long long)blockIdx.x * cols;
+    const io_t* xr = x + (long long)blockIdx.x * cols;
+    ot_t* yr = y + (long long)blockIdx.x * cols;
     // two passes over the row (mean, then centred second moment): no cancellation
     scalar_t s = 0;
-    for (long long j = threadIdx.x; j < cols; j += blockDim.x) s += xr[j];
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) s += LD(xr[j]);
     scalar_t mean = block_sum(s, sh) / (scalar_t)cols;
     scalar_t q = 0;
-    for (long long j = threadIdx.x; j < cols; j += blockDim.x) { scalar_t d = xr[j] - mean; q += d * d; }
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) { scalar_t d = LD(xr[j]) - mean; q += d * d; }
     scalar_t var = block_sum(q, sh) / (scalar_t)cols;
     scalar_t rstd = (scalar_t)1 / sqrt(var + eps);
     for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
-        scalar_t v = (xr[j] - mean) * rstd;
+        scalar_t v = (LD(xr[j]) - mean) * rstd;
         if (has_w) v *= w[j];
         if (has_b) v += b[j];
-        yr[j] = v;
+        yr[j] = STO(v);
     }
     if (threadIdx.x == 0) { mean_out[blockIdx.x] = mean; rstd_out[blockIdx.x] = rstd; }
 }
 """,
     "layer_norm_bwd": r"""
-extern "C" __global__ void layer_norm_bwd(const scalar_t* __restrict__ g, const scalar_t* __restrict__ x,
+// g in gt_t (io_t, or the float32 gradient of autocast's float32 result), x and dx in io_t
+extern "C" __global__ void layer_norm_bwd(const gt_t* __restrict__ g, const io_t* __restrict__ x,
                                           const scalar_t* __restrict__ w, const scalar_t* __restrict__ mean,
-                                          const scalar_t* __restrict__ rstd, scalar_t* __restrict__ dx,
+                                          const scalar_t* __restrict__ rstd, io_t* __restrict__ dx,
                                           scalar_t* __restrict__ gxhat, long long cols, int has_w) {
     // gxhat (when not null): g * xhat per element, the summands of dweight (summed over rows by cuBLAS)
     __shared__ scalar_t sh[32];
     long long off = (long long)blockIdx.x * cols;
-    const scalar_t* gr = g + off; const scalar_t* xr = x + off; scalar_t* dr = dx + off;
+    const gt_t* gr = g + off; const io_t* xr = x + off; io_t* dr = dx + off;
     scalar_t mu = mean[blockIdx.x], rs = rstd[blockIdx.x];
     scalar_t a = 0, b = 0;
     for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
-        scalar_t dxh = has_w ? gr[j] * w[j] : gr[j];
+        scalar_t dxh = has_w ? LDG(gr[j]) * w[j] : LDG(gr[j]);
         a += dxh;
-        b += dxh * (xr[j] - mu) * rs;
+        b += dxh * (LD(xr[j]) - mu) * rs;
     }
     a = block_sum(a, sh) / (scalar_t)cols;
     b = block_sum(b, sh) / (scalar_t)cols;
     scalar_t* gh = gxhat ? gxhat + off : gxhat;
     for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
-        scalar_t dxh = has_w ? gr[j] * w[j] : gr[j];
-        scalar_t xh = (xr[j] - mu) * rs;
-        dr[j] = rs * (dxh - a - xh * b);
-        if (gh) gh[j] = gr[j] * xh;
+        scalar_t gj = LDG(gr[j]);
+        scalar_t dxh = has_w ? gj * w[j] : gj;
+        scalar_t xh = (LD(xr[j]) - mu) * rs;
+        dr[j] = ST(rs * (dxh - a - xh * b));
+        if (gh) gh[j] = gj * xh;
     }
 }
 """,
     "layer_norm_fwd_rows": r"""
 // layer norm of rows of at most a few thousand values: one warp per row (8 rows per block of 256 threads), the
-// two reductions (mean, then the centred second moment: no cancellation) as warp shuffles, no block barriers
-extern "C" __global__ void layer_norm_fwd_rows(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
-                                               const scalar_t* __restrict__ b, scalar_t* __restrict__ y,
+// two reductions (mean, then the centred second moment: no cancellation) as warp shuffles, no block barriers;
+// x in io_t, y in ot_t (as layer_norm_fwd)
+extern "C" __global__ void layer_norm_fwd_rows(const io_t* __restrict__ x, const scalar_t* __restrict__ w,
+                                               const scalar_t* __restrict__ b, ot_t* __restrict__ y,
                                                scalar_t* __restrict__ mean_out, scalar_t* __restrict__ rstd_out,
                                                long long rows, long long cols, scalar_t eps, int has_w,
                                                int has_b) {
     long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= rows) return;  // the whole warp: the shuffles below see all 32 lanes
-    const scalar_t* xr = x + row * cols;
-    scalar_t* yr = y + row * cols;
+    const io_t* xr = x + row * cols;
+    ot_t* yr = y + row * cols;
     scalar_t s = 0;
-    for (long long j = lane; j < cols; j += 32) s += xr[j];
+    for (long long j = lane; j < cols; j += 32) s += LD(xr[j]);
     scalar_t mean = warp_reduce(s, SumOp()) / (scalar_t)cols;
     scalar_t q = 0;
-    for (long long j = lane; j < cols; j += 32) { scalar_t d = xr[j] - mean; q += d * d; }
+    for (long long j = lane; j < cols; j += 32) { scalar_t d = LD(xr[j]) - mean; q += d * d; }
     scalar_t rstd = (scalar_t)1 / sqrt(warp_reduce(q, SumOp()) / (scalar_t)cols + eps);
     for (long long j = lane; j < cols; j += 32) {
-        scalar_t v = (xr[j] - mean) * rstd;
+        scalar_t v = (LD(xr[j]) - mean) * rstd;
         if (has_w) v *= w[j];
         if (has_b) v += b[j];
-        yr[j] = v;
+        yr[j] = STO(v);
     }
     if (lane == 0) { mean_out[row] = mean; rstd_out[row] = rstd; }
 }
@@ -182,10 +186,11 @@ extern "C" __global__ void layer_norm_fwd_rows(const scalar_t* __restrict__ x, c
 // (part not null) the block's partial sums of g * xhat (dweight) and g (dbias) over its rows: part is
 // (gridDim.x, 2, cols); every warp accumulates its rows in its own shared slice (a lane owns fixed columns: no
 // atomics), the slices are added in a fixed order, so the sums are deterministic. cols <= LN_ACC / 8.
+// g in gt_t, x and dx in io_t (as layer_norm_bwd)
 #define LN_ACC (32768 / sizeof(scalar_t))
-extern "C" __global__ void layer_norm_bwd_rows(const scalar_t* __restrict__ g, const scalar_t* __restrict__ x,
+extern "C" __global__ void layer_norm_bwd_rows(const gt_t* __restrict__ g, const io_t* __restrict__ x,
                                                const scalar_t* __restrict__ w, const scalar_t* __restrict__ mean,
-                                               const scalar_t* __restrict__ rstd, scalar_t* __restrict__ dx,
+                                               const scalar_t* __restrict__ rstd, io_t* __restrict__ dx,
                                                scalar_t* __restrict__ part, long long rows, long long cols,
                                                long long rows_per_block, int has_w) {
     __shared__ scalar_t acc[LN_ACC];
@@ -197,21 +202,21 @@ extern "C" __global__ void layer_norm_bwd_rows(const scalar_t* __restrict__ g, c
     long long r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
     for (long long row = r0 + wid; row < r1; row += nw) {
         long long off = row * cols;
-        const scalar_t* gr = g + off; const scalar_t* xr = x + off; scalar_t* dr = dx + off;
+        const gt_t* gr = g + off; const io_t* xr = x + off; io_t* dr = dx + off;
         scalar_t mu = mean[row], rs = rstd[row];
         scalar_t a = 0, bb = 0;
         for (long long j = lane; j < cols; j += 32) {
-            scalar_t dxh = has_w ? gr[j] * w[j] : gr[j];
+            scalar_t dxh = has_w ? LDG(gr[j]) * w[j] : LDG(gr[j]);
             a += dxh;
-            bb += dxh * (xr[j] - mu) * rs;
+            bb += dxh * (LD(xr[j]) - mu) * rs;
         }
         a = warp_reduce(a, SumOp()) / (scalar_t)cols;
         bb = warp_reduce(bb, SumOp()) / (scalar_t)cols;
         for (long long j = lane; j < cols; j += 32) {
-            scalar_t gj = gr[j];
+            scalar_t gj = LDG(gr[j]);
             scalar_t dxh = has_w ? gj * w[j] : gj;
-            scalar_t xh = (xr[j] - mu) * rs;
-            dr[j] = rs * (dxh - a - xh * bb);
+            scalar_t xh = (LD(xr[j]) - mu) * rs;
+            dr[j] = ST(rs * (dxh - a - xh * bb));
             if (part) { mine[j] += gj * xh; mine[cols + j] += gj; }
         }
     }
@@ -225,30 +230,38 @@ extern "C" __global__ void layer_norm_bwd_rows(const scalar_t* __restrict__ g, c
 }
 """,
     "layer_norm_bwd_words": r"""
-// layer_norm_bwd_rows for rows of whole 16-byte words (cols % LN_VEC == 0, cols <= 32 * LN_VEC * LN_WORDS, all
+// layer_norm_bwd_rows for rows of whole 16-byte words of x (cols % IO_VEC == 0, cols <= 32 * IO_VEC * LN_WORDS, all
 // pointers 16-byte aligned): a lane owns the same LN_WORDS words of every row, so it loads a row's g and x once
-// into registers (one 16-byte load per word), keeps its columns of w, and adds g * xhat and g of its rows into
-// register accumulators; the block's warps then add theirs in a fixed order (deterministic, no atomics)
-#define LN_VEC (16 / sizeof(scalar_t))
-#define LN_WORDS 8
+// into registers (16-byte loads), keeps its columns of w, and adds g * xhat and g of its rows into register
+// accumulators; the block's warps then add theirs in a fixed order (deterministic, no atomics). A lane holds at
+// most 32 values of each (LN_WORDS words of IO_VEC). g in gt_t, x and dx in io_t (as layer_norm_bwd)
+#define LN_WORDS (32 / IO_VEC < 8 ? 32 / IO_VEC : 8)
 #define LN_ACC_W (32768 / sizeof(scalar_t))
-union LnWord { uint4 u; scalar_t e[LN_VEC]; };
-extern "C" __global__ void layer_norm_bwd_words(const scalar_t* __restrict__ g, const scalar_t* __restrict__ x,
+#define W_WORDS (IO_VEC * sizeof(scalar_t) / 16)
+union LnWWord { uint4 u[W_WORDS]; scalar_t e[IO_VEC]; };
+extern "C" __global__ void layer_norm_bwd_words(const gt_t* __restrict__ g, const io_t* __restrict__ x,
                                                 const scalar_t* __restrict__ w, const scalar_t* __restrict__ mean,
-                                                const scalar_t* __restrict__ rstd, scalar_t* __restrict__ dx,
+                                                const scalar_t* __restrict__ rstd, io_t* __restrict__ dx,
                                                 scalar_t* __restrict__ part, long long rows, long long cols,
                                                 long long rows_per_block, int has_w) {
     __shared__ scalar_t acc[LN_ACC_W];
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    long long nwords = cols / LN_VEC;
-    scalar_t wv[LN_WORDS][LN_VEC], aw[LN_WORDS][LN_VEC], ab[LN_WORDS][LN_VEC];
+    long long nwords = cols / IO_VEC;
+    scalar_t wv[LN_WORDS][IO_VEC], aw[LN_WORDS][IO_VEC], ab[LN_WORDS][IO_VEC];
     #pragma unroll
     for (int k = 0; k < LN_WORDS; ++k) {
         long long j = (long long)k * 32 + lane;
-        LnWord t;
-        if (has_w && j < nwords) t.u = ((const uint4*)w)[j];
+        LnWWord t;
+        if (has_w && j < nwords) {
+            #pragma unroll
+            for (int q = 0; q < W_WORDS; ++q) t.u[q] = ((const uint4*)w)[j * W_WORDS + q];
+        }
         #pragma unroll
-        for (int e = 0; e < LN_VEC; ++e) { wv[k][e] = has_w && j < nwords ? t.e[e] : (scalar_t)1; aw[k][e] = 0; ab[k][e] = 0; }
+        for (int e = 0; e < IO_VEC; ++e) {
+            wv[k][e] = has_w && j < nwords ? t.e[e] : (scalar_t)1;
+            aw[k][e] = 0;
+            ab[k][e] = 0;
+        }
     }
     long long r0 = (long long)blockIdx.x * rows_per_block;
     long long r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
@@ -257,19 +270,21 @@ extern "C" __global__ void layer_norm_bwd_words(const scalar_t* __restrict__ g, 
         const uint4* xr = (const uint4*)(x + row * cols);
         uint4* dr = (uint4*)(dx + row * cols);
         scalar_t mu = mean[row], rs = rstd[row];
-        LnWord gw[LN_WORDS], xw[LN_WORDS];
+        GtWord gw[LN_WORDS];
+        IoWord xw[LN_WORDS];
         scalar_t a = 0, bb = 0;
         #pragma unroll
         for (int k = 0; k < LN_WORDS; ++k) {
             long long j = (long long)k * 32 + lane;
             if (j < nwords) {
-                gw[k].u = gr[j];
+                #pragma unroll
+                for (int q = 0; q < GT_WORDS; ++q) gw[k].u[q] = gr[j * GT_WORDS + q];
                 xw[k].u = xr[j];
                 #pragma unroll
-                for (int e = 0; e < LN_VEC; ++e) {
-                    scalar_t dxh = gw[k].e[e] * wv[k][e];
+                for (int e = 0; e < IO_VEC; ++e) {
+                    scalar_t dxh = LDG(gw[k].e[e]) * wv[k][e];
                     a += dxh;
-                    bb += dxh * (xw[k].e[e] - mu) * rs;
+                    bb += dxh * (LD(xw[k].e[e]) - mu) * rs;
                 }
             }
         }
@@ -279,12 +294,12 @@ extern "C" __global__ void layer_norm_bwd_words(const scalar_t* __restrict__ g, 
         for (int k = 0; k < LN_WORDS; ++k) {
             long long j = (long long)k * 32 + lane;
             if (j < nwords) {
-                LnWord o;
+                IoWord o;
                 #pragma unroll
-                for (int e = 0; e < LN_VEC; ++e) {
-                    scalar_t gj = gw[k].e[e];
-                    scalar_t xh = (xw[k].e[e] - mu) * rs;
-                    o.e[e] = rs * (gj * wv[k][e] - a - xh * bb);
+                for (int e = 0; e < IO_VEC; ++e) {
+                    scalar_t gj = LDG(gw[k].e[e]);
+                    scalar_t xh = (LD(xw[k].e[e]) - mu) * rs;
+                    o.e[e] = ST(rs * (gj * wv[k][e] - a - xh * bb));
                     aw[k][e] += gj * xh;
                     ab[k][e] += gj;
                 }
@@ -299,7 +314,7 @@ extern "C" __global__ void layer_norm_bwd_words(const scalar_t* __restrict__ g, 
         long long j = (long long)k * 32 + lane;
         if (j < nwords) {
             #pragma unroll
-            for (int e = 0; e < LN_VEC; ++e) { mine[j * LN_VEC + e] = aw[k][e]; mine[cols + j * LN_VEC + e] = ab[k][e]; }
+            for (int e = 0; e < IO_VEC; ++e) { mine[j * IO_VEC + e] = aw[k][e]; mine[cols + j * IO_VEC + e] = ab[k][e]; }
         }
     }
     __syncthreads();
@@ -920,7 +935,8 @@ BIAS_ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
 
 
 #: kernels whose large operands have a storage type ``io_t`` of their own (read by ``LD``, written by ``ST``)
-IO_KERNELS = frozenset({"batch_norm_fwd", "batch_norm_bwd", "relu_fwd", "relu_bwd", "cross_entropy_fwd",
+IO_KERNELS = frozenset({"layer_norm_fwd", "layer_norm_bwd", "layer_norm_fwd_rows", "layer_norm_bwd_rows",
+                        "layer_norm_bwd_words", "batch_norm_fwd", "batch_norm_bwd", "relu_fwd", "relu_bwd", "cross_entropy_fwd",
                         "cross_entropy_bwd", "bn_part_stats", "bn_part_apply", "bn_part_grad_sums",
                         "bn_part_grad_apply", "bias_act_fwd", "bias_act_bwd"})
 
@@ -930,8 +946,9 @@ def kernel_source(name: str, dtype, io=None, out=None, grad=None) -> str:
 
     For :data:`IO_KERNELS`, ``io`` (a dtype name: float16, bfloat16, or None for ``dtype`` itself) is the
     storage type of their large operands, converted to ``dtype`` on load and rounded once on store. The bias +
-    activation kernels also take ``out`` (their result's storage type ``ot_t``) and ``grad`` (the incoming
-    gradient's, ``gt_t``), each ``io``'s by default and otherwise at least as wide (float32 for half ``io``).
+    activation and layer-norm kernels also take ``out`` (their result's storage type ``ot_t``) and ``grad`` (the
+    incoming gradient's, ``gt_t``), each ``io``'s by default and otherwise at least as wide (float32 for half
+    ``io``).
     """
     if name in _FIXED_TYPE:
         return KERNELS[name]

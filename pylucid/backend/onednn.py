@@ -125,6 +125,8 @@ def _bind(lib):
         "dnnl_convolution_backward_weights_primitive_desc_create": (
             _I, [_PP, _P, _I, _P, _P, _P, _P, _Dims, _Dims, _Dims, _Dims, _P, _P]),
         "dnnl_matmul_primitive_desc_create": (_I, [_PP, _P, _P, _P, _P, _P, _P]),
+        "dnnl_lstm_forward_primitive_desc_create": (_I, [_PP, _P, _I, _I] + [_P] * 11 + [ctypes.c_uint, _P]),
+        "dnnl_lstm_backward_primitive_desc_create": (_I, [_PP, _P, _I, _I] + [_P] * 22 + [ctypes.c_uint, _P, _P]),
         "dnnl_reorder_primitive_desc_create": (_I, [_PP, _P, _P, _P, _P, _P]),
         "dnnl_primitive_desc_query_md": (_P, [_P, _I, _I]),
         "dnnl_primitive_desc_query": (_I, [_P, _I, _I, _P]),
@@ -280,11 +282,12 @@ def _impl(pd) -> str:
 class _Plan:
     __slots__ = ("pd", "prim", "ports", "hint", "impl")
 
-    def __init__(self, pd, ports, hint=None):
+    def __init__(self, pd, ports, hint=None, any_impl=False):
         self.impl = _impl(pd)
         # oneDNN's reference implementations (plain loops: the configurations no optimised kernel takes) are
-        # far slower than the GEMM path: declined
-        if self.impl.startswith("ref"):
+        # far slower than the GEMM path: declined (``any_impl``: the RNN primitives, whose one implementation is
+        # named "ref" but runs its cells on oneDNN's GEMM kernels)
+        if self.impl.startswith("ref") and not any_impl:
             raise _Declined(f"only oneDNN's reference implementation ({self.impl})")
         self.pd, self.prim, self.ports, self.hint = pd, _primitive(pd), ports, hint  # hint: kept alive with pd
 
@@ -607,3 +610,181 @@ def matmul(a, b, out_dtype, bias=None):
     with _lock, _Team():
         _execute(plan, [a2, b] + ([bias] if bias is not None else []) + [y])
     return y.reshape(lead + (m, b.shape[-1])) if lead else y
+
+
+# -- LSTM --------------------------------------------------------------------------------------------------
+# the RNN primitives' argument numbers (dnnl_types.h: DNNL_ARG_SRC_LAYER = DNNL_ARG_SRC_0, ...)
+_ARG_SRC_ITER, _ARG_SRC_ITER_C = 2, 3
+_ARG_DST_ITER, _ARG_DST_ITER_C = 18, 19
+_ARG_WEIGHTS_ITER, _ARG_WORKSPACE = 34, 64
+_ARG_DIFF_SRC_ITER, _ARG_DIFF_SRC_ITER_C = 130, 131
+_ARG_DIFF_DST_ITER, _ARG_DIFF_DST_ITER_C = 146, 147
+_ARG_DIFF_WEIGHTS_ITER, _ARG_DIFF_BIAS = 162, 169
+_Q_EXEC_ARG = 255
+_BACKWARD = 128
+_LEFT2RIGHT, _RIGHT2LEFT = 1, 2
+_DIFF_WEIGHTS_OVERWRITE = 1  # dnnl_rnn_flags_diff_weights_overwrite: the weight gradients written, not added to
+
+
+class _ArgPort:
+    """One operand of an RNN primitive, found by its argument number: the layout pylucid's array has, the one
+    the primitive chose (``any`` asked for), and the reorder between them where they differ."""
+
+    __slots__ = ("plain", "chosen", "reorder", "nbytes")
+
+    def __init__(self, plain, pd, arg, is_output):
+        lib = _state["lib"]
+        self.plain = plain
+        self.chosen = lib.dnnl_primitive_desc_query_md(pd, _Q_EXEC_ARG, arg)
+        self.reorder = None
+        self.nbytes = 0
+        if not lib.dnnl_memory_desc_equal(plain, self.chosen):
+            src, dst = (self.chosen, plain) if is_output else (plain, self.chosen)
+            rpd = _P()
+            _ok(lib.dnnl_reorder_primitive_desc_create(ctypes.byref(rpd), src, _state["engine"], dst,
+                                                       _state["engine"], None), "reorder")
+            self.reorder = _primitive(rpd)
+            self.nbytes = lib.dnnl_memory_desc_get_size(self.chosen)
+
+
+def _run_ports(plan, arrays, outputs) -> None:
+    """Run ``plan`` (its ``ports``: (arg, port) pairs, ``arrays`` in their order), reordering the inputs into the
+    primitive's layouts and the ``outputs`` (argument numbers) back out of them."""
+    lib = _state["lib"]
+    if not _state.get("ran"):
+        from .._threads import short_blas_wait
+
+        short_blas_wait()
+        _state["ran"] = True
+    made, args, outs, keep = [], [], [], []
+    try:
+        for (arg, port), a in zip(plan.ports, arrays):
+            m = _memory(port.plain, a.ctypes.data)
+            made.append(m)
+            if port.reorder is None:
+                args.append((arg, m))
+                continue
+            buf = np.empty(port.nbytes, dtype=np.uint8)
+            keep.append(buf)
+            inner = _memory(port.chosen, buf.ctypes.data)
+            made.append(inner)
+            args.append((arg, inner))
+            if arg in outputs:
+                outs.append((port.reorder, inner, m))
+            else:
+                _run(port.reorder, [(_ARG_SRC, m), (_ARG_DST, inner)])
+        _run(plan.prim, args)
+        for reorder, inner, m in outs:
+            _run(reorder, [(_ARG_SRC, inner), (_ARG_DST, m)])
+    finally:
+        for m in made:
+            lib.dnnl_memory_destroy(m)
+
+
+def _lstm_mds(steps, bsz, n_in, hid):
+    """The plain layouts of one LSTM layer direction's operands, keyed by argument: the sequence (T, N, C),
+    the states (1, 1, N, H), the weights as PyTorch keeps them ((4H, C): oneDNN's (1, 1, C, 4, H) with the
+    strides of ``ldgoi``) and the bias (1, 1, 4, H)."""
+    f = _F32
+    it = 4  # float32
+
+    def weights(c):
+        return _md_strided((1, 1, c, 4, hid), (4 * hid * c * it, 4 * hid * c * it, it, hid * c * it, c * it), it, f)
+
+    state = (1, 1, bsz, hid)
+    return {"x": _md_plain((steps, bsz, n_in), f), "y": _md_plain((steps, bsz, hid), f),
+            "h": _md_plain(state, f), "c": _md_plain(state, f), "w_ih": weights(n_in), "w_hh": weights(hid),
+            "b": _md_plain((1, 1, 4, hid), f)}
+
+
+def _lstm_pd(kind, steps, bsz, n_in, hid, reverse, hint=None):
+    """The forward-training (``kind`` "fwd") or backward primitive descriptor of one LSTM layer direction, the
+    weights in the layouts oneDNN prefers (``any``), every other operand plain."""
+    lib = _state["lib"]
+    md = _lstm_mds(steps, bsz, n_in, hid)
+    w_ih, w_hh = _md_any((1, 1, n_in, 4, hid), _F32), _md_any((1, 1, hid, 4, hid), _F32)
+    direction = _RIGHT2LEFT if reverse else _LEFT2RIGHT
+    pd = _P()
+    fwd = (md["x"], md["h"], md["c"], w_ih, w_hh, None, None, md["b"], md["y"], md["h"], md["c"])
+    if kind == "fwd":
+        _ok(lib.dnnl_lstm_forward_primitive_desc_create(ctypes.byref(pd), _state["engine"], _FORWARD_TRAINING,
+                                                        direction, *fwd, 0, None), "lstm forward")
+    else:
+        dw_ih, dw_hh = _md_any((1, 1, n_in, 4, hid), _F32), _md_any((1, 1, hid, 4, hid), _F32)
+        diff = (md["x"], md["h"], md["c"], dw_ih, dw_hh, None, None, md["b"], md["y"], md["h"], md["c"])
+        _ok(lib.dnnl_lstm_backward_primitive_desc_create(ctypes.byref(pd), _state["engine"], _BACKWARD, direction,
+                                                         *fwd, *diff, _DIFF_WEIGHTS_OVERWRITE, hint, None),
+            "lstm backward")
+    return pd, md
+
+
+def _lstm_plans(steps, bsz, n_in, hid, reverse):
+    """(forward plan, backward plan) of one LSTM layer direction, built together (the backward's descriptor
+    takes the forward's as its hint), or None where oneDNN declines."""
+    key = ("lstm", steps, bsz, n_in, hid, reverse)
+
+    def build():
+        fpd, md = _lstm_pd("fwd", steps, bsz, n_in, hid, reverse)
+        ws = _state["lib"].dnnl_primitive_desc_query_md(fpd, _Q_EXEC_ARG, _ARG_WORKSPACE)
+        ws_bytes = _state["lib"].dnnl_memory_desc_get_size(ws)
+        fports = [(_ARG_SRC, _FixedPort(md["x"])), (_ARG_SRC_ITER, _FixedPort(md["h"])),
+                  (_ARG_SRC_ITER_C, _FixedPort(md["c"])), (_ARG_WEIGHTS, _ArgPort(md["w_ih"], fpd, _ARG_WEIGHTS, False)),
+                  (_ARG_WEIGHTS_ITER, _ArgPort(md["w_hh"], fpd, _ARG_WEIGHTS_ITER, False)),
+                  (_ARG_BIAS, _FixedPort(md["b"])), (_ARG_DST, _FixedPort(md["y"])),
+                  (_ARG_DST_ITER, _FixedPort(md["h"])), (_ARG_DST_ITER_C, _FixedPort(md["c"])),
+                  (_ARG_WORKSPACE, _FixedPort(ws))]
+        fwd = _Plan(fpd, fports, any_impl=True)
+        bpd, md = _lstm_pd("bwd", steps, bsz, n_in, hid, reverse, hint=fpd)
+        bports = fports[:2] + [fports[2], (_ARG_WEIGHTS, _ArgPort(md["w_ih"], bpd, _ARG_WEIGHTS, False)),
+                               (_ARG_WEIGHTS_ITER, _ArgPort(md["w_hh"], bpd, _ARG_WEIGHTS_ITER, False))] + fports[5:] + [
+            (_ARG_DIFF_DST, _FixedPort(md["y"])), (_ARG_DIFF_DST_ITER, _FixedPort(md["h"])),
+            (_ARG_DIFF_DST_ITER_C, _FixedPort(md["c"])), (_ARG_DIFF_SRC, _FixedPort(md["x"])),
+            (_ARG_DIFF_SRC_ITER, _FixedPort(md["h"])), (_ARG_DIFF_SRC_ITER_C, _FixedPort(md["c"])),
+            (_ARG_DIFF_WEIGHTS, _ArgPort(md["w_ih"], bpd, _ARG_DIFF_WEIGHTS, True)),
+            (_ARG_DIFF_WEIGHTS_ITER, _ArgPort(md["w_hh"], bpd, _ARG_DIFF_WEIGHTS_ITER, True)),
+            (_ARG_DIFF_BIAS, _FixedPort(md["b"]))]
+        return fwd, _Plan(bpd, bports, hint=fpd, any_impl=True), ws_bytes
+
+    return _plan(key, build)
+
+
+def lstm_forward(x, h0, c0, w_ih, w_hh, bias, reverse=False):
+    """One LSTM layer direction over a whole sequence, as PyTorch's ``mkldnn_rnn_layer``: ``x`` (T, N, C),
+    ``h0``/``c0`` (N, H), ``w_ih`` (4H, C), ``w_hh`` (4H, H) and ``bias`` (4H,) (``b_ih + b_hh``), all float32
+    and C-contiguous; gates ``i, f, g, o``. Returns ``(y (T, N, H), h_n, c_n, workspace)`` (the workspace
+    is what :func:`lstm_backward` reads), or None where oneDNN (or this function) does not take it."""
+    arrays = (x, h0, c0, w_ih, w_hh, bias)
+    if _load() is None or any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays) or 0 in x.shape:
+        return None
+    steps, bsz, n_in = x.shape
+    hid = h0.shape[-1]
+    plans = _lstm_plans(steps, bsz, n_in, hid, bool(reverse))
+    if plans is None:
+        return None
+    fwd, _, ws_bytes = plans
+    y = np.empty((steps, bsz, hid), dtype=np.float32)
+    h_n, c_n = np.empty_like(h0), np.empty_like(c0)
+    ws = np.empty(ws_bytes, dtype=np.uint8)
+    with _lock, _Team():
+        _run_ports(fwd, arrays + (y, h_n, c_n, ws), ())
+    return y, h_n, c_n, ws
+
+
+def lstm_backward(x, h0, c0, w_ih, w_hh, bias, y, h_n, c_n, ws, g_y, g_h, g_c, reverse=False):
+    """The gradients ``(dx, dh0, dc0, dw_ih, dw_hh, dbias)`` of :func:`lstm_forward` (its inputs, outputs and
+    workspace given back) for the output gradients ``g_y`` (T, N, H), ``g_h`` and ``g_c`` (N, H), or None."""
+    if _load() is None or any(a.dtype != np.float32 for a in (g_y, g_h, g_c)):
+        return None
+    steps, bsz, n_in = x.shape
+    hid = h0.shape[-1]
+    plans = _lstm_plans(steps, bsz, n_in, hid, bool(reverse))
+    if plans is None:
+        return None
+    bwd = plans[1]
+    g_y, g_h, g_c = (np.ascontiguousarray(a) for a in (g_y, g_h, g_c))
+    dx, dh, dc = np.empty_like(x), np.empty_like(h0), np.empty_like(c0)
+    dw_ih, dw_hh, db = np.empty_like(w_ih), np.empty_like(w_hh), np.empty_like(bias)
+    with _lock, _Team():
+        _run_ports(bwd, (x, h0, c0, w_ih, w_hh, bias, y, h_n, c_n, ws, g_y, g_h, g_c, dx, dh, dc, dw_ih, dw_hh, db),
+                   (_ARG_DIFF_WEIGHTS, _ARG_DIFF_WEIGHTS_ITER))
+    return dx, dh, dc, dw_ih, dw_hh, db

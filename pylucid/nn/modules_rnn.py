@@ -7,7 +7,8 @@ parameter starts as ``U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))``.
 
 Built from pylucid ops: the input projection of a whole sequence is one GEMM
 per layer and direction. An LSTM (without ``proj_size``) or GRU layer then runs its whole recurrence as one
-op (``pylucid.ops.rnn.lstm_layer`` / ``gru_layer``: a loop over the steps on raw arrays, each way); the
+op (``pylucid.ops.rnn.lstm_layer`` / ``gru_layer``: a loop over the steps on raw arrays, each way; on the CPU
+an LSTM layer's projection joins it, ``lstm_input_layer``, oneDNN's LSTM primitive where installed); the
 others (and every layer under a function transform or the ONNX tracer) loop over the time steps in Python,
 each step a matmul, an add and one fused cell op (``pylucid.ops.rnn``).
 
@@ -321,6 +322,9 @@ class RNNBase(Module):
         # the whole recurrence of a layer as one op, unless a function transform or the ONNX tracer is active:
         # those see the cell ops (the tracer exports those, not the fused layers)
         fused = not _op.transform_active()
+        # on the CPU a whole LSTM layer, its input projection included, is one op (oneDNN's LSTM where installed);
+        # elsewhere the projection is a linear op before the recurrence's
+        on_cpu = x.device.type == "cpu"
         for layer in range(self.num_layers):
             outs = []
             for d in range(dirs):
@@ -333,6 +337,13 @@ class RNNBase(Module):
                 bias = b_ih
                 if b_hh is not None and self.mode != "GRU":
                     bias, b_hh = b_ih + b_hh, None
+                if fused and is_lstm and w_hr is None and on_cpu:
+                    # the projection inside the layer op too: oneDNN's LSTM primitive takes the whole layer
+                    out, h, c = _rnn_ops.lstm_input_layer(layer_in, h, c, w_ih, w_hh, bias, reverse=d == 1)
+                    outs.append(out)
+                    h_n.append(h)
+                    c_n.append(c)
+                    continue
                 x_proj = _pl.nn.functional.linear(layer_in, w_ih, bias)
                 if fused and is_lstm and w_hr is None:
                     # the whole recurrence as one op: a raw-array loop, one GEMM per step each way

@@ -32,6 +32,7 @@ _BF16 = _dt.bfloat16.numpy_dtype
 _F32_NP = _dt.float32.numpy_dtype
 #: the tensor dtypes autocast casts to its dtype (float64 is not autocast's to change, as in PyTorch)
 _AMP_CASTABLE = frozenset(d.numpy_dtype for d in (_dt.float16, _dt.bfloat16, _dt.float32))
+_HALF_NP = frozenset(d.numpy_dtype for d in (_dt.float16, _dt.bfloat16))
 _GRAD_NP_DTYPES = frozenset(d.numpy_dtype for d in _dt.ALL_DTYPES if d.category >= _dt.FLOAT)
 # dtypes a Python float/int scalar never changes (NumPy's weak-scalar rule keeps
 # them, matching PyTorch); bfloat16 is excluded: NumPy's rule does not reach it
@@ -59,6 +60,10 @@ class Op(Node):
     schema: OpSchema
     #: positions of the arguments that take part in type promotion (None: all)
     promote_args: tuple | None = None
+    #: positions of the arguments a ForceFP32 op reads in their half dtype under CUDA autocast: a float16/bfloat16
+    #: tensor there is passed uncast (the CUDA kernels widen it on load) and ``forward`` gets ``float_out=True``;
+    #: the results are the float32 of the policy and the backward gives those inputs' gradients in their dtype
+    amp_half_args: tuple = ()
     #: the output shares memory with input 0 (reshape, transpose, slicing ...)
     is_view = False
     n_outputs = 1
@@ -255,8 +260,8 @@ def _autocast_plain(op, args, st):
     the general path.
     """
     pol = op._amp_policy
-    if pol is not _PROMOTE and pol is not _FORCE_FP32:
-        return None
+    if pol is not _PROMOTE and pol is not _FORCE_FP32 or op.amp_half_args:
+        return None  # (the general path keeps the half arguments of amp_half_args)
     dev = dt = None
     req = scal = False
     arrays = []
@@ -395,8 +400,15 @@ def _nondeterministic(op) -> None:
     raise NonDeterministicError(msg)
 
 
+def _half_kept(op, args):
+    """The positions of ``op.amp_half_args`` holding a float16/bfloat16 Tensor (kept uncast under autocast)."""
+    return frozenset(i for i in op.amp_half_args if i < len(args) and isinstance(args[i], Tensor)
+                     and args[i]._data.dtype in _HALF_NP)
+
+
 def _apply_general(op, args, params, st):
     dev = None
+    keep = None
     req = False
     promote = op.promote_args
     dims = []
@@ -448,6 +460,10 @@ def _apply_general(op, args, params, st):
                     cdt = adt
                 elif pol is _FORCE_FP32:
                     cdt = _dt.float32
+                    if op.amp_half_args and dev.type == "cuda":
+                        keep = _half_kept(op, args)
+                        if keep:
+                            params = {**params, "float_out": True}
         if op._real_valued and cdt.category < _FLOAT:
             cdt = _dt.get_default_dtype()
     grad_on = req and st.grad_enabled and op._differentiable
@@ -460,7 +476,8 @@ def _apply_general(op, args, params, st):
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
             data = a._data
-            if np_cdt is not None and data.dtype != np_cdt and (promote is None or i in promote):
+            if np_cdt is not None and data.dtype != np_cdt and (promote is None or i in promote) and (
+                    keep is None or i not in keep):
                 if grad_on and a._requires_grad:
                     from .conversion import cast
 

@@ -355,12 +355,15 @@ class Gelu(Op):
 
     schema = OpSchema("gelu", amp_policy=FORCE_FP32, saves_input=True, real_valued=True, family="activation",
                       accepts=("float", "int", "bool"))
+    # under CUDA autocast a half input is read as it is (float_out): the kernels compute in float32 and write the
+    # float32 result; the input's gradient is written in its dtype, rounded once, as the cast's backward would
+    amp_half_args = (0,)
 
     @staticmethod
     def forward(be, x, approximate="none", derivative=False, float_out=False):
         # float_out (CUDA, half x under autocast; see gelu): the float32 result of the policy from the half x read
         # as it is, with no float32 copy of x
-        if float_out:
+        if float_out:  # a half x under autocast (amp_half_args)
             return be.gelu(x, approximate, float_out=True)
         if approximate == "none" and be.name == "cpu" and x.dtype == be.float32 and x.size:
             return _gelu_f32(be, x, derivative)
@@ -475,17 +478,6 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     # the CPU float32 forward also writes the derivative when a gradient will be asked for
     need = input.__class__ in _TENSOR_TYPES and input._requires_grad and _state.grad_enabled
-    ac = _state.autocast
-    if (ac is not None and input.__class__ in _TENSOR_TYPES and input._device.type == "cuda"
-            and ac.get("cuda") is not None and input.dtype in (_dt.float16, _dt.bfloat16)):
-        # autocast's float32 gelu (the op is ForceFP32) without casting the half input: the CUDA kernels read it,
-        # compute in float32 and write the float32 result; the input's gradient is written in its dtype, rounded
-        # once, as the cast's backward would round the float32 gradient
-        _state.autocast = None
-        try:
-            return _unary(Gelu, input, {"approximate": approximate, "derivative": False, "float_out": True})
-        finally:
-            _state.autocast = ac
     return _unary(Gelu, input, {"approximate": approximate, "derivative": need})
 
 

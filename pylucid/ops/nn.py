@@ -373,9 +373,15 @@ class LayerNorm(Op):
                       accepts=("float", "int", "bool"))
     n_outputs = 3
     differentiable_outputs = (True, False, False)
+    # under CUDA autocast a half input is read as it is (float_out): no float32 copy of the activations
+    amp_half_args = (0,)
 
     @staticmethod
-    def forward(be, x, w, b, k, eps):
+    def forward(be, x, w, b, k, eps, float_out=False):
+        if float_out:  # a half x under autocast (amp_half_args): the float32 result of the policy
+            if k == 1 and x.ndim:
+                return be.layer_norm(x, w, b, eps, float_out=True)
+            x = x.astype(be.float32)
         if k == 1 and x.ndim:
             # one normalised axis (the transformer case): the backend's fused layer norm (a kernel on CUDA,
             # the same arithmetic as the general path below on the CPU for half inputs), on the CPU in float32
@@ -405,7 +411,8 @@ class LayerNorm(Op):
     def backward(self, g, _g_mean=None, _g_rstd=None):
         from .elementwise import sum_to_size
 
-        x, w = self.input(0), self.input(1)
+        x0, w = self.input(0), self.input(1)
+        x = x0.float() if self.params.get("float_out") else x0  # autocast's float32 computation, as forward
         axes, eps = self._axes(), self.params["eps"]
         ex, ew, eb = self.next_edges
         gx = gw = gb = None
@@ -413,6 +420,8 @@ class LayerNorm(Op):
             mean, rstd = (_const(self, a) for a in self.extra)
             gx = apply(LayerNormBackward, (g, x, w, mean, rstd),
                        {"axes": axes, "wshape": self.shapes[0][axes[0]:], "eps": eps})
+            if gx.dtype != x0.dtype:
+                gx = gx.to(x0.dtype)
         if ew is not None:
             gw = sum_to_size(g * _xhat_t(x, axes, eps)[0], self.shapes[1])
         if eb is not None:

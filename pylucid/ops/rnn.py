@@ -173,95 +173,185 @@ class LstmLayer(Op):
     def backward_fast(self, be, g_out, g_hn, g_cn, _g_acts=None, _g_st=None):
         acts, st = self.extra
         x_proj, h0, c0, w_hh = (self.input(k)._data for k in range(4))
-        reverse = self.params.get("reverse", False)
-        cdt = acts.dtype
-        steps, bsz, g4 = acts.shape
-        hid = g4 // 4
-        tcs, cs, hs = st[0], st[1], st[2]
-        w = _up(be, w_hh)
-        c0f, h0f = _up(be, c0), _up(be, h0)
-        g_out = _up(be, g_out)
-        dh = be.array(_up(be, g_hn), dtype=cdt, copy=True)
-        dc = be.array(_up(be, g_cn), dtype=cdt, copy=True)
-        # the local derivatives of every step, computed for the whole sequence at once (few passes over long
-        # arrays, not many over small strided blocks): k = [g i(1-i), c_prev f(1-f), i(1-g^2), tanh(c) o(1-o)]
-        # multiplies [dc, dc, dc, dh] into the gate gradients, kc = o (1 - tanh(c)^2) takes dh into dc
-        k = acts * acts
-        be.subtract(acts, k, out=k)
-        i, f, g, o = (acts[..., j * hid:(j + 1) * hid] for j in range(4))
-        k[..., :hid] *= g
-        if steps:
-            if reverse:
-                k[:-1, :, hid:2 * hid] *= cs[1:]
-                k[-1, :, hid:2 * hid] *= c0f
-            else:
-                k[1:, :, hid:2 * hid] *= cs[:-1]
-                k[0, :, hid:2 * hid] *= c0f
-        kg = k[..., 2 * hid:3 * hid]
-        be.multiply(g, g, out=kg)
-        be.subtract(1, kg, out=kg)
-        kg *= i
-        k[..., 3 * hid:] *= tcs
-        kc = tcs * tcs
-        be.subtract(1, kc, out=kc)
-        kc *= o
-        k3 = k[..., :3 * hid].reshape(steps, bsz, 3, hid)
-        dg = be.empty((steps, bsz, g4), dtype=cdt)
-        dg3 = dg[..., :3 * hid].reshape(steps, bsz, 3, hid)
-        tmp = be.empty((bsz, hid), dtype=cdt)
-        mm = be.xp.matmul
-        for t in (range(steps) if reverse else range(steps - 1, -1, -1)):
-            dh += g_out[t]
-            be.multiply(kc[t], dh, out=tmp)
-            dc += tmp
-            be.multiply(k3[t], dc[:, None, :], out=dg3[t])
-            be.multiply(k[t, :, 3 * hid:], dh, out=dg[t, :, 3 * hid:])
-            mm(dg[t], w, out=dh)
-            dc *= f[t]
         ex, eh, ec, ew = self.next_edges
-        dw = None
-        if ew is not None and steps:
-            # h_{t-1} of every step in the rows of dg: one GEMM over the whole sequence
-            if steps == 1:
-                prev = h0f[None]
-            elif reverse:
-                prev = be.concatenate([hs[1:], h0f[None]], axis=0)
-            else:
-                prev = be.concatenate([h0f[None], hs[:-1]], axis=0)
-            dw = mm(dg.reshape(steps * bsz, g4).T, prev.reshape(steps * bsz, hid)).astype(w_hh.dtype, copy=False)
-        elif ew is not None:
-            dw = be.zeros(w_hh.shape, dtype=w_hh.dtype)
+        dg, dh, dc, dw = _lstm_loop_backward(be, acts, st, h0, c0, w_hh, g_out, g_hn, g_cn,
+                                             self.params.get("reverse", False), ew is not None)
         return (dg.astype(x_proj.dtype, copy=False) if ex is not None else None,
                 dh.astype(h0.dtype, copy=False) if eh is not None else None,
                 dc.astype(c0.dtype, copy=False) if ec is not None else None, dw)
 
     def backward(self, g_out, g_hn, g_cn, _g_acts=None, _g_st=None):
-        from .linalg import matmul
-        from .shape import reshape, stack, transpose
-
         x_proj, h0, c0, w_hh = (self.input(k) for k in range(4))
-        steps, bsz, g4 = x_proj.shape
-        order = range(steps - 1, -1, -1) if self.params.get("reverse", False) else range(steps)
-        # the forward again, as pylucid ops (so this formula is differentiable once more)
-        wt = transpose(w_hh, 0, 1)
-        h, c = h0, c0
-        prev, gates = [None] * steps, [None] * steps
-        for t in order:
-            prev[t] = (h, c)
-            gates[t] = x_proj[t] + matmul(h, wt)
-            h, c = lstm_gates(gates[t], c)
-        dh, dc = g_hn, g_cn
-        dg = [None] * steps
-        for t in reversed(order):
-            dh = dh + g_out[t]
-            dg[t], dc = _lstm_cell_grad(gates[t], prev[t][1], dh, dc)
-            dh = matmul(dg[t], w_hh)
-        if not steps:
-            return x_proj * 0, dh, dc, w_hh * 0
-        d_proj = stack(dg, 0)
-        hp = stack([p[0] for p in prev], 0)
-        dw = matmul(transpose(reshape(d_proj, (steps * bsz, g4)), 0, 1), reshape(hp, (steps * bsz, hp.shape[-1])))
-        return d_proj, dh, dc, dw
+        return _lstm_graph_grad(x_proj, h0, c0, w_hh, g_out, g_hn, g_cn, self.params.get("reverse", False))
+
+
+def _lstm_loop_backward(be, acts, st, h0, c0, w_hh, g_out, g_hn, g_cn, reverse, need_w):
+    """``(d x_proj, d h0, d c0, d W_hh)`` of :class:`LstmLayer`'s forward loop from its saved activations
+    ``acts`` and states ``st`` (in the compute dtype; ``d W_hh`` in ``w_hh``'s dtype, None unless ``need_w``)."""
+    cdt = acts.dtype
+    steps, bsz, g4 = acts.shape
+    hid = g4 // 4
+    tcs, cs, hs = st[0], st[1], st[2]
+    w = _up(be, w_hh)
+    c0f, h0f = _up(be, c0), _up(be, h0)
+    g_out = _up(be, g_out)
+    dh = be.array(_up(be, g_hn), dtype=cdt, copy=True)
+    dc = be.array(_up(be, g_cn), dtype=cdt, copy=True)
+    # the local derivatives of every step, computed for the whole sequence at once (few passes over long
+    # arrays, not many over small strided blocks): k = [g i(1-i), c_prev f(1-f), i(1-g^2), tanh(c) o(1-o)]
+    # multiplies [dc, dc, dc, dh] into the gate gradients, kc = o (1 - tanh(c)^2) takes dh into dc
+    k = acts * acts
+    be.subtract(acts, k, out=k)
+    i, f, g, o = (acts[..., j * hid:(j + 1) * hid] for j in range(4))
+    k[..., :hid] *= g
+    if steps:
+        if reverse:
+            k[:-1, :, hid:2 * hid] *= cs[1:]
+            k[-1, :, hid:2 * hid] *= c0f
+        else:
+            k[1:, :, hid:2 * hid] *= cs[:-1]
+            k[0, :, hid:2 * hid] *= c0f
+    kg = k[..., 2 * hid:3 * hid]
+    be.multiply(g, g, out=kg)
+    be.subtract(1, kg, out=kg)
+    kg *= i
+    k[..., 3 * hid:] *= tcs
+    kc = tcs * tcs
+    be.subtract(1, kc, out=kc)
+    kc *= o
+    k3 = k[..., :3 * hid].reshape(steps, bsz, 3, hid)
+    dg = be.empty((steps, bsz, g4), dtype=cdt)
+    dg3 = dg[..., :3 * hid].reshape(steps, bsz, 3, hid)
+    tmp = be.empty((bsz, hid), dtype=cdt)
+    mm = be.xp.matmul
+    for t in (range(steps) if reverse else range(steps - 1, -1, -1)):
+        dh += g_out[t]
+        be.multiply(kc[t], dh, out=tmp)
+        dc += tmp
+        be.multiply(k3[t], dc[:, None, :], out=dg3[t])
+        be.multiply(k[t, :, 3 * hid:], dh, out=dg[t, :, 3 * hid:])
+        mm(dg[t], w, out=dh)
+        dc *= f[t]
+    dw = None
+    if need_w and steps:
+        # h_{t-1} of every step in the rows of dg: one GEMM over the whole sequence
+        if steps == 1:
+            prev = h0f[None]
+        elif reverse:
+            prev = be.concatenate([hs[1:], h0f[None]], axis=0)
+        else:
+            prev = be.concatenate([h0f[None], hs[:-1]], axis=0)
+        dw = mm(dg.reshape(steps * bsz, g4).T, prev.reshape(steps * bsz, hid)).astype(w_hh.dtype, copy=False)
+    elif need_w:
+        dw = be.zeros(w_hh.shape, dtype=w_hh.dtype)
+    return dg, dh, dc, dw
+
+
+def _lstm_graph_grad(x_proj, h0, c0, w_hh, g_out, g_hn, g_cn, reverse):
+    """``(d x_proj, d h0, d c0, d W_hh)`` of one LSTM layer direction in pylucid ops (graph mode: the forward
+    recomputed as the unrolled cell ops, so the formula is differentiable once more)."""
+    from .linalg import matmul
+    from .shape import reshape, stack, transpose
+
+    steps, bsz, g4 = x_proj.shape
+    order = range(steps - 1, -1, -1) if reverse else range(steps)
+    wt = transpose(w_hh, 0, 1)
+    h, c = h0, c0
+    prev, gates = [None] * steps, [None] * steps
+    for t in order:
+        prev[t] = (h, c)
+        gates[t] = x_proj[t] + matmul(h, wt)
+        h, c = lstm_gates(gates[t], c)
+    dh, dc = g_hn, g_cn
+    dg = [None] * steps
+    for t in reversed(order):
+        dh = dh + g_out[t]
+        dg[t], dc = _lstm_cell_grad(gates[t], prev[t][1], dh, dc)
+        dh = matmul(dg[t], w_hh)
+    if not steps:
+        return x_proj * 0, dh, dc, w_hh * 0
+    d_proj = stack(dg, 0)
+    hp = stack([p[0] for p in prev], 0)
+    dw = matmul(transpose(reshape(d_proj, (steps * bsz, g4)), 0, 1), reshape(hp, (steps * bsz, hp.shape[-1])))
+    return d_proj, dh, dc, dw
+
+
+class LstmInputLayer(Op):
+    """``(x (T, B, C), h0 (B, H), c0 (B, H), w_ih (4H, C), w_hh (4H, H), bias (4H,) or None) -> (out (T, B, H),
+    h_n, c_n)``: one direction of one LSTM layer from its input sequence, the input projection included
+    (``bias`` is ``b_ih + b_hh``).
+
+    On the CPU with oneDNN (``pylucid.backends.mkldnn.enabled``) float32 runs as PyTorch's CPU LSTM does:
+    oneDNN's LSTM primitive, forward and backward each one library call (the input GEMM of all steps, the
+    per-step recurrent GEMMs and the gate arithmetic inside it, the weight gradients accumulated over the
+    sequence there too), its workspace the one saved activation. Elsewhere (other dtypes, no oneDNN, other
+    devices) the input projection is one GEMM and the recurrence :class:`LstmLayer`'s raw-array loop, each
+    way. The graph-mode ``backward`` is the projection and :class:`LstmLayer`'s unrolled formula in pylucid ops.
+    """
+
+    schema = OpSchema("lstm_input_layer", amp_policy=PROMOTE, saves_input=True, saves_output=True, family="nn",
+                      accepts=("float",))
+    n_outputs = 5
+    # the last two are saved for the backward, never handed out: oneDNN's workspace (and an empty array), or
+    # the loop's activations and states
+    differentiable_outputs = (True, True, True, False, False)
+
+    @staticmethod
+    def forward(be, x, h0, c0, w_ih, w_hh, bias, *, reverse=False):
+        run = getattr(be, "library_lstm_forward", None)
+        got = run(x, h0, c0, w_ih, w_hh, bias, reverse) if run is not None else None
+        if got is not None:
+            y, h_n, c_n, workspace = got
+            return y, h_n, c_n, workspace, be.empty((0,), dtype=x.dtype)
+        x2 = x.reshape(-1, x.shape[-1])
+        x_proj = be.matmul(x2, w_ih.T) if bias is None else be.matmul_bias(x2, w_ih.T, bias)
+        return LstmLayer.forward(be, x_proj.reshape(x.shape[:-1] + (w_ih.shape[0],)), h0, c0, w_hh,
+                                 reverse=reverse)
+
+    def save_extra(self, arrays, out):
+        # a 1-d array of bytes is oneDNN's workspace; the loop's activations are 3-d
+        self.extra = out[3] if out[3].ndim == 1 else (out[3], out[4])
+
+    def backward_fast(self, be, g_out, g_hn, g_cn, _g_a=None, _g_b=None):
+        x, h0, c0, w_ih, w_hh, bias = (self.input(k) for k in range(6))
+        x, h0, c0, w_ih, w_hh = x._data, h0._data, c0._data, w_ih._data, w_hh._data
+        reverse = self.params.get("reverse", False)
+        ex, eh, ec, ew_ih, ew_hh, eb = self.next_edges
+        if not isinstance(self.extra, tuple):
+            outs = tuple(self.output_array(k) for k in range(3))
+            got = be.library_lstm_backward(x, h0, c0, w_ih, w_hh, None if bias is None else bias._data, *outs,
+                                           self.extra, g_out, g_hn, g_cn, reverse)
+            return tuple(d if e is not None else None for d, e in zip(got, self.next_edges))
+        dg, dh, dc, dw_hh = _lstm_loop_backward(be, *self.extra, h0, c0, w_hh, g_out, g_hn, g_cn, reverse,
+                                                ew_hh is not None)
+        dt = x.dtype
+        steps, bsz, g4 = dg.shape
+        dg2 = dg.reshape(steps * bsz, g4)
+        if ex is not None or ew_ih is not None or eb is not None:
+            dg2 = dg2.astype(dt, copy=False)  # the projection's gradients from the gate gradients rounded once
+        dx = be.matmul(dg2, w_ih).reshape(x.shape) if ex is not None else None
+        dw_ih = be.matmul(dg2.T, x.reshape(-1, x.shape[-1])) if ew_ih is not None else None
+        db = be.sum(dg2, axis=0) if eb is not None else None
+        return (dx, dh.astype(h0.dtype, copy=False) if eh is not None else None,
+                dc.astype(c0.dtype, copy=False) if ec is not None else None, dw_ih, dw_hh, db)
+
+    def backward(self, g_out, g_hn, g_cn, _g_a=None, _g_b=None):
+        from .linalg import matmul
+        from .reduction import sum as _sum
+        from .shape import reshape, transpose
+
+        x, h0, c0, w_ih, w_hh, bias = (self.input(k) for k in range(6))
+        steps, bsz, n_in = x.shape
+        x2 = reshape(x, (steps * bsz, n_in))
+        x_proj = matmul(x2, transpose(w_ih, 0, 1))
+        if bias is not None:
+            x_proj = x_proj + bias
+        x_proj = reshape(x_proj, (steps, bsz, w_ih.shape[0]))
+        d_proj, dh, dc, dw_hh = _lstm_graph_grad(x_proj, h0, c0, w_hh, g_out, g_hn, g_cn,
+                                                 self.params.get("reverse", False))
+        d2 = reshape(d_proj, (steps * bsz, w_ih.shape[0]))
+        return (reshape(matmul(d2, w_ih), x.shape), dh, dc, matmul(transpose(d2, 0, 1), x2), dw_hh,
+                None if bias is None else _sum(d2, 0))
 
 
 class GruCell(Op):
@@ -487,6 +577,39 @@ def lstm_layer(x_proj: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor, reverse: bo
     steps from the last to the first (the backward direction of a bidirectional layer)."""
     _layer_args("lstm_layer", 4, x_proj, (h0, c0), w_hh, None)
     out, h_n, c_n, _, _ = apply(LstmLayer, (x_proj, h0, c0, w_hh), {"reverse": bool(reverse)})
+    return out, h_n, c_n
+
+
+def lstm_input_layer(x: Tensor, h0: Tensor, c0: Tensor, w_ih: Tensor, w_hh: Tensor, bias: Tensor | None = None,
+                     reverse: bool = False):
+    """``(out (T, B, H), h_n, c_n)`` of one LSTM layer direction from its input sequence ``x`` (T, B, C), the
+    initial state ``h0``, ``c0`` (B, H), ``W_ih`` (4H, C), ``W_hh`` (4H, H) and ``bias = b_ih + b_hh`` (4H,) or
+    None; gates ``i, f, g, o`` as PyTorch's. ``reverse`` runs the steps from the last to the first.
+
+    ``gates_t = x_t W_ih^T + bias + h_{t-1} W_hh^T``, ``c_t = sigma(f) c_{t-1} + sigma(i) tanh(g)``,
+    ``h_t = sigma(o) tanh(c_t)``, ``out[t] = h_t``. An empty sequence returns ``h0`` and ``c0``.
+
+    >>> import pylucid
+    >>> from pylucid.ops.rnn import lstm_input_layer
+    >>> out, h, c = lstm_input_layer(pylucid.zeros(3, 1, 2), pylucid.zeros(1, 1), pylucid.ones(1, 1),
+    ...                              pylucid.zeros(4, 2), pylucid.zeros(4, 1))
+    >>> out.shape, round(c.item(), 4), round(h.item(), 4)
+    ((3, 1, 1), 0.125, 0.0622)
+    """
+    op = "lstm_input_layer"
+    for t, what in ((x, "x"), (h0, "h0"), (c0, "c0"), (w_ih, "w_ih"), (w_hh, "w_hh")):
+        check_tensor(t, op, what)
+    if bias is not None:
+        check_tensor(bias, op, "bias")
+    hid = w_hh.shape[-1] if w_hh.ndim == 2 else -1
+    if x.ndim != 3 or w_ih.ndim != 2 or w_hh.ndim != 2 or h0.ndim != 2 or c0.ndim != 2 or \
+            w_ih.shape != (4 * hid, x.shape[-1]) or w_hh.shape != (4 * hid, hid) or \
+            h0.shape != (x.shape[1], hid) or c0.shape != h0.shape or (bias is not None and bias.shape != (4 * hid,)):
+        raise ShapeMismatch(f"{op}: shapes do not fit together: x {tuple(x.shape)}, h0 {tuple(h0.shape)}, c0 "
+                            f"{tuple(c0.shape)}, w_ih {tuple(w_ih.shape)}, w_hh {tuple(w_hh.shape)}"
+                            + (f", bias {tuple(bias.shape)}" if bias is not None else "")
+                            + " (expected (T, B, C), (B, H), (B, H), (4H, C), (4H, H), (4H,))")
+    out, h_n, c_n, _, _ = apply(LstmInputLayer, (x, h0, c0, w_ih, w_hh, bias), {"reverse": bool(reverse)})
     return out, h_n, c_n
 
 
