@@ -1336,7 +1336,7 @@ def test_every_kernel_has_a_raw_launch_layout(name):
         layout = cuda_launch.signature_layout(src, name)
         assert layout is not None and layout == _param_layout_full(src, name), (name, layout)
     layer_norm_src = cuda_sources.KERNELS["layer_norm_fwd"].replace("scalar_t", "float")
-    assert cuda_launch.signature_layout(layer_norm_src, "layer_norm_fwd") == "ppppppqfii"
+    assert cuda_launch.signature_layout(layer_norm_src, "layer_norm_fwd") == "pppppppqfii"
 
 
 def _param_layout_full(src, kname):
@@ -1468,6 +1468,40 @@ def test_cross_entropy_half_logits_under_autocast_reads_them_in_place(half, redu
                                atol=1e-8 if half == "bfloat16" else 2 ** -23)
     # outside autocast a half loss stays half, as PyTorch
     assert pylucid.nn.functional.cross_entropy(hx, pylucid.tensor(t, device="cuda")).dtype is getattr(pylucid, half)
+
+
+@cuda_only
+@pytest.mark.parametrize("inplace", [False, True])
+def test_autocast_cast_of_a_float_out_result_reuses_its_rounding(inplace, monkeypatch):
+    """A float_out kernel (layer norm, GELU of a half input under autocast) also writes its float32 result rounded
+    to the half dtype; the next op's autocast cast of that result takes it instead of converting again. Once the
+    result is modified in place, the cast converts the modified values."""
+    g0 = _rng(43)
+    bf = pylucid.bfloat16
+    x = pylucid.tensor(g0.standard_normal((1024, 256)).astype(np.float32), device="cuda").to(bf).requires_grad_()
+    ln = pylucid.nn.LayerNorm(256).to("cuda")
+    lin = pylucid.nn.Linear(256, 512).to("cuda")
+    be = x.device.backend
+    casts = []
+    real = be.astype
+    monkeypatch.setattr(be, "astype", lambda a, dt, copy=True: (casts.append((a.shape, a.dtype, np.dtype(dt))),
+                                                                  real(a, dt, copy))[1])
+    with pylucid.autocast("cuda", dtype=bf):
+        h = ln(x)
+        if inplace:
+            h.mul_(2.0)
+        y = pylucid.nn.functional.gelu(lin(h))
+    monkeypatch.undo()
+    f32_to_half = [c for c in casts if c[0] == (1024, 256) and c[1] == np.float32 and c[2] != np.float32]
+    assert len(f32_to_half) == (1 if inplace else 0), casts
+    assert y.dtype is pylucid.float32
+    with pylucid.no_grad():
+        hf = pylucid.nn.functional.layer_norm(x.float(), (256,), ln.weight, ln.bias) * (2.0 if inplace else 1.0)
+        ref = pylucid.nn.functional.gelu(pylucid.nn.functional.linear(hf.to(bf), lin.weight.to(bf), lin.bias.to(bf))
+                                         .float())
+    np.testing.assert_array_equal(y.detach().cpu().numpy(), ref.cpu().numpy())
+    y.sum().backward()
+    assert x.grad is not None and x.grad.dtype is bf and lin.weight.grad.dtype is pylucid.float32
 
 
 @cuda_only
@@ -1759,7 +1793,7 @@ def test_generic_launcher_matches_rawkernel_call(monkeypatch):
                                         be.softmax(x), be.relu_backward(x, g))]
 
     direct = run()
-    assert getattr(cuda_launch.get_kernel("layer_norm_fwd", np.dtype(np.float32)), "layout", None) == "ppppppqfii"
+    assert getattr(cuda_launch.get_kernel("layer_norm_fwd", np.dtype(np.float32)), "layout", None) == "pppppppqfii"
     with cp.cuda.Stream(non_blocking=True) as st:
         side = run()
         st.synchronize()

@@ -1071,3 +1071,35 @@ def test_bilinear_with_opposite_infinities_is_silent_and_matches_torch():
     xi = np.array([[1, 2]], np.int32)
     assert F.bilinear(pl.tensor(xi), pl.tensor(np.array([[1, 0, 2]], np.int32)),
                       pl.tensor(np.ones((2, 2, 3), np.int32))).dtype == pl.int32
+
+
+_EMB_DEVICES = ["cpu"] + (["cuda"] if pl.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", _EMB_DEVICES)
+def test_embedding_under_autocast_rounds_only_the_looked_up_rows(device, monkeypatch):
+    """Under bfloat16 autocast (embedding is Promote) the result is the table's rows rounded to bfloat16 (the values
+    of casting the table first) without converting the table; the table's float32 gradient is the rows' gradients
+    summed in float32, as PyTorch's float32 embedding backward of the same incoming gradient."""
+    g0 = np.random.default_rng(44)
+    emb = nn.Embedding(5000, 64).to(device)
+    idx = pl.tensor(g0.integers(0, 5000, (4, 300)), device=device)
+    idx[0, :5] = 7  # repeated rows: their gradients add up
+    be = emb.weight.device.backend
+    casts = []
+    real = be.astype
+    monkeypatch.setattr(be, "astype", lambda a, dt, copy=True: (casts.append(a.shape), real(a, dt, copy))[1])
+    with pl.autocast(device, dtype=pl.bfloat16):
+        y = emb(idx)
+    monkeypatch.undo()
+    assert y.dtype is pl.bfloat16
+    assert (5000, 64) not in casts, casts
+    np.testing.assert_array_equal(y.detach().float().cpu().numpy(),
+                                  emb.weight.detach().to(pl.bfloat16)[idx].float().cpu().numpy())
+    gy = g0.standard_normal((4, 300, 64)).astype(np.float32)
+    y.backward(pl.tensor(gy, device=device).to(pl.bfloat16))
+    assert emb.weight.grad.dtype is pl.float32
+    tw = torch.tensor(emb.weight.detach().cpu().numpy(), requires_grad=True)
+    g_rows = torch.tensor(gy).to(torch.bfloat16).float()
+    torch.nn.functional.embedding(torch.tensor(idx.cpu().numpy()), tw).backward(g_rows)
+    np.testing.assert_allclose(emb.weight.grad.cpu().numpy(), tw.grad.numpy(), rtol=1e-6, atol=1e-6)

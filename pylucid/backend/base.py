@@ -31,6 +31,9 @@ class ArrayBackend:
     _multi = False
     #: True when ``matmul((..., m, k), (k, n))`` already runs as one 2-D GEMM over the folded rows
     folds_matmul = False
+    #: ``(float32 result, its rounding to a half dtype)`` of the last ``float_out`` kernel that wrote both (autocast's
+    #: cast of that result to the half dtype takes the rounding instead of converting again), or None
+    amp_rounded = None
 
     def __init__(self, xp) -> None:
         self.xp = xp

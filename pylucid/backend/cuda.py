@@ -1262,21 +1262,26 @@ class CUDABackend(ArrayBackend):
         rows = xc.size // cols if cols else 0
         with self.device_ctx():
             y = self.ndarray(xc.shape, odt if io is not None else cdt)
+            # a float32 result of a half x: its half rounding too, for autocast's cast of it (amp_rounded)
+            y2 = self.ndarray(xc.shape, xc.dtype) if out_name and rows and cols else None
+            z2 = np.uint64(0) if y2 is None else y2
             mean = self.ndarray(x.shape[:-1], cdt)
             rstd = self.ndarray(x.shape[:-1], cdt)
             if rows >= self._LN_WARP_ROWS and 0 < cols <= self._LN_WARP_COLS:
                 get_kernel("layer_norm_fwd_rows", cdt, io, out_name)(
                     (-(-rows // 8),), (256,),
-                    (xc, xc if wc is None else wc, xc if bc is None else bc, y, mean, rstd, np.int64(rows),
+                    (xc, xc if wc is None else wc, xc if bc is None else bc, y, z2, mean, rstd, np.int64(rows),
                      np.int64(cols), cdt.type(eps), np.int32(wc is not None), np.int32(bc is not None)))
             elif rows and cols:
                 get_kernel("layer_norm_fwd", cdt, io, out_name)(
                     (rows,), (self._row_threads(cols),),
-                    (xc, xc if wc is None else wc, xc if bc is None else bc, y, mean, rstd, np.int64(cols),
+                    (xc, xc if wc is None else wc, xc if bc is None else bc, y, z2, mean, rstd, np.int64(cols),
                      cdt.type(eps), np.int32(wc is not None), np.int32(bc is not None)))
             elif rows:
                 mean.fill(float("nan"))
                 rstd.fill(float("nan"))
+        if y2 is not None:
+            self.amp_rounded = (y, y2)
         return self.astype(y, odt, copy=False), mean, rstd
 
     def layer_norm_backward(self, g, x, mean, rstd, weight):
@@ -1819,15 +1824,19 @@ class CUDABackend(ArrayBackend):
         ncol = bc.size if bc is not None else 1
         with self.device_ctx():
             out = self.ndarray(xc.shape, odt if out_name else xc.dtype)
+            # a float32 result of a half x: its half rounding too, for autocast's cast of it (amp_rounded)
+            y2 = self.ndarray(xc.shape, xc.dtype) if out_name and gc is None else None
             if n:
                 b = xc if bc is None else bc
-                head = (xc, b, out) if gc is None else (gc, xc, b, out)
+                head = (xc, b, out, np.uint64(0) if y2 is None else y2) if gc is None else (gc, xc, b, out)
                 # one thread per 16-byte word of x (the kernel's IO_VEC elements)
                 words = -(-n // (16 // xc.dtype.itemsize))
                 get_kernel(name, cdt, io, out_name, grad_name)(
                     (self._grid(words),), (256,),
                     head + (np.int64(ncol), np.int64(n), np.int32(bc is not None), np.int32(BIAS_ACT_CODES[act])))
-        return self.astype(out, odt, copy=False)
+        if y2 is not None:
+            self.amp_rounded = (out, y2)
+        return out if y2 is not None else self.astype(out, odt, copy=False)
 
     # -- cuDNN: each method returns None wherever cuDNN is switched off, absent or declines the case, and
     # -- the op then runs its own kernels (pylucid.backends.cudnn holds the switches, read per call) -------

@@ -98,14 +98,17 @@ extern "C" __global__ void softmax_bwd(const scalar_t* __restrict__ y, const sca
 }
 """,
     "layer_norm_fwd": r"""
-// x in io_t, y in ot_t (io_t, or float32 for a half x under autocast's float32 policy); statistics in scalar_t
+// x in io_t, y in ot_t (io_t, or float32 for a half x under autocast's float32 policy); statistics in scalar_t;
+// y2 (not null): y rounded to io_t as well (as bias_act_fwd's)
 extern "C" __global__ void layer_norm_fwd(const io_t* __restrict__ x, const scalar_t* __restrict__ w,
                                           const scalar_t* __restrict__ b, ot_t* __restrict__ y,
+                                          io_t* __restrict__ y2,
                                           scalar_t* __restrict__ mean_out, scalar_t* __restrict__ rstd_out,
                                           long long cols, scalar_t eps, int has_w, int has_b) {
     __shared__ scalar_t sh[32];
     const io_t* xr = x + (long long)blockIdx.x * cols;
     ot_t* yr = y + (long long)blockIdx.x * cols;
+    io_t* y2r = y2 ? y2 + (long long)blockIdx.x * cols : y2;
     // two passes over the row (mean, then centred second moment): no cancellation
     scalar_t s = 0;
     for (long long j = threadIdx.x; j < cols; j += blockDim.x) s += LD(xr[j]);
@@ -119,6 +122,7 @@ extern "C" __global__ void layer_norm_fwd(const io_t* __restrict__ x, const scal
         if (has_w) v *= w[j];
         if (has_b) v += b[j];
         yr[j] = STO(v);
+        if (y2r) y2r[j] = ST(v);
     }
     if (threadIdx.x == 0) { mean_out[blockIdx.x] = mean; rstd_out[blockIdx.x] = rstd; }
 }
@@ -155,9 +159,10 @@ extern "C" __global__ void layer_norm_bwd(const gt_t* __restrict__ g, const io_t
     "layer_norm_fwd_rows": r"""
 // layer norm of rows of at most a few thousand values: one warp per row (8 rows per block of 256 threads), the
 // two reductions (mean, then the centred second moment: no cancellation) as warp shuffles, no block barriers;
-// x in io_t, y in ot_t (as layer_norm_fwd)
+// x in io_t, y in ot_t, y2 (as layer_norm_fwd)
 extern "C" __global__ void layer_norm_fwd_rows(const io_t* __restrict__ x, const scalar_t* __restrict__ w,
                                                const scalar_t* __restrict__ b, ot_t* __restrict__ y,
+                                               io_t* __restrict__ y2,
                                                scalar_t* __restrict__ mean_out, scalar_t* __restrict__ rstd_out,
                                                long long rows, long long cols, scalar_t eps, int has_w,
                                                int has_b) {
@@ -166,6 +171,7 @@ extern "C" __global__ void layer_norm_fwd_rows(const io_t* __restrict__ x, const
     if (row >= rows) return;  // the whole warp: the shuffles below see all 32 lanes
     const io_t* xr = x + row * cols;
     ot_t* yr = y + row * cols;
+    io_t* y2r = y2 ? y2 + row * cols : y2;
     scalar_t s = 0;
     for (long long j = lane; j < cols; j += 32) s += LD(xr[j]);
     scalar_t mean = warp_reduce(s, SumOp()) / (scalar_t)cols;
@@ -177,6 +183,7 @@ extern "C" __global__ void layer_norm_fwd_rows(const io_t* __restrict__ x, const
         if (has_w) v *= w[j];
         if (has_b) v += b[j];
         yr[j] = STO(v);
+        if (y2r) y2r[j] = ST(v);
     }
     if (lane == 0) { mean_out[row] = mean; rstd_out[row] = rstd; }
 }
@@ -821,7 +828,8 @@ extern "C" __global__ void adam_count(scalar_t* __restrict__ step, const scalar_
 // computed in float32 and rounded once on store. Each thread takes whole 16-byte words of IO_VEC elements of x
 // (the half types' 2-byte accesses one by one reach a fraction of the bandwidth) and finds the bias column once per
 // word; pointers not 16-byte aligned, or a bias row that words would straddle (ncol % IO_VEC), take one element at
-// a time. Launch ceil(n / IO_VEC) threads.
+// a time. Launch ceil(n / IO_VEC) threads. y2 (not null, with a float32 y): the result rounded to io_t as well, the
+// rounding autocast's cast of y to the half dtype would make (pylucid reuses it instead of a cast kernel).
 __device__ __forceinline__ scalar_t act_value(scalar_t z, int act) {
     if (act == 1) return (z != z) ? z : (z > (scalar_t)0 ? z : (scalar_t)0);
     if (act == 2) return (scalar_t)0.5 * z * ((scalar_t)1 + erf(z * (scalar_t)0.7071067811865476));
@@ -830,30 +838,36 @@ __device__ __forceinline__ scalar_t act_value(scalar_t z, int act) {
     return z;
 }
 extern "C" __global__ void bias_act_fwd(const io_t* __restrict__ x, const scalar_t* __restrict__ bias,
-                                        ot_t* __restrict__ y, long long ncol, long long n, int has_bias,
-                                        int act) {
+                                        ot_t* __restrict__ y, io_t* __restrict__ y2, long long ncol, long long n,
+                                        int has_bias, int act) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x, step = (long long)gridDim.x * blockDim.x;
     long long done = 0;
-    if (!((((unsigned long long)x | (unsigned long long)y) & 15ull) || (has_bias && ncol % IO_VEC))) {
+    if (!((((unsigned long long)x | (unsigned long long)y | (unsigned long long)y2) & 15ull)
+          || (has_bias && ncol % IO_VEC))) {
         long long nv = n / IO_VEC;
         for (long long v = t; v < nv; v += step) {
-            IoWord in;
+            IoWord in, out2;
             OtWord out;
             in.u = ((const uint4*)x)[v];
             const scalar_t* br = bias + (has_bias ? (v * IO_VEC) % ncol : 0);
             #pragma unroll
             for (int k = 0; k < IO_VEC; ++k) {
                 scalar_t z = has_bias ? LD(in.e[k]) + br[k] : LD(in.e[k]);
-                out.e[k] = STO(act_value(z, act));
+                scalar_t r = act_value(z, act);
+                out.e[k] = STO(r);
+                out2.e[k] = ST(r);
             }
             #pragma unroll
             for (int k = 0; k < OT_WORDS; ++k) ((uint4*)y)[v * OT_WORDS + k] = out.u[k];
+            if (y2) ((uint4*)y2)[v] = out2.u;
         }
         done = nv * IO_VEC;
     }
     for (long long i = done + t; i < n; i += step) {
         scalar_t z = has_bias ? LD(x[i]) + bias[i % ncol] : LD(x[i]);
-        y[i] = STO(act_value(z, act));
+        scalar_t r = act_value(z, act);
+        y[i] = STO(r);
+        if (y2) y2[i] = ST(r);
     }
 }
 """,

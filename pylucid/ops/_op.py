@@ -64,6 +64,10 @@ class Op(Node):
     #: tensor there is passed uncast (the CUDA kernels widen it on load) and ``forward`` gets ``float_out=True``;
     #: the results are the float32 of the policy and the backward gives those inputs' gradients in their dtype
     amp_half_args: tuple = ()
+    #: a Promote op whose result is a selection of input 0's values (a gather): under autocast it computes in that
+    #: input's dtype and ``forward`` gets ``amp_dtype``, to round the selection to (the values of casting input 0
+    #: first, without converting what is not selected); the backward returns input 0's gradient in its dtype
+    amp_gathers = False
     #: the output shares memory with input 0 (reshape, transpose, slicing ...)
     is_view = False
     n_outputs = 1
@@ -400,6 +404,18 @@ def _nondeterministic(op) -> None:
     raise NonDeterministicError(msg)
 
 
+def amp_rounding(t, np_dtype):
+    """The rounding of ``t``'s float32 values to ``np_dtype`` that the kernel which made ``t`` also wrote (a float_out
+    op under autocast: ``ArrayBackend.amp_rounded``), to take instead of a cast kernel; None when there is none or
+    ``t`` may have changed since (modified in place: version above 0; or a view). Taken once."""
+    be = t._device.backend
+    r = be.amp_rounded
+    if r is not None and r[0] is t._data and r[1].dtype == np_dtype and t._version[0] == 0 and t._base is None:
+        be.amp_rounded = None
+        return r[1]
+    return None
+
+
 def _half_kept(op, args):
     """The positions of ``op.amp_half_args`` holding a float16/bfloat16 Tensor (kept uncast under autocast)."""
     return frozenset(i for i in op.amp_half_args if i < len(args) and isinstance(args[i], Tensor)
@@ -457,7 +473,10 @@ def _apply_general(op, args, params, st):
             if adt is not None:
                 pol = op.schema.amp_policy
                 if pol is _PROMOTE:
-                    cdt = adt
+                    if op.amp_gathers and cdt is not adt:
+                        params = {**params, "amp_dtype": adt}
+                    else:
+                        cdt = adt
                 elif pol is _FORCE_FP32:
                     cdt = _dt.float32
                     if op.amp_half_args and dev.type == "cuda":
@@ -478,12 +497,16 @@ def _apply_general(op, args, params, st):
             data = a._data
             if np_cdt is not None and data.dtype != np_cdt and (promote is None or i in promote) and (
                     keep is None or i not in keep):
+                be = a._device.backend
+                rounded = None if be.amp_rounded is None else amp_rounding(a, np_cdt)
                 if grad_on and a._requires_grad:
-                    from .conversion import cast
+                    from .conversion import Cast
 
-                    a = cast(a, cdt)  # a cast promotes nothing: apply's short path records it
+                    # a cast promotes nothing: apply's short path records it
+                    a = apply(Cast, (a,), {"dtype": cdt, "in_dtype": a.dtype} if rounded is None else
+                              {"dtype": cdt, "in_dtype": a.dtype, "rounded": rounded})
                 else:
-                    a = _new_tensor(a._device.backend.astype(data, np_cdt), a._device)
+                    a = _new_tensor(be.astype(data, np_cdt) if rounded is None else rounded, a._device)
                 if new_args is None:
                     new_args = list(args)
                 new_args[i] = a

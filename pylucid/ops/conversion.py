@@ -29,7 +29,11 @@ class Cast(Op):
     promote_args = ()
 
     @staticmethod
-    def forward(be, x, dtype, in_dtype):
+    def forward(be, x, dtype, in_dtype, rounded=None):
+        # rounded: autocast's cast of a float32 result whose kernel also wrote it in ``dtype`` (see
+        # ArrayBackend.amp_rounded): that array, the conversion's values, without converting again
+        if rounded is not None:
+            return rounded
         if x.dtype.kind == "c" and not dtype.is_complex:
             import warnings
 

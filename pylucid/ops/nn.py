@@ -22,7 +22,7 @@ from .. import dtypes as _dt
 from .._state import state
 from .._tensor import _TENSOR_TYPES, Tensor, _new_tensor
 from ..errors import ShapeMismatch
-from ._op import Op, apply
+from ._op import Op, amp_rounding, apply
 from ._utils import check_tensor, keepdim_shape
 from .registry import declare
 from .schema import FORCE_FP32, KEEP_INPUT, PROMOTE, OpSchema
@@ -181,9 +181,10 @@ class LinearAutocast(Op):
     differentiable_outputs = (True, False, False)
 
     @staticmethod
-    def forward(be, x, w, b, dtype):
+    def forward(be, x, w, b, dtype, rounded=None):
+        # rounded: x's rounding to the half dtype, written by the kernel that made x (see ops._op.amp_rounding)
         c = dtype.numpy_dtype
-        xc = be.astype(x, c) if x.dtype != c else x
+        xc = rounded if rounded is not None else be.astype(x, c) if x.dtype != c else x
         wc = be.astype(w, c) if w.dtype != c else w
         # a float32 bias is added to the rounded product in float32 (CUDA: rounded to c and added inside the
         # GEMM, before its one rounding, as PyTorch's autocast computes addmm)
@@ -233,7 +234,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if ac is not None and input.__class__ in _TENSOR_TYPES and weight.__class__ in _TENSOR_TYPES:
         c = ac.get(input._device.type)
         if c is not None and c.itemsize == 2 and _autocast_operands(c.numpy_dtype, input, weight, bias):
-            return apply(LinearAutocast, (input, weight, bias), {"dtype": c})[0]
+            r = None if input._device.backend.amp_rounded is None else amp_rounding(input, c.numpy_dtype)
+            return apply(LinearAutocast, (input, weight, bias),
+                         {"dtype": c} if r is None else {"dtype": c, "rounded": r})[0]
     return apply(Linear, (input, weight, bias))
 
 
@@ -1088,14 +1091,21 @@ class Embedding(Op):
 
     schema = OpSchema("embedding", amp_policy=PROMOTE, saves_input=True, family="nn")
     promote_args = (0,)
+    # under autocast the looked-up rows are rounded to the autocast dtype, not the whole table
+    amp_gathers = True
 
     @staticmethod
-    def forward(be, weight, indices, padding_idx):
+    def forward(be, weight, indices, padding_idx, amp_dtype=None):
         if be.name == "cpu":
-            return be.take(weight, indices, axis=0)  # NumPy's take: the same rows, ~2x faster than weight[indices]
-        return weight[indices]
+            rows = be.take(weight, indices, axis=0)  # NumPy's take: the same rows, ~2x faster than weight[indices]
+        else:
+            rows = weight[indices]
+        return rows if amp_dtype is None else be.astype(rows, amp_dtype.numpy_dtype)
 
     def backward(self, g):
+        w = self.input(0)
+        if g.dtype != w.dtype:  # amp_dtype: the rows' gradients summed in the table's dtype
+            g = g.to(w.dtype)
         return apply(EmbeddingBackward, (g, self.input(1)),
                      {"num_weights": self.shapes[0][0], "padding_idx": self.params["padding_idx"]}), None
 
