@@ -189,10 +189,65 @@ def _graph_names(t):
 
 
 def test_lstm_runs_one_op_per_layer_and_direction():
+    """On the CPU each layer direction, its input projection included, is one ``lstm_input_layer`` node."""
     pm, _ = _lstm_pair(num_layers=2, bidirectional=True)
     out, _ = pm(pl.tensor(_inputs((5, 2, 3)), requires_grad=True))
     names = _graph_names(out)
-    assert names.count("LstmLayerBackward") == 4 and "LstmCellBackward" not in names
+    assert names.count("LstmInputLayerBackward") == 4 and "LstmCellBackward" not in names
+    assert "LinearBackward" not in names
+
+
+@pytest.mark.parametrize("library", [True, False])
+@pytest.mark.parametrize("bias", [True, False])
+def test_lstm_float32_library_and_loop_match_torch(library, bias, monkeypatch):
+    """float32 through oneDNN's LSTM primitive (where installed) and through the NumPy loop (the library off):
+    outputs and every gradient as PyTorch's, both directions, batch_first, initial states given."""
+    monkeypatch.setattr(pl.backends.mkldnn, "enabled", library)
+    torch.manual_seed(0)
+    tm = torch.nn.LSTM(5, 6, 2, bias=bias, bidirectional=True, batch_first=True)
+    pm = nn.LSTM(5, 6, 2, bias=bias, bidirectional=True, batch_first=True)
+    _copy(pm, tm)
+    x, h0, c0 = (_inputs(s, k).astype(np.float32) for k, s in enumerate([(3, 7, 5), (4, 3, 6), (4, 3, 6)]))
+    _run_compare(pm, tm, [x, h0, c0], atol=2e-5)
+
+
+def test_lstm_float32_second_order_through_the_library_forward():
+    """create_graph on a float32 layer whose forward ran in oneDNN: the graph-mode formula gives PyTorch's
+    double backward."""
+    torch.manual_seed(0)
+    tm = torch.nn.LSTM(3, 4, 1)
+    pm = nn.LSTM(3, 4, 1)
+    _copy(pm, tm)
+    x = _inputs((4, 2, 3)).astype(np.float32)
+    px, tx = pl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (gp,) = pl.autograd.grad((pm(px)[0] ** 2).sum(), px, create_graph=True)
+    (gt,) = torch.autograd.grad((tm(tx)[0] ** 2).sum(), tx, create_graph=True)
+    np.testing.assert_allclose(gp.detach().numpy(), gt.detach().numpy(), atol=1e-5)
+    (gp * gp).sum().backward()
+    (gt * gt).sum().backward()
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), atol=1e-4, rtol=1e-4)
+    tp = dict(tm.named_parameters())
+    for name, p in pm.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), tp[name].grad.numpy(), atol=1e-4, rtol=1e-4, err_msg=name)
+
+
+def test_lstm_float32_output_modified_in_place_keeps_the_backward():
+    """The library path hands out copies of its states too: writing into the output leaves the gradients."""
+    torch.manual_seed(0)
+    tm = torch.nn.LSTM(3, 4, 1)
+    pm = nn.LSTM(3, 4, 1)
+    _copy(pm, tm)
+    x = _inputs((5, 2, 3)).astype(np.float32)
+    px, tx = pl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    po, (ph, pc) = pm(px)
+    (th_sum := tm(tx)[1][0].sum()).backward()
+    loss = ph.sum()
+    with pl.no_grad():
+        po.mul_(0)
+        pc.mul_(0)
+    loss.backward()
+    np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), atol=1e-6)
+    assert th_sum is not None
 
 
 def test_lstm_second_order_matches_torch():

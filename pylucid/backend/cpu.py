@@ -343,8 +343,9 @@ class CPUBackend(ArrayBackend):
     # the library runs the per-step (20 x 200) x (200 x 800) products in its own JIT kernels, on weights it
     # reorders once per call, and the gate arithmetic in the same pass.
     def library_lstm_forward(self, x, h0, c0, w_ih, w_hh, bias, reverse=False):
-        """``(y, h_n, c_n, workspace)`` of one LSTM layer direction through oneDNN (``bias``: ``b_ih + b_hh``
-        or None), or None where the library is off, absent or declines (anything but float32)."""
+        """``(states, workspace)`` of one LSTM layer direction through oneDNN (``bias``: ``b_ih + b_hh`` or None;
+        ``states`` (T + 2, B, H): the output sequence, ``h_n``, ``c_n``), or None where the library is off,
+        absent or declines (anything but float32)."""
         if not _mkldnn_flags.enabled or x.dtype != _F32 or any(a.dtype != _F32 for a in (h0, c0, w_ih, w_hh)) or \
                 (bias is not None and bias.dtype != _F32):
             return None
@@ -357,18 +358,17 @@ class CPUBackend(ArrayBackend):
         c = np.ascontiguousarray
         return onednn.lstm_forward(c(x), c(h0), c(c0), c(w_ih), c(w_hh), c(bias), reverse)
 
-    def library_lstm_backward(self, x, h0, c0, w_ih, w_hh, bias, y, h_n, c_n, workspace, g_y, g_h, g_c,
-                              reverse=False):
-        """``(dx, dh0, dc0, dw_ih, dw_hh, dbias)`` of :meth:`library_lstm_forward` (its inputs, outputs and
+    def library_lstm_backward(self, x, h0, c0, w_ih, w_hh, bias, states, workspace, g_y, g_h, g_c, reverse=False):
+        """``(dx, dh0, dc0, dw_ih, dw_hh, dbias)`` of :meth:`library_lstm_forward` (its inputs, states and
         workspace given back; ``dbias`` None for a None ``bias``)."""
         from . import onednn
 
         c = np.ascontiguousarray
         b = np.zeros(w_hh.shape[0], dtype=_F32) if bias is None else c(bias)
-        got = onednn.lstm_backward(c(x), c(h0), c(c0), c(w_ih), c(w_hh), b, y, h_n, c_n, workspace,
+        got = onednn.lstm_backward(c(x), c(h0), c(c0), c(w_ih), c(w_hh), b, states, workspace,
                                    g_y.astype(_F32, copy=False), g_h.astype(_F32, copy=False),
                                    g_c.astype(_F32, copy=False), reverse)
-        if got is None:  # the forward's plan was built, so its backward exists: a failure here is a bug
+        if got is None:  # the forward's plan was built with its backward's: a refusal here is a bug
             raise RuntimeError("lstm_input_layer: oneDNN declined the backward of a forward it ran")
         dx, dh, dc, dw_ih, dw_hh, db = got
         return dx, dh, dc, dw_ih, dw_hh, None if bias is None else db

@@ -289,11 +289,10 @@ class LstmInputLayer(Op):
     way. The graph-mode ``backward`` is the projection and :class:`LstmLayer`'s unrolled formula in pylucid ops.
     """
 
-    schema = OpSchema("lstm_input_layer", amp_policy=PROMOTE, saves_input=True, saves_output=True, family="nn",
-                      accepts=("float",))
+    schema = OpSchema("lstm_input_layer", amp_policy=PROMOTE, saves_input=True, family="nn", accepts=("float",))
     n_outputs = 5
-    # the last two are saved for the backward, never handed out: oneDNN's workspace (and an empty array), or
-    # the loop's activations and states
+    # the last two are saved for the backward, never handed out: oneDNN's workspace and states (the output
+    # sequence, h_n and c_n), or the loop's activations and states
     differentiable_outputs = (True, True, True, False, False)
 
     @staticmethod
@@ -301,28 +300,31 @@ class LstmInputLayer(Op):
         run = getattr(be, "library_lstm_forward", None)
         got = run(x, h0, c0, w_ih, w_hh, bias, reverse) if run is not None else None
         if got is not None:
-            y, h_n, c_n, workspace = got
-            return y, h_n, c_n, workspace, be.empty((0,), dtype=x.dtype)
+            # the outputs are copies: the saved states stay as the backward needs them when the caller writes into
+            # the outputs (as the loop's own copies do)
+            states, workspace = got
+            steps = x.shape[0]
+            return (states[:steps].copy(), states[steps].copy(), states[steps + 1].copy(), workspace, states)
         x2 = x.reshape(-1, x.shape[-1])
         x_proj = be.matmul(x2, w_ih.T) if bias is None else be.matmul_bias(x2, w_ih.T, bias)
         return LstmLayer.forward(be, x_proj.reshape(x.shape[:-1] + (w_ih.shape[0],)), h0, c0, w_hh,
                                  reverse=reverse)
 
     def save_extra(self, arrays, out):
-        # a 1-d array of bytes is oneDNN's workspace; the loop's activations are 3-d
-        self.extra = out[3] if out[3].ndim == 1 else (out[3], out[4])
+        # a 1-d array of bytes is oneDNN's workspace (the library ran); the loop's activations are 3-d
+        self.extra = (out[3].ndim == 1, out[3], out[4])
 
     def backward_fast(self, be, g_out, g_hn, g_cn, _g_a=None, _g_b=None):
         x, h0, c0, w_ih, w_hh, bias = (self.input(k) for k in range(6))
         x, h0, c0, w_ih, w_hh = x._data, h0._data, c0._data, w_ih._data, w_hh._data
         reverse = self.params.get("reverse", False)
         ex, eh, ec, ew_ih, ew_hh, eb = self.next_edges
-        if not isinstance(self.extra, tuple):
-            outs = tuple(self.output_array(k) for k in range(3))
-            got = be.library_lstm_backward(x, h0, c0, w_ih, w_hh, None if bias is None else bias._data, *outs,
-                                           self.extra, g_out, g_hn, g_cn, reverse)
+        library, saved_a, saved_b = self.extra
+        if library:
+            got = be.library_lstm_backward(x, h0, c0, w_ih, w_hh, None if bias is None else bias._data, saved_b,
+                                           saved_a, g_out, g_hn, g_cn, reverse)
             return tuple(d if e is not None else None for d, e in zip(got, self.next_edges))
-        dg, dh, dc, dw_hh = _lstm_loop_backward(be, *self.extra, h0, c0, w_hh, g_out, g_hn, g_cn, reverse,
+        dg, dh, dc, dw_hh = _lstm_loop_backward(be, saved_a, saved_b, h0, c0, w_hh, g_out, g_hn, g_cn, reverse,
                                                 ew_hh is not None)
         dt = x.dtype
         steps, bsz, g4 = dg.shape

@@ -1,6 +1,8 @@
 """Op-database entries for the recurrent ops (``pylucid/ops/rnn.py``), against ``torch.lstm_cell`` /
 ``torch.gru_cell``: with and without biases, a non-contiguous input, an unbatched-size batch of one; and the
-whole-sequence ``lstm_layer`` / ``gru_layer`` against the unrolled torch cells, both directions."""
+whole-sequence ``lstm_layer`` / ``gru_layer`` against the unrolled torch cells, both directions; and
+``lstm_input_layer`` (the layer with its input projection: oneDNN's LSTM in float32 on the CPU) against a one-layer
+``torch.nn.LSTM`` run with the same weights."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import torch
 
 import pylucid as pl
 from pylucid.errors import ShapeMismatch
-from pylucid.ops.rnn import gru_layer, lstm_layer
+from pylucid.ops.rnn import gru_layer, lstm_input_layer, lstm_layer
 from tests.opdb import ALL_FLOAT_DTYPES, ErrorInput, OpEntry, Sample, rng
 
 
@@ -95,7 +97,32 @@ def _gru_layer_ref(x_proj, h0, w_hh, b_hh=None, reverse=False):
     return torch.stack(out), h
 
 
+def _input_layer_samples():
+    t, b, c, h = 3, 2, 3, 2
+    args = (U(t, b, c), U(b, h, seed=1), U(b, h, seed=2), U(4 * h, c, seed=3), U(4 * h, h, seed=4), U(4 * h, seed=5))
+    return [
+        Sample(args, name="forward"),
+        Sample(args, {"reverse": True}, name="reverse"),
+        Sample(args[:5], name="nobias"),
+        Sample((U(1, 1, c),) + tuple(U(1, h, seed=k) for k in (1, 2)) + args[3:], name="one_step"),
+        Sample((np.swapaxes(U(b, t, c), 0, 1),) + args[1:], name="noncontig"),
+    ]
+
+
+def _input_layer(x, h0, c0, w_ih, w_hh, bias=None, reverse=False):
+    return lstm_input_layer(x, h0, c0, w_ih, w_hh, bias, reverse=reverse)
+
+
+def _input_layer_ref(x, h0, c0, w_ih, w_hh, bias=None, reverse=False):
+    proj = x @ w_ih.T if bias is None else x @ w_ih.T + bias
+    return _layer_ref(proj, h0, c0, w_hh, reverse)
+
+
 ENTRIES = [
+    OpEntry("lstm_input_layer", _input_layer, _input_layer_ref, _input_layer_samples, dtypes=ALL_FLOAT_DTYPES,
+            error_inputs=lambda: [ErrorInput((U(3, 2, 3), U(2, 2), U(2, 2), U(8, 4), U(8, 2)), exc=ShapeMismatch,
+                                             match="lstm_input_layer")]),
+
     OpEntry("lstm_layer", _layer, _layer_ref, _layer_samples, dtypes=ALL_FLOAT_DTYPES),
     OpEntry("gru_layer", _gru_layer, _gru_layer_ref, _gru_layer_samples, dtypes=ALL_FLOAT_DTYPES),
     OpEntry("lstm_cell", _lstm, _lstm_ref, _samples(4, True), dtypes=ALL_FLOAT_DTYPES,
