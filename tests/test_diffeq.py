@@ -43,8 +43,9 @@ def test_linear_matches_torchdiffeq(method, reverse):
     want = torchdiffeq.odeint(_linear(torch, torch.tensor(A)), torch.tensor(y0), torch.tensor(t), **kw)
     assert tuple(got.shape) == tuple(want.shape) == (len(t), 2)
     # the same steps (same tableaus and controller): equal to rounding; dopri8's large coefficients amplify the
-    # different summation order of the stages to ~1e-8 over a solve
-    same = 1e-7 if method == "dopri8" else 1e-9
+    # different summation order of the stages to ~1e-8 over a solve, up to 1.6e-7 (reversed, NumPy 2.4 on an
+    # AVX-512 machine, whose matrix-vector products add in another order)
+    same = 5e-7 if method == "dopri8" else 1e-9
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=same, atol=same)
     exact = np.stack([scipy.linalg.expm(A * (s - t[0])) @ y0 for s in t])
     err = {"euler": 1e-1, "midpoint": 1e-3, "heun2": 1e-3, "dopri8": 3e-3}.get(method, 3e-2 if low else 1e-4)
