@@ -372,6 +372,15 @@ def _close(a, b, dtype):
 KDTYPES = [np.float32, np.float64, np.float16]
 
 
+def _record_casts(monkeypatch, be):
+    """The ``(shape, from, to)`` of every ``be.astype`` call from now on (a list that fills as they happen)."""
+    casts = []
+    real = be.astype
+    monkeypatch.setattr(be, "astype", lambda a, dt, copy=True: (casts.append((a.shape, a.dtype, np.dtype(dt))),
+                                                                  real(a, dt, copy))[1])
+    return casts
+
+
 @cuda_only
 @pytest.mark.parametrize("dtype", KDTYPES)
 @pytest.mark.parametrize("shape", [(4, 7), (3, 2, 1000), (1, 1), (5, 4096), (2, 0)])
@@ -1445,11 +1454,7 @@ def test_cross_entropy_half_logits_under_autocast_reads_them_in_place(half, redu
     t = g0.integers(0, 1029, 37)
     t[5] = -100
     hx = pylucid.tensor(x, device="cuda").to(getattr(pylucid, half)).detach().requires_grad_()
-    casts = []
-    be = hx.device.backend
-    real = be.astype
-    monkeypatch.setattr(be, "astype", lambda a, dt, copy=True: (casts.append((a.shape, a.dtype, np.dtype(dt))),
-                                                                  real(a, dt, copy))[1])
+    casts = _record_casts(monkeypatch, hx.device.backend)
     with pylucid.autocast("cuda", dtype=getattr(pylucid, half)):
         loss = pylucid.nn.functional.cross_entropy(hx, pylucid.tensor(t, device="cuda"), reduction=reduction)
     assert loss.dtype is pylucid.float32
@@ -1481,11 +1486,7 @@ def test_autocast_cast_of_a_float_out_result_reuses_its_rounding(inplace, monkey
     x = pylucid.tensor(g0.standard_normal((1024, 256)).astype(np.float32), device="cuda").to(bf).requires_grad_()
     ln = pylucid.nn.LayerNorm(256).to("cuda")
     lin = pylucid.nn.Linear(256, 512).to("cuda")
-    be = x.device.backend
-    casts = []
-    real = be.astype
-    monkeypatch.setattr(be, "astype", lambda a, dt, copy=True: (casts.append((a.shape, a.dtype, np.dtype(dt))),
-                                                                  real(a, dt, copy))[1])
+    casts = _record_casts(monkeypatch, x.device.backend)
     with pylucid.autocast("cuda", dtype=bf):
         h = ln(x)
         if inplace:
@@ -1522,11 +1523,7 @@ def test_layer_norm_half_input_under_autocast_reads_it_in_place(half, shape, mon
         ln.weight.copy_(pylucid.tensor(g0.standard_normal(cols).astype(np.float32), device="cuda"))
         ln.bias.copy_(pylucid.tensor(g0.standard_normal(cols).astype(np.float32), device="cuda"))
     gy = pylucid.tensor(g0.standard_normal(shape).astype(np.float32), device="cuda")
-    casts = []
-    be = hx.device.backend
-    real = be.astype
-    monkeypatch.setattr(be, "astype", lambda a, dt, copy=True: (casts.append((a.shape, a.dtype, np.dtype(dt))),
-                                                                  real(a, dt, copy))[1])
+    casts = _record_casts(monkeypatch, hx.device.backend)
     with pylucid.autocast("cuda", dtype=hdt):
         y = ln(hx)
     assert y.dtype is pylucid.float32
@@ -1577,11 +1574,7 @@ def test_gelu_half_input_under_autocast_reads_it_in_place(half, approximate, sha
     hx = pylucid.tensor((g0.standard_normal(shape) * 3).astype(np.float32), device="cuda").to(hdt)
     hx = hx.detach().requires_grad_()
     gy = pylucid.tensor(g0.standard_normal(shape).astype(np.float32), device="cuda")
-    casts = []
-    be = hx.device.backend
-    real = be.astype
-    monkeypatch.setattr(be, "astype", lambda a, dt, copy=True: (casts.append((a.shape, a.dtype, np.dtype(dt))),
-                                                                  real(a, dt, copy))[1])
+    casts = _record_casts(monkeypatch, hx.device.backend)
     with pylucid.autocast("cuda", dtype=hdt):
         y = pylucid.nn.functional.gelu(hx, approximate=approximate)
     assert y.dtype is pylucid.float32

@@ -344,38 +344,7 @@ def _execute(plan: _Plan, arrays) -> None:
     """Run ``plan`` on ``arrays`` (in the order of ``plan.ports``: (arg, port) pairs; the last is the output;
     each in the strides its port was made for, C-contiguous for the convolutions), reordering into and out of
     the primitive's layouts."""
-    lib = _state["lib"]
-    if not _state.get("ran"):
-        # the first primitive this process runs: OpenBLAS's idle workers, spinning for 0.1 s after each of its
-        # calls, would take the cores oneDNN's team needs from now on (a process whose every case oneDNN
-        # declines keeps OpenBLAS's default wait)
-        from .._threads import short_blas_wait
-
-        short_blas_wait()
-        _state["ran"] = True
-    made, args, outs, keep = [], [], [], []
-    try:
-        for (arg, port), a in zip(plan.ports, arrays):
-            m = _memory(port.plain, a.ctypes.data)
-            made.append(m)
-            if port.reorder is None:
-                args.append((arg, m))
-                continue
-            buf = np.empty(port.nbytes, dtype=np.uint8)
-            keep.append(buf)
-            inner = _memory(port.chosen, buf.ctypes.data)
-            made.append(inner)
-            args.append((arg, inner))
-            if arg in (_ARG_DST, _ARG_DIFF_SRC, _ARG_DIFF_WEIGHTS):
-                outs.append((port.reorder, inner, m))
-            else:
-                _run(port.reorder, [(_ARG_SRC, m), (_ARG_DST, inner)])
-        _run(plan.prim, args)
-        for reorder, inner, m in outs:
-            _run(reorder, [(_ARG_SRC, inner), (_ARG_DST, m)])
-    finally:
-        for m in made:
-            lib.dnnl_memory_destroy(m)
+    _run_ports(plan, arrays, (_ARG_DST, _ARG_DIFF_SRC, _ARG_DIFF_WEIGHTS))
 
 
 # -- convolution -------------------------------------------------------------------------------------------
@@ -662,6 +631,9 @@ def _run_ports(plan, arrays, outputs) -> None:
     primitive's layouts and the ``outputs`` (argument numbers) back out of them."""
     lib = _state["lib"]
     if not _state.get("ran"):
+        # the first primitive this process runs: OpenBLAS's idle workers, spinning for 0.1 s after each of its
+        # calls, would take the cores oneDNN's team needs from now on (a process whose every case oneDNN
+        # declines keeps OpenBLAS's default wait)
         from .._threads import short_blas_wait
 
         short_blas_wait()
