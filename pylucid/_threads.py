@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 
 __all__ = ["set_num_threads", "get_num_threads", "set_num_interop_threads", "get_num_interop_threads"]
 
@@ -198,19 +199,33 @@ def _pool(workers: int):
     return _state["pool"]
 
 
+#: ``busy`` is set on a thread while it runs a chunk of :func:`parallel_chunks`
+_chunk_state = threading.local()
+
+
+def _run_chunk(fn, lo: int, hi: int) -> None:
+    _chunk_state.busy = True
+    try:
+        fn(lo, hi)
+    finally:
+        _chunk_state.busy = False
+
+
 def parallel_chunks(fn, n: int, threads: int | None = None) -> None:
     """Call ``fn(lo, hi)`` over ``[0, n)`` cut into at most ``threads`` (default :func:`get_num_threads`)
     contiguous chunks, one per thread, the calling thread taking the first; returns when all are done, and
     raises the first chunk's exception. ``fn`` must write disjoint outputs per chunk, and does useful work in
-    parallel only where it runs GIL-free NumPy loops (copies, ufuncs, reductions on large arrays)."""
+    parallel only where it runs GIL-free NumPy loops (copies, ufuncs, reductions on large arrays). Called from
+    inside a chunk it runs ``fn(0, n)`` on that thread (a worker waiting on the pool it belongs to could wait
+    for itself)."""
     t = min(get_num_threads() if threads is None else threads, n)
-    if t <= 1:
+    if t <= 1 or getattr(_chunk_state, "busy", False):
         fn(0, n)
         return
     bounds = [n * i // t for i in range(t + 1)]
-    futs = [_pool(t - 1).submit(fn, bounds[i], bounds[i + 1]) for i in range(1, t)]
+    futs = [_pool(t - 1).submit(_run_chunk, fn, bounds[i], bounds[i + 1]) for i in range(1, t)]
     try:
-        fn(bounds[0], bounds[1])
+        _run_chunk(fn, bounds[0], bounds[1])
     finally:
         for f in futs:
             f.result()

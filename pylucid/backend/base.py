@@ -1222,6 +1222,8 @@ class ArrayBackend:
         return tuple(self.astype(a, cdt, copy=False) for a in arrays)
 
     _SDPA_BLOCK = 128
+    #: score elements per pass of the softmax below: a sub-block's float32 scores stay in the L2 cache
+    _SDPA_PASS = 1 << 16
 
     @staticmethod
     def _sdpa_rows(mask, r0, r1, kend):
@@ -1231,36 +1233,59 @@ class ArrayBackend:
         cs = slice(None) if mask.shape[-1] == 1 else slice(0, kend)
         return mask[..., rs, cs]
 
-    def _sdpa_logits(self, qb, kc, mask, scale, causal, r0, r1, kend):
-        """The scaled, masked scores ``q k^T * scale + mask`` of query rows r0:r1 over keys :kend."""
-        xp = self.xp
-        s = self._sdpa_mm(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
+    def _sdpa_mask_scores_(self, s, m, scale, causal, r0, kend):
+        """``s = s * scale + m``, causally masked, in place: the scores of query rows ``r0:`` over keys ``:kend``."""
         s *= scale
-        m = self._sdpa_rows(mask, r0, r1, kend)
         if m is not None:
             s += m.astype(s.dtype, copy=False)
         if causal and kend > r0:
-            # key j is masked for query i when j > i (top-left aligned)
-            s[..., xp.triu(xp.ones((r1 - r0, kend), dtype=bool), r0 + 1)] = -xp.inf
-        return s
+            # key j is masked for query i when j > i (top-left aligned): only keys from r0 on can be
+            xp = self.xp
+            xp.copyto(s[..., r0:], -xp.inf, where=self._sdpa_upper(s.shape[-2], kend - r0))
 
-    def _sdpa_scores(self, qb, kc, mask, scale, causal, r0, r1, kend):
-        """``(p, lse)``: the softmax probabilities of query rows r0:r1 over keys :kend in the compute
-        dtype, and their log-sum-exp (fully masked rows: NaN probabilities, as PyTorch's math kernel)."""
-        xp = self.xp
-        s = self._sdpa_logits(qb, kc, mask, scale, causal, r0, r1, kend)
-        mx = xp.max(s, axis=-1, keepdims=True)
-        mx = xp.where(xp.isfinite(mx), mx, 0)
-        s -= mx
-        with self.errstate():
-            p = xp.exp(s)
-            ls = xp.log(xp.sum(p, axis=-1, keepdims=True))
-            p /= xp.exp(ls)
-        return p, mx + ls
+    def _sdpa_upper(self, rows: int, cols: int):
+        """The read-only boolean ``(rows, cols)`` mask above the diagonal, kept per shape (a few per model)."""
+        cache = self.__dict__.setdefault("_sdpa_upper_masks", {})
+        m = cache.get((rows, cols))
+        if m is None:
+            if len(cache) > 64:
+                cache.clear()
+            m = cache[(rows, cols)] = self.xp.triu(self.xp.ones((rows, cols), dtype=bool), 1)
+            m.flags.writeable = False
+        return m
+
+    def _sdpa_batched(self, fn, s, mask, r0, r1, kend):
+        """``fn(part, m)`` over the score block ``s`` (batch..., rows, kend), a C-contiguous GEMM result: ``part``
+        a slice of its batch flattened, ``(B, rows, kend)``, or None for the whole block in its own shape (a mask
+        with batch dims of its own); ``m`` the mask rows that apply. The batch goes in sub-blocks of about
+        ``_SDPA_PASS`` elements, on this thread: split across 2 threads (:meth:`_par`) the step measured no faster
+        (passes of this size are too short for the pool hand-offs)."""
+        m = self._sdpa_rows(mask, r0, r1, kend)
+        if m is not None and any(d != 1 for d in m.shape[:-2]):
+            with self.errstate():
+                fn(None, m)
+            return
+        if m is not None:
+            m = m.reshape(m.shape[-2:])
+        nb = s.size // max(s.shape[-2] * kend, 1)
+        step = max(1, self._SDPA_PASS // max(s.shape[-2] * kend, 1))
+
+        def run(lo, hi):
+            with self.errstate():
+                for b in range(lo, hi, step):
+                    fn(slice(b, min(hi, b + step)), m)
+        run(0, nb)
+
+    def _sdpa_round(self, a, dt, gemm_dt):
+        """A float32 factor as the GEMMs take it: rounded to the half dtype ``dt``, widened again to
+        ``gemm_dt`` where the GEMMs are float32 ones."""
+        r = self.astype(a, dt)
+        return r if gemm_dt == dt else self.astype(r, gemm_dt)
 
     def sdpa_cpu(self, q, k, v, mask, scale, causal):
         """``(o, lse)`` of ``softmax(q k^T scale + mask [+ causal]) v``; ``lse`` (..., L, 1) in float32
-        for half inputs (the compute dtype), ``o`` in q's dtype."""
+        for half inputs (the compute dtype), ``o`` in q's dtype. Fully masked rows give NaN probabilities,
+        as PyTorch's math kernel."""
         xp = self.xp
         dt = q.dtype
         cdt = self._conv_cdt(dt)
@@ -1270,19 +1295,37 @@ class ArrayBackend:
                                     mask.shape[:-2] if mask is not None else ())
         o = xp.empty(batch + (lq, v.shape[-1]), dtype=dt)
         lse = xp.empty(batch + (lq, 1), dtype=cdt)
+        half = cdt != dt
         bs = self._SDPA_BLOCK
         for r0 in range(0, lq, bs):
             r1 = min(lq, r0 + bs)
             kend = min(s_len, r1) if causal else s_len
-            p, ls = self._sdpa_scores(qc[..., r0:r1, :], kc, mask, scale, causal, r0, r1, kend)
+            s = xp.ascontiguousarray(self._sdpa_mm(qc[..., r0:r1, :], xp.swapaxes(kc[..., :kend, :], -1, -2)))
+            ls = xp.empty(s.shape[:-1] + (1,), dtype=s.dtype)
+            pr = xp.empty(s.shape, dtype=vc.dtype) if half else s
+            flat = [a.reshape(-1, r1 - r0, a.shape[-1]) for a in (s, ls, pr)]
+
+            def softmax_(part, m, r0=r0, kend=kend, whole=(s, ls, pr), flat=flat):
+                # the rows' softmax in place, their log-sum-exp into ls; half inputs: p rounded once to the input
+                # dtype for the GEMM with v
+                sb, lsb, prb = whole if part is None else (a[part] for a in flat)
+                self._sdpa_mask_scores_(sb, m, scale, causal, r0, kend)
+                mx = xp.max(sb, axis=-1, keepdims=True)
+                mx = xp.where(xp.isfinite(mx), mx, 0)
+                sb -= mx
+                xp.exp(sb, out=sb)
+                den = xp.log(xp.sum(sb, axis=-1, keepdims=True))
+                sb /= xp.exp(den)
+                xp.add(mx, den, out=lsb)
+                if half:
+                    prb[...] = self._sdpa_round(sb, dt, vc.dtype)
+
+            self._sdpa_batched(softmax_, s, mask, r0, r1, kend)
             lse[..., r0:r1, :] = ls
-            if cdt != dt:  # p rounded once to the input dtype for the GEMM with v; o rounded once
-                pr = self.astype(p, dt)
-                if vc.dtype != dt:
-                    pr = self.astype(pr, cdt)
+            if half:  # o rounded once
                 o[..., r0:r1, :] = self.astype(self._sdpa_mm(pr, vc[..., :kend, :]), dt, copy=False)
             else:
-                o[..., r0:r1, :] = xp.matmul(p, vc[..., :kend, :])
+                o[..., r0:r1, :] = xp.matmul(s, vc[..., :kend, :])
         return o, lse
 
     def sdpa_cpu_backward(self, q, k, v, o, g, lse, mask, scale, causal):
@@ -1301,28 +1344,41 @@ class ArrayBackend:
         dk = xp.zeros(batch + k.shape[-2:], dtype=cdt)
         dv = xp.zeros(batch + v.shape[-2:], dtype=cdt)
         half = cdt != dt
-
-        def rounded(a):  # a float32 factor as the GEMMs take it: rounded to the half dtype first
-            if not half:
-                return a
-            r = self.astype(a, dt)
-            return r if qc.dtype == dt else self.astype(r, cdt)
-
+        gemm_dt = qc.dtype
         bs = self._SDPA_BLOCK
         for r0 in range(0, lq, bs):
             r1 = min(lq, r0 + bs)
             kend = min(s_len, r1) if causal else s_len
             qb, gb = qc[..., r0:r1, :], gc[..., r0:r1, :]
-            s = self._sdpa_logits(qb, kc, mask, scale, causal, r0, r1, kend)
-            s -= lse[..., r0:r1, :]
-            with self.errstate():
-                p = xp.exp(s)
-            dv[..., :kend, :] += self._sdpa_mm(xp.swapaxes(rounded(p), -1, -2), gb)
+            s = self._sdpa_mm(qb, xp.swapaxes(kc[..., :kend, :], -1, -2))
             dp = self._sdpa_mm(gb, xp.swapaxes(vc[..., :kend, :], -1, -2))
-            dp -= delta[..., r0:r1, :]
-            dp *= p
-            dp *= scale
-            dsr = rounded(dp)
+            # the block's scores, their gradient and the row statistics in one (contiguous) shape
+            shape = np.broadcast_shapes(s.shape, dp.shape, lse.shape[:-2] + (r1 - r0, 1),
+                                        delta.shape[:-2] + (r1 - r0, 1))
+            s, dp = (a if a.shape == shape and a.flags.c_contiguous else xp.ascontiguousarray(xp.broadcast_to(a, shape))
+                     for a in (s, dp))
+            lse_b = xp.broadcast_to(lse[..., r0:r1, :], shape[:-1] + (1,))
+            delta_b = xp.broadcast_to(delta[..., r0:r1, :], shape[:-1] + (1,))
+            pr = xp.empty(shape, dtype=gemm_dt) if half else s
+            dsr = xp.empty(shape, dtype=gemm_dt) if half else dp
+            flat = [a.reshape(-1, r1 - r0, a.shape[-1]) for a in (s, dp, lse_b, delta_b, pr, dsr)]
+
+            def grads_(part, m, r0=r0, kend=kend, whole=(s, dp, lse_b, delta_b, pr, dsr), flat=flat):
+                # P = exp(S - lse) and dS = P (dP - delta) scale of the rows, in place; half inputs: both rounded
+                # once to the input dtype for the GEMMs
+                sb, db, lb, eb, prb, dsb = whole if part is None else (a[part] for a in flat)
+                self._sdpa_mask_scores_(sb, m, scale, causal, r0, kend)
+                sb -= lb
+                xp.exp(sb, out=sb)
+                db -= eb
+                db *= sb
+                db *= scale
+                if half:
+                    prb[...] = self._sdpa_round(sb, dt, gemm_dt)
+                    dsb[...] = self._sdpa_round(db, dt, gemm_dt)
+
+            self._sdpa_batched(grads_, s, mask, r0, r1, kend)
+            dv[..., :kend, :] += self._sdpa_mm(xp.swapaxes(pr, -1, -2), gb)
             dq[..., r0:r1, :] = self._sdpa_mm(dsr, kc[..., :kend, :])
             dk[..., :kend, :] += self._sdpa_mm(xp.swapaxes(dsr, -1, -2), qb)
         return tuple(self.astype(self.sum_to_shape(a, ref.shape), ref.dtype, copy=False)

@@ -113,11 +113,40 @@ def _operand(m):
     return None
 
 
+#: glibc's ``mallopt`` parameters (malloc.h) and the values set by :func:`_reuse_freed_memory`
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_THRESHOLD = 32 << 20  # the largest glibc takes (HEAP_MAX_SIZE / 2 on 64-bit)
+_TRIM_THRESHOLD = 128 << 20
+
+
+def _reuse_freed_memory() -> bool:
+    """Have glibc's malloc keep freed blocks of up to 32 MiB for the next allocations instead of handing them back
+    to the kernel. By default a block above its (adaptive) mmap threshold is mapped fresh on every allocation and
+    unmapped when freed, and the top of the heap is trimmed past twice that threshold: each new array of a few
+    MiB then costs a page fault per 4 KiB on first touch (the kernel zeroing the page). A causal attention step
+    (B8 H4 T128 E64, bfloat16) took about 1100 faults per call, and 4.7 ms where it takes 2.0 ms without them;
+    its backward 9.9 ms against 3.3 ms. Up to 128 MiB of freed memory stays with the process (what a caching
+    allocator keeps); larger arrays are mapped as before. Left as it is where the user set glibc's own variables
+    (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_``) or ``PYLUCID_CPU_MALLOC=default``,
+    and off glibc. Returns whether the settings were made."""
+    if sys.platform != "linux" or os.environ.get("PYLUCID_CPU_MALLOC", "").lower() == "default" or any(
+            v in os.environ for v in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    # setting either fixes both (glibc's adaptive thresholds stop moving)
+    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+
+
 class CPUBackend(ArrayBackend):
     name = "cpu"
 
     def __init__(self) -> None:
         super().__init__(np)
+        _reuse_freed_memory()
         self._cblas = None
         self._mkl = False
         self._ones: dict = {}  # (length, dtype) -> a read-only ones vector for the row sums
@@ -191,7 +220,13 @@ class CPUBackend(ArrayBackend):
                 return self._to_bf16(a)
             if a.dtype == _BF16 and dt == _F32:
                 out = np.empty(a.shape, _F32)
-                np.left_shift(a.reshape(-1).view(_U16), 16, out=out.reshape(-1).view(_U32), dtype=_U32)
+                src, dst = a.reshape(-1).view(_U16), out.reshape(-1).view(_U32)
+                step = self._CAST_BLOCK
+
+                def widen(b0, b1):
+                    lo, hi = b0 * step, min(src.size, b1 * step)
+                    np.left_shift(src[lo:hi], 16, out=dst[lo:hi], dtype=_U32)
+                self._par(widen, -(-src.size // step), src.size)
                 return out
         return a.astype(np_dtype, copy=copy)
 
@@ -200,20 +235,26 @@ class CPUBackend(ArrayBackend):
         f, o = x.reshape(-1), out.reshape(-1).view(_U16)
         u = f.view(_U32)
         step = self._CAST_BLOCK
-        t = np.empty(min(step, u.size), _U32)
-        for lo in range(0, u.size, step):
-            hi = min(u.size, lo + step)
-            ub, tb = u[lo:hi], t[:hi - lo]
-            np.right_shift(ub, 16, out=tb)
-            tb &= 1
-            tb += 0x7FFF
-            tb += ub
-            tb >>= 16
-            o[lo:hi] = tb
-            nan = np.isnan(f[lo:hi])
-            if nan.any():
-                with np.errstate(invalid="ignore"):
-                    o[lo:hi][nan] = f[lo:hi][nan].astype(_BF16).view(_U16)
+
+        def narrow(b0, b1):
+            t = np.empty(min(step, u.size), _U32)
+            with np.errstate(over="ignore", invalid="ignore"):
+                for lo in range(b0 * step, min(u.size, b1 * step), step):
+                    hi = min(u.size, lo + step)
+                    ub, tb = u[lo:hi], t[:hi - lo]
+                    np.right_shift(ub, 16, out=tb)
+                    tb &= 1
+                    tb += 0x7FFF
+                    tb += ub
+                    np.right_shift(tb, 16, out=o[lo:hi], casting="unsafe")
+                    # a NaN makes the block's sum NaN (so does an infinity or an overflow of the sum: then the
+                    # values are looked at one by one); one read-only pass where isnan + any took two
+                    fb = f[lo:hi]
+                    if not np.isfinite(np.add.reduce(fb)):
+                        nan = np.isnan(fb)
+                        if nan.any():
+                            o[lo:hi][nan] = fb[nan].astype(_BF16).view(_U16)
+        self._par(narrow, -(-u.size // step), u.size)
         return out
 
     def native_half_gemm(self, dtype) -> bool:

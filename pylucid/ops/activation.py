@@ -423,12 +423,23 @@ def _gelu_f32(be, x, derivative: bool):
     n, blk = xf.size, _GELU_BLOCK
     both = be.empty((2, n), dtype=f) if derivative else None
     y = both[0] if derivative else be.empty(n, dtype=f)
-    m0 = min(n, blk)
-    ax, t, e, r = (be.empty(m0, dtype=f) for _ in range(4))
     a1, a2, a3, a4, a5 = (f(a) for a in _AS_AS)
     sign_bit = be.int32(-2 ** 31)
+    # the blocks are independent: the CPU backend's threads take runs of them (each with its own scratch)
+    be._par(lambda b0, b1: _gelu_f32_blocks(be, xf, y, both, b0 * blk, min(n, b1 * blk), a1, a2, a3, a4, a5,
+                                            sign_bit), -(-n // blk), n)
+    return y.reshape(x.shape)
+
+
+def _gelu_f32_blocks(be, xf, y, both, lo, hi, a1, a2, a3, a4, a5, sign_bit) -> None:
+    """The blocks of :func:`_gelu_f32` in ``[lo, hi)``, written into ``y`` (and ``both[1]``)."""
+    f = be.float32
+    derivative = both is not None
+    n, blk = hi, _GELU_BLOCK
+    m0 = min(hi - lo, blk)
+    ax, t, e, r = (be.empty(m0, dtype=f) for _ in range(4))
     with be.errstate():  # x^2 overflows to inf for |x| > 1e19: exp2(-inf) = 0 is the right limit
-        for s in range(0, n, blk):
+        for s in range(lo, n, blk):
             xb = xf[s:s + blk]
             m = xb.size
             if m != m0:  # the last, shorter block
@@ -461,7 +472,6 @@ def _gelu_f32(be, x, derivative: bool):
             e *= xb
             e *= f(_INV_SQRT_2PI)
             rb += e
-    return y.reshape(x.shape)
 
 
 @declare(Gelu, namespaces=_NAMESPACES, method=False)
