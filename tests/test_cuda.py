@@ -483,7 +483,8 @@ def test_word_kernels_on_views_off_16_byte_alignment():
         copy = view.copy()
         bias = cp.asarray(g0.standard_normal(cols), dtype=np.float32)
         for got, want in ((be.bias_act(view, bias, "gelu_tanh"), be.bias_act(copy, bias, "gelu_tanh")),
-                          (be.bias_act_backward(view, view, bias, "gelu"), be.bias_act_backward(copy, copy, bias, "gelu"))):
+                          (be.bias_act_backward(view, view, bias, "gelu"),
+                           be.bias_act_backward(copy, copy, bias, "gelu"))):
             np.testing.assert_array_equal(be.to_numpy(got).view(np.uint8), be.to_numpy(want).view(np.uint8))
         target = cp.asarray(g0.integers(0, cols, rows))
         (loss_v, lse_v), (loss_c, lse_c) = be.cross_entropy(view, target), be.cross_entropy(copy, target)
@@ -496,7 +497,8 @@ def test_word_kernels_on_views_off_16_byte_alignment():
     gy = cp.asarray(g0.standard_normal((1100, 96)), dtype=np.float32)
     w, b = cp.asarray(g0.standard_normal(96), dtype=np.float32), cp.asarray(g0.standard_normal(96), dtype=np.float32)
     y, mean, rstd = be.layer_norm(x, w, b, 1e-5)
-    for got, want in zip(be.layer_norm_backward(gy, x, mean, rstd, w), be.layer_norm_backward(gy, x.copy(), mean, rstd, w)):
+    for got, want in zip(be.layer_norm_backward(gy, x, mean, rstd, w),
+                         be.layer_norm_backward(gy, x.copy(), mean, rstd, w)):
         _close(got, want, np.float32)
 
 

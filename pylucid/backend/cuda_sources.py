@@ -321,7 +321,10 @@ extern "C" __global__ void layer_norm_bwd_words(const gt_t* __restrict__ g, cons
         long long j = (long long)k * 32 + lane;
         if (j < nwords) {
             #pragma unroll
-            for (int e = 0; e < IO_VEC; ++e) { mine[j * IO_VEC + e] = aw[k][e]; mine[cols + j * IO_VEC + e] = ab[k][e]; }
+            for (int e = 0; e < IO_VEC; ++e) {
+                mine[j * IO_VEC + e] = aw[k][e];
+                mine[cols + j * IO_VEC + e] = ab[k][e];
+            }
         }
     }
     __syncthreads();
@@ -950,7 +953,8 @@ BIAS_ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
 
 #: kernels whose large operands have a storage type ``io_t`` of their own (read by ``LD``, written by ``ST``)
 IO_KERNELS = frozenset({"layer_norm_fwd", "layer_norm_bwd", "layer_norm_fwd_rows", "layer_norm_bwd_rows",
-                        "layer_norm_bwd_words", "batch_norm_fwd", "batch_norm_bwd", "relu_fwd", "relu_bwd", "cross_entropy_fwd",
+                        "layer_norm_bwd_words", "batch_norm_fwd", "batch_norm_bwd", "relu_fwd", "relu_bwd",
+                        "cross_entropy_fwd",
                         "cross_entropy_bwd", "bn_part_stats", "bn_part_apply", "bn_part_grad_sums",
                         "bn_part_grad_apply", "bias_act_fwd", "bias_act_bwd"})
 
