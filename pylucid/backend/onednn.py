@@ -266,10 +266,10 @@ class _Port:
 
     __slots__ = ("plain", "chosen", "reorder", "nbytes")
 
-    def __init__(self, plain, pd, query, is_output):
+    def __init__(self, plain, pd, query, is_output, index=0):
         lib = _state["lib"]
         self.plain = plain
-        self.chosen = lib.dnnl_primitive_desc_query_md(pd, query, 0)
+        self.chosen = lib.dnnl_primitive_desc_query_md(pd, query, index)
         self.reorder = None
         self.nbytes = 0
         if not lib.dnnl_memory_desc_equal(plain, self.chosen):
@@ -605,25 +605,10 @@ _LEFT2RIGHT, _RIGHT2LEFT = 1, 2
 _DIFF_WEIGHTS_OVERWRITE = 1  # dnnl_rnn_flags_diff_weights_overwrite: the weight gradients written, not added to
 
 
-class _ArgPort:
-    """One operand of an RNN primitive, found by its argument number: the layout pylucid's array has, the one
-    the primitive chose (``any`` asked for), and the reorder between them where they differ."""
-
-    __slots__ = ("plain", "chosen", "reorder", "nbytes")
-
-    def __init__(self, plain, pd, arg, is_output):
-        lib = _state["lib"]
-        self.plain = plain
-        self.chosen = lib.dnnl_primitive_desc_query_md(pd, _Q_EXEC_ARG, arg)
-        self.reorder = None
-        self.nbytes = 0
-        if not lib.dnnl_memory_desc_equal(plain, self.chosen):
-            src, dst = (self.chosen, plain) if is_output else (plain, self.chosen)
-            rpd = _P()
-            _ok(lib.dnnl_reorder_primitive_desc_create(ctypes.byref(rpd), src, _state["engine"], dst,
-                                                       _state["engine"], None), "reorder")
-            self.reorder = _primitive(rpd)
-            self.nbytes = lib.dnnl_memory_desc_get_size(self.chosen)
+def _arg_port(plain, pd, arg, is_output):
+    """One operand of an RNN primitive, found by its argument number: a :class:`_Port` (the layout pylucid's array
+    has, the one the primitive chose, ``any`` asked for, and the reorder between them where they differ)."""
+    return _Port(plain, pd, _Q_EXEC_ARG, is_output, arg)
 
 
 def _run_ports(plan, arrays, outputs) -> None:
@@ -714,8 +699,8 @@ def _lstm_plans(steps, bsz, n_in, hid, reverse):
             # the sequence, states and bias plain; the weights reordered into the layouts ``pd`` chose
             return [(_ARG_SRC, _FixedPort(md["x"])), (_ARG_SRC_ITER, _FixedPort(md["h"])),
                     (_ARG_SRC_ITER_C, _FixedPort(md["c"])),
-                    (_ARG_WEIGHTS, _ArgPort(md["w_ih"], pd, _ARG_WEIGHTS, False)),
-                    (_ARG_WEIGHTS_ITER, _ArgPort(md["w_hh"], pd, _ARG_WEIGHTS_ITER, False)),
+                    (_ARG_WEIGHTS, _arg_port(md["w_ih"], pd, _ARG_WEIGHTS, False)),
+                    (_ARG_WEIGHTS_ITER, _arg_port(md["w_hh"], pd, _ARG_WEIGHTS_ITER, False)),
                     (_ARG_BIAS, _FixedPort(md["b"]))]
 
         results = [(_ARG_DST, _FixedPort(md["y"])), (_ARG_DST_ITER, _FixedPort(md["h"])),
@@ -725,8 +710,8 @@ def _lstm_plans(steps, bsz, n_in, hid, reverse):
         grads = [(_ARG_DIFF_DST, _FixedPort(md["y"])), (_ARG_DIFF_DST_ITER, _FixedPort(md["h"])),
                  (_ARG_DIFF_DST_ITER_C, _FixedPort(md["c"])), (_ARG_DIFF_SRC, _FixedPort(md["x"])),
                  (_ARG_DIFF_SRC_ITER, _FixedPort(md["h"])), (_ARG_DIFF_SRC_ITER_C, _FixedPort(md["c"])),
-                 (_ARG_DIFF_WEIGHTS, _ArgPort(md["w_ih"], bpd, _ARG_DIFF_WEIGHTS, True)),
-                 (_ARG_DIFF_WEIGHTS_ITER, _ArgPort(md["w_hh"], bpd, _ARG_DIFF_WEIGHTS_ITER, True)),
+                 (_ARG_DIFF_WEIGHTS, _arg_port(md["w_ih"], bpd, _ARG_DIFF_WEIGHTS, True)),
+                 (_ARG_DIFF_WEIGHTS_ITER, _arg_port(md["w_hh"], bpd, _ARG_DIFF_WEIGHTS_ITER, True)),
                  (_ARG_DIFF_BIAS, _FixedPort(md["b"]))]
         bports = inputs(bpd) + results + grads
         return fwd, _Plan(bpd, bports, hint=fpd, any_impl=True), ws_bytes
