@@ -732,6 +732,12 @@ def _rest_team() -> None:
         pause(1)
 
 
+def _lstm_plans_of(x, h0, reverse):
+    """:func:`_lstm_plans` for the sequence ``x`` (T, N, C) and the states ``h0`` (N, H)."""
+    steps, bsz, n_in = x.shape
+    return _lstm_plans(steps, bsz, n_in, h0.shape[-1], bool(reverse))
+
+
 def lstm_forward(x, h0, c0, w_ih, w_hh, bias, reverse=False):
     """One LSTM layer direction over a whole sequence, as PyTorch's ``mkldnn_rnn_layer``: ``x`` (T, N, C),
     ``h0``/``c0`` (N, H), ``w_ih`` (4H, C), ``w_hh`` (4H, H) and ``bias`` (4H,) (``b_ih + b_hh``), all float32
@@ -741,12 +747,11 @@ def lstm_forward(x, h0, c0, w_ih, w_hh, bias, reverse=False):
     arrays = (x, h0, c0, w_ih, w_hh, bias)
     if _load() is None or any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays) or 0 in x.shape:
         return None
-    steps, bsz, n_in = x.shape
-    hid = h0.shape[-1]
-    plans = _lstm_plans(steps, bsz, n_in, hid, bool(reverse))
+    plans = _lstm_plans_of(x, h0, reverse)
     if plans is None:
         return None
     fwd, _, ws_bytes = plans
+    steps, bsz, hid = x.shape[0], x.shape[1], h0.shape[-1]
     states = np.empty((steps + 2, bsz, hid), dtype=np.float32)
     ws = np.empty(ws_bytes, dtype=np.uint8)
     with _lock, _Team():
@@ -760,12 +765,11 @@ def lstm_backward(x, h0, c0, w_ih, w_hh, bias, states, ws, g_y, g_h, g_c, revers
     workspace given back) for the output gradients ``g_y`` (T, N, H), ``g_h`` and ``g_c`` (N, H), or None."""
     if _load() is None or any(a.dtype != np.float32 for a in (g_y, g_h, g_c)):
         return None
-    steps, bsz, n_in = x.shape
-    hid = h0.shape[-1]
-    plans = _lstm_plans(steps, bsz, n_in, hid, bool(reverse))
+    plans = _lstm_plans_of(x, h0, reverse)
     if plans is None:
         return None
     bwd = plans[1]
+    steps = x.shape[0]
     g_y, g_h, g_c = (np.ascontiguousarray(a) for a in (g_y, g_h, g_c))
     dx, dh, dc = np.empty_like(x), np.empty_like(h0), np.empty_like(c0)
     dw_ih, dw_hh, db = np.empty_like(w_ih), np.empty_like(w_hh), np.empty_like(bias)
