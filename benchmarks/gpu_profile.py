@@ -1,6 +1,7 @@
 """Where a training step spends its time on the GPU (for tuning; not a comparison).
 
     python benchmarks/gpu_profile.py [mlp] [block] [block_bf16] [resnet] [resnet_bf16] [gpt2_256] [gpt2_1024]
+        [gpt2_256_compiled] [gpt2_1024_compiled]
 
 For the MLP 784-512-512-10 and transformer-block steps of ``gpu_bench.py`` and the ResNet-18 and GPT-2
 steps of ``gpu_models.py`` (the default is the first three):
@@ -97,7 +98,7 @@ def _kernels(step, steps=5):
     return {k: (v[0] / steps, v[1] / steps) for k, v in acc.items()}
 
 
-def _print_kernels(title, ks, wall, rows=25):
+def _print_kernels(title, ks, wall, rows=40):
     total = sum(t for _, t in ks.values())
     calls = sum(c for c, _ in ks.values())
     print(f"-- {title}: {calls:.0f} kernels/step, device busy {total / 1e3:.3f} ms of {wall * 1e3:.3f} ms wall "
@@ -161,6 +162,15 @@ def _host_phases(lib, autocast_dtype=None, steps=40):
         f"{k} median {statistics.median(v):.3f} max {max(v):.3f}" for k, v in acc.items()))
 
 
+def _compiled(lib, step):
+    """``step`` compiled in reduce-overhead mode (a CUDA graph replayed per call), warmed up and captured."""
+    comp = lib.compile(step, mode="reduce-overhead")
+    for _ in range(3):
+        comp()
+    _sync()
+    return comp
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not pl.cuda.is_available():
@@ -183,6 +193,9 @@ def main(argv=None) -> int:
              "resnet_bf16": ("ResNet-18 bf16 autocast, batch 128", lambda lib: _resnet_step(lib, lib.bfloat16)),
              "gpt2_256": ("GPT-2 124M, 256 tokens, bf16 autocast", lambda lib: _gpt_step(lib, 256)),
              "gpt2_1024": ("GPT-2 124M, 1024 tokens, bf16 autocast", lambda lib: _gpt_step(lib, 1024))}
+    for tokens in (256, 1024):  # both steps captured: pylucid.compile against torch.compile (a minute to compile)
+        cases[f"gpt2_{tokens}_compiled"] = (f"GPT-2 124M, {tokens} tokens, bf16 autocast, compiled (reduce-overhead)",
+                                            lambda lib, n=tokens: _compiled(lib, _gpt_step(lib, n, capturable=True)))
     for key in argv or ["mlp", "block", "block_bf16"]:
         name, make = cases[key]
         sp, st = make(pl), make(torch)

@@ -8,6 +8,7 @@ against PyTorch on the CPU, so CI tests the semantics the kernels are held to.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -1319,7 +1320,7 @@ def test_add_bias_kernel_matches_broadcast_add(dt):
 @cuda_only
 @pytest.mark.parametrize("half", ["bfloat16", "float16"])
 def test_linear_autocast_cuda_matches_cpu(half):
-    """LinearAutocast on the GPU (float32 C from half GEMMs, float32 bias gradient from the ones-GEMV,
+    """LinearAutocast on the GPU (float32 C from half GEMMs, float32 bias gradient from the column-sum kernel,
     mixed bias add) against the same op on the CPU."""
     import pylucid.nn.functional as F
 
@@ -1954,8 +1955,8 @@ def test_direct_gemm_layouts(dtype, case):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 @pytest.mark.parametrize("axis,keepdims", [((0,), False), ((0, 1), True), (0, False), ((1, 0), False),
                                            ((-3,), True), ((1,), False)])
-def test_column_sum_via_gemm(dtype, axis, keepdims):
-    """Sums over leading axes (bias/norm-weight gradients) through cuBLAS equal the float64 sum."""
+def test_column_sum_over_leading_axes(dtype, axis, keepdims):
+    """Sums over leading axes (bias/norm-weight gradients) through the column-sum kernel equal the float64 sum."""
     be = _be()
     npdt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
     x = _rng(22).standard_normal((6, 70, 33)).astype(npdt)
@@ -1964,6 +1965,38 @@ def test_column_sum_via_gemm(dtype, axis, keepdims):
     assert got.dtype == np.dtype(npdt) and got.shape == ref.shape
     tol = {"float64": 1e-12, "float32": 1e-5, "float16": 4e-3, "bfloat16": 1e-2}[dtype]
     np.testing.assert_allclose(be.to_numpy(got).astype(np.float64), ref, rtol=tol, atol=tol * 10)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("shape,offset", [((8192, 768), 0), ((2049, 2304), 0), ((3000, 33), 0), ((515, 64), 1),
+                                          ((40, 7, 24), 0)])
+def test_column_sum_chunks_and_layouts(dtype, shape, offset):
+    """Many rows (summed in row chunks, then the chunks' partials by the last block to finish), 16-byte words
+    and single elements (a width that is not a multiple of a word, a base pointer off 16-byte alignment), half
+    input to a float32 result (a bias gradient under autocast): each equals the float64 sum, and a second call
+    gives the same bits."""
+    be = _be()
+    npdt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    n = math.prod(shape)
+    flat = be.asarray((_rng(25).standard_normal(n + offset) + 0.5).astype(npdt))
+    x = flat[offset:].reshape(shape)
+    assert x.flags.c_contiguous and (x.data.ptr % 16 != 0) == bool(offset)
+    host = be.to_numpy(x).astype(np.float64)
+    lead = tuple(range(len(shape) - 1))
+    ref = host.sum(axis=lead)
+    got = be.sum(x, axis=lead)
+    assert got.dtype == np.dtype(npdt) and got.shape == ref.shape
+    tol = {"float64": 1e-12, "float32": 2e-5, "float16": 4e-3, "bfloat16": 1e-2}[dtype]
+    np.testing.assert_allclose(be.to_numpy(got).astype(np.float64), ref, rtol=tol, atol=tol * 10)
+    assert (be.to_numpy(be.sum(x, axis=lead)) == be.to_numpy(got)).all()  # fixed summation order
+    # the last block of each column group resets its arrival counter: zeros for the next call on the stream
+    assert all(not be.to_numpy(cnt).any() for cnt in be._col_counters.values())
+    if dtype in ("float16", "bfloat16"):
+        g32 = be.sum_to_shape_as(x, shape[-1:], np.dtype(np.float32))
+        assert g32.dtype == np.float32
+        # accumulated in float32 and rounded once: far closer than a half result
+        np.testing.assert_allclose(be.to_numpy(g32), ref, rtol=1e-5, atol=1e-3)
 
 
 @cuda_only
@@ -2198,3 +2231,30 @@ def test_cublaslt_on_a_side_stream_and_in_a_graph():
     pylucid.cuda.synchronize()
     np.testing.assert_allclose(y.detach().cpu().numpy(), lin(x).detach().cpu().numpy(), rtol=1e-5, atol=1e-5)
     assert y_eager.shape == y.shape
+
+
+@cuda_only
+def test_capture_gives_the_stream_a_cublaslt_workspace():
+    """A capture on a stream that never ran eagerly still gets cuBLASLt's bias epilogue: the workspace of the
+    capturing stream is allocated before the capture begins (inside it nothing may be allocated), and the
+    replayed Linear equals the eager one."""
+    from pylucid.backend.cublaslt import cublaslt
+
+    lt = cublaslt()
+    if lt is None:
+        pytest.skip("libcublasLt not found")
+    lin = pylucid.nn.Linear(768, 3072).to("cuda")
+    x = pylucid.randn(4096, 768, device="cuda")
+    side = pylucid.cuda.Stream()
+    dev = _be().xp.cuda.runtime.getDevice()
+    assert (dev, side.cuda_stream) not in lt.workspaces
+    g = pylucid.cuda.CUDAGraph()
+    with pylucid.no_grad(), pylucid.amp.autocast("cuda", dtype=pylucid.bfloat16):
+        with pylucid.cuda.graph(g, stream=side):
+            y = lin(x)
+        assert (dev, side.cuda_stream) in lt.workspaces
+        x.copy_(pylucid.randn(4096, 768, device="cuda"))
+        g.replay()
+        pylucid.cuda.synchronize()
+        want = lin(x)
+    np.testing.assert_allclose(y.float().cpu().numpy(), want.float().cpu().numpy(), rtol=1e-2, atol=1e-2)

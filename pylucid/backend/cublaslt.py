@@ -165,6 +165,18 @@ class CublasLt:
         ctypes.memmove(ctypes.byref(algo), ctypes.byref(res.algo), ctypes.sizeof(_Algo))
         return _Plan(desc, a, b, c, algo, res.workspace_size)
 
+    def workspace(self, cp, dev: int, stream: int):
+        """The workspace of ``stream`` on device ``dev``, allocated on first use (from CuPy's current pool).
+
+        A CUDA graph capture calls this before it starts (:meth:`CUDAGraph.capture_begin`), so the capturing
+        stream has one: the algorithms cuBLASLt picks for large products need workspace, and without it the
+        captured Linear fell back to a GEMM and a separate bias kernel (GPT-2 at 1024 tokens)."""
+        buf = self.workspaces.get((dev, stream))
+        if buf is None:
+            with cp.cuda.Device(dev):
+                buf = self.workspaces[(dev, stream)] = cp.empty((WORKSPACE_BYTES,), dtype=cp.uint8)
+        return buf
+
     def matmul(self, cp, handle, stream, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, ab_dt, c_dt, compute, scale_dt,
                alpha, beta, epilogue=EPILOGUE_DEFAULT, bias=0, bias_dt=None) -> bool:
         """``D = C = op(A) op(B)`` (+ the epilogue) on ``stream``; False if cuBLASLt cannot take it here
@@ -190,7 +202,7 @@ class CublasLt:
 
                 if CAPTURING[0]:
                     return False  # no allocation inside a capture: cuBLAS's own path serves this stream
-                buf = self.workspaces[(dev, stream)] = cp.empty((WORKSPACE_BYTES,), dtype=cp.uint8)
+                buf = self.workspace(cp, dev, stream)
             ws = buf.data.ptr
         if bias:
             plan.bias.value = bias

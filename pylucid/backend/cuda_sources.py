@@ -669,23 +669,71 @@ extern "C" __global__ void cross_entropy_reduce(const scalar_t* __restrict__ los
 }
 """,
     "col_sum": r"""
-// column sums of a C-contiguous (rows, cols) matrix: a block of 32 x 32 threads owns 32 columns; each
-// thread row walks every 32nd row (coalesced 128-byte loads per warp), then the 32 partial sums of a
-// column are added in shared memory in a fixed order (deterministic)
-extern "C" __global__ void col_sum(const scalar_t* __restrict__ a, scalar_t* __restrict__ out,
-                                   long long rows, long long cols) {
-    __shared__ scalar_t sh[32][33];
-    long long c = (long long)blockIdx.x * 32 + threadIdx.x;
-    scalar_t s = 0;
-    if (c < cols)
-        for (long long r = threadIdx.y; r < rows; r += 32) s += a[r * cols + c];
-    sh[threadIdx.y][threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < cols) {
-        scalar_t t = 0;
-        for (int k = 0; k < 32; ++k) t += sh[k][threadIdx.x];
-        out[c] = t;
+// column sums of a (rows, cols) matrix of io_t with row stride ld (elements), accumulated in scalar_t and rounded
+// once to ot_t.
+// Block (bx, by) of 32 x 8 threads sums rows [by * rows_per, +rows_per) of 32 words of columns (IO_VEC columns per
+// lane from 16-byte loads when vec: cols and ld % IO_VEC == 0, 16-byte aligned; one column per lane otherwise): each
+// thread row walks every 8th row of the chunk, then the 8 partial sums of a column are added in shared memory in a
+// fixed order. With one chunk (gridDim.y == 1) that is the result. With several, each block writes its partials to
+// part[by][cols], and the last block of its column group to finish (counted in counters[bx], which it resets to
+// 0 for the next call on the stream) adds the chunks' partials in chunk order: enough blocks to fill the GPU however
+// few the columns (a bias gradient has 768), one launch, and the same bits on every call (no float atomics).
+extern "C" __global__ void col_sum(const io_t* __restrict__ a, ot_t* __restrict__ out, scalar_t* part,
+                                   unsigned int* counters, long long rows, long long cols, long long ld,
+                                   long long rows_per, int vec) {
+    __shared__ scalar_t sh[8][32 * IO_VEC + 1];
+    __shared__ int last;
+    int tx = threadIdx.x, ty = threadIdx.y, width = vec ? IO_VEC : 1;
+    long long r0 = (long long)blockIdx.y * rows_per;
+    long long r1 = r0 + rows_per < rows ? r0 + rows_per : rows;
+    long long c0 = ((long long)blockIdx.x * 32 + tx) * width;
+    scalar_t s[IO_VEC];
+    #pragma unroll
+    for (int e = 0; e < IO_VEC; ++e) s[e] = 0;
+    if (c0 < cols) {
+        if (vec) {
+            #pragma unroll 4
+            for (long long r = r0 + ty; r < r1; r += 8) {
+                IoWord w;
+                w.u = *(const uint4*)(a + r * ld + c0);
+                #pragma unroll
+                for (int e = 0; e < IO_VEC; ++e) s[e] += LD(w.e[e]);
+            }
+        } else {
+            #pragma unroll 4
+            for (long long r = r0 + ty; r < r1; r += 8) s[0] += LD(a[r * ld + c0]);
+        }
     }
+    for (int e = 0; e < width; ++e) sh[ty][tx * width + e] = s[e];
+    __syncthreads();
+    int nchunks = gridDim.y;
+    if (ty == 0) {
+        for (int e = 0; e < width; ++e) {
+            if (c0 + e < cols) {
+                scalar_t t = 0;
+                #pragma unroll
+                for (int k = 0; k < 8; ++k) t += sh[k][tx * width + e];
+                if (nchunks == 1) out[c0 + e] = STO(t);
+                else part[(long long)blockIdx.y * cols + c0 + e] = t;
+            }
+        }
+    }
+    if (nchunks == 1) return;
+    __threadfence();  // this block's partials are visible device-wide before it is counted
+    __syncthreads();
+    if (tx == 0 && ty == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == (unsigned int)(nchunks - 1);
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    int t = ty * 32 + tx;
+    long long c = (long long)blockIdx.x * 32 * width + t;
+    if (t < 32 * width && c < cols) {
+        scalar_t acc = 0;
+        #pragma unroll 8
+        for (int k = 0; k < nchunks; ++k) acc += __ldcg(part + (long long)k * cols + c);  // L2: other blocks wrote it
+        out[c] = STO(acc);
+    }
+    if (tx == 0 && ty == 0) counters[blockIdx.x] = 0u;
 }
 """,
     "relu_fwd": r"""
@@ -736,7 +784,22 @@ extern "C" __global__ void embedding_bwd_sorted(const scalar_t* __restrict__ g, 
 """,
     "adam_multi": r"""
 // multi-tensor Adam/AdamW: one launch for a whole parameter group. Each block owns one
-// (tensor, chunk) pair of the chunk table; pointers travel as 64-bit integers.
+// (tensor, chunk) pair of the chunk table; pointers travel as 64-bit integers. A tensor whose four arrays
+// are 16-byte aligned is walked in 16-byte words (float4 / double2: a quarter of the load instructions, and
+// the step is bandwidth-bound: 28 bytes per float32 value); the same arithmetic per value either way.
+#define ADAM_VEC (16 / sizeof(scalar_t))
+__device__ __forceinline__ void adam_one(scalar_t& pi, scalar_t gi, scalar_t& mi, scalar_t& vi, scalar_t lr,
+                                         scalar_t b1, scalar_t b2, scalar_t eps, scalar_t wd, scalar_t step_size,
+                                         scalar_t bc2_sqrt, int decoupled, int maximize) {
+    if (maximize) gi = -gi;
+    if (wd != (scalar_t)0) {
+        if (decoupled) pi *= (scalar_t)1 - lr * wd;
+        else gi += wd * pi;
+    }
+    mi = b1 * mi + ((scalar_t)1 - b1) * gi;
+    vi = b2 * vi + ((scalar_t)1 - b2) * gi * gi;
+    pi = pi - step_size * mi / (sqrt(vi) / bc2_sqrt + eps);
+}
 extern "C" __global__ void adam_multi(const unsigned long long* __restrict__ p_ptr,
                                       const unsigned long long* __restrict__ g_ptr,
                                       const unsigned long long* __restrict__ m_ptr,
@@ -761,18 +824,28 @@ extern "C" __global__ void adam_multi(const unsigned long long* __restrict__ p_p
     scalar_t* m = (scalar_t*)m_ptr[t];
     scalar_t* v = (scalar_t*)v_ptr[t];
     scalar_t step_size = lr / bc1;
-    for (long long i = start + threadIdx.x; i < end; i += blockDim.x) {
-        scalar_t gi = maximize ? -g[i] : g[i];
-        scalar_t pi = p[i];
-        if (wd != (scalar_t)0) {
-            if (decoupled) pi *= (scalar_t)1 - lr * wd;
-            else gi += wd * pi;
+    long long i = start + threadIdx.x;
+    if (!((p_ptr[t] | g_ptr[t] | m_ptr[t] | v_ptr[t]) & 15ull) && start % ADAM_VEC == 0) {
+        union W { uint4 u; scalar_t e[ADAM_VEC]; };
+        long long wend = end / ADAM_VEC;
+        for (long long w = start / ADAM_VEC + threadIdx.x; w < wend; w += blockDim.x) {
+            W pw, gw, mw, vw;
+            pw.u = ((const uint4*)p)[w]; gw.u = ((const uint4*)g)[w];
+            mw.u = ((const uint4*)m)[w]; vw.u = ((const uint4*)v)[w];
+            #pragma unroll
+            for (int e = 0; e < ADAM_VEC; ++e)
+                adam_one(pw.e[e], gw.e[e], mw.e[e], vw.e[e], lr, b1, b2, eps, wd, step_size, bc2_sqrt,
+                         decoupled, maximize);
+            ((uint4*)p)[w] = pw.u; ((uint4*)m)[w] = mw.u; ((uint4*)v)[w] = vw.u;
         }
-        scalar_t mi = b1 * m[i] + ((scalar_t)1 - b1) * gi;
-        scalar_t vi = b2 * v[i] + ((scalar_t)1 - b2) * gi * gi;
+        i = wend * ADAM_VEC + threadIdx.x;  // the tensor's last values, past its last whole word
+    }
+    for (; i < end; i += blockDim.x) {
+        scalar_t pi = p[i], mi = m[i], vi = v[i];
+        adam_one(pi, g[i], mi, vi, lr, b1, b2, eps, wd, step_size, bc2_sqrt, decoupled, maximize);
         m[i] = mi;
         v[i] = vi;
-        p[i] = pi - step_size * mi / (sqrt(vi) / bc2_sqrt + eps);
+        p[i] = pi;
     }
 }
 """,
@@ -952,11 +1025,10 @@ BIAS_ACT_CODES = {"none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3}
 
 
 #: kernels whose large operands have a storage type ``io_t`` of their own (read by ``LD``, written by ``ST``)
-IO_KERNELS = frozenset({"layer_norm_fwd", "layer_norm_bwd", "layer_norm_fwd_rows", "layer_norm_bwd_rows",
+IO_KERNELS = frozenset({"col_sum", "layer_norm_fwd", "layer_norm_bwd", "layer_norm_fwd_rows", "layer_norm_bwd_rows",
                         "layer_norm_bwd_words", "batch_norm_fwd", "batch_norm_bwd", "relu_fwd", "relu_bwd",
-                        "cross_entropy_fwd",
-                        "cross_entropy_bwd", "bn_part_stats", "bn_part_apply", "bn_part_grad_sums",
-                        "bn_part_grad_apply", "bias_act_fwd", "bias_act_bwd"})
+                        "cross_entropy_fwd", "cross_entropy_bwd", "bn_part_stats", "bn_part_apply",
+                        "bn_part_grad_sums", "bn_part_grad_apply", "bias_act_fwd", "bias_act_bwd"})
 
 
 def kernel_source(name: str, dtype, io=None, out=None, grad=None) -> str:

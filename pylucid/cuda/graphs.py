@@ -119,10 +119,11 @@ class CUDAGraph:
             raise RuntimeError("CUDAGraph.capture_begin: a capture cannot run on the default stream; capture with "
                                "`with pylucid.cuda.graph(g):` (it makes a side stream) or under "
                                "`with pylucid.cuda.stream(pylucid.cuda.Stream()):`")
+        be = _backend()
+        be.prepare_capture(s.ptr)  # per-stream buffers, from the ordinary pool, before the capture begins
         self._pool = pool if pool is not None else (self._pool or graph_pool_handle())
         self._alloc = cp.cuda.using_allocator(self._pool._pool.malloc)
         self._alloc.__enter__()
-        be = _backend()
         be.graph_keep = self._keep
         _cuda_backend.CAPTURING[0] += 1
         try:
