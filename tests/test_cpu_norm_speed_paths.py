@@ -119,7 +119,10 @@ def test_max_pool_scatter_matches_the_portable_version():
 
 
 # ---------------------------------------------------------------------------------------------- batch norm
-BN_SHAPES = [(16, 128, 8, 8), (16, 512, 4, 4), (64, 16, 2, 2), (4, 8, 300), (4, 32, 16, 16)]  # the first two: threads
+# groups of images (one group, several: 16x512x4x4 and 64x16x2x2, a short last one: 33x64x8x8),
+# and the per-image rows on the threads (16x64x16x16)
+BN_SHAPES = [(16, 128, 8, 8), (16, 512, 4, 4), (64, 16, 2, 2), (4, 8, 300), (4, 32, 16, 16),
+             (33, 64, 8, 8), (16, 64, 16, 16)]
 
 
 def _bn_pair(x, g, affine, mean=0.0, threads=2):
@@ -161,3 +164,27 @@ def test_batch_norm_training_matches_torch(shape, mean, dtype):
         # per-image partial sums reduced in a fixed order: the same bits on one thread
         for a, b in zip(got, _bn_pair(x, g, affine, threads=1)[0]):
             np.testing.assert_array_equal(a, b)
+
+
+def test_batch_norm_paths_cover_both_layouts_and_restore_numpy_buffer_size():
+    be = pylucid.tensor([1.0]).device.backend
+    assert not be._bn_by_rows(np.empty((16, 512, 4, 4), np.float32))
+    assert be._bn_by_rows(np.empty((16, 64, 16, 16), np.float32))
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((16, 128, 4, 4)).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    w, b = rng.standard_normal(128).astype(np.float32), rng.standard_normal(128).astype(np.float32)
+    size = np.getbufsize()
+    y, mean, var = be.batch_norm(x, w, b, None, None, True, 1e-5)
+    dx, dw, db = be.batch_norm_backward(g, x, w, mean, var, True, 1e-5)
+    assert np.getbufsize() == size  # the shorter ufunc buffer is set for the call only
+    from pylucid.backend.base import ArrayBackend
+
+    y0, mean0, var0 = ArrayBackend.batch_norm(be, x, w, b, None, None, True, 1e-5)
+    grads0 = ArrayBackend.batch_norm_backward(be, g, x, w, mean0, var0, True, 1e-5)
+    for a, r in zip((y, mean, var) + (dx, dw, db), (y0, mean0, var0) + grads0):
+        np.testing.assert_allclose(a, r, rtol=2e-5, atol=2e-5 * max(1.0, np.abs(r).max()))
+    dx2, dw2, db2 = be.batch_norm_backward(g, x, w, mean, var, True, 1e-5, need_dx=False)
+    assert dx2 is None
+    np.testing.assert_array_equal(dw2, dw)
+    np.testing.assert_array_equal(db2, db)

@@ -758,6 +758,68 @@ def test_softmax_op_gpu_matches_cpu(log, dim):
 
 
 @cuda_only
+@pytest.mark.parametrize("dtype", KDTYPES)
+# warp per row on 16-byte words, warp per row element by element, block per row (the add after)
+@pytest.mark.parametrize("shape", [(1100, 96), (1030, 770), (3, 5, 300)])
+def test_layer_norm_backward_adds_a_residual_gradient(dtype, shape):
+    """``residual`` comes out added to dx, as one separate add gives it (within the one rounding)."""
+    be = _be()
+    cp = be.xp
+    g0 = _rng(6)
+    cols = shape[-1]
+    x = cp.asarray(g0.standard_normal(shape) * 3 + 1, dtype=dtype)
+    gy = cp.asarray(g0.standard_normal(shape), dtype=dtype)
+    res = cp.asarray(g0.standard_normal(shape), dtype=dtype)
+    w = cp.asarray(g0.standard_normal(cols), dtype=dtype)
+    _, mean, rstd = be.layer_norm(x, w, None, 1e-5)
+    dx, dw, db = be.layer_norm_backward(gy, x, mean, rstd, w)
+    dx2, dw2, db2 = be.layer_norm_backward(gy, x, mean, rstd, w, residual=res)
+    want = dx.astype(np.float64) + res.astype(np.float64)
+    _close(dx2, want, dtype)
+    assert dx2.dtype == dtype and bool((dw2 == dw).all()) and bool((db2 == db).all())
+
+
+@cuda_only
+@pytest.mark.parametrize("half", [False, True])
+def test_residual_stream_gradient_is_added_inside_the_layer_norm_backward(half, monkeypatch):
+    """A pre-norm residual block ``x + f(ln(x))``: the engine hands the residual gradient to the layer
+    norm's backward kernel (no separate add), and the gradients are torch's."""
+    from pylucid.ops.nn import LayerNorm
+
+    ran = []
+    orig = LayerNorm.backward_fast_accumulate
+
+    def spy(self, be, pending, *grads):
+        out = orig(self, be, pending, *grads)
+        ran.append(out is not None)
+        return out
+
+    monkeypatch.setattr(LayerNorm, "backward_fast_accumulate", spy)
+    rng = _rng(7)
+    x0 = rng.standard_normal((4, 300, 64)).astype(np.float32)
+    w1 = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
+    grads = []
+    for lib, dev in ((pylucid, "cuda"), (torch, "cpu")):
+        x = lib.tensor(x0, device=dev).requires_grad_()
+        ln = lib.nn.LayerNorm(64).to(dev)
+        lin = lib.tensor(w1, device=dev).requires_grad_()
+        ctx = lib.autocast("cuda" if lib is pylucid else "cpu", dtype=lib.bfloat16) if half else \
+            __import__("contextlib").nullcontext()
+        with ctx:
+            h = x.to(lib.bfloat16) if half else x
+            for _ in range(2):
+                h = h + (ln(h) @ lin).to(h.dtype)
+            loss = (h.float() ** 2).sum()
+        loss.backward()
+        grads.append([np.asarray(t.grad.detach().cpu().float().numpy() if lib is torch else
+                                 t.grad.float().cpu().numpy()) for t in (x, lin, ln.weight)])
+    assert ran and all(ran), ran  # both norms took the pending residual gradient
+    tol = 5e-2 if half else 1e-4
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * float(np.abs(b).max()))
+
+
+@cuda_only
 def test_layer_norm_module_gpu_matches_cpu():
     pylucid.manual_seed(0)
     ln = pylucid.nn.LayerNorm(48)

@@ -461,6 +461,35 @@ def test_sdpa_deterministic_backward():
 
 
 @gpu_only
+def test_sdpa_backward_writes_packed_gradients_as_one_buffer():
+    """q, k, v as slices of one (B, T, 3, H, E) projection: dq, dk, dv come back as the slices of one
+    new buffer laid out the same way (the same values as for separate copies of q, k, v), on the first
+    call and on the remembered one; a GPT block's qkv gradient then needs no stacking copy."""
+    cp = _cp()
+    q, k, v = _qkv(2, 4, 4, 100, 100, 64, torch.bfloat16, 130, packed=True)
+    do = _rand((2, 4, 100, 64), torch.bfloat16, 131)
+    o, st = C.sdpa_forward(t2c(q), t2c(k), t2c(v), causal=True)
+    for _ in range(2):  # built, then the remembered plan and layout
+        dq, dk, dv = C.sdpa_backward(t2c(q), t2c(k), t2c(v), o, t2c(do), st, causal=True, deterministic=True)[:3]
+        assert dq.strides == t2c(q).strides and dk.strides == dq.strides and dv.strides == dq.strides
+        assert dk.data.ptr - dq.data.ptr == 4 * 64 * 2 and dv.data.ptr - dk.data.ptr == 4 * 64 * 2
+    sep = [cp.ascontiguousarray(t2c(a)) for a in (q, k, v)]
+    want = C.sdpa_backward(*sep, o, t2c(do), st, causal=True, deterministic=True)[:3]
+    for a, b in zip((dq, dk, dv), want):
+        _attn_close(c2t(a), c2t(b), torch.bfloat16, "packed against separate", tol=1e-2)
+    x = _rand((2, 100, 3 * 256), torch.bfloat16, 132)
+    xp = _pl(x, True)
+    qp, kp, vp = xp.reshape(2, 100, 3, 4, 64).permute(2, 0, 3, 1, 4).unbind(0)
+    y = pylucid.nn.functional.scaled_dot_product_attention(qp, kp, vp, is_causal=True)
+    y.backward(_pl(do))
+    xt = x.detach().float().requires_grad_()
+    qt, kt, vt = xt.reshape(2, 100, 3, 4, 64).permute(2, 0, 3, 1, 4).unbind(0)
+    o_ref, _ = _ref_attn(qt, kt, vt, 1 / 8, True)
+    o_ref.backward(do.float())
+    _attn_close(c2t(xp.grad._data), xt.grad, torch.bfloat16, "qkv gradient through unbind")
+
+
+@gpu_only
 def test_sdpa_unsupported_gives_none():
     cp = _cp()
     x = cp.zeros((1, 2, 16, 64), cp.float32)

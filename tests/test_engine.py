@@ -198,3 +198,48 @@ def test_create_graph_sums_leaf_contributions_into_a_differentiable_grad():
         (x * x * x + m.sin(x) * x).sum().backward(create_graph=True)
         x.grad.sum().backward(inputs=[x])  # x.grad already exists: the second derivative accumulates into it
     close(xp.grad, xt.grad)
+
+
+def test_a_pending_gradient_added_by_the_node_that_accepts_it(monkeypatch):
+    """The engine's accumulating call (``Op.accumulates_into``): a layer norm in a pre-norm residual
+    block is handed the residual gradient already buffered for its input, and the buffer is emptied
+    when the node takes it, so it is counted once. Here a CPU stand-in (the CUDA kernel is the real
+    taker) adds it after the plain fast path; it declines once in three calls, as a kernel may. With a
+    post hook the node is never asked. Gradients are torch's in every case."""
+    from pylucid.ops.nn import LayerNorm
+
+    asked = []
+
+    def take(self, be, pending, *grads):
+        asked.append(len(asked) % 3 != 2)
+        if not asked[-1]:
+            return None
+        gx, gw, gb = self.backward_fast(be, *grads)
+        return gx + pending, gw, gb
+
+    monkeypatch.setattr(LayerNorm, "backward_fast_accumulate", take)
+    rng = np.random.default_rng(2)
+    x0 = rng.standard_normal((6, 16))
+    w0 = rng.standard_normal((16, 16)) / 4
+
+    def run(lib, hook=False):
+        x = lib.tensor(x0).requires_grad_()
+        w = lib.tensor(w0).requires_grad_()
+        ln = lib.nn.LayerNorm(16).double() if lib is torch else lib.nn.LayerNorm(16, dtype=lib.float64)
+        h = x
+        for _ in range(3):
+            y = ln(h)
+            if hook:
+                y.grad_fn.register_hook(lambda gi, go: None)
+            h = h + (y @ w).tanh()
+        (h ** 2).sum().backward()
+        return [t.grad.detach().numpy() for t in (x, w, ln.weight, ln.bias)]
+
+    want = run(torch)
+    for a, b in zip(run(pl), want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    assert asked == [True, True, False]  # three norms asked, the third declined
+    asked.clear()
+    for a, b in zip(run(pl, hook=True), want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    assert asked == []

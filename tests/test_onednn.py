@@ -71,6 +71,8 @@ CONVS = [
     (1, 2, 32, 32, 12, 3, 1, 2, 2, 4, False),
     (3, 2, 16, 16, 5, 3, 1, 1, 1, 1, True),
     (3, 1, 32, 16, 6, 2, 2, 0, 1, 2, False),
+    (2, 4, 3, 32, 16, 4, 2, 1, 1, 1, False),  # an image's first layer (DCGAN's discriminator)
+    (2, 3, 1, 8, 12, 3, 1, 0, 1, 1, False),  # one channel (MNIST): weight gradient on the GEMM path
 ]
 
 
@@ -117,8 +119,9 @@ def _kw(cfg, transposed=False, output_padding=0):
     return kw
 
 
-def _plans_used(fn):
-    """How many oneDNN primitives ``fn`` ran that were new or cached hits (plans made or found, not declined)."""
+def _plans_ran(fn):
+    """``fn()`` and the oneDNN plans it ran (new or cached hits: plans made or found, not
+    declined)."""
     calls = []
     orig = D._execute
 
@@ -131,7 +134,18 @@ def _plans_used(fn):
         out = fn()
     finally:
         D._execute = orig
+    return out, calls
+
+
+def _plans_used(fn):
+    """How many oneDNN primitives ``fn`` ran that were new or cached hits (plans made or found, not declined)."""
+    out, calls = _plans_ran(fn)
     return out, len(calls)
+
+
+def _plan_kind(plan) -> str:
+    """The kind of a cached plan: its key's first item ("fwd", "bwd_data", "bwd_weights", ...)."""
+    return next(k[0] for k, v in D._plans.items() if v is plan)
 
 
 @needs_onednn
@@ -142,11 +156,21 @@ def test_convolution_against_torch_and_gemm_path(cfg, dtype):
     nd = cfg[0]
     x, w, b = _data(cfg)
     name = f"conv{nd}d"
-    got, used = _plans_used(lambda: _run(pylucid, name, x, w, b, dtype, **_kw(cfg)))
-    # forward, data and weight gradient; with fewer than 16 channels per group oneDNN declines the forward and the
-    # weight gradient, and takes the data gradient only (the GEMM path runs the other two)
-    want_used = 3 if cfg[2] // cfg[9] >= D._MIN_CHANNELS else 1
-    assert used == want_used, f"expected {want_used} oneDNN calls, ran {used}"
+    got, plans = _plans_ran(lambda: _run(pylucid, name, x, w, b, dtype, **_kw(cfg)))
+    kinds = sorted(_plan_kind(p) for p in plans)
+    per_group = cfg[2] // cfg[9]
+    if per_group >= D._MIN_CHANNELS:  # forward, data and weight gradient
+        assert kinds == ["bwd_data", "bwd_weights", "fwd"], kinds
+    else:
+        # fewer than 16 channels per group: the data gradient always; the forward and the weight
+        # gradient only through the implementations measured faster than the GEMM path (which runs
+        # them otherwise), and the weight gradient from 2 channels
+        assert "bwd_data" in kinds, kinds
+        for p in plans:
+            if _plan_kind(p) != "bwd_data":
+                assert p.impl in D._FEW_CHANNEL_IMPLS, p.impl
+        if per_group < D._MIN_WGRAD_CHANNELS:
+            assert "bwd_weights" not in kinds, kinds
     want = _run(torch, name, x, w, b, dtype, **_kw(cfg))
     _compare(got, want, TOL[dtype], f"{name} {dtype} vs torch")
     with pylucid.backends.mkldnn.flags(enabled=False):
@@ -188,10 +212,23 @@ def test_declined_cases_run_the_gemm_path():
     x64 = rng.standard_normal((2, 16, 5, 5))
     w64 = rng.standard_normal((8, 16, 3, 3))
     assert D.conv_forward(x64, w64, (1, 1), ((1, 1), (1, 1)), (1, 1), 1) is None
-    # an image's first layer (3 input channels): the channels-first im2col is faster
+    # an image's first layer (3 input channels): taken only by the implementations measured faster
+    # than the channels-first im2col (AVX2's); with one channel the weight gradient is always the
+    # GEMM path's
     x3 = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
     w3 = rng.standard_normal((16, 3, 3, 3)).astype(np.float32)
-    assert D.conv_forward(x3, w3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1) is None
+    y3 = D.conv_forward(x3, w3, (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
+    key = next(k for k in D._plans if k[0] == "fwd" and k[1] == x3.shape and k[2] == w3.shape)
+    plan = D._plans[key]
+    assert (y3 is None) == (plan is None)
+    assert plan is None or plan.impl in D._FEW_CHANNEL_IMPLS
+    x1, g1 = x3[:, :1].copy(), rng.standard_normal((2, 16, 8, 8)).astype(np.float32)
+    assert D.conv_weight_grad(x1, g1, (16, 1, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), 1) is None
+    with pytest.MonkeyPatch.context() as mp:  # an implementation outside the list: declined
+        mp.setattr(D, "_FEW_CHANNEL_IMPLS", ())
+        x5 = rng.standard_normal((2, 5, 8, 8)).astype(np.float32)
+        w5 = w3[:, :1].repeat(5, 1)
+        assert D.conv_forward(x5, w5, (1, 1), ((1, 1), (1, 1)), (1, 1), 1) is None
     # and the ops still agree with torch there
     for x, w in ((x64, w64), (x3, w3)):
         got = pylucid.nn.functional.conv2d(pylucid.tensor(x), pylucid.tensor(w), padding=1).numpy()

@@ -663,3 +663,60 @@ def test_where_with_an_int_out_of_the_tensors_range_as_torch(value, dtype):
         return
     got = pl.where(pl.tensor([True, False]), pl.zeros(2, dtype=getattr(pl, dtype)), value)
     assert got.dtype.name == str(want.dtype).removeprefix("torch.") and got.tolist() == want.tolist()
+
+
+# ------------------------------------------------------------------------------ joined slice gradients
+def test_joined_view_joins_slices_of_one_buffer_and_refuses_the_rest():
+    be = pl.tensor([1.0]).device.backend
+    buf = np.arange(2 * 5 * 3 * 4, dtype=np.float32).reshape(2, 5, 3, 4)
+    parts = [buf[:, :, i] for i in range(3)]  # (2, 5, 4) slices at a step of 4 values
+    joined = be.joined_view(parts, 0)
+    assert joined is not None and joined.shape == (3, 2, 5, 4)
+    np.testing.assert_array_equal(joined, np.stack(parts, 0))
+    assert np.shares_memory(joined, buf)
+    np.testing.assert_array_equal(be.joined_view(parts, 2), np.stack(parts, 2))
+    assert be.joined_view(parts[::-1], 0) is None  # descending addresses
+    assert be.joined_view([parts[0], parts[2]], 0) is None  # a gap: not dense, not one stack
+    assert be.joined_view([parts[0], parts[0]], 0) is None  # the same memory twice
+    assert be.joined_view([parts[0], np.ones_like(parts[1])], 0) is None  # another buffer
+    assert be.joined_view([parts[0], parts[1][:, :4]], 0) is None  # shapes differ
+    assert be.joined_view([buf[:, 0, 0], buf[:, 0, 1]], 0) is None  # step 4 over 1-value slices: gaps
+    strided = buf[:, ::2]  # the base's every other row: the parts' joined array is not dense
+    assert be.joined_view([strided[:, :, 0], strided[:, :, 1], strided[:, :, 2]], 0) is None
+
+
+def test_unbind_backward_returns_the_joined_gradient_when_it_is_one_buffer(monkeypatch):
+    """A fused qkv projection's gradient: when the slices' gradients arrive as one buffer's slices
+    (cuDNN's attention backward writes them so), the unbind backward hands the buffer on as a view;
+    otherwise it stacks. Either way the values are torch's."""
+    from pylucid.ops.shape import Unbind
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    g = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    results = []
+    orig = Unbind.backward_fast
+
+    def spy(self, be, *grads):
+        out = orig(self, be, *grads)
+        results.append(out)
+        return out
+
+    monkeypatch.setattr(Unbind, "backward_fast", spy)
+    grads = []
+    for lib in (pl, torch):
+        t = lib.tensor(x).requires_grad_()
+        gt = lib.tensor(g).permute(2, 0, 1, 3)  # (3, 2, 5, 4) view over g's (2, 5, 3, 4) memory
+        q, k, v = (t * 1.0).permute(2, 0, 1, 3).unbind(0)
+        # each slice's output gradient is a slice of gt: the seeds arrive as one buffer's slices
+        lib.autograd.backward([q, k, v], [gt[0], gt[1], gt[2]])
+        grads.append(t.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+    assert len(results) == 1 and results[0].base is not None  # joined, not a new stack
+    results.clear()
+    t = pl.tensor(x).requires_grad_()
+    q, k, v = (t * 1.0).permute(2, 0, 1, 3).unbind(0)
+    (q * 2 + k * 3 + v).sum().backward()  # three separate arrays: stacked
+    assert len(results) == 1
+    np.testing.assert_array_equal(t.grad.numpy(), np.broadcast_to(np.array([2, 3, 1], np.float32)[:, None],
+                                                                  (3, 4))[None, None].repeat(2, 0).repeat(5, 1))

@@ -374,14 +374,36 @@ def _execute_lean(ready, buffers, deps, retain_graph, accumulate):
         if fast is not None and len(grads) == 1 and node._pre_hooks is None and node._hooks is None:
             if node._freed:
                 node._check_freed()
-            in_grads = fast(be, grads[0])  # a plain call: cheaper than fast(be, *grads)
+            if node.accumulates_into is None:
+                in_grads = fast(be, grads[0])  # a plain call: cheaper than fast(be, *grads)
+            else:
+                in_grads = _accumulating(node, be, grads, buffers, nd)
             if in_grads.__class__ is not tuple:
                 in_grads = (in_grads,)
         else:
-            in_grads, grads = _run_lean_node(node, grads)
+            in_grads, grads = _run_lean_node(node, grads, buffers, nd)
         if not retain_graph:
             node.release()
         _distribute(node, in_grads, grads, buffers, deps, owned, schedule, be, nd, plus, True)
+
+
+def _accumulating(node, be, grads, buffers, nd):
+    """``node.backward_fast(be, *grads)``, with the gradient already buffered for the input
+    ``node.accumulates_into`` (the residual stream's, around a normalisation) handed to the node's
+    ``backward_fast_accumulate`` to add as its kernel writes that input's gradient: the buffer is then
+    emptied, the sum being in the result (one kernel instead of the backward and an add). Where the
+    node declines (None) or nothing is buffered yet, the plain fast path and the usual add."""
+    e = node.next_edges[node.accumulates_into]
+    if e is not None:
+        buf = buffers.get(e[0])
+        if buf is not None:
+            pending = buf[e[1]]
+            if pending is not None and pending.__class__ is nd:
+                out = node.backward_fast_accumulate(be, pending, *grads)
+                if out is not None:
+                    buf[e[1]] = None
+                    return out
+    return node.backward_fast(be, *grads)
 
 
 def _distribute(node, in_grads, grads, buffers, deps, owned, schedule, be, nd, plus, lean: bool) -> None:
@@ -436,9 +458,11 @@ def _distribute(node, in_grads, grads, buffers, deps, owned, schedule, be, nd, p
             schedule(child)
 
 
-def _run_lean_node(node, grads):
+def _run_lean_node(node, grads, buffers, nd):
     """``run_node`` of :func:`_execute` for a lean pass (first order, no captures, no anomaly mode):
-    ``(in_grads, grads)``, ``grads`` None unless the node's fast path made the results."""
+    ``(in_grads, grads)``, ``grads`` None unless the node's fast path made the results. ``buffers``
+    and ``nd`` (the node's array class): for a node that adds a pending gradient (:func:`_accumulating`),
+    which it does only without hooks (a post hook must see the node's own gradient)."""
     if node._pre_hooks:
         grads = _run_pre_hooks(node, node._pre_hooks, grads, False)
     if len(grads) > 1 and any(g is None for g in grads):
@@ -446,7 +470,10 @@ def _run_lean_node(node, grads):
     fast = node.backward_fast
     if fast is not None:
         node._check_freed()
-        in_grads = fast(node.device.backend, *grads)
+        if node.accumulates_into is None or node._pre_hooks or node._hooks:
+            in_grads = fast(node.device.backend, *grads)
+        else:
+            in_grads = _accumulating(node, node.device.backend, grads, buffers, nd)
         if in_grads.__class__ is not tuple:
             in_grads = (in_grads,)
     else:

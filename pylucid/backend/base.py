@@ -14,6 +14,11 @@ from .reference import GELU_C, GELU_K, INV_SQRT_2PI, SQRT1_2
 
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _NULL_CTX = contextlib.nullcontext()
+#: the float32 GELU's Abramowitz-Stegun constants (see ArrayBackend's GELU section): ``c = 1/p``
+#: with p scaled by 1/sqrt(2), and the coefficients ``-a_k c^k / 2``
+_AS_C = 1.0 / (0.3275911 * SQRT1_2)
+_AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+_AS_S = tuple(-0.5 * a * _AS_C ** (k + 1) for k, a in enumerate(_AS_A))
 #: what NumPy hands back from 0-d arithmetic instead of a 0-d array
 SCALAR_TYPES = (np.generic, bool, int, float, complex)
 
@@ -438,80 +443,110 @@ class ArrayBackend:
                 g = g + buf * buf.dtype.type(momentum) if nesterov else buf
             p += g * p.dtype.type(-lr)
 
-    # -- GELU (the CUDA backend runs each direction as one kernel) -----------------------
+    # -- GELU (CUDA: one kernel each way; the CPU backend: oneDNN's where installed) ---------------
     # float32 (and half, computed in float32): Phi(x) from the Abramowitz-Stegun 7.1.26 erf,
-    # ``erf(z) = 1 - t (a1 + t (a2 + ... + t a5)) exp(-z^2)``, ``t = 1 / (1 + p z)`` (absolute error < 1.5e-7,
-    # about float32's rounding; the result is as close to PyTorch's float32 GELU as scipy's exact erf was, a few
-    # 1e-7 relative), as ~20 in-place passes over blocks that stay in cache;
+    # ``erfc(z) = t (a1 + t (a2 + ... + t a5)) exp(-z^2)``, ``t = 1 / (1 + p z)`` (absolute error <
+    # 1.5e-7, about float32's rounding; the result is as close to PyTorch's float32 GELU as scipy's
+    # exact erf, a few 1e-7 relative), as ~20 in-place passes over blocks that stay in cache;
     # scipy's erf runs the double-precision routine element by element, several times slower. The
-    # ``exp(-x^2 / 2)`` it needs is the normal density's, so the backward gets phi(x) for free. float64 keeps
-    # scipy's erf.
+    # ``exp(-x^2 / 2)`` it needs is the normal density's, so the derivative ``Phi(x) + x phi(x)``
+    # costs 3 more passes. float64 keeps scipy's erf. The coefficients (_AS_S) carry the -1/2 of
+    # ``Phi(-|x|) = erfc(|x| / sqrt(2)) / 2`` and p the 1/sqrt(2) of z;
+    # ``t = 1 / (1 + p |x|) = c s`` with ``s = 1 / (c + |x|)``, ``c = 1/p``: the polynomial is
+    # evaluated in s, its coefficients ``a_k c^k`` (one pass fewer than scaling |x| by p).
     _GELU_BLOCK = 1 << 15
-    _AS_P, _AS_A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+    #: ``exp(-x^2 / 2)`` as ``exp2(-x^2 log2(e) / 2)``: NumPy's float32 exp2 loop took about half
+    #: the time of its exp on AVX-512 processors, and twice as long on AVX2 ones (no SIMD exp2 loop
+    #: there: 2.5 against 1.3 ns a value on an AMD EPYC); the CPU backend sets this from NumPy's CPU
+    #: features
+    _gelu_exp2 = False
 
     def _erf(self, z):
         if z.dtype in _HALF:  # scipy.special has no half kernels: float32, rounded back once
             return self.special.erf(z.astype(np.float32)).astype(z.dtype)
         return self.special.erf(z)
 
-    def _gelu_block(self, xb, cdf, e):
-        """Phi(xb) into ``cdf`` and ``exp(-xb^2 / 2)`` into ``e`` (float32 blocks of one shape)."""
-        xp, f = self.xp, np.float32
-        xp.multiply(xb, f(SQRT1_2), out=e)  # z
-        xp.abs(e, out=cdf)
-        cdf *= f(self._AS_P)
-        cdf += f(1)
-        xp.reciprocal(cdf, out=cdf)  # t
-        a1, a2, a3, a4, a5 = (f(v) for v in self._AS_A)
-        r = cdf * a5
-        for a in (a4, a3, a2, a1):
-            r += a
-            r *= cdf
-        xp.multiply(e, e, out=e)
-        xp.negative(e, out=e)
-        xp.exp(e, out=e)
-        r *= e
-        # 1 - erf(|z|) = r; Phi = 1/2 + sign(x) (1/2 - r/2)
-        r *= f(-0.5)
-        r += f(0.5)
-        xp.copysign(r, xb, out=cdf)
-        cdf += f(0.5)
-
-    def _gelu_fast(self, x, g=None):
-        """``x Phi(x)``, or with ``g`` the gradient ``g (Phi(x) + x phi(x))``, for float32/half ``x``."""
-        xp, f = self.xp, np.float32
-        dt = x.dtype
-        xf = x.astype(np.float32, copy=False).reshape(-1)
-        gf = None if g is None else g.astype(np.float32, copy=False).reshape(-1)
-        out = xp.empty(xf.shape, dtype=np.float32)
+    def _gelu_f32(self, x, g=None, derivative: bool = False):
+        """For a float32 ``x``: ``x Phi(x)``; with ``g`` (float32, ``x``'s shape) the gradient
+        ``g (Phi(x) + x phi(x))`` instead. With ``derivative`` the output is row 0 of a
+        ``(2, x.size)`` buffer and ``Phi(x) + x phi(x)`` row 1 (the op's ``save_extra`` finds it
+        through the output's ``base``). One sweep over cache-sized blocks, which the CPU backend's
+        threads share (each with its own scratch)."""
+        xf = x.reshape(-1)
         n, blk = xf.size, self._GELU_BLOCK
-        cdf_buf, e_buf = xp.empty(min(n, blk), dtype=np.float32), xp.empty(min(n, blk), dtype=np.float32)
-        with self.errstate():  # z^2 overflows to inf for |x| > 1e19: exp(-inf) = 0 is the right limit
-            for s in range(0, n, blk):
-                xb = xf[s:s + blk]
-                m = xb.size
-                cdf, e = cdf_buf[:m], e_buf[:m]
-                self._gelu_block(xb, cdf, e)
-                ob = out[s:s + m]
-                if gf is None:
-                    xp.multiply(xb, cdf, out=ob)
-                else:
-                    e *= f(INV_SQRT_2PI)
-                    e *= xb
-                    e += cdf
-                    xp.multiply(gf[s:s + m], e, out=ob)
-        return out.reshape(x.shape).astype(dt, copy=False)
+        both = self.xp.empty((2, n), dtype=np.float32) if derivative else None
+        out = both[0] if derivative else self.xp.empty(n, dtype=np.float32)
+        gf = None if g is None else g.reshape(-1)
+        self._par(lambda b0, b1: self._gelu_blocks(xf, gf, out, both, b0 * blk, min(n, b1 * blk)),
+                  -(-n // blk), n)
+        return out.reshape(x.shape)
 
-    def gelu(self, x, approximate: str = "none", float_out: bool = False):
-        """``x Phi(x)`` (``'none'``) or ``x/2 (1 + tanh(k (x + c x^3)))`` (``'tanh'``), in ``x``'s dtype (float32 for
-        a half ``x`` with ``float_out``: autocast's float32 policy)."""
+    def _gelu_blocks(self, xf, gf, out, both, lo: int, hi: int) -> None:
+        """The blocks of :meth:`_gelu_f32` in ``[lo, hi)``. With ``u = Phi(-|x|)``,
+        ``Phi(x) = 1/2 + sign(x) (1/2 - u)`` (the sign moved over as a bit); the ``exp(-x^2 / 2)``
+        of ``u`` is also the density's."""
+        xp, f = self.xp, np.float32
+        a1, a2, a3, a4, a5 = (f(a) for a in _AS_S)
+        sign_bit = np.int32(-2 ** 31)
+        m0 = min(hi - lo, self._GELU_BLOCK)
+        t, e, r = (xp.empty(m0, dtype=f) for _ in range(3))
+        # x^2 overflows to inf for |x| > 1e19: exp(-inf) = 0 is the right limit
+        with self.errstate():
+            for s in range(lo, hi, self._GELU_BLOCK):
+                xb = xf[s:s + self._GELU_BLOCK]
+                m = xb.size
+                if m != m0:  # the last, shorter block
+                    t, e, r = t[:m], e[:m], r[:m]
+                rb = both[1, s:s + m] if both is not None else r
+                xp.abs(xb, out=t)
+                t += f(_AS_C)
+                xp.reciprocal(t, out=t)  # t / c
+                xp.multiply(t, a5, out=rb)
+                for a in (a4, a3, a2, a1):
+                    rb += a
+                    rb *= t
+                xp.square(xb, out=e)
+                if self._gelu_exp2:
+                    e *= f(-0.5 * 1.4426950408889634)
+                    xp.exp2(e, out=e)  # exp(-x^2 / 2)
+                else:
+                    e *= f(-0.5)
+                    xp.exp(e, out=e)
+                rb *= e  # -u
+                rb += f(0.5)  # 1/2 - u >= 0
+                ti = t.view(np.int32)
+                xp.bitwise_and(xb.view(np.int32), sign_bit, out=ti)
+                ri = rb.view(np.int32)
+                ri ^= ti  # copysign(1/2 - u, x), without NumPy's scalar copysign loop
+                rb += f(0.5)  # Phi(x)
+                # for x < 0 the rounding of 1/2 - u adds ~3e-8 to Phi's absolute error (A-S's own is
+                # 7.5e-8), and Phi(x) rounds to 0 below x = -5.5, as in PyTorch's float32 kernel;
+                # x = +inf gives inf (Phi = 1)
+                if gf is None:
+                    xp.multiply(xb, rb, out=out[s:s + m])
+                    if both is None:
+                        continue
+                e *= xb
+                e *= f(INV_SQRT_2PI)
+                rb += e  # Phi(x) + x phi(x)
+                if gf is not None:
+                    xp.multiply(gf[s:s + m], rb, out=out[s:s + m])
+
+    def gelu(self, x, approximate: str = "none", float_out: bool = False,
+             derivative: bool = False):
+        """``x Phi(x)`` (``'none'``) or ``x/2 (1 + tanh(k (x + c x^3)))`` (``'tanh'``), in ``x``'s
+        dtype (float32 for a half ``x`` with ``float_out``: autocast's float32 policy).
+        ``derivative``: a float32 ``x``'s erf form is written with its derivative
+        (:meth:`_gelu_f32`), for the op's first-order backward."""
         if float_out and x.dtype in _HALF:
             x = x.astype(np.float32)
         t = x.dtype.type
         if approximate == "tanh":
             return x * t(0.5) * (1 + self.tanh((x + x * x * x * t(GELU_C)) * t(GELU_K)))
-        if x.dtype == np.float32 or x.dtype in _HALF:
-            return self._gelu_fast(x)
+        if x.dtype == np.float32 and x.size:
+            return self._gelu_f32(x, derivative=derivative)
+        if x.dtype in _HALF:
+            return self._gelu_f32(x.astype(np.float32)).astype(x.dtype)
         return x * t(0.5) * (1 + self._erf(x * t(SQRT1_2)))
 
     def gelu_backward(self, g, x, approximate: str = "none"):
@@ -521,8 +556,10 @@ class ArrayBackend:
             th = self.tanh((x + x * x * x * t(GELU_C)) * t(GELU_K))
             d_inner = (x * x * t(3 * GELU_C) + 1) * t(GELU_K)
             return g * ((th + 1) * t(0.5) + x * t(0.5) * (1 - th * th) * d_inner)
-        if (x.dtype == np.float32 or x.dtype in _HALF) and g.shape == x.shape:
-            return self._gelu_fast(x, g).astype(g.dtype, copy=False)
+        if (x.dtype == np.float32 or x.dtype in _HALF) and g.shape == x.shape and x.size:
+            f32 = np.float32
+            d = self._gelu_f32(x.astype(f32, copy=False), g.astype(f32, copy=False))
+            return d.astype(g.dtype, copy=False)
         cdf = (self._erf(x * t(SQRT1_2)) + 1) * t(0.5)
         pdf = self.exp(x * x * t(-0.5)) * t(INV_SQRT_2PI)
         return g * (cdf + x * pdf)
@@ -543,6 +580,45 @@ class ArrayBackend:
         """``dst[...] = src`` (``dst`` a view of the same shape and dtype, not overlapping ``src``); returns ``dst``."""
         dst[...] = src
         return dst
+
+    @staticmethod
+    def address(a) -> int:
+        """The address of ``a``'s first element."""
+        return a.__array_interface__["data"][0]
+
+    def joined_view(self, parts, dim: int):
+        """``stack(parts, dim)`` as a view, without a copy, where the equally shaped and strided
+        ``parts`` already lie in one buffer at equal steps (a kernel wrote the gradients of a fused
+        projection's q, k and v slices straight into one array laid out like it); None otherwise.
+
+        The joined array must cover its memory densely (its strides, sorted, those of a C-ordered array
+        of its extents, in some order of the axes): then no two of its elements share an address, and
+        it lies inside the parts' common buffer."""
+        first = parts[0]
+        n = len(parts)
+        base = first.base
+        if n < 2 or base is None or not first.ndim or not base.flags.c_contiguous:
+            return None
+        for p in parts:
+            if p.base is not base or p.shape != first.shape or p.strides != first.strides or \
+                    p.dtype != first.dtype:
+                return None
+        addr = self.address
+        start = addr(first)
+        step = addr(parts[1]) - start
+        if step <= 0 or any(addr(p) != start + i * step for i, p in enumerate(parts)):
+            return None
+        shape = first.shape[:dim] + (n,) + first.shape[dim:]
+        strides = first.strides[:dim] + (step,) + first.strides[dim:]
+        span = first.itemsize
+        for stride, extent in sorted((s, e) for s, e in zip(strides, shape) if e != 1):
+            if stride != span:
+                return None
+            span *= extent
+        lo = addr(base)
+        if start < lo or start + span > lo + base.nbytes:
+            return None
+        return self.xp.lib.stride_tricks.as_strided(first, shape, strides)
 
     def reshape(self, a, shape):
         """``a`` with the (resolved) ``shape``: a view when the strides allow, else a copy."""

@@ -802,6 +802,10 @@ class CUDABackend(ArrayBackend):
                 return out
         return self.xp.ascontiguousarray(a)
 
+    @staticmethod
+    def address(a) -> int:
+        return a.data.ptr
+
     def copy_into(self, dst, src):
         """``dst[...] = src`` for arrays of one shape and dtype (``dst`` a strided view not overlapping ``src``)
         in one strided-assign kernel (16-byte words where both last axes are contiguous), else CuPy's copy."""
@@ -1331,12 +1335,18 @@ class CUDABackend(ArrayBackend):
             self.amp_rounded = (y, y2)
         return self.astype(y, odt, copy=False), mean, rstd
 
-    def layer_norm_backward(self, g, x, mean, rstd, weight):
+    def layer_norm_backward(self, g, x, mean, rstd, weight, residual=None):
         """``(dx, dweight, dbias)`` of :meth:`layer_norm` (``dweight``/``dbias`` None without ``weight``).
 
         A half ``x`` is read in place with ``g`` of its dtype or float32 (the gradient of a ``float_out`` result):
-        ``dx`` is written in ``x``'s dtype, rounded once."""
+        ``dx`` is written in ``x``'s dtype, rounded once. ``residual`` (``x``'s shape and dtype): added to
+        ``dx``, by the kernel as it writes it (the float32 sum rounded once) where the one-warp-per-row kernels
+        run, else by an add after."""
         xc, gc, (wc,), io, grad_name, dt, cdt = self._ln_operands(x, g, weight)
+        res = None
+        if residual is not None:
+            res = residual if residual.dtype == xc.dtype else residual.astype(xc.dtype)
+            res = _contig(self.xp.ascontiguousarray, res)
         mc = _contig(self.xp.ascontiguousarray, mean.astype(cdt, copy=False))
         rc = _contig(self.xp.ascontiguousarray, rstd.astype(cdt, copy=False))
         cols = x.shape[-1]
@@ -1354,11 +1364,14 @@ class CUDABackend(ArrayBackend):
                 # rows of whole aligned 16-byte words of x, up to 32 values per lane: the register-cached kernel
                 vec = 16 // xc.dtype.itemsize
                 words = (cols % vec == 0 and cols <= 32 * vec * min(32 // vec, 8)
-                         and not any(a.data.ptr % 16 for a in (gc, xc, dx) + (() if wc is None else (wc,))))
+                         and not any(a.data.ptr % 16 for a in (gc, xc, dx) + tuple(
+                             a for a in (wc, res) if a is not None)))
                 get_kernel("layer_norm_bwd_words" if words else "layer_norm_bwd_rows", cdt, io, None, grad_name)(
                     (nblk,), (128,),
-                    (gc, xc, xc if wc is None else wc, mc, rc, dx, np.uint64(0) if part is None else part,
+                    (gc, xc, xc if wc is None else wc, mc, rc, dx, np.uint64(0) if res is None else res,
+                     np.uint64(0) if part is None else part,
                      np.int64(rows), np.int64(cols), np.int64(per), np.int32(wc is not None)))
+                res = None  # added by the kernel
                 if wc is None:
                     return self.astype(dx, dt, copy=False), None, None
                 # dweight and dbias as two arrays of their own (not views of one: the engine would copy views
@@ -1373,6 +1386,8 @@ class CUDABackend(ArrayBackend):
                     (rows,), (self._row_threads(cols),),
                     (gc, xc, xc if wc is None else wc, mc, rc, dx, np.uint64(0) if gxhat is None else gxhat,
                      np.int64(cols), np.int32(wc is not None)))
+            if res is not None:
+                dx = self.add(dx, res)
             if wc is None:
                 return self.astype(dx, dt, copy=False), None, None
             # dweight = sum over rows of g * xhat (written by the kernel), dbias = sum over rows of g

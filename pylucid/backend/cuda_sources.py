@@ -193,12 +193,13 @@ extern "C" __global__ void layer_norm_fwd_rows(const io_t* __restrict__ x, const
 // (part not null) the block's partial sums of g * xhat (dweight) and g (dbias) over its rows: part is
 // (gridDim.x, 2, cols); every warp accumulates its rows in its own shared slice (a lane owns fixed columns: no
 // atomics), the slices are added in a fixed order, so the sums are deterministic. cols <= LN_ACC / 8.
-// g in gt_t, x and dx in io_t (as layer_norm_bwd)
+// g in gt_t, x and dx in io_t (as layer_norm_bwd); res (when not null, io_t): a gradient x already has, added
+// to dx in float32 before the one rounding (a residual stream's, instead of a separate add kernel)
 #define LN_ACC (32768 / sizeof(scalar_t))
 extern "C" __global__ void layer_norm_bwd_rows(const gt_t* __restrict__ g, const io_t* __restrict__ x,
                                                const scalar_t* __restrict__ w, const scalar_t* __restrict__ mean,
                                                const scalar_t* __restrict__ rstd, io_t* __restrict__ dx,
-                                               scalar_t* __restrict__ part, long long rows, long long cols,
+                                               const io_t* __restrict__ res, scalar_t* __restrict__ part, long long rows, long long cols,
                                                long long rows_per_block, int has_w) {
     __shared__ scalar_t acc[LN_ACC];
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -223,7 +224,9 @@ extern "C" __global__ void layer_norm_bwd_rows(const gt_t* __restrict__ g, const
             scalar_t gj = LDG(gr[j]);
             scalar_t dxh = has_w ? gj * w[j] : gj;
             scalar_t xh = (LD(xr[j]) - mu) * rs;
-            dr[j] = ST(rs * (dxh - a - xh * bb));
+            scalar_t d = rs * (dxh - a - xh * bb);
+            if (res) d += LD(res[off + j]);
+            dr[j] = ST(d);
             if (part) { mine[j] += gj * xh; mine[cols + j] += gj; }
         }
     }
@@ -241,7 +244,7 @@ extern "C" __global__ void layer_norm_bwd_rows(const gt_t* __restrict__ g, const
 // pointers 16-byte aligned): a lane owns the same LN_WORDS words of every row, so it loads a row's g and x once
 // into registers (16-byte loads), keeps its columns of w, and adds g * xhat and g of its rows into register
 // accumulators; the block's warps then add theirs in a fixed order (deterministic, no atomics). A lane holds at
-// most 32 values of each (LN_WORDS words of IO_VEC). g in gt_t, x and dx in io_t (as layer_norm_bwd)
+// most 32 values of each (LN_WORDS words of IO_VEC). g in gt_t, x and dx in io_t, res (as layer_norm_bwd_rows)
 #define LN_WORDS (32 / IO_VEC < 8 ? 32 / IO_VEC : 8)
 #define LN_ACC_W (32768 / sizeof(scalar_t))
 #define W_WORDS (IO_VEC * sizeof(scalar_t) / 16)
@@ -249,7 +252,7 @@ union LnWWord { uint4 u[W_WORDS]; scalar_t e[IO_VEC]; };
 extern "C" __global__ void layer_norm_bwd_words(const gt_t* __restrict__ g, const io_t* __restrict__ x,
                                                 const scalar_t* __restrict__ w, const scalar_t* __restrict__ mean,
                                                 const scalar_t* __restrict__ rstd, io_t* __restrict__ dx,
-                                                scalar_t* __restrict__ part, long long rows, long long cols,
+                                                const io_t* __restrict__ res, scalar_t* __restrict__ part, long long rows, long long cols,
                                                 long long rows_per_block, int has_w) {
     __shared__ scalar_t acc[LN_ACC_W];
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -276,6 +279,7 @@ extern "C" __global__ void layer_norm_bwd_words(const gt_t* __restrict__ g, cons
         const uint4* gr = (const uint4*)(g + row * cols);
         const uint4* xr = (const uint4*)(x + row * cols);
         uint4* dr = (uint4*)(dx + row * cols);
+        const uint4* rr = res ? (const uint4*)(res + row * cols) : nullptr;
         scalar_t mu = mean[row], rs = rstd[row];
         GtWord gw[LN_WORDS];
         IoWord xw[LN_WORDS];
@@ -301,12 +305,15 @@ extern "C" __global__ void layer_norm_bwd_words(const gt_t* __restrict__ g, cons
         for (int k = 0; k < LN_WORDS; ++k) {
             long long j = (long long)k * 32 + lane;
             if (j < nwords) {
-                IoWord o;
+                IoWord o, r;
+                if (rr) r.u = rr[j];
                 #pragma unroll
                 for (int e = 0; e < IO_VEC; ++e) {
                     scalar_t gj = LDG(gw[k].e[e]);
                     scalar_t xh = (LD(xw[k].e[e]) - mu) * rs;
-                    o.e[e] = ST(rs * (gj * wv[k][e] - a - xh * bb));
+                    scalar_t d = rs * (gj * wv[k][e] - a - xh * bb);
+                    if (rr) d += LD(r.e[e]);
+                    o.e[e] = ST(d);
                     aw[k][e] += gj * xh;
                     ab[k][e] += gj;
                 }

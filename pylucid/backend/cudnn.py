@@ -768,6 +768,36 @@ def _order_of(shape, strides):
     return tuple(shape[i] for i in order), tuple(order.index(i) for i in range(len(shape)))
 
 
+def _packed_order(q, k, v):
+    """For q, k and v that are three equally strided slices of one buffer at equal steps (the (B, H, L,
+    E) views of a fused qkv projection's (B, L, 3, H, E) output): :func:`_order_of` of the 5-d (3, B,
+    H, L, E) array they form, so that dq, dk and dv can be written as the slices of one new buffer
+    laid out the same way (an unbind backward then joins them with no copy). None otherwise, or
+    where that array does not cover its memory densely."""
+    if not (q.shape == k.shape == v.shape and q.strides == k.strides == v.strides):
+        return None
+    step = k.data.ptr - q.data.ptr
+    if step <= 0 or v.data.ptr - k.data.ptr != step:
+        return None
+    shape, strides = (3,) + tuple(q.shape), (step,) + tuple(q.strides)
+    span = q.itemsize
+    for stride, extent in sorted((s, n) for s, n in zip(strides, shape) if n != 1):
+        if stride != span:
+            return None
+        span *= extent
+    return _order_of(shape, strides)
+
+
+def _grad_arrays(lays, dtype):
+    """dq, dk and dv in the layouts :func:`sdpa_backward` chose: ``("packed", physical shape,
+    inverse permutation)`` (three slices of one buffer) or one ``(physical shape, inverse
+    permutation)`` each."""
+    if lays[0] == "packed":
+        both = _new_ordered(lays[1], dtype, lays[2])
+        return both[0], both[1], both[2]
+    return tuple(_new_ordered(phys, dtype, inv) for phys, inv in lays)
+
+
 def _aligned_all(*arrays) -> bool:
     ptr = 0
     for a in arrays:
@@ -940,7 +970,7 @@ def sdpa_backward(q, k, v, o, do, stats, *, scale: float | None = None, causal: 
             plan, lays, dev = hit
             cp = _cp
             if cp.cuda.runtime.getDevice() == dev:
-                dq, dk, dv = (_new_ordered(phys, q.dtype, inv) for phys, inv in lays)
+                dq, dk, dv = _grad_arrays(lays, q.dtype)
                 _execute(plan, [q.data.ptr, k.data.ptr, v.data.ptr, o.data.ptr, do.data.ptr, stats.data.ptr,
                                 dq.data.ptr, dk.data.ptr, dv.data.ptr], dev)
                 return dq, dk, dv, None
@@ -968,9 +998,12 @@ def sdpa_backward(q, k, v, o, do, stats, *, scale: float | None = None, causal: 
             bias = _bias_in(bias, q, k)
             if bias is None:
                 return None
-        dq = _like_order(q.shape, q.strides, q.dtype)
-        dk = _like_order(k.shape, k.strides, k.dtype)
-        dv = _like_order(v.shape, v.strides, v.dtype)
+        packed = _packed_order(q, k, v)
+        if packed is not None:  # dq, dk, dv as one buffer laid out like the one q, k, v are slices of
+            lays = ("packed",) + packed
+        else:
+            lays = tuple(_order_of(a.shape, a.strides) for a in (q, k, v))
+        dq, dk, dv = _grad_arrays(lays, q.dtype)
         dbias = cp.empty(bias.shape, dtype=q.dtype) if bias_grad else None
         seeds = _seed_arrays(seed, offset) if dropout_p > 0 else None
         key = ("sdpa_bwd", q.device.id, q.dtype.str, _desc(q), _desc(k), _desc(v), _desc(o), _desc(do),
@@ -1020,7 +1053,7 @@ def sdpa_backward(q, k, v, o, do, stats, *, scale: float | None = None, causal: 
                             g0[2].strides, g0[3].shape, g0[3].strides, g0[4].shape, g0[4].strides, g0[5].shape,
                             g0[5].strides, g0[0].dtype.char, g0[1].dtype.char, g0[2].dtype.char, g0[3].dtype.char,
                             g0[4].dtype.char, g0[5].dtype.char, scale0, bool(causal), bool(deterministic)),
-                           (plan, tuple(_order_of(a.shape, a.strides) for a in (q, k, v)), q.device.id))
+                           (plan, lays, q.device.id))
         if dbias is not None and dbias.shape != bias_shape:
             # a mask broadcast along the query or key axis was expanded for cuDNN: sum the gradient back
             full = (1,) * (4 - len(bias_shape)) + bias_shape

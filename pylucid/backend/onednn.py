@@ -19,6 +19,10 @@ configuration, so the caller runs its own kernels instead:
   multiplies float32 copies), float32 accumulation, the result in bfloat16 or float32; processors with
   AVX-512 BF16 multiply bfloat16 pairs directly, at twice the float32 rate. (The CPU backend keeps its float32 products on
   NumPy's BLAS: routed here with the BLAS single-threaded, the MLP, LeNet and LSTM steps ran slower.)
+* :func:`eltwise_forward` and :func:`eltwise_backward`: GELU (erf or tanh form) of float32 arrays
+  and its gradient, oneDNN's vectorised kernels (the erf form gave PyTorch's float32 values bit for
+  bit on AVX2; NumPy has no fused kernel: the CPU backend's own GELU is some 20 passes over
+  cache-sized blocks).
 
 How it runs: one CPU engine and stream per process; per configuration (operation, shapes, dtype,
 parameters) a primitive descriptor with the layouts oneDNN prefers, the primitive, and the reorders between
@@ -43,7 +47,7 @@ import threading
 import numpy as np
 
 __all__ = ["is_available", "unavailable_reason", "version", "conv_forward", "conv_data_grad", "conv_weight_grad",
-           "matmul"]
+           "matmul", "eltwise_forward", "eltwise_backward"]
 
 # -- the C API's constants (oneDNN 3.x, include/oneapi/dnnl/dnnl_types.h) ---------------------------------
 _CPU = 1
@@ -58,11 +62,20 @@ _ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS = 129, 145, 161
 _Q_IMPL_INFO_STR = 8
 _MAX_NDIMS = 12
 
-# Fewer input channels per group than this (an image's first layer) in a forward or a weight gradient:
-# declined. oneDNN pads them to its 16-channel blocks and ran a 3->64 3x3 convolution 15 times slower than
-# the CPU backend's channels-first im2col (and PyTorch), which is left to take it. (A data gradient with
-# few channels, a generator's last transposed convolution, measured faster in oneDNN: taken.)
+# Fewer input channels per group than this (an image's first layer) in a forward or a weight
+# gradient: taken only by the implementations in _FEW_CHANNEL_IMPLS, else declined. oneDNN pads the
+# channels to its blocks: an implementation with 16-channel blocks ran a 3->64 3x3 convolution 15
+# times slower than the CPU backend's channels-first im2col (and PyTorch), which is left to take it.
+# AVX2's "jit:avx2" (8-channel blocks, a first-layer kernel reading the plain layout) ran the
+# forwards of 1 to 8 input channels 1.3 to 2.6 times faster than the im2col path, as fast as PyTorch
+# (2-core AMD EPYC: DCGAN's 3->32 4x4 stride-2 layer 197 against 431 us, ResNet's 3->64 3x3 stem 574
+# against 1059 us), and the weight gradients of 2 to 8 channels 1.4 to 5 times faster; with one
+# channel (MNIST's first layer) its weight gradient measured 1.2 to 1.35 times slower than the GEMM
+# path: declined (_MIN_WGRAD_CHANNELS). (A data gradient with few channels, a generator's last
+# transposed convolution, measured faster in oneDNN: taken.)
 _MIN_CHANNELS = 16
+_FEW_CHANNEL_IMPLS = ("jit:avx2",)
+_MIN_WGRAD_CHANNELS = 2
 
 _P = ctypes.c_void_p
 _PP = ctypes.POINTER(_P)
@@ -125,6 +138,10 @@ def _bind(lib):
         "dnnl_convolution_backward_weights_primitive_desc_create": (
             _I, [_PP, _P, _I, _P, _P, _P, _P, _Dims, _Dims, _Dims, _Dims, _P, _P]),
         "dnnl_matmul_primitive_desc_create": (_I, [_PP, _P, _P, _P, _P, _P, _P]),
+        "dnnl_eltwise_forward_primitive_desc_create": (
+            _I, [_PP, _P, _I, _I, _P, _P, ctypes.c_float, ctypes.c_float, _P]),
+        "dnnl_eltwise_backward_primitive_desc_create": (
+            _I, [_PP, _P, _I, _P, _P, _P, ctypes.c_float, ctypes.c_float, _P, _P]),
         "dnnl_lstm_forward_primitive_desc_create": (_I, [_PP, _P, _I, _I] + [_P] * 11 + [ctypes.c_uint, _P]),
         "dnnl_lstm_backward_primitive_desc_create": (_I, [_PP, _P, _I, _I] + [_P] * 22 + [ctypes.c_uint, _P, _P]),
         "dnnl_reorder_primitive_desc_create": (_I, [_PP, _P, _P, _P, _P, _P]),
@@ -394,6 +411,14 @@ def _plan(key, build):
     return plan
 
 
+def _few_channels_checked(plan, few: bool):
+    """``plan``, or (``few`` input channels per group) a refusal where its implementation is not one
+    of _FEW_CHANNEL_IMPLS."""
+    if few and plan.impl not in _FEW_CHANNEL_IMPLS:
+        raise _Declined(f"{plan.impl} with fewer than {_MIN_CHANNELS} input channels")
+    return plan
+
+
 def _args_ok(arrays, dt) -> bool:
     return all(a.dtype == dt and a.size > 0 for a in arrays)
 
@@ -403,8 +428,7 @@ def conv_forward(x, w, stride, pads, dilation, groups, bias=None, **_flags):
     C-contiguous (N, O, *out) array, or None where oneDNN does not take the configuration."""
     if _load() is None or x.dtype not in _DTYPES or not _args_ok((x, w), x.dtype) or not 1 <= x.ndim - 2 <= 3:
         return None
-    if w.shape[1] < _MIN_CHANNELS:
-        return None
+    few = w.shape[1] < _MIN_CHANNELS
     dt = _DTYPES[x.dtype]
     nd = x.ndim - 2
     out = tuple((s + lo + hi - d * (k - 1) - 1) // st + 1
@@ -426,7 +450,7 @@ def conv_forward(x, w, stride, pads, dilation, groups, bias=None, **_flags):
         if b_md is not None:
             ports.append((_ARG_BIAS, _FixedPort(b_md)))
         ports.append((_ARG_DST, _Port(_md_plain(ys, dt), pd, _Q_DST, True)))
-        return _Plan(pd, ports)
+        return _few_channels_checked(_Plan(pd, ports), few)
 
     plan = _plan(key, build)
     if plan is None:
@@ -489,8 +513,9 @@ def conv_weight_grad(x, g, w_shape, stride, pads, dilation, groups, **_flags):
     C-contiguous array, or None where oneDNN declines."""
     if _load() is None or x.dtype not in _DTYPES or not _args_ok((x, g), x.dtype) or not 1 <= x.ndim - 2 <= 3:
         return None
-    if w_shape[1] < _MIN_CHANNELS:
+    if w_shape[1] < _MIN_WGRAD_CHANNELS:
         return None
+    few = w_shape[1] < _MIN_CHANNELS
     dt = _DTYPES[x.dtype]
     nd = x.ndim - 2
     ws = _wshape(w_shape, groups)
@@ -506,7 +531,7 @@ def conv_weight_grad(x, g, w_shape, stride, pads, dilation, groups, **_flags):
         ports = [(_ARG_SRC, _Port(_md_plain(x.shape, dt), pd, _Q_SRC, False)),
                  (_ARG_DIFF_DST, _Port(_md_plain(g.shape, dt), pd, _Q_DIFF_DST, False)),
                  (_ARG_DIFF_WEIGHTS, _Port(_md_plain(ws, dt), pd, _Q_DIFF_WEIGHTS, True))]
-        return _Plan(pd, ports, hint)
+        return _few_channels_checked(_Plan(pd, ports, hint), few)
 
     plan = _plan(key, build)
     if plan is None:
@@ -589,6 +614,74 @@ def matmul(a, b, out_dtype, bias=None):
     with _lock, _Team():
         _execute(plan, [a2, b] + ([bias] if bias is not None else []) + [y])
     return y.reshape(lead + (m, b.shape[-1])) if lead else y
+
+
+# -- element-wise functions -----------------------------------------------------------------------
+#: oneDNN's algorithm numbers (dnnl_alg_kind_t) of the functions taken here
+_ELTWISE_ALGORITHMS = {"gelu_erf": 0x31, "gelu_tanh": 0x2b}
+
+
+def _eltwise_plan(kind: str, algorithm: str, n: int):
+    """The forward (``kind`` "fwd") or backward plan of ``algorithm`` on ``n`` float32 values (the
+    functions act value by value: every C-contiguous array is read as one flat vector), or None
+    where oneDNN declines."""
+    alg = _ELTWISE_ALGORITHMS[algorithm]
+
+    def build():
+        lib, engine = _state["lib"], _state["engine"]
+        md = _md_plain((n,), _F32)
+        fwd = _P()
+        _ok(lib.dnnl_eltwise_forward_primitive_desc_create(
+            ctypes.byref(fwd), engine, _FORWARD_TRAINING, alg, md, md, 0.0, 0.0, None),
+            "eltwise forward")
+        if kind == "fwd":
+            return _Plan(fwd, [(_ARG_SRC, _FixedPort(md)), (_ARG_DST, _FixedPort(md))])
+        pd = _P()
+        _ok(lib.dnnl_eltwise_backward_primitive_desc_create(
+            ctypes.byref(pd), engine, alg, md, md, md, 0.0, 0.0, fwd, None), "eltwise backward")
+        return _Plan(pd, [(_ARG_SRC, _FixedPort(md)), (_ARG_DIFF_DST, _FixedPort(md)),
+                          (_ARG_DIFF_SRC, _FixedPort(md))], hint=fwd)
+
+    return _plan(("eltwise", kind, algorithm, n), build)
+
+
+def _eltwise_run(plan, arrays) -> None:
+    """Run an eltwise ``plan``, then stop oneDNN's OpenMP workers (:func:`_rest_team`): a GELU sits
+    between two matrix products, and its workers, spinning after the call, took a core from the
+    OpenBLAS GEMMs that follow (the character transformer's linear layers ran about 2 times slower,
+    the step 1.6 instead of 1.2 times PyTorch's). The restart costs some tens of microseconds, about
+    a fifth of a 524288-value GELU."""
+    with _lock, _Team():
+        _execute(plan, arrays)
+        _rest_team()
+
+
+def eltwise_forward(x, algorithm: str):
+    """``f(x)`` for a float32 array ``x`` (``algorithm``: "gelu_erf", ``x Phi(x)``; "gelu_tanh", its
+    tanh form), a new C-contiguous array of ``x``'s shape; None where oneDNN declines (or is
+    absent)."""
+    if _load() is None or x.dtype != np.float32 or not x.size:
+        return None
+    plan = _eltwise_plan("fwd", algorithm, x.size)
+    if plan is None:
+        return None
+    y = np.empty(x.shape, dtype=np.float32)
+    _eltwise_run(plan, [np.ascontiguousarray(x), y])
+    return y
+
+
+def eltwise_backward(g, x, algorithm: str):
+    """``g f'(x)`` of :func:`eltwise_forward` (``g`` and ``x`` float32 of one shape), a new
+    C-contiguous array, or None where oneDNN declines."""
+    if _load() is None or x.dtype != np.float32 or g.dtype != np.float32 or g.shape != x.shape or \
+            not x.size:
+        return None
+    plan = _eltwise_plan("bwd", algorithm, x.size)
+    if plan is None:
+        return None
+    dx = np.empty(x.shape, dtype=np.float32)
+    _eltwise_run(plan, [np.ascontiguousarray(x), np.ascontiguousarray(g), dx])
+    return dx
 
 
 # -- LSTM --------------------------------------------------------------------------------------------------

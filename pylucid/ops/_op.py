@@ -74,6 +74,10 @@ class Op(Node):
     #: per output, whether it carries a gradient (None: every floating output)
     differentiable_outputs: tuple | None = None
     backward_fast = None
+    #: the input (its position) whose pending gradient ``backward_fast_accumulate(be, g, pending)`` can
+    #: add into that input's gradient as it writes it (a residual stream's gradient summed inside a
+    #: normalisation's backward kernel instead of by a separate add); None: no such fast path
+    accumulates_into: int | None = None
     #: optional ``save_extra(self, arrays, out)``: derived data kept for backward
     save_extra = None
     #: the NumPy dtypes the schema's ``accepts`` refuses (None: every dtype is accepted)

@@ -442,6 +442,27 @@ class LayerNorm(Op):
                                        need_w=ew is not None, need_b=eb is not None)
         return (gx if ex is not None else None), gw, gb
 
+    accumulates_into = 0
+
+    def backward_fast_accumulate(self, be, pending, g, _g_mean=None, _g_rstd=None):
+        """:meth:`backward_fast` with ``pending`` (the gradient the input already has from elsewhere: a
+        transformer's residual stream) added into ``dx`` by the CUDA kernel as it writes it, which
+        saves an add kernel and a pass over ``dx`` per normalisation. None (declined) off the GPU, for
+        several normalised axes, or where ``pending`` is not ``dx``'s shape and dtype."""
+        x = self.input(0)._data
+        ex, ew, eb = self.next_edges
+        if be.name != "cuda" or ex is None or self.params["k"] != 1 or not x.ndim or \
+                pending.shape != x.shape or pending.dtype != x.dtype:
+            return None
+        w = self.input(1)
+        w = None if w is None else w._data
+        mean, rstd = self.extra
+        lead = x.shape[:-1]
+        gx, gw, gb = be.layer_norm_backward(g, x, mean.reshape(lead), rstd.reshape(lead), w, residual=pending)
+        if eb is not None and gb is None:  # a bias without a weight: dbias = sum of g over the rows
+            gb = be.sum_to_shape(_up(be, g), self.shapes[2]).astype(g.dtype)
+        return gx, (gw if ew is not None else None), (gb if eb is not None else None)
+
 
 class LayerNormBackward(Op):
     """``dx`` of a normalisation over ``axes`` (layer norm; batch norm in training): inputs ``(g, x, w, mean,

@@ -726,6 +726,11 @@ class Unbind(Op):
         # contiguous buffer, say): the gradient then flows back through permute/reshape as views
         d = self.params["dim"]
         shape = self.shapes[0]
+        # the slices' gradients may already be one array's (cuDNN's attention backward writes dq, dk
+        # and dv into one buffer laid out like a fused qkv projection's output): joined as a view
+        joined = be.joined_view(grads, d)
+        if joined is not None and joined.shape == shape:
+            return joined
         order = sorted(range(len(shape)), key=lambda i: -abs(self.extra[i]))
         buf = be.empty(tuple(shape[i] for i in order), dtype=grads[0].dtype)
         out = be.transpose(buf, tuple(order.index(i) for i in range(len(shape))))
