@@ -2062,6 +2062,22 @@ def test_column_sum_chunks_and_layouts(dtype, shape, offset):
 
 
 @cuda_only
+@pytest.mark.parametrize("rows,cols,split", [(528, 1536, 768), (3, 40, 8), (2000, 66, 33)])
+def test_column_sum_split_into_two_arrays(rows, cols, split):
+    """One launch, two results (a layer norm's weight and bias gradients): the first ``split`` columns'
+    sums and the rest's, each its own buffer, the same bits as two separate column sums."""
+    be = _be()
+    x = be.asarray(_rng(26).standard_normal((rows, cols)).astype(np.float32))
+    a, b = be._col_sum(x, rows, cols, cols, np.dtype(np.float32), split=split)
+    assert a.shape == (split,) and b.shape == (cols - split,) and a.base is None and b.base is None
+    ref = be.to_numpy(x).astype(np.float64).sum(axis=0)
+    np.testing.assert_allclose(be.to_numpy(a), ref[:split], rtol=2e-5, atol=2e-4)
+    np.testing.assert_allclose(be.to_numpy(b), ref[split:], rtol=2e-5, atol=2e-4)
+    whole = be.to_numpy(be._col_sum(x, rows, cols, cols, np.dtype(np.float32)))
+    assert (be.to_numpy(a) == whole[:split]).all() and (be.to_numpy(b) == whole[split:]).all()
+
+
+@cuda_only
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_gelu_kernel_matches_torch(approximate, dtype):

@@ -1058,19 +1058,24 @@ class CUDABackend(ArrayBackend):
         with self.device_ctx():
             return self._col_sum(a, m, n, n, out_dt, out_shape)
 
-    def _col_sum(self, a, m: int, n: int, ld: int, out_dt, shape=None):
+    _COL_BLOCKS_PER_SM, _COL_CHUNK_ROWS, _COL_MAX_CHUNKS = 2, 16, 64
+
+    def _col_sum(self, a, m: int, n: int, ld: int, out_dt, shape=None, split: int | None = None):
         """Column sums of the ``(m, n)`` matrix at ``a``'s data pointer with row stride ``ld`` elements (a
         contiguous array, or a block of columns of one): a new array of ``out_dt`` and ``shape`` (``(n,)`` by
-        default; its own buffer, not a view), by the ``col_sum`` kernel (see :meth:`_sum_leading`)."""
+        default; its own buffer, not a view), by the ``col_sum`` kernel (see :meth:`_sum_leading`). With
+        ``split``: two new arrays from the one launch, the sums of the first ``split`` columns and of the rest."""
         dt = a.dtype
         acc = _F64 if dt == _F64 else _F32
-        c = self.ndarray(shape or (n,), out_dt)
+        c = self.ndarray(shape or (n,), out_dt) if split is None else self.ndarray((split,), out_dt)
+        c2 = c if split is None else self.ndarray((n - split,), out_dt)
         vec = 16 // dt.itemsize
         vec = vec if n % vec == 0 and ld % vec == 0 and not a.data.ptr % 16 else 1
         gx = -(-n // (32 * vec))
-        # row chunks: about two blocks per SM in all, each thread row summing at least 8 rows, at most 32
-        # chunks (the last block of a column group reads 32 partials per column)
-        chunks = max(1, min(-(-2 * self._sms() // gx), -(-m // 64), 32))
+        # row chunks: about _COL_BLOCKS_PER_SM blocks per SM in all, each chunk at least _COL_CHUNK_ROWS rows,
+        # at most _COL_MAX_CHUNKS chunks (the last block of a column group reads that many partials per column)
+        chunks = max(1, min(-(-self._COL_BLOCKS_PER_SM * self._sms() // gx), -(-m // self._COL_CHUNK_ROWS),
+                            self._COL_MAX_CHUNKS))
         counters = self._col_sum_counters(gx) if chunks > 1 else None
         if counters is None:
             chunks = 1
@@ -1079,9 +1084,10 @@ class CUDABackend(ArrayBackend):
         part = self.ndarray((chunks, n), acc) if chunks > 1 else None
         get_kernel("col_sum", acc, dt.name, out_dt.name)(
             (gx, chunks), (32, 8),
-            (a, c, np.uint64(0) if part is None else part, np.uint64(0) if part is None else counters,
-             np.int64(m), np.int64(n), np.int64(ld), np.int64(per), np.int32(vec > 1)))
-        return c
+            (a, c, c2, np.uint64(0) if part is None else part, np.uint64(0) if part is None else counters,
+             np.int64(m), np.int64(n), np.int64(ld), np.int64(per), np.int64(n if split is None else split),
+             np.int32(vec > 1)))
+        return c if split is None else (c, c2)
 
     def _col_sum_counters(self, size: int):
         """The current stream's arrival counters of the ``col_sum`` kernel (zeros between calls: its last block
@@ -1375,9 +1381,8 @@ class CUDABackend(ArrayBackend):
                 if wc is None:
                     return self.astype(dx, dt, copy=False), None, None
                 # dweight and dbias as two arrays of their own (not views of one: the engine would copy views
-                # before keeping them as .grad)
-                dw = self._col_sum(part, nblk, cols, 2 * cols, cdt)
-                db = self._col_sum(part[:, cols:], nblk, cols, 2 * cols, cdt)
+                # before keeping them as .grad), both from one column-sum launch
+                dw, db = self._col_sum(part, nblk, 2 * cols, 2 * cols, cdt, split=cols)
                 wdt = weight.dtype
                 return self.astype(dx, dt, copy=False), dw.astype(wdt, copy=False), db.astype(wdt, copy=False)
             gxhat = None if wc is None else self.ndarray(xc.shape, cdt)

@@ -685,9 +685,11 @@ extern "C" __global__ void cross_entropy_reduce(const scalar_t* __restrict__ los
 // part[by][cols], and the last block of its column group to finish (counted in counters[bx], which it resets to
 // 0 for the next call on the stream) adds the chunks' partials in chunk order: enough blocks to fill the GPU however
 // few the columns (a bias gradient has 768), one launch, and the same bits on every call (no float atomics).
-extern "C" __global__ void col_sum(const io_t* __restrict__ a, ot_t* __restrict__ out, scalar_t* part,
-                                   unsigned int* counters, long long rows, long long cols, long long ld,
-                                   long long rows_per, int vec) {
+// The sums of columns from split on go to out2 (column c to out2[c - split]): two results of one launch in
+// buffers of their own (a layer norm's weight and bias gradients); split = cols otherwise.
+extern "C" __global__ void col_sum(const io_t* __restrict__ a, ot_t* __restrict__ out, ot_t* __restrict__ out2,
+                                   scalar_t* part, unsigned int* counters, long long rows, long long cols,
+                                   long long ld, long long rows_per, long long split, int vec) {
     __shared__ scalar_t sh[8][32 * IO_VEC + 1];
     __shared__ int last;
     int tx = threadIdx.x, ty = threadIdx.y, width = vec ? IO_VEC : 1;
@@ -720,7 +722,8 @@ extern "C" __global__ void col_sum(const io_t* __restrict__ a, ot_t* __restrict_
                 scalar_t t = 0;
                 #pragma unroll
                 for (int k = 0; k < 8; ++k) t += sh[k][tx * width + e];
-                if (nchunks == 1) out[c0 + e] = STO(t);
+                long long c = c0 + e;
+                if (nchunks == 1) (c < split ? out + c : out2 + (c - split))[0] = STO(t);
                 else part[(long long)blockIdx.y * cols + c0 + e] = t;
             }
         }
@@ -738,7 +741,7 @@ extern "C" __global__ void col_sum(const io_t* __restrict__ a, ot_t* __restrict_
         scalar_t acc = 0;
         #pragma unroll 8
         for (int k = 0; k < nchunks; ++k) acc += __ldcg(part + (long long)k * cols + c);  // L2: other blocks wrote it
-        out[c] = STO(acc);
+        (c < split ? out + c : out2 + (c - split))[0] = STO(acc);
     }
     if (tx == 0 && ty == 0) counters[blockIdx.x] = 0u;
 }
