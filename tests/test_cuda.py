@@ -412,6 +412,16 @@ def test_softmax_kernel_special_values():
     np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
 
 
+def _ln_inputs(shape, dtype, seed):
+    """``(be, cp, rng, cols, x, gy)`` for the layer-norm kernel tests (the rng continues after x and gy)."""
+    be = _be()
+    cp = be.xp
+    g0 = _rng(seed)
+    x = cp.asarray(g0.standard_normal(shape) * 3 + 1, dtype=dtype)
+    gy = cp.asarray(g0.standard_normal(shape), dtype=dtype)
+    return be, cp, g0, shape[-1], x, gy
+
+
 @cuda_only
 @pytest.mark.parametrize("dtype", KDTYPES)
 @pytest.mark.parametrize("affine", [True, False])
@@ -420,12 +430,7 @@ def test_softmax_kernel_special_values():
 @pytest.mark.parametrize("shape", [(3, 5, 300), (1100, 96), (2, 700, 64), (1030, 1000), (1030, 770),
                                    (1030, 2500)])
 def test_layer_norm_kernel(dtype, affine, shape):
-    be = _be()
-    cp = be.xp
-    g0 = _rng(5)
-    cols = shape[-1]
-    x = cp.asarray(g0.standard_normal(shape) * 3 + 1, dtype=dtype)
-    gy = cp.asarray(g0.standard_normal(shape), dtype=dtype)
+    be, cp, g0, cols, x, gy = _ln_inputs(shape, dtype, 5)
     w = cp.asarray(g0.standard_normal(cols), dtype=dtype) if affine else None
     b = cp.asarray(g0.standard_normal(cols), dtype=dtype) if affine else None
     y, mean, rstd = be.layer_norm(x, w, b, 1e-5)
@@ -763,12 +768,7 @@ def test_softmax_op_gpu_matches_cpu(log, dim):
 @pytest.mark.parametrize("shape", [(1100, 96), (1030, 770), (3, 5, 300)])
 def test_layer_norm_backward_adds_a_residual_gradient(dtype, shape):
     """``residual`` comes out added to dx, as one separate add gives it (within the one rounding)."""
-    be = _be()
-    cp = be.xp
-    g0 = _rng(6)
-    cols = shape[-1]
-    x = cp.asarray(g0.standard_normal(shape) * 3 + 1, dtype=dtype)
-    gy = cp.asarray(g0.standard_normal(shape), dtype=dtype)
+    be, cp, g0, cols, x, gy = _ln_inputs(shape, dtype, 6)
     res = cp.asarray(g0.standard_normal(shape), dtype=dtype)
     w = cp.asarray(g0.standard_normal(cols), dtype=dtype)
     _, mean, rstd = be.layer_norm(x, w, None, 1e-5)
