@@ -449,10 +449,12 @@ class LayerNorm(Op):
         transformer's residual stream) added into ``dx`` by the CUDA kernel as it writes it, which
         saves an add kernel and a pass over ``dx`` per normalisation. None (declined) off the GPU, for
         several normalised axes, or where ``pending`` is not ``dx``'s shape and dtype."""
+        if be.name != "cuda":
+            return None
         x = self.input(0)._data
         ex, ew, eb = self.next_edges
-        if be.name != "cuda" or ex is None or self.params["k"] != 1 or not x.ndim or \
-                pending.shape != x.shape or pending.dtype != x.dtype:
+        if ex is None or self.params["k"] != 1 or not x.ndim or pending.shape != x.shape or \
+                pending.dtype != x.dtype:
             return None
         w = self.input(1)
         w = None if w is None else w._data
