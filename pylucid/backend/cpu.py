@@ -273,11 +273,15 @@ class CPUBackend(ArrayBackend):
     #    threads: forward 0.27 ms against 2.6 ms, backward 0.34 ms; PyTorch 0.31 and 0.38 ms, whose
     #    values the erf form gives bit for bit here). Half inputs are computed in float32 and
     #    rounded once, as ArrayBackend's; float64 keeps scipy's erf.
+    #: smaller arrays keep the NumPy kernel: a oneDNN call costs some 90 us here (its OpenMP team started and
+    #: stopped, see onednn._eltwise_run), which made the forward and backward of 16384 values 1.7 times slower
+    _LIBRARY_GELU_MIN = 1 << 16
+
     def _library_gelu(self, x, g, approximate: str):
         """``gelu(x)`` or (``g`` given) its gradient through oneDNN, or None where it is off, absent
         or declines."""
         floats = (_F32, _BF16, np.float16)
-        if x.dtype not in floats or not _mkldnn_flags.enabled or \
+        if x.size < self._LIBRARY_GELU_MIN or x.dtype not in floats or not _mkldnn_flags.enabled or \
                 (g is not None and (g.shape != x.shape or g.dtype not in floats)):
             return None
         from . import onednn
@@ -808,7 +812,9 @@ class CPUBackend(ArrayBackend):
         return y
 
     def relu(self, x):
-        if x.__class__ is not np.ndarray or x.dtype not in _GEMM_DTYPES or not x.flags.c_contiguous:
+        # below one block the plain maximum: the blocked call's own cost (some 4 us) would double a small relu's
+        if x.size < self._ELT_BLOCK or x.__class__ is not np.ndarray or x.dtype not in _GEMM_DTYPES or \
+                not x.flags.c_contiguous:
             return super().relu(x)
         zero = self._const_block(0.0, x.dtype)
         return self._elementwise_blocks(lambda xb, yb, _: np.maximum(xb, zero[:xb.size], out=yb), x)
