@@ -720,3 +720,15 @@ def test_unbind_backward_returns_the_joined_gradient_when_it_is_one_buffer(monke
     assert len(results) == 1
     np.testing.assert_array_equal(t.grad.numpy(), np.broadcast_to(np.array([2, 3, 1], np.float32)[:, None],
                                                                   (3, 4))[None, None].repeat(2, 0).repeat(5, 1))
+
+
+def test_dense_span_of_permuted_and_gapped_layouts():
+    from pylucid.backend.base import dense_span
+
+    a = np.empty((2, 5, 3, 4), np.float32)
+    assert dense_span(a.shape, a.strides, 4) == a.nbytes
+    t = a.transpose(2, 0, 3, 1)  # any order of the axes of a dense buffer
+    assert dense_span(t.shape, t.strides, 4) == a.nbytes
+    assert dense_span(a[:, ::2].shape, a[:, ::2].strides, 4) is None  # gaps
+    assert dense_span((3, 4), (0, 4), 4) is None  # a broadcast axis repeats addresses
+    assert dense_span((1, 4), (999, 4), 4) == 16  # extent-1 axes do not count

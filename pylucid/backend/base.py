@@ -19,6 +19,18 @@ _NULL_CTX = contextlib.nullcontext()
 _AS_C = 1.0 / (0.3275911 * SQRT1_2)
 _AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 _AS_S = tuple(-0.5 * a * _AS_C ** (k + 1) for k, a in enumerate(_AS_A))
+def dense_span(shape, strides, itemsize: int) -> int | None:
+    """The bytes an array of ``shape`` and (positive byte) ``strides`` covers when it covers them densely
+    (its strides, sorted, are those of a C-ordered array of its extents in some order of the axes: no two
+    elements share an address, no gap between them); None otherwise."""
+    span = itemsize
+    for stride, extent in sorted((s, e) for s, e in zip(strides, shape) if e != 1):
+        if stride != span:
+            return None
+        span *= extent
+    return span
+
+
 #: what NumPy hands back from 0-d arithmetic instead of a 0-d array
 SCALAR_TYPES = (np.generic, bool, int, float, complex)
 
@@ -610,11 +622,9 @@ class ArrayBackend:
             return None
         shape = first.shape[:dim] + (n,) + first.shape[dim:]
         strides = first.strides[:dim] + (step,) + first.strides[dim:]
-        span = first.itemsize
-        for stride, extent in sorted((s, e) for s, e in zip(strides, shape) if e != 1):
-            if stride != span:
-                return None
-            span *= extent
+        span = dense_span(shape, strides, first.itemsize)
+        if span is None:
+            return None
         lo = addr(base)
         if start < lo or start + span > lo + base.nbytes:
             return None

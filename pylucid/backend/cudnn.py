@@ -40,6 +40,8 @@ from typing import NamedTuple
 import ml_dtypes
 import numpy as np
 
+from .base import dense_span
+
 __all__ = [
     "is_available", "unavailable_reason", "version", "last_plan", "PlanInfo", "clear_cache", "channels_last_layout",
     "conv_forward", "conv_data_grad", "conv_weight_grad", "sdpa_forward", "sdpa_backward",
@@ -780,11 +782,8 @@ def _packed_order(q, k, v):
     if step <= 0 or v.data.ptr - k.data.ptr != step:
         return None
     shape, strides = (3,) + tuple(q.shape), (step,) + tuple(q.strides)
-    span = q.itemsize
-    for stride, extent in sorted((s, n) for s, n in zip(strides, shape) if n != 1):
-        if stride != span:
-            return None
-        span *= extent
+    if dense_span(shape, strides, q.itemsize) is None:
+        return None
     return _order_of(shape, strides)
 
 
