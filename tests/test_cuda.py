@@ -1342,6 +1342,59 @@ def test_raw_launch_closure_writes_every_slot(layout):
 
 
 
+@pytest.mark.parametrize("layout", ["pppppppqfii", "ppqud", "p", ""])
+def test_generic_launch_closure_writes_every_slot(layout):
+    """generic_launcher's generated closure writes each argument into its slot in the declared width (a
+    32-bit value in the low half of its slot), takes an integer as a raw pointer, launches 1-3 dim grids
+    on the current stream, and hands another thread's call, a wrong argument count or a pointer of
+    another kind to the kernel's own call."""
+
+    class Arr:  # what the closure reads of a CuPy array
+        def __init__(self, ptr):
+            self.data = type("Mem", (), {"ptr": ptr})()
+
+    launches, fallbacks = [], []
+    n = len(layout)
+    q = np.zeros(max(n, 1), np.uint64)
+    slots = np.array([q.ctypes.data + 8 * i for i in range(max(n, 1))], np.uint64)
+    stream = type("Stream", (), {"ptr": 77})()
+    owner = [1]
+    k = cuda_launch._generic_closure_factory(layout)(
+        lambda grid, block, args: fallbacks.append(args), 1234, q, slots.ctypes.data,
+        lambda *a: launches.append((a, q.copy())), lambda: stream, 1, lambda: owner[0], Arr)
+    values = {"p": lambda j: Arr(1000 + j), "q": lambda j: -(10**12) - j, "i": lambda j: np.int32(-5 - j),
+              "u": lambda j: np.uint32(3 * 10**9 + j), "f": lambda j: np.float32(0.25 * (j + 1)),
+              "d": lambda j: 0.1 * (j + 1)}
+    args = tuple(values[ch](j) for j, ch in enumerate(layout))
+    k((5, 3), (32, 8, 2), args)
+    assert len(launches) == 1 and not fallbacks
+    call, block = launches[0]
+    assert call == (1234, 5, 3, 1, 32, 8, 2, 0, 77, slots.ctypes.data, 0)
+    views = {"p": block, "q": block.view(np.int64), "d": block.view(np.float64)}
+    for j, ch in enumerate(layout):
+        if ch in "iuf":
+            got = block.view({"i": np.int32, "u": np.uint32, "f": np.float32}[ch])[2 * j]
+            want = args[j]
+        else:
+            got = views[ch][j]
+            want = 1000 + j if ch == "p" else args[j]
+        assert got == want, (layout, j, got, want)
+    k((7,), (64,), args)  # one-dim grid and block
+    assert launches[-1][0][1:7] == (7, 1, 1, 64, 1, 1)
+    if "p" in layout:
+        j = layout.index("p")
+        k((1,), (1,), args[:j] + (np.uint64(0),) + args[j + 1:])  # a null pointer
+        assert int(launches[-1][1][j]) == 0
+        odd = args[:j] + ("not a pointer",) + args[j + 1:]
+        k((1,), (1,), odd)
+        assert fallbacks == [odd]
+        fallbacks.clear()
+    k((1,), (1,), args + (0,))  # another argument count
+    owner[0] = 2  # another thread
+    k((1,), (1,), args)
+    assert fallbacks == [args + (0,), args]
+
+
 def test_add_bias_cpu_broadcasts_like_plus():
     from pylucid.backend.cpu import CPUBackend
 

@@ -49,6 +49,19 @@ _HALF_DT = frozenset((_F16, _BF16))
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _KERNEL_DTYPES = (_F32, _F64)
+#: dtype -> its name: NumPy builds ``dtype.name`` in Python on every read (about 3 us on the H200's host),
+#: and the kernel calls name their storage dtypes on every launch
+_DTYPE_NAMES: dict = {}
+
+
+def _dt_name(dt) -> str:
+    """``dt.name`` (a NumPy dtype), from :data:`_DTYPE_NAMES`."""
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = _DTYPE_NAMES[dt] = dt.name
+    return name
+
+
 _ONE_F32 = np.array(1.0, dtype=np.float32)  # cuBLAS alpha/beta (host pointers, float32 compute type)
 _ZERO_F32 = np.array(0.0, dtype=np.float32)
 _ONE_F64 = np.array(1.0, dtype=np.float64)
@@ -707,6 +720,8 @@ class CUDABackend(ArrayBackend):
 
     def astype(self, a, np_dtype, copy=True):
         """``a.astype``; contiguous float conversions (autocast's casts) launch one precompiled kernel."""
+        if not copy and a.__class__ is self.ndarray and a.dtype == np_dtype:
+            return a  # what CuPy's astype returns here, without its call
         if a.__class__ is self.ndarray and a._c_contiguous and self.fast_launch and not self._multi and a.size:
             src = a.dtype
             dst = np_dtype if np_dtype.__class__ is src.__class__ else np.dtype(np_dtype)
@@ -1082,7 +1097,7 @@ class CUDABackend(ArrayBackend):
         per = -(-m // chunks)
         chunks = -(-m // per)
         part = self.ndarray((chunks, n), acc) if chunks > 1 else None
-        get_kernel("col_sum", acc, dt.name, out_dt.name)(
+        get_kernel("col_sum", acc, _dt_name(dt), _dt_name(out_dt))(
             (gx, chunks), (32, 8),
             (a, c, c2, np.uint64(0) if part is None else part, np.uint64(0) if part is None else counters,
              np.int64(m), np.int64(n), np.int64(ld), np.int64(per), np.int64(n if split is None else split),
@@ -1295,7 +1310,7 @@ class CUDABackend(ArrayBackend):
             xc = _contig(contig, x).reshape(x.shape)
             gc = None if g is None else _contig(contig, g).reshape(g.shape)
             pc = [None if p is None else _contig(contig, self.astype(p, _F32, copy=False)) for p in params]
-            return xc, gc, pc, dt.name, (None if gc is None or gc.dtype == dt else gc.dtype.name), dt, _F32
+            return xc, gc, pc, _dt_name(dt), (None if gc is None or gc.dtype == dt else _dt_name(gc.dtype)), dt, _F32
         if g is None:
             (xc, *pc), dt, cdt = self._compute(x, *params)
             gc = None
@@ -1314,7 +1329,7 @@ class CUDABackend(ArrayBackend):
         # a half x: float32 with float_out, or with a float32 weight or bias (the dtypes' promotion), else x's dtype
         odt = _F32 if io is not None and (float_out or any(p is not None and p.dtype != dt for p in (weight, bias))) \
             else dt
-        out_name = odt.name if io is not None and odt != dt else None
+        out_name = _dt_name(odt) if io is not None and odt != dt else None
         cols = x.shape[-1]
         rows = xc.size // cols if cols else 0
         with self.device_ctx():
@@ -1507,7 +1522,7 @@ class CUDABackend(ArrayBackend):
         dt = arrays[0].dtype
         if dt in _HALF and all(a.dtype == dt for a in arrays):
             contig = self.ascontiguousarray
-            return [_contig(contig, a) for a in arrays], dt.name, _F32
+            return [_contig(contig, a) for a in arrays], _dt_name(dt), _F32
         out, _, cdt = self._compute(*arrays)
         return out, None, cdt
 
@@ -1517,7 +1532,7 @@ class CUDABackend(ArrayBackend):
         (rows, vocabulary) matrix), others as :meth:`_compute` gives them."""
         dt = logits.dtype
         if dt in _HALF_DT:
-            return _contig(self.ascontiguousarray, logits), dt.name, _F32, dt
+            return _contig(self.ascontiguousarray, logits), _dt_name(dt), _F32, dt
         (xc,), dt, cdt = self._compute(logits)
         return xc, None, cdt, dt
 
@@ -1581,7 +1596,7 @@ class CUDABackend(ArrayBackend):
         for b in arrays:
             if b.dtype != dt or b.shape != a.shape or not b._c_contiguous:
                 return None
-        return (_F32, dt.name) if dt in _HALF else (dt, None)
+        return (_F32, _dt_name(dt)) if dt in _HALF else (dt, None)
 
     def relu(self, x):
         """``max(x, 0)``, NaN kept: one kernel for float16/bfloat16/float32/float64, else the array path."""
@@ -1875,11 +1890,11 @@ class CUDABackend(ArrayBackend):
             # (ascontiguousarray makes 0-d arrays 1-d, as NumPy's does: give them back their shape)
             xc = _contig(contig, x).reshape(x.shape)
             gc = None if g is None else _contig(contig, g).reshape(g.shape)
-            cdt, io = _F32, dt.name
+            cdt, io = _F32, _dt_name(dt)
             if odt != dt:
-                out_name = odt.name
+                out_name = _dt_name(odt)
             if gc is not None and gc.dtype != dt:
-                grad_name = gc.dtype.name
+                grad_name = _dt_name(gc.dtype)
             bc = None if bias is None else _contig(contig, self.astype(bias, _F32, copy=False))
         else:
             io = None

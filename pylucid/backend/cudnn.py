@@ -85,10 +85,17 @@ class PlanInfo(NamedTuple):
 
 
 class _Plan:
-    __slots__ = ("graph", "index", "uids", "workspace", "info")
+    __slots__ = ("graph", "index", "uids", "workspace", "info", "run")
 
     def __init__(self, graph, index, uids, workspace, info):
         self.graph, self.index, self.uids, self.workspace, self.info = graph, index, uids, workspace, info
+        # run(pack, workspace, index, handle): the binding's own execute where it has one. The frontend's
+        # Python wrapper ``execute_plan_at_index`` rebuilds the {uid: pointer} pack entry by entry on every
+        # call (a few us of host time); the pack here is built with integer uids and pointers already.
+        raw = getattr(graph, "_execute_plan_at_index", None)
+        self.run = ((lambda pack, ws, index, handle: raw(pack, ws, index, handle, None, None, None))
+                    if raw is not None else
+                    (lambda pack, ws, index, handle: graph.execute_plan_at_index(pack, ws, index, handle=handle)))
 
 
 class _Handle:
@@ -423,7 +430,7 @@ def _execute(plan, ptrs, dev_id) -> bool:
     pack = dict(zip(plan.uids, ptrs))
     with _lock:  # the handle's stream binding and the launch, together
         _bind_stream(h)
-        plan.graph.execute_plan_at_index(pack, ws.data.ptr if ws is not None else 0, plan.index, handle=h.handle)
+        plan.run(pack, ws.data.ptr if ws is not None else 0, plan.index, h.handle)
     _tls.info = plan.info
     return True
 
