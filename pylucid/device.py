@@ -13,7 +13,7 @@ _CACHE: dict = {}
 
 
 class device:  # noqa: N801 - mirrors torch.device
-    __slots__ = ("type", "index", "_backend")
+    __slots__ = ("type", "index", "backend")
 
     def __new__(cls, spec="cpu", index: int | None = None):
         if isinstance(spec, device):
@@ -45,17 +45,17 @@ class device:  # noqa: N801 - mirrors torch.device
             canon = object.__new__(cls)
             canon.type = kind
             canon.index = index
-            canon._backend = None
             _CACHE[(kind, index, "canon")] = canon
         _CACHE[key] = canon
         return canon
 
-    @property
-    def backend(self):
-        be = self._backend
-        if be is None:
-            be = self._backend = _make_backend(self)
-        return be
+    def __getattr__(self, name: str):
+        # ``backend``, the device's backend object, is made on first read (a machine without CuPy never
+        # imports it); from then on it is a plain slot, which dispatch reads once per op
+        if name == "backend":
+            be = self.backend = _make_backend(self)
+            return be
+        raise AttributeError(f"'device' object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None else ")")

@@ -434,6 +434,68 @@ def _ops(pl, a, b):
             pl.nn.functional.layer_norm(b, (4,)), pl.sum(a), a / 3]
 
 
+def _promoted_ops(pl, x, q, qf, w, rm, rv, idx):
+    F = pl.nn.functional
+    return [F.batch_norm(x, rm, rv, w, w, training=True),  # KeepInput: bfloat16 x, float32 weight and buffers
+            F.scaled_dot_product_attention(q, q, q, is_causal=True),  # Promote, already the autocast dtype
+            F.scaled_dot_product_attention(qf, qf, qf),  # Promote from float32: cast by the general path
+            F.embedding(idx, w.reshape(2, 2)),  # Promote, float32 weight: cast
+            pl.sort(q.reshape(-1))[0], pl.gather(q.reshape(2, -1), 1, idx.reshape(2, 2) % 2)]
+
+
+@pytest.mark.parametrize("amp", [False, True])
+def test_promoted_args_short_path_matches_general_dispatch(amp, monkeypatch):
+    """Ops that promote only some arguments (batch norm, attention, embedding, sort, gather) skip the general
+    dispatch where it would cast nothing (ops/_op.py: _promoted_plain): results, dtypes, gradients and the
+    running buffers equal the general path's (anomaly mode always takes it), with and without autocast."""
+    import contextlib
+
+    import numpy as np
+
+    import pylucid as pl
+    from pylucid.ops import _op
+
+    rng = np.random.default_rng(1)
+    xs = rng.standard_normal((3, 4, 2)).astype(np.float32)
+    qs = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    ws = rng.standard_normal(4).astype(np.float32)
+    general = [0]
+    real_general = _op._apply_general
+
+    def counted(*a):
+        general[0] += 1
+        return real_general(*a)
+
+    monkeypatch.setattr(_op, "_apply_general", counted)
+
+    def run(anomaly):
+        x = pl.tensor(xs).to(pl.bfloat16).requires_grad_()
+        q = pl.tensor(qs).to(pl.bfloat16).requires_grad_()
+        qf = pl.tensor(qs, requires_grad=True)
+        w = pl.tensor(ws, requires_grad=True)
+        rm, rv = pl.zeros(4), pl.ones(4)
+        idx = pl.tensor([[0, 1], [1, 0]])
+        ctx = pl.amp.autocast("cpu", dtype=pl.bfloat16) if amp else contextlib.nullcontext()
+        general[0] = 0
+        with ctx, (pl.autograd.detect_anomaly() if anomaly else contextlib.nullcontext()):
+            outs = _promoted_ops(pl, x, q, qf, w, rm, rv, idx)
+        taken = general[0]
+        sum(o.float().sum() for o in outs if o.dtype.is_floating_point).backward()
+        grads = [t.grad.float().numpy() for t in (x, q, qf, w)]
+        return [(o.dtype, o.float().detach().numpy()) for o in outs], grads, (rm.numpy(), rv.numpy()), taken
+
+    fast, gen = run(False), run(True)
+    for (dt1, v1), (dt2, v2) in zip(fast[0], gen[0]):
+        assert dt1 == dt2
+        np.testing.assert_array_equal(v1, v2)
+    for g1, g2 in zip(fast[1] + list(fast[2]), gen[1] + list(gen[2])):
+        np.testing.assert_array_equal(g1, g2)
+    assert gen[3] >= 6
+    # with autocast the float32 attention and the embedding cast (general path, their casts recorded): 2 calls;
+    # without it every call takes the short path
+    assert fast[3] == (2 if amp else 0), fast[3]
+
+
 def test_set_grad_enabled_as_a_decorator_restores_grad_mode():
     import pylucid as pl
 

@@ -194,8 +194,9 @@ def apply(op, args: tuple, params: dict = _EMPTY):
     autocast, one tensor, two tensors of one dtype and device, a tensor and a
     Python scalar that does not change its dtype kind, or three or more tensors
     of one dtype and device; under autocast, ``KeepInput`` ops take the same short path (autocast does
-    not touch them) and the others :func:`_autocast_plain`. The profiler and anomaly mode take the
-    general path.
+    not touch them) and the others :func:`_autocast_plain`. Ops that promote only some of their
+    arguments take :func:`_promoted_plain` where nothing would be cast. The profiler and anomaly mode
+    take the general path.
     """
     st = state
     if _transform_hook is not None:
@@ -212,6 +213,10 @@ def apply(op, args: tuple, params: dict = _EMPTY):
                     if a.__class__ in _TT:
                         return _finish(op, args, (a._data,), params, a._device, a._requires_grad, st)
                 got = _plain_args(args)
+                if got is not None:
+                    return _finish(op, args, got[0], params, got[1], got[2], st)
+            else:
+                got = _promoted_plain(op, args, st)
                 if got is not None:
                     return _finish(op, args, got[0], params, got[1], got[2], st)
             return _apply_general(op, args, params, st)
@@ -254,6 +259,44 @@ def apply(op, args: tuple, params: dict = _EMPTY):
             if got is not None and (not op._real_valued or got[3] in _GRAD_NP_DTYPES):
                 return _finish(op, args, got[0], params, got[1], got[2], st)
     return _apply_general(op, args, params, st)
+
+
+def _promoted_plain(op, args, st):
+    """``(arrays, device, requires_grad)`` for an op with ``promote_args`` (only those arguments take part
+    in promotion: batch norm's input, attention's q, k, v and mask, ...) when the general path would cast
+    nothing, else None (the general path).
+
+    That is: every Tensor on one device; the promoted arguments that are not None Tensors of one dtype
+    (no Python scalar among them), a floating dtype for a ``real_valued`` op; and autocast leaves that
+    dtype as it is: no autocast, a ``KeepInput`` op, or a ``Promote`` op (without ``amp_gathers``) whose
+    promoted Tensors have the autocast dtype already or a dtype autocast does not change (float64).
+    """
+    got = _plain_args(args)
+    if got is None:
+        return None
+    n = len(args)
+    dt = None
+    for i in op.promote_args:
+        if i < n:
+            a = args[i]
+            if a.__class__ in _TT:
+                d = a._data.dtype
+                if dt is None:
+                    dt = d
+                elif d != dt:
+                    return None
+            elif a is not None:
+                return None  # a Python scalar takes part in promotion
+    if dt is None or (op._real_valued and dt not in _GRAD_NP_DTYPES):
+        return None
+    ac = st.autocast
+    if ac is not None and op._amp_policy is not _KEEP_INPUT:
+        if op._amp_policy is not _PROMOTE or op.amp_gathers:
+            return None
+        adt = ac.get(got[1].type)
+        if adt is not None and dt in _AMP_CASTABLE and dt != adt.numpy_dtype:
+            return None
+    return got
 
 
 def _autocast_plain(op, args, st):
