@@ -270,7 +270,7 @@ def _resnet_step(lib, autocast_dtype=None, batch=128):
 def section_resnet18(pl, torch):
     print("ResNet-18 (CIFAR stem, 32x32), batch 128, SGD momentum step")
     for label, pdt, tdt in (("float32", None, None), ("bfloat16 autocast", pl.bfloat16, torch.bfloat16)):
-        measure(f"ResNet-18 {label}", _resnet_step(pl, pdt), _resnet_step(torch, tdt), reps=5)
+        measure(f"ResNet-18 {label}", _resnet_step(pl, pdt), _resnet_step(torch, tdt), reps=9)
         _free()
 
 
@@ -331,7 +331,7 @@ def _gpt_step(lib, tokens, batch=8, vocab=50304, capturable=False):
 def section_gpt2(pl, torch):
     print("GPT-2 124M (12 layers, d 768, 12 heads, vocab 50304), batch 8, bfloat16 autocast, AdamW step")
     for tokens in (1024, 256):
-        measure(f"GPT-2 124M, {tokens} tokens", _gpt_step(pl, tokens), _gpt_step(torch, tokens), reps=5, inner=2)
+        measure(f"GPT-2 124M, {tokens} tokens", _gpt_step(pl, tokens), _gpt_step(torch, tokens), reps=9, inner=2)
         _free()
 
 
