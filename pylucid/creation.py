@@ -488,16 +488,30 @@ def arange(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad:
     if (end - start) * step < 0:
         raise ValueError(f"arange: upper bound and step sign are inconsistent (start={start}, end={end}, step={step})")
     dev = _dev(device)
-    if dt.category in (_dt.INT, _dt.BOOL):
-        arr = np.arange(start, end, step, dtype=np.int64).astype(dt.numpy_dtype)
+    # the integer and single/double precision ranges of a GPU are made there by kernels (as PyTorch's): no host
+    # array whose upload would queue behind the device's work (a position index built each forward) or become
+    # a constant of a CUDA graph capture; the same arithmetic as on the host
+    if dev is not cpu and (dt.category == _dt.INT or dt in (_dt.float32, _dt.float64)):
+        be = dev.backend
+        with be.device_ctx():
+            arr = _range_values(be, dt, start, end, step)
     else:
-        # compute in float64 like PyTorch, then cast
-        n = int(np.ceil((end - start) / step))
-        arr = (start + np.arange(n, dtype=np.float64) * step).astype(dt.numpy_dtype)
-    t = _new_tensor(dev.backend.asarray(arr) if dev is not cpu else arr, dev)
+        arr = _range_values(np, dt, start, end, step)
+        if dev is not cpu:
+            arr = dev.backend.asarray(arr)
+    t = _new_tensor(arr, dev)
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _range_values(xp, dt, start, end, step):
+    """``arange``'s values as an array of ``xp`` (NumPy, or a backend): integer ranges in int64, then cast;
+    float ranges as ``start + i * step`` in float64 (as PyTorch), then cast."""
+    if dt.category in (_dt.INT, _dt.BOOL):
+        return xp.arange(start, end, step, dtype=np.int64).astype(dt.numpy_dtype, copy=False)
+    n = int(np.ceil((end - start) / step))
+    return (start + xp.arange(n, dtype=np.float64) * step).astype(dt.numpy_dtype, copy=False)
 
 
 def _range_dtype(op, start, end, dtype):

@@ -2389,3 +2389,24 @@ def test_capture_gives_the_stream_a_cublaslt_workspace():
         pylucid.cuda.synchronize()
         want = lin(x)
     np.testing.assert_allclose(y.float().cpu().numpy(), want.float().cpu().numpy(), rtol=1e-2, atol=1e-2)
+
+
+@cuda_only
+@pytest.mark.parametrize("args,dtype", [((5,), None), ((0, 1, 0.25), None), ((2, 11, 3), "int32"),
+                                        ((0.0, -8.000001, -4.0), "int64"), ((-3, 7, 0.7), "float64"),
+                                        ((0, 1, 0.1), "float32"), ((1, 2, 0.125), "bfloat16"), ((0, 4), "uint8"),
+                                        ((1000,), "float16")])
+def test_arange_on_the_gpu_matches_torch_and_queues_no_upload(args, dtype, monkeypatch):
+    """arange(device='cuda') gives PyTorch's values and dtype; the integer and float32/float64 ranges are made by
+    kernels on the device, with no host array uploaded (the half ones are still computed on the host)."""
+    import torch
+
+    be = pylucid.device("cuda").backend
+    uploads = []
+    real = type(be).asarray
+    monkeypatch.setattr(type(be), "asarray", lambda self, *a, **k: uploads.append(a) or real(self, *a, **k))
+    got = pylucid.arange(*args, dtype=getattr(pylucid, dtype) if dtype else None, device="cuda")
+    want = torch.arange(*args, dtype=getattr(torch, dtype) if dtype else None)
+    assert got.device.type == "cuda" and str(got.dtype) == str(want.dtype).replace("torch", "pylucid")
+    np.testing.assert_array_equal(got.float().cpu().numpy(), want.float().numpy())
+    assert bool(uploads) == (dtype in ("bfloat16", "float16"))
