@@ -33,6 +33,11 @@ def norm_shape(shape, op: str) -> tuple:
         shape = shape[0]
     if len(shape) == 1 and isinstance(shape[0], Tensor) and shape[0].ndim == 1:
         shape = shape[0].tolist()
+    for s in shape:  # plain ints (the common call) need no conversion
+        if s.__class__ is not int:
+            break
+    else:
+        return tuple(shape)
     out = []
     for s in shape:
         if isinstance(s, bool):

@@ -4,6 +4,7 @@ permute, squeeze, unsqueeze) share storage with their input and never copy."""
 from __future__ import annotations
 
 import inspect
+import math
 
 from .._tensor import Tensor
 from ..errors import LucidError, ShapeMismatch
@@ -14,6 +15,9 @@ from .schema import KEEP_INPUT, OpSchema
 
 
 def _infer_shape(shape, numel, op):
+    # the common call first: every size given, none negative, and the right element count
+    if -1 not in shape and (not shape or min(shape) >= 0) and math.prod(shape) == numel:
+        return tuple(shape)
     shape = list(shape)
     neg = [i for i, s in enumerate(shape) if s == -1]
     if len(neg) > 1:
