@@ -1301,6 +1301,9 @@ def test_raw_launch_layouts_match_kernel_signatures(kind):
     """raw_launcher writes each argument into the slot and type the kernel's signature declares."""
     if kind == "cast":
         sources = [cuda_sources.cast_source(a, b) for a, b in sorted(cuda_sources.CAST_PAIRS)]
+    elif kind == "int_s":
+        sources = [cuda_sources.int_scalar_inplace_source(op, dt) for op in cuda_sources.INPLACE_INT_OPS
+                   for dt in ("int32", "int64")]
     else:
         ops = cuda_sources.FAST_UNARY if kind == "u" else cuda_sources.FAST_BINARY
         sources = [cuda_sources.fast_source(op, kind, dt) for op in ops for dt in ("float32", "float64", "bfloat16")]
@@ -2410,3 +2413,101 @@ def test_arange_on_the_gpu_matches_torch_and_queues_no_upload(args, dtype, monke
     assert got.device.type == "cuda" and str(got.dtype) == str(want.dtype).replace("torch", "pylucid")
     np.testing.assert_array_equal(got.float().cpu().numpy(), want.float().numpy())
     assert bool(uploads) == (dtype in ("bfloat16", "float16"))
+
+
+def test_int_scalar_inplace_sources_cover_the_integer_updates_only():
+    for op in cuda_sources.INPLACE_INT_OPS:
+        for dt in ("int32", "int64"):
+            src, kname = cuda_sources.int_scalar_inplace_source(op, dt)
+            assert f"void {kname}(" in src and src.count("{") == src.count("}")
+            assert "unsigned long long" in src  # wrap-around arithmetic, not signed overflow
+    assert cuda_sources.int_scalar_inplace_source("true_divide", "int64") is None
+    assert cuda_sources.int_scalar_inplace_source("add", "uint8") is None
+    assert cuda_sources.int_scalar_inplace_source("add", "float32") is None
+
+
+_INPLACE_CASES = [
+    # (dtype, self shape, operand: "scalar" / a shape / "T" for a transposed self, scalar value)
+    ("float32", (3, 5), "scalar", 0.75), ("float32", (3, 5), (3, 5), None), ("float32", (3, 5), (5,), None),
+    ("float32", (3, 5), "T", None), ("float64", (4,), "scalar", -2), ("float64", (), (), None),
+    ("bfloat16", (6, 7), "scalar", 0.1), ("bfloat16", (6, 7), (6, 7), None), ("float16", (9,), (9,), None),
+    ("float16", (9,), "scalar", 0.3), ("int64", (), "scalar", 1), ("int64", (4,), "scalar", -3),
+    ("int64", (3,), "scalar", 2 ** 62), ("int32", (5,), "scalar", 7), ("int32", (5,), "scalar", 2 ** 40),
+    ("int64", (3,), (3,), None),
+]
+
+
+@cuda_only
+@single_gpu
+@pytest.mark.parametrize("dtype,shape,operand,value", _INPLACE_CASES)
+@pytest.mark.parametrize("op", ["add_", "sub_", "mul_", "div_"])
+def test_inplace_arithmetic_on_the_gpu_matches_torch(op, dtype, shape, operand, value):
+    """x.add_/sub_/mul_/div_ on a GPU tensor (the fast kernels written back into x where they apply, CuPy's ufunc
+    elsewhere) give PyTorch's values and dtype, keep x's storage and bump its version; integer overflow wraps."""
+    g = _rng(3)
+    tdt = getattr(torch, dtype)
+    if dtype.startswith("int"):
+        base = torch.tensor(g.integers(-50, 50, shape), dtype=tdt)
+        if value is not None and value > 2 ** 31:
+            base = base * 3 + 2 ** 30 if dtype == "int64" else base
+        other_t = torch.tensor(g.integers(1, 9, operand), dtype=tdt) if isinstance(operand, tuple) else None
+    else:
+        base = torch.tensor(g.standard_normal(shape), dtype=torch.float64).to(tdt)
+        other_t = (torch.tensor(g.standard_normal(operand), dtype=torch.float64).to(tdt) + 3
+                   if isinstance(operand, tuple) else None)
+    if op == "div_" and dtype.startswith("int"):
+        pytest.skip("integer true division does not fit an integer tensor (an error in both)")
+    if dtype == "int32" and value is not None and value >= 2 ** 31:
+        # PyTorch refuses a Python int outside int32's range for an int32 tensor; so does pylucid
+        x = pylucid.tensor(base.numpy(), device="cuda")
+        with pytest.raises(Exception):
+            getattr(x, op)(value)
+        return
+    t = base.clone()
+    x = pylucid.tensor(base.float().numpy() if dtype in ("bfloat16",) else base.numpy(),
+                       dtype=getattr(pylucid, dtype), device="cuda")
+    if operand == "T":
+        t, x = t.t(), x.t()
+        other_t = torch.tensor(g.standard_normal(t.shape), dtype=tdt)
+    other_x = None
+    if other_t is not None:
+        other_x = pylucid.tensor(other_t.float().numpy() if dtype == "bfloat16" else other_t.numpy(),
+                                 dtype=getattr(pylucid, dtype), device="cuda")
+    ptr, version = x._data.data.ptr, x._version[0]
+    if other_t is None and dtype in ("bfloat16", "float16"):
+        # a half tensor with a Python scalar computes in float32 with the scalar as a float32 and rounds once, as
+        # PyTorch's CUDA kernels (its CPU kernels round the scalar to the half type first: docs/semantics.md)
+        want = getattr(t.float(), op)(value).to(tdt)
+    else:
+        want = getattr(t, op)(value if other_t is None else other_t)
+    got = getattr(x, op)(value if other_x is None else other_x)
+    assert got is x and x._data.data.ptr == ptr and x._version[0] == version + 1
+    assert str(x.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_array_equal(x.cpu().float().numpy() if dtype in ("bfloat16", "float16") else x.cpu().numpy(),
+                                  want.float().numpy() if dtype in ("bfloat16", "float16") else want.numpy())
+
+
+@cuda_only
+@single_gpu
+def test_inplace_integer_counter_takes_the_kernel(monkeypatch):
+    """A step counter's += 1 (batch norm's num_batches_tracked) runs the integer kernel, not CuPy's ufunc."""
+    be = pylucid.device("cuda").backend
+    bn = pylucid.nn.BatchNorm2d(3).to("cuda")
+    x = pylucid.randn(4, 3, 5, 5, device="cuda")
+
+    class NoUfunc:
+        def __getattr__(self, name):
+            raise AssertionError(f"CuPy's {name} ufunc was called")
+
+    real = be.xp
+    bn(x)  # kernels compiled
+    monkeypatch.setattr(be, "xp", type("Mixed", (), {"__getattr__": lambda self, n: (
+        NoUfunc().__getattr__(n) if n in ("add", "subtract", "multiply") else getattr(real, n))})())
+    c = pylucid.tensor(5, dtype=pylucid.int64, device="cuda")
+    c.add_(1)
+    c -= 2
+    c.mul_(3)
+    monkeypatch.setattr(be, "xp", real)
+    assert c.item() == 12
+    bn(x)
+    assert bn.num_batches_tracked.item() == 2

@@ -156,6 +156,14 @@ class ArrayBackend:
     def astype(self, a, np_dtype, copy=True):
         return a.astype(np_dtype, copy=copy)
 
+    def inplace(self, op: str, a, b):
+        """``a = a <op> b`` into ``a``'s storage, for the ufunc names ``add``, ``subtract``, ``multiply`` and
+        ``true_divide`` (the in-place arithmetic of tensors: ``x.add_(y)``, ``x *= 0.5``); ``b`` an array or a
+        scalar. Raises the ufunc's ValueError/TypeError where ``b`` does not broadcast to ``a`` or the result does
+        not cast to ``a``'s dtype; returns ``a``."""
+        getattr(self.xp, op)(a, b, out=a)
+        return a
+
     # -- numerics that need care -----------------------------------------
     def matmul(self, a, b):
         # NumPy has no half-precision BLAS: compute float16/bfloat16 products in

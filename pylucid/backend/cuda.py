@@ -37,7 +37,8 @@ from .._state import flags as _global_flags
 from ..backends import cuda as _cuda_flags
 from ..backends import cudnn as _cudnn_flags
 from .base import _HALF, _NULL_CTX, ArrayBackend
-from .cuda_launch import bias_add_kernel, cast_kernel, fast_kernel, get_kernel, raw_launcher, strided_copy_kernel
+from .cuda_launch import (bias_add_kernel, cast_kernel, fast_kernel, get_kernel, int_scalar_inplace_kernel, raw_launcher,
+                          strided_copy_kernel)
 from .cuda_sources import BIAS_ACT_CODES, CAST_VEC, COPY_MAX_NDIM, FAST_UNARY, OPS_VEC
 
 _cupy = None
@@ -46,6 +47,7 @@ _reason = None
 _F16 = np.dtype(np.float16)
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _HALF_DT = frozenset((_F16, _BF16))
+_NULL_PTR = np.uint64(0)  # a kernel's unused pointer argument
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _KERNEL_DTYPES = (_F32, _F64)
@@ -606,6 +608,10 @@ class CUDABackend(ArrayBackend):
         self._lt = None  # the process's cuBLASLt (pylucid.backend.cublaslt) once looked up; False without it
         self._handle = None  # (thread id, cuBLAS handle of this device for that thread)
         self._casts: dict = {}  # (source dtype, target dtype) -> fast cast kernel or None
+        self._int_inplace: dict = {}  # (op, integer dtype) -> in-place scalar kernel or None
+        self._bn_geo: dict = {}  # (input shape, training) -> batch-norm launch geometry (see _bn_geometry)
+        self._col_geo: dict = {}  # column-sum geometry -> its launch arguments (see _col_sum_geometry)
+        self._bn_hp: dict = {}  # (compute dtype, eps, momentum) -> their kernel scalars
         self._cudnn_mod = None  # pylucid.backend.cudnn once looked up; False when it is unavailable
         fast_ok = hasattr(cp.ndarray, "_c_contiguous")  # CuPy's C-level flag; without it: generic calls only
         nd = cp.ndarray  # the array class, and its constructor as the allocator (what cupy.empty calls)
@@ -717,6 +723,53 @@ class CUDABackend(ArrayBackend):
                 # (ascontiguousarray makes a 0-d array 1-d: the reshape keeps 0-d tensors 0-d)
                 return cp.asarray(np.ascontiguousarray(host).view(np.uint16)).view(_BF16).reshape(host.shape)
             return cp.asarray(data, dtype=dtype)
+
+    def inplace(self, op: str, a, b):
+        """``a = a <op> b`` in ``a``'s storage (see the base class) through the fast element-wise kernels, written
+        straight back into ``a`` (each element is read and written by one thread, so the output may be the input),
+        where :class:`_FastLaunch` would take the call out of place: C-contiguous ``a`` and ``b`` of one dtype and
+        shape, or ``a`` with a scalar it takes; an int32/int64 ``a`` plus, minus or times a Python int in its range
+        (a step counter) by an integer kernel. Everything else: CuPy's ufunc with ``out=a``, as before (~20 us of
+        host time a call against ~5 us here)."""
+        fl = self.__dict__.get(op)
+        if fl.__class__ is _FastLaunch and self.fast_launch and a.__class__ is self.ndarray and a._c_contiguous:
+            n = a.size
+            dt = a.dtype
+            if n and b.__class__ is self.ndarray:
+                if b._c_contiguous and b.dtype == dt and b.shape == a.shape and (
+                        fl._vec_min is None or n < fl._vec_min or dt != _F32):
+                    k = fl._kernel(fl._aa, "aa", dt)
+                    if k is not None:
+                        per = _FAST_BLOCK * 8 if dt in _HALF_DT else _FAST_BLOCK  # FAST_VEC_AA: 8 per thread
+                        k(((n + per - 1) // per,), (_FAST_BLOCK,), (a, b, a, n))
+                        return a
+            elif n and dt.kind == "i":
+                if b.__class__ is int and -(1 << (8 * dt.itemsize - 1)) <= b < (1 << (8 * dt.itemsize - 1)):
+                    k = self._int_inplace.get((op, dt), _MISS)
+                    if k is _MISS:
+                        k = self._int_inplace[(op, dt)] = self._int_inplace_kernel(op, dt)
+                    if k is not None:
+                        # the scalar's two's-complement bits in the 64-bit slot (the kernel reads a long long)
+                        k(((n + _FAST_BLOCK - 1) // _FAST_BLOCK,), (_FAST_BLOCK,), (a, b & 0xFFFFFFFFFFFFFFFF, n))
+                        return a
+            elif n:
+                s = fl._scalar(b, dt)
+                if s is not None:
+                    k = fl._kernel(fl._as, "as", dt)
+                    if k is not None:
+                        k(((n + _FAST_BLOCK - 1) // _FAST_BLOCK,), (_FAST_BLOCK,), (a, s, a, n))
+                        return a
+        getattr(self.xp, op)(a, b, out=a)
+        return a
+
+    def _int_inplace_kernel(self, op: str, dt):
+        """The integer in-place scalar kernel of ``op`` for ``dt`` (None: not covered, several GPUs, or NVRTC
+        refused it: CuPy's ufunc runs)."""
+        if self._multi:
+            return None
+        with self.cuda_device:
+            k = int_scalar_inplace_kernel(op, dt)
+        return None if k is None else raw_launcher(k, "int_s") if self.raw_launch else k
 
     def astype(self, a, np_dtype, copy=True):
         """``a.astype``; contiguous float conversions (autocast's casts) launch one precompiled kernel."""
@@ -1081,28 +1134,44 @@ class CUDABackend(ArrayBackend):
         default; its own buffer, not a view), by the ``col_sum`` kernel (see :meth:`_sum_leading`). With
         ``split``: two new arrays from the one launch, the sums of the first ``split`` columns and of the rest."""
         dt = a.dtype
-        acc = _F64 if dt == _F64 else _F32
+        aligned = not a.data.ptr % 16
+        key = (m, n, ld, dt, out_dt, split, aligned)
+        geo = self._col_geo.get(key)
+        if geo is None:
+            geo = self._col_geo[key] = self._col_sum_geometry(m, n, ld, dt, out_dt, split, aligned)
+        acc, gx, chunks, scalars, kernel = geo
         c = self.ndarray(shape or (n,), out_dt) if split is None else self.ndarray((split,), out_dt)
         c2 = c if split is None else self.ndarray((n - split,), out_dt)
+        counters = self._col_sum_counters(gx) if chunks > 1 else None
+        if counters is None and chunks > 1:  # (inside a capture that did not prepare them): one chunk
+            geo = self._col_sum_geometry(m, n, ld, dt, out_dt, split, aligned, one_chunk=True)
+            acc, gx, chunks, scalars, kernel = geo
+        part = self.ndarray((chunks, n), acc) if chunks > 1 else None
+        (kernel or get_kernel("col_sum", acc, _dt_name(dt), _dt_name(out_dt)))(
+            (gx, chunks), (32, 8),
+            (a, c, c2, _NULL_PTR if part is None else part, _NULL_PTR if part is None else counters) + scalars)
+        return c if split is None else (c, c2)
+
+    def _col_sum_geometry(self, m, n, ld, dt, out_dt, split, aligned, one_chunk=False):
+        """``(accumulator dtype, column groups, row chunks, the kernel's scalar arguments, the kernel)`` of a
+        :meth:`_col_sum` call (cached per geometry by the caller: the NumPy scalars cost ~1 us each)."""
+        if len(self._col_geo) > 1024:  # shapes that change every call: start again
+            self._col_geo.clear()
+        acc = _F64 if dt == _F64 else _F32
         vec = 16 // dt.itemsize
-        vec = vec if n % vec == 0 and ld % vec == 0 and not a.data.ptr % 16 else 1
+        vec = vec if n % vec == 0 and ld % vec == 0 and aligned else 1
         gx = -(-n // (32 * vec))
         # row chunks: about _COL_BLOCKS_PER_SM blocks per SM in all, each chunk at least _COL_CHUNK_ROWS rows,
         # at most _COL_MAX_CHUNKS chunks (the last block of a column group reads that many partials per column)
-        chunks = max(1, min(-(-self._COL_BLOCKS_PER_SM * self._sms() // gx), -(-m // self._COL_CHUNK_ROWS),
-                            self._COL_MAX_CHUNKS))
-        counters = self._col_sum_counters(gx) if chunks > 1 else None
-        if counters is None:
-            chunks = 1
+        chunks = 1 if one_chunk else max(1, min(-(-self._COL_BLOCKS_PER_SM * self._sms() // gx),
+                                                -(-m // self._COL_CHUNK_ROWS), self._COL_MAX_CHUNKS))
         per = -(-m // chunks)
         chunks = -(-m // per)
-        part = self.ndarray((chunks, n), acc) if chunks > 1 else None
-        get_kernel("col_sum", acc, _dt_name(dt), _dt_name(out_dt))(
-            (gx, chunks), (32, 8),
-            (a, c, c2, np.uint64(0) if part is None else part, np.uint64(0) if part is None else counters,
-             np.int64(m), np.int64(n), np.int64(ld), np.int64(per), np.int64(n if split is None else split),
-             np.int32(vec > 1)))
-        return c if split is None else (c, c2)
+        scalars = (np.int64(m), np.int64(n), np.int64(ld), np.int64(per), np.int64(n if split is None else split),
+                   np.int32(vec > 1))
+        # the kernel is bound to the device it was loaded on: kept only with one visible GPU
+        return acc, gx, chunks, scalars, None if self._multi else get_kernel("col_sum", acc, _dt_name(dt),
+                                                                             _dt_name(out_dt))
 
     def _col_sum_counters(self, size: int):
         """The current stream's arrival counters of the ``col_sum`` kernel (zeros between calls: its last block
@@ -1417,14 +1486,40 @@ class CUDABackend(ArrayBackend):
         wdt = weight.dtype
         return self.astype(dx, dt, copy=False), dw.astype(wdt, copy=False), db.astype(wdt, copy=False)
 
-    def _bn_geometry(self, x):
-        """``(n, c, s)`` of the contiguous ``(n, c, s)`` view the batch-norm kernels run over, or None when a
-        kernel's 32-bit per-channel count would overflow or a dim is empty (the array path then runs)."""
-        n, c = x.shape[0], x.shape[1]
-        s = math.prod(x.shape[2:])
+    def _bn_geometry(self, shape, training: bool):
+        """The launch geometry of the batch-norm kernels for an input of ``shape``: ``(c, parts, threads, grid,
+        int32 n, int32 c, int32 s, uint32 n*s)`` over the contiguous ``(n, c, s)`` view, or None when a kernel's
+        32-bit per-channel count would overflow or a dim is empty (the array path then runs). Cached per
+        (shape, training): a training loop calls each layer with one shape every step, and the NumPy scalars
+        cost ~1 us each to make."""
+        key = (shape, training)
+        geo = self._bn_geo.get(key, _MISS)
+        if geo is not _MISS:
+            return geo
+        n, c = shape[0], shape[1]
+        s = math.prod(shape[2:])
         if n * c * s == 0 or n * s >= 2 ** 31 or s >= 2 ** 31:
-            return None
-        return n, c, s
+            geo = None
+        else:
+            parts = self._bn_parts(c, n * s) if training else 1
+            # many blocks per channel (one per channel leaves most of the GPU idle for few channels)
+            threads = self._row_threads(-(-(n * s) // parts)) if parts > 1 else self._row_threads(n * s)
+            geo = (c, parts, threads, (c, parts) if parts > 1 else (c,), np.int32(n), np.int32(c), np.int32(s),
+                   np.uint32(n * s))
+        if len(self._bn_geo) > 1024:  # shapes that change every call: start again
+            self._bn_geo.clear()
+        self._bn_geo[key] = geo
+        return geo
+
+    def _bn_scalars(self, cdt, eps: float, momentum):
+        """``(eps, momentum or 0)`` as scalars of the kernels' compute dtype (cached: one pair per layer)."""
+        key = (cdt, eps, momentum)
+        got = self._bn_hp.get(key)
+        if got is None:
+            if len(self._bn_hp) > 1024:
+                self._bn_hp.clear()
+            got = self._bn_hp[key] = (cdt.type(eps), cdt.type(momentum or 0.0))
+        return got
 
     def batch_norm(self, x, weight, bias, running_mean, running_var, training: bool, eps: float,
                    momentum: float | None = None):
@@ -1432,74 +1527,67 @@ class CUDABackend(ArrayBackend):
         training two kernels over several blocks per channel (partial statistics, then their combination and
         the normalisation) where one block per channel would leave the GPU idle; the running buffers are
         updated by the same kernels when they are contiguous in the compute dtype."""
-        geo = self._bn_geometry(x)
+        geo = self._bn_geometry(x.shape, training)
         if geo is None:
             return super().batch_norm(x, weight, bias, running_mean, running_var, training, eps, momentum)
-        n, c, s = geo
+        c, parts, threads, grid, n32, c32, s32, total = geo
         (xc,), io, cdt = self._bn_io(x)
         wc, bc = self._bn_param(weight, cdt), self._bn_param(bias, cdt)
+        e, m = self._bn_scalars(cdt, eps, momentum)
+        nd = self.ndarray
         with self.device_ctx():
             if training:
-                mean, var = self.ndarray((c,), cdt), self.ndarray((c,), cdt)
+                mean, var = nd((c,), cdt), nd((c,), cdt)
             else:
                 mean, var = self._bn_param(running_mean, cdt), self._bn_param(running_var, cdt)
-            y = self.ndarray(xc.shape, xc.dtype)
+            y = nd(xc.shape, xc.dtype)
             upd = training and momentum is not None
             direct = [upd and r is not None and r.dtype == cdt and r.flags.c_contiguous and r.size == c
                       for r in (running_mean, running_var)]
-            parts = self._bn_parts(c, n * s) if training else 1
+            rm = running_mean if direct[0] else np.uint64(0)
+            rv = running_var if direct[1] else np.uint64(0)
+            wk, bk = xc if wc is None else wc, xc if bc is None else bc
+            hw, hb = np.int32(wc is not None), np.int32(bc is not None)
             if parts > 1:
-                # many blocks per channel (one per channel leaves most of the GPU idle for few channels)
-                pm, pm2 = self.ndarray((2, c * parts), cdt)  # one allocation for both
-                total = np.uint32(n * s)
-                threads = self._row_threads(-(-(n * s) // parts))
-                get_kernel("bn_part_stats", cdt, io)((c, parts), (threads,),
-                                                     (xc, pm, pm2, np.int32(c), np.int32(s), total))
+                pm, pm2 = nd((2, c * parts), cdt)  # one allocation for both
+                get_kernel("bn_part_stats", cdt, io)(grid, (threads,), (xc, pm, pm2, c32, s32, total))
                 get_kernel("bn_part_apply", cdt, io)(
-                    (c, parts), (threads,),
-                    (xc, xc if wc is None else wc, xc if bc is None else bc, pm, pm2, mean, var, y,
-                     running_mean if direct[0] else np.uint64(0), running_var if direct[1] else np.uint64(0),
-                     np.int32(c), np.int32(s), total, cdt.type(eps), cdt.type(momentum or 0.0),
-                     np.int32(wc is not None), np.int32(bc is not None)))
+                    grid, (threads,), (xc, wk, bk, pm, pm2, mean, var, y, rm, rv, c32, s32, total, e, m, hw, hb))
             else:
                 get_kernel("batch_norm_fwd", cdt, io)(
-                    (c,), (self._row_threads(n * s),),
-                    (xc, xc if wc is None else wc, xc if bc is None else bc, mean, var, y,
-                     running_mean if direct[0] else np.uint64(0), running_var if direct[1] else np.uint64(0),
-                     np.int32(n), np.int32(c), np.int32(s), cdt.type(eps), cdt.type(momentum or 0.0),
-                     np.int32(bool(training)), np.int32(wc is not None), np.int32(bc is not None)))
-            if upd and not all(direct):  # buffers of another dtype or layout: the array update
+                    grid, (threads,),
+                    (xc, wk, bk, mean, var, y, rm, rv, n32, c32, s32, e, m, np.int32(bool(training)), hw, hb))
+            if upd and not (direct[0] and direct[1]):  # buffers of another dtype or layout: the array update
                 self.batch_norm_update_(None if direct[0] else running_mean, None if direct[1] else running_var,
-                                        mean, var, n * s, momentum)
+                                        mean, var, int(total), momentum)
         return y, mean, var
 
     def batch_norm_backward(self, g, x, weight, mean, var, training: bool, eps: float, need_dx: bool = True):
-        """``(dx, dweight, dbias)`` of :meth:`batch_norm` (see the base class): one kernel per call."""
-        geo = self._bn_geometry(x)
+        """``(dx, dweight, dbias)`` of :meth:`batch_norm` (see the base class): one kernel per call, or two over
+        several blocks per channel (as the forward)."""
+        geo = self._bn_geometry(x.shape, training)
         if geo is None:
             return super().batch_norm_backward(g, x, weight, mean, var, training, eps, need_dx)
-        n, c, s = geo
+        c, parts, threads, grid, n32, c32, s32, total = geo
         (gc, xc), io, cdt = self._bn_io(g, x)
         wc, mc, vc = self._bn_param(weight, cdt), self._bn_param(mean, cdt), self._bn_param(var, cdt)
+        e, _ = self._bn_scalars(cdt, eps, None)
+        nd = self.ndarray
         with self.device_ctx():
-            dx = self.ndarray(xc.shape, xc.dtype) if need_dx else None
-            dw, db = self.ndarray((c,), cdt), self.ndarray((c,), cdt)
-            parts = self._bn_parts(c, n * s) if training else 1
+            dx = nd(xc.shape, xc.dtype) if need_dx else None
+            dw, db = nd((c,), cdt), nd((c,), cdt)
+            wk = xc if wc is None else wc
+            dxk = np.uint64(0) if dx is None else dx
             if parts > 1:
-                psg, psgx = self.ndarray((2, c * parts), cdt)
-                total = np.uint32(n * s)
-                threads = self._row_threads(-(-(n * s) // parts))
-                get_kernel("bn_part_grad_sums", cdt, io)((c, parts), (threads,),
-                                                         (gc, xc, mc, psg, psgx, np.int32(c), np.int32(s), total))
+                psg, psgx = nd((2, c * parts), cdt)
+                get_kernel("bn_part_grad_sums", cdt, io)(grid, (threads,), (gc, xc, mc, psg, psgx, c32, s32, total))
                 get_kernel("bn_part_grad_apply", cdt, io)(
-                    (c, parts), (threads,),
-                    (gc, xc, xc if wc is None else wc, mc, vc, psg, psgx, np.uint64(0) if dx is None else dx, dw, db,
-                     np.int32(c), np.int32(s), total, cdt.type(eps), np.int32(wc is not None)))
+                    grid, (threads,),
+                    (gc, xc, wk, mc, vc, psg, psgx, dxk, dw, db, c32, s32, total, e, np.int32(wc is not None)))
             else:
                 get_kernel("batch_norm_bwd", cdt, io)(
-                    (c,), (self._row_threads(n * s),),
-                    (gc, xc, xc if wc is None else wc, mc, vc, np.uint64(0) if dx is None else dx, dw, db,
-                     np.int32(n), np.int32(c), np.int32(s), cdt.type(eps), np.int32(bool(training)),
+                    grid, (threads,),
+                    (gc, xc, wk, mc, vc, dxk, dw, db, n32, c32, s32, e, np.int32(bool(training)),
                      np.int32(wc is not None)))
         if dx is not None and dx.dtype != x.dtype:
             dx = self.astype(dx, x.dtype, copy=False)

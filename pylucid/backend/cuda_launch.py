@@ -16,7 +16,8 @@ import functools
 
 import numpy as np
 
-from .cuda_sources import bias_add_source, cast_source, fast_source, kernel_source, strided_copy_source
+from .cuda_sources import (bias_add_source, cast_source, fast_source, int_scalar_inplace_source, kernel_source,
+                           strided_copy_source)
 
 _cache: dict = {}
 #: get_kernel returns :func:`generic_launcher` launchers (False: CuPy's RawKernel call), read when built
@@ -172,6 +173,16 @@ def fast_kernel(op: str, kind: str, dtype):
     return _compile(got, (op, kind, dt.name))
 
 
+def int_scalar_inplace_kernel(op: str, dtype):
+    """The launchable ``k(grid, block, (a, s, n))`` of :func:`int_scalar_inplace_source` on the current device,
+    or None (not covered, or NVRTC refused it)."""
+    name = np.dtype(dtype).name
+    got = int_scalar_inplace_source(op, name)
+    if got is None:
+        return None
+    return _compile(got, ("inplace_int", op, name))
+
+
 def bias_add_kernel(dtype, bias_dtype=None):
     """The launchable ``k(grid, block, (y, b, ncol, n))`` of :func:`bias_add_source`, or None."""
     name = np.dtype(dtype).name
@@ -208,7 +219,7 @@ def strided_copy_kernel(itemsize: int, strided_dst: bool = False):
 
 
 #: argument layouts of the kernels :func:`raw_launcher` can launch (p: array pointer, d: double, q: int64)
-RAW_LAYOUTS = {"aa": "pppq", "as": "pdpq", "sa": "dppq", "u": "ppq", "cast": "ppq"}
+RAW_LAYOUTS = {"aa": "pppq", "as": "pdpq", "sa": "dppq", "u": "ppq", "cast": "ppq", "int_s": "pqq"}
 
 
 def raw_launcher(fn, kind: str):

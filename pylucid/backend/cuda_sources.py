@@ -1183,6 +1183,29 @@ extern "C" __global__ void {name}({params.replace("ST", st)}, {st}* __restrict__
     return src, name
 
 
+#: integer in-place updates by a scalar (``counter += 1``: batch norm's ``num_batches_tracked`` every step)
+INPLACE_INT_OPS = {"add": "+", "subtract": "-", "multiply": "*"}
+_INPLACE_INT_TYPES = {"int64": "long long", "int32": "int"}
+
+
+def int_scalar_inplace_source(op: str, dtype_name: str):
+    """CUDA source and kernel name of ``a[i] = a[i] <op> s`` in place for a C-contiguous int32/int64 ``a`` and a
+    64-bit integer ``s`` (add, subtract, multiply); None if not covered.
+
+    The arithmetic is done on unsigned 64-bit values and truncated to the storage type: two's complement
+    wrap-around on overflow, as NumPy's and PyTorch's integer kernels (signed overflow is undefined in C++).
+    """
+    sym = INPLACE_INT_OPS.get(op)
+    st = _INPLACE_INT_TYPES.get(dtype_name)
+    if sym is None or st is None:
+        return None
+    name = f"pl_inplace_{op}_s_{dtype_name}"
+    src = (f'extern "C" __global__ void {name}({st}* __restrict__ a, long long s, long long n) {{\n'
+           "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+           f"    if (i < n) a[i] = ({st})((unsigned long long)(long long)a[i] {sym} (unsigned long long)s);\n}}\n")
+    return src, name
+
+
 def bias_add_source(dtype_name: str, bias_name: str | None = None):
     """CUDA source and kernel name of ``y[i] += b[i % ncol]`` in place: a Linear's bias on its fresh GEMM
     output. ``b`` has ``y``'s dtype or (``bias_name``) float32 under a half ``y``, as autocast's float32

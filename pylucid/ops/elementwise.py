@@ -120,9 +120,9 @@ def _direct_inplace(ufunc: str):
                     try:
                         if be._multi:
                             with be.cuda_device:
-                                getattr(be.xp, ufunc)(self._data, od, out=self._data)
+                                be.inplace(ufunc, self._data, od)
                         else:
-                            getattr(be.xp, ufunc)(self._data, od, out=self._data)
+                            be.inplace(ufunc, self._data, od)
                     except (ValueError, TypeError):
                         pass  # broadcasting beyond self's shape, read-only storage, casting: the general path explains
                     else:
