@@ -267,11 +267,11 @@ def _strides_for(shape, layout) -> tuple:
 
 def _empty(shape, dtype, layout):
     """A new packed array of logical shape ``(N, C, *S)`` in ``layout``."""
-    cp = _cp
+    nd_ = _cp.ndarray  # the constructor cupy.empty calls, without its Python wrapper
     if layout == "nchw":
-        return cp.empty(shape, dtype=dtype)
+        return nd_(shape, dtype)
     nd = len(shape)
-    phys = cp.empty((shape[0],) + tuple(shape[2:]) + (shape[1],), dtype=dtype)
+    phys = nd_((shape[0],) + tuple(shape[2:]) + (shape[1],), dtype)
     return phys.transpose((0, nd - 1) + tuple(range(1, nd - 1)))
 
 
@@ -426,11 +426,12 @@ def _execute(plan, ptrs, dev_id) -> bool:
     h = _handle(dev_id)
     # the workspace goes back to CuPy's pool when this returns; the pool hands it out again only to
     # work queued after this launch on the same stream, so the launch is done with it by then
-    ws = cp.empty(plan.workspace, dtype=cp.uint8) if plan.workspace else None
+    # (a bare pool allocation: an ndarray around it costs a few us more per call)
+    ws = cp.cuda.alloc(plan.workspace) if plan.workspace else None
     pack = dict(zip(plan.uids, ptrs))
     with _lock:  # the handle's stream binding and the launch, together
         _bind_stream(h)
-        plan.run(pack, ws.data.ptr if ws is not None else 0, plan.index, h.handle)
+        plan.run(pack, ws.ptr if ws is not None else 0, plan.index, h.handle)
     _tls.info = plan.info
     return True
 
@@ -542,15 +543,15 @@ def _check_conv(x_shape, w_shape, groups):
 # ----------------------------------------------------------------------------------------------------------
 # convolution
 # ----------------------------------------------------------------------------------------------------------
-def _repeat_key(kind, a, b, shape_arg, stride, padding, dilation, groups, flags, extra):
-    """The ``_repeat`` key of a call, or None when an argument is not hashable (a list: no fast path)."""
+def _repeat_lookup(kind, a, b, shape_arg, stride, padding, dilation, groups, flags, extra):
+    """``(key, hit)``: the ``_repeat`` key of a call and its remembered entry (None: not seen yet); the key is None
+    when an argument is not hashable (a list: no fast path). The lookup hashes the key once."""
     key = (kind, a.shape, a.strides, b.shape, b.strides, a.dtype.char, b.dtype.char, shape_arg, stride, padding,
            dilation, groups, flags, extra)
     try:
-        hash(key)
+        return key, _repeat.get(key)
     except TypeError:
-        return None
-    return key
+        return None, None
 
 
 def _run_repeat(hit, a, b, bias=None):
@@ -603,9 +604,8 @@ def conv_forward(x, w, stride=1, padding=0, dilation=1, groups: int = 1, bias=No
     fused into the graph where an engine takes it, else added afterwards.
     """
     flags = (deterministic, benchmark, allow_tf32)
-    rkey = _repeat_key("conv_fprop", x, w, None, stride, padding, dilation, groups, flags,
-                       None if bias is None else (bias.strides, bias.dtype.char))
-    hit = _repeat.get(rkey) if rkey is not None else None
+    rkey, hit = _repeat_lookup("conv_fprop", x, w, None, stride, padding, dilation, groups, flags,
+                               None if bias is None else (bias.strides, bias.dtype.char))
     if hit is not None and (bias is None or bias.flags.c_contiguous):
         y = _run_repeat(hit, x, w, bias)
         if y is not None:
@@ -676,8 +676,7 @@ def _grad_run(kind, lead, other, out_shape, x_shape, w_shape, dy_shape, nd, stri
     """The two gradients' common part: check that ``dy_shape`` is the forward's output for ``x_shape`` and
     ``w_shape``, then run ``kind`` into a new ``out_shape`` array, ``lead`` setting the memory layout
     (``other`` is brought to it). The result (C-contiguous with ``contiguous_out``), or None."""
-    rkey = _repeat_key(kind, lead, other, out_shape, stride, padding, dilation, None, flags, contiguous_out)
-    hit = _repeat.get(rkey) if rkey is not None else None
+    rkey, hit = _repeat_lookup(kind, lead, other, out_shape, stride, padding, dilation, None, flags, contiguous_out)
     if hit is not None:
         out = _run_repeat(hit, lead, other)
         if out is not None:

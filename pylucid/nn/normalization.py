@@ -75,17 +75,21 @@ class _NormBase(Module):
 class _BatchNorm(_NormBase):
     def forward(self, input):
         self._check_input_dim(input)
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            with _pl.no_grad():
-                self.num_batches_tracked.add_(1)
-            # momentum=None: cumulative moving average
-            factor = 1.0 / float(self.num_batches_tracked.item()) if self.momentum is None else self.momentum
-        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
-        return F.batch_norm(input,
-                            self.running_mean if not self.training or self.track_running_stats else None,
-                            self.running_var if not self.training or self.track_running_stats else None,
-                            self.weight, self.bias, use_batch_stats, factor, self.eps)
+        momentum, training = self.momentum, self.training
+        factor = 0.0 if momentum is None else momentum
+        if training and self.track_running_stats:
+            count = self.num_batches_tracked
+            if count is not None:
+                # an int64 buffer never requires grad: the in-place add records nothing (no no_grad block needed)
+                count.add_(1)
+                # momentum=None: cumulative moving average
+                if momentum is None:
+                    factor = 1.0 / float(count.item())
+        mean, var = self.running_mean, self.running_var
+        use_batch_stats = training or (mean is None and var is None)
+        if training and not self.track_running_stats:
+            mean = var = None
+        return F.batch_norm(input, mean, var, self.weight, self.bias, use_batch_stats, factor, self.eps)
 
 
 class BatchNorm1d(_BatchNorm):

@@ -52,6 +52,13 @@ _DECLARE = dict(namespaces=("pylucid", "pylucid.nn.functional"), method=False)
 # ----------------------------------------------------------------------------------------------------------
 def _tup(v, n: int, what: str, op: str, minimum: int | None = None) -> tuple:
     """An int or a sequence of ``n`` ints as an ``n``-tuple (PyTorch's ``_single/_pair/_triple``)."""
+    # the common calls (a layer's own int or n-tuple of ints, every forward): no generator expressions
+    if v.__class__ is int:
+        if minimum is None or v >= minimum:
+            return (v,) * n
+    elif v.__class__ is tuple and len(v) == n and all(i.__class__ is int for i in v) and (
+            minimum is None or min(v, default=minimum) >= minimum):
+        return v
     if isinstance(v, Tensor):
         v = v.tolist()
     if isinstance(v, (list, tuple)):
