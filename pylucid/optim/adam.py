@@ -7,12 +7,14 @@ from .._tensor import Tensor as _Tensor
 from ..creation import full, zeros_like
 from ..dtypes import float32, float64
 from ..ops import add, div, sqrt
-from .optimizer import Optimizer, _addcdiv, _check_hyperparams, _maximum, _to_scalar, _update_moments
+from .optimizer import (Optimizer, _addcdiv, _c_contiguous, _check_hyperparams, _maximum, _to_scalar,
+                        _update_moments)
 
 __all__ = ["Adam", "AdamW"]
 
 #: parameter dtypes of the fused step (half-precision parameters keep the generic path)
 _FUSED_DTYPES = (float32, float64)
+_FUSED_NP = frozenset(d.numpy_dtype for d in _FUSED_DTYPES)
 
 
 class Adam(Optimizer):
@@ -122,45 +124,59 @@ class Adam(Optimizer):
         cpu = dev.type == "cpu"
         if not cpu and (dev.type != "cuda" or group["amsgrad"]):
             return False
+        np_ok = _FUSED_NP
         for p in live:
-            g = p.grad
-            if (p.device is not dev or p.dtype not in _FUSED_DTYPES or g.dtype is not p.dtype
-                    or not (cpu or (p.is_contiguous() and g.is_contiguous()))):
+            d, gd = p._data, p.grad._data
+            if (p._device is not dev or d.dtype not in np_ok or gd.dtype != d.dtype
+                    or not (cpu or (_c_contiguous(d) and _c_contiguous(gd)))):
                 return False
         if cpu and self.found_inf is not None and bool(self.found_inf.item()):
             return True  # a gradient overflowed: GradScaler skips the step
         amsgrad = bool(group["amsgrad"])
         keys = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if amsgrad else ("exp_avg", "exp_avg_sq")
         state = self.state
-        by_step: dict = {}
+        capturable = not cpu and group["capturable"]
+        by_step: dict = {}  # step -> (params, their grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
         for p in live:
             st = state[p]
             if len(st) == 0:
                 self._init_state(st, p, group)
+            d = p._data
+            bufs = []
             for key in keys:
                 buf = st.get(key)
                 if buf is None:  # AMSGrad switched on after the state was made
                     buf = st[key] = zeros_like(p)
-                if buf.device is not dev or buf.dtype is not p.dtype or not (cpu or buf.is_contiguous()):
+                bd = buf._data
+                if buf._device is not dev or bd.dtype != d.dtype or not (cpu or _c_contiguous(bd)):
                     # state made before Module.to(...) or loaded in another layout: move it next to p
                     buf = st[key] = buf.to(device=dev, dtype=p.dtype).contiguous()
-                if buf._data.shape != p._data.shape and buf.numel() == p.numel():
+                    bd = buf._data
+                if bd.shape != d.shape and bd.size == d.size:
                     # a 0-d state that came back 1-d (a pickled 0-d tensor is rebuilt with one dim)
-                    st[key] = buf.reshape(p.shape)
-            if cpu or not group["capturable"]:
+                    buf = st[key] = buf.reshape(p.shape)
+                bufs.append(buf)
+            if not capturable:
                 step = st["step"] = _to_scalar(st["step"]) + 1
-                by_step.setdefault(step, []).append(p)
-        if not cpu and group["capturable"]:
+                lists = by_step.get(step)
+                if lists is None:
+                    lists = by_step[step] = ([], [], [], [], [])
+                lists[0].append(p)
+                lists[1].append(p.grad)
+                lists[2].append(bufs[0])
+                lists[3].append(bufs[1])
+                if amsgrad:
+                    lists[4].append(bufs[2])
+        if capturable:
             self._capturable_step(group, live, dev)
             return True
         beta1, beta2 = (float(_to_scalar(b)) for b in group["betas"])
         lr = float(_to_scalar(group["lr"]))
-        for step, ps in by_step.items():
-            fused_adam_(ps, [p.grad for p in ps], [state[p]["exp_avg"] for p in ps],
-                        [state[p]["exp_avg_sq"] for p in ps], step=step, lr=lr, beta1=beta1, beta2=beta2,
+        for step, (ps, grads, avgs, sqs, maxes) in by_step.items():
+            fused_adam_(ps, grads, avgs, sqs, step=step, lr=lr, beta1=beta1, beta2=beta2,
                         eps=float(group["eps"]), weight_decay=float(group["weight_decay"]),
                         decoupled=bool(group["decoupled_weight_decay"]), maximize=bool(group["maximize"]),
-                        max_exp_avg_sqs=[state[p]["max_exp_avg_sq"] for p in ps] if amsgrad else None)
+                        max_exp_avg_sqs=maxes if amsgrad else None)
         return True
 
     def _capturable_step(self, group, live, dev) -> None:

@@ -80,6 +80,13 @@ def _to_scalar(x):
     return x
 
 
+def _c_contiguous(a) -> bool:
+    """Whether a backend array is C-contiguous: CuPy's C-level flag where it has one (its ``.flags`` builds an
+    object on every read; the fused steps ask this of every parameter, gradient and state buffer per step)."""
+    f = getattr(a, "_c_contiguous", None)
+    return bool(a.flags.c_contiguous) if f is None else f
+
+
 def _maximum(a: Tensor, b: Tensor) -> Tensor:
     """Element-wise maximum; ``pylucid.maximum`` when the op exists, else ``where(a >= b, a, b)``."""
     fn = getattr(_ops, "maximum", None)
@@ -499,10 +506,12 @@ class Optimizer:
         ``Module.to`` moves parameters in place, so the optimizer still holds
         them; their state follows here, lazily, on the next ``step``.
         """
+        # (runs every step over every state entry: the Python number entries, step counts, are passed over first)
         for p, st in self.state.items():
-            dev = p.device
+            dev = p._device
             for k, v in st.items():
-                if isinstance(v, Tensor) and v.device is not dev:
+                c = v.__class__
+                if c is not int and c is not float and isinstance(v, Tensor) and v._device is not dev:
                     st[k] = v.to(dev)
 
     # -- helpers for subclasses ----------------------------------------------------------

@@ -6,9 +6,10 @@ from .. import ops as _ops
 from ..creation import empty_like
 from ..dtypes import float32, float64
 from ..ops import add, clone, mul
-from .optimizer import Optimizer, _to_scalar
+from .optimizer import Optimizer, _c_contiguous, _to_scalar
 
 _FUSED_DTYPES = (float32, float64)
+_FUSED_NP = frozenset(d.numpy_dtype for d in _FUSED_DTYPES)
 
 __all__ = ["SGD"]
 
@@ -93,11 +94,12 @@ class SGD(Optimizer):
         live = [p for p in group["params"] if p.grad is not None]
         if not live:
             return False
-        dev = live[0].device
+        dev = live[0]._device
+        np_ok = _FUSED_NP
         for p in live:
-            g = p.grad
-            if (p.device != dev or p.dtype not in _FUSED_DTYPES or g.dtype is not p.dtype or not p.is_contiguous()
-                    or not g.is_contiguous()):
+            d, gd = p._data, p.grad._data
+            if (p._device != dev or d.dtype not in np_ok or gd.dtype != d.dtype or not _c_contiguous(d)
+                    or not _c_contiguous(gd)):
                 return False
         hp = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=group["weight_decay"],
                   nesterov=nesterov, maximize=group["maximize"])
@@ -105,19 +107,24 @@ class SGD(Optimizer):
             _ops._fused_sgd_(live, [p.grad for p in live], [], **hp)
             return True
         states = self.state
-        old, new = [], []
+        old, new = ([], [], []), []  # (params, grads, buffers) with a buffer; params without one
         for p in live:
             buf = states[p].get("momentum_buffer")
             if buf is None:
                 new.append(p)
-            elif buf.device != dev or buf.dtype is not p.dtype or not buf.is_contiguous() or buf.shape != p.shape:
+                continue
+            bd = buf._data
+            if buf._device != dev or bd.dtype != p._data.dtype or not _c_contiguous(bd) or bd.shape != p._data.shape:
                 return False
-            else:
-                old.append(p)
-        for p in new:
-            states[p]["momentum_buffer"] = empty_like(p)
-        for ps, first in ((old, False), (new, True)):
-            if ps:
-                _ops._fused_sgd_(ps, [p.grad for p in ps], [states[p]["momentum_buffer"] for p in ps],
-                                 first_step=first, **hp)
+            old[0].append(p)
+            old[1].append(p.grad)
+            old[2].append(buf)
+        if old[0]:
+            _ops._fused_sgd_(old[0], old[1], old[2], first_step=False, **hp)
+        if new:
+            bufs = []
+            for p in new:
+                bufs.append(empty_like(p))
+                states[p]["momentum_buffer"] = bufs[-1]
+            _ops._fused_sgd_(new, [p.grad for p in new], bufs, first_step=True, **hp)
         return True
