@@ -1376,8 +1376,13 @@ class CUDABackend(ArrayBackend):
         if dt in _HALF and (g is None or g.dtype == dt or g.dtype == _F32) and all(
                 p is None or p.dtype == dt or p.dtype == _F32 for p in params):
             contig = self.ascontiguousarray
-            xc = _contig(contig, x).reshape(x.shape)
-            gc = None if g is None else _contig(contig, g).reshape(g.shape)
+            # (CuPy's ascontiguousarray makes a 0-d array 1-d: the shape is put back where it changed)
+            xc = _contig(contig, x)
+            if xc is not x and xc.shape != x.shape:
+                xc = xc.reshape(x.shape)
+            gc = None if g is None else _contig(contig, g)
+            if gc is not None and gc is not g and gc.shape != g.shape:
+                gc = gc.reshape(g.shape)
             pc = [None if p is None else _contig(contig, self.astype(p, _F32, copy=False)) for p in params]
             return xc, gc, pc, _dt_name(dt), (None if gc is None or gc.dtype == dt else _dt_name(gc.dtype)), dt, _F32
         if g is None:
@@ -1976,8 +1981,13 @@ class CUDABackend(ArrayBackend):
             # half x and g read in place (the kernel widens on load, rounds once on store): no float32 copies
             contig = self.ascontiguousarray
             # (ascontiguousarray makes 0-d arrays 1-d, as NumPy's does: give them back their shape)
-            xc = _contig(contig, x).reshape(x.shape)
-            gc = None if g is None else _contig(contig, g).reshape(g.shape)
+            # (CuPy's ascontiguousarray makes a 0-d array 1-d: the shape is put back where it changed)
+            xc = _contig(contig, x)
+            if xc is not x and xc.shape != x.shape:
+                xc = xc.reshape(x.shape)
+            gc = None if g is None else _contig(contig, g)
+            if gc is not None and gc is not g and gc.shape != g.shape:
+                gc = gc.reshape(g.shape)
             cdt, io = _F32, _dt_name(dt)
             if odt != dt:
                 out_name = _dt_name(odt)
