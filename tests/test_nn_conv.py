@@ -276,3 +276,28 @@ def test_grid_sample_nan_coordinate_and_align_corners_type():
             torch.grid_sampler_2d(torch.tensor(x), torch.zeros(1, 1, 1, 2), 0, 0, bad)
         with pytest.raises(TypeError, match="grid_sampler_2d: align_corners must be a bool"):
             pl.grid_sampler_2d(pl.tensor(x), pl.zeros(1, 1, 1, 2), 0, 0, bad)
+
+
+def test_conv_repeat_calls_keep_every_check():
+    """A repeated conv2d call skips its argument checks (remembered per shapes, dtypes and geometry), with the
+    results of a first call; arguments that hash like a checked call's (1.0 and True hash as 1) still meet their
+    own checks, and a failing call is never remembered."""
+    g = np.random.default_rng(0)
+    x = pl.tensor(g.standard_normal((2, 4, 7, 7)).astype(np.float32))
+    w = pl.tensor(g.standard_normal((6, 2, 3, 3)).astype(np.float32), requires_grad=True)
+    want = torch.nn.functional.conv2d(torch.tensor(x.numpy()), torch.tensor(w.detach().numpy()), stride=(2, 1),
+                                      padding=1, groups=2)
+    for _ in range(3):  # the first call checks and remembers, the others take the remembered geometry
+        y = pl.conv2d(x, w, stride=(2, 1), padding=1, groups=2)
+        np.testing.assert_allclose(y.detach().numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    y.sum().backward()
+    assert w.grad is not None and w.grad.shape == w.shape
+    with pytest.raises(TypeError, match="stride"):
+        pl.conv2d(x, w, stride=(2.0, 1), padding=1, groups=2)
+    with pytest.raises((TypeError, ValueError), match="groups"):
+        pl.conv2d(x, w, stride=(2, 1), padding=1, groups=2.0)
+    with pytest.raises(ValueError, match="padding"):
+        pl.conv2d(x, w, stride=(2, 1), padding=-1, groups=2)
+    for _ in range(2):  # a failing call stays failing
+        with pytest.raises(pl.errors.ShapeMismatch):
+            pl.conv2d(pl.zeros(2, 4, 1, 1), w, padding=0, groups=2)

@@ -742,6 +742,8 @@ class Module:
         return result
 
     def _call_impl(self, *args, **kwargs):
+        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks):
+            return self.forward(*args, **kwargs)  # no hooks (the common call): nothing else to do
         for key, hook in list(self._forward_pre_hooks.items()):
             if key in self._forward_pre_hooks_with_kwargs:
                 res = hook(self, args, kwargs)

@@ -36,6 +36,7 @@ import itertools
 import math
 
 from .. import dtypes as _dt
+from .._tensor import _TENSOR_TYPES as _TT
 from .._tensor import Tensor, _new_tensor
 from ..errors import DtypeMismatch, ShapeMismatch
 from ._op import Op, apply
@@ -486,7 +487,38 @@ def _conv_inputs(op, nd, input, weight, bias, groups, layout, transposed=False):
     return x, added
 
 
+#: convolution calls already checked: (rank, shapes, dtypes, stride, padding, dilation, groups) -> the op's
+#: (stride, pads, dilation). A layer calls with the same arguments every step, and every check of ``_conv`` is a
+#: function of exactly these, so a repeat skips them (batched Tensor calls with hashable arguments only).
+_checked: dict = {}
+
+
+def _plain_arg(v) -> bool:
+    """An int, a tuple of ints or a string: a geometry argument whose hash tells it apart (1.0 and True hash
+    as 1, and must still meet their own checks)."""
+    c = v.__class__
+    if c is int or c is str:
+        return True
+    if c is tuple:
+        for e in v:
+            if e.__class__ is not int:
+                return False
+        return True
+    return False
+
+
 def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
+    if (input.__class__ in _TT and weight.__class__ in _TT and (bias is None or bias.__class__ in _TT)
+            and groups.__class__ is int and _plain_arg(stride) and _plain_arg(padding) and _plain_arg(dilation)):
+        xd, wd = input._data, weight._data
+        key = (nd, xd.shape, wd.shape, None if bias is None else bias._data.shape, xd.dtype, wd.dtype,
+               None if bias is None else bias._data.dtype, stride, padding, dilation, groups)
+        geo = _checked.get(key)
+        if geo is not None:
+            return apply(_CONV[nd], (input, weight, bias),
+                         {"stride": geo[0], "pads": geo[1], "dilation": geo[2], "groups": groups})
+    else:
+        key = None
     op = f"conv{nd}d"
     x, added = _conv_inputs(op, nd, input, weight, bias, groups, "out_channels, in_channels/groups")
     o, cg = weight.shape[:2]
@@ -518,6 +550,10 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
         if x.shape[2 + i] + sum(pads[i]) < d[i] * (kernel[i] - 1) + 1:
             raise ShapeMismatch(f"{op}: input spatial size {tuple(x.shape[2:])} (padded by {pads}) is smaller than "
                                 f"the dilated kernel {tuple(kernel)} (dilation {d})")
+    if key is not None and not added:
+        if len(_checked) > 4096:  # shapes that change every call: start again
+            _checked.clear()
+        _checked[key] = (s, pads, d)
     y = apply(_CONV[nd], (x, weight, bias), {"stride": s, "pads": pads, "dilation": d, "groups": groups})
     return _unbatch(y, added)
 
