@@ -1917,6 +1917,7 @@ def test_generic_launcher_matches_rawkernel_call(monkeypatch):
     th.join()
     monkeypatch.setattr(cuda_launch, "_RAW_GET_KERNEL", False)
     monkeypatch.setattr(cuda_launch, "_cache", {})
+    monkeypatch.setattr(cuda_launch, "_cache_one", {})
     ref = run()
     assert not hasattr(cuda_launch.get_kernel("layer_norm_fwd", np.dtype(np.float32)), "layout")
     for res in (direct, side, got["r"]):

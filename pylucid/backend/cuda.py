@@ -37,6 +37,7 @@ from .._state import flags as _global_flags
 from ..backends import cuda as _cuda_flags
 from ..backends import cudnn as _cudnn_flags
 from .base import _HALF, _NULL_CTX, ArrayBackend
+from . import cuda_launch
 from .cuda_launch import (bias_add_kernel, cast_kernel, fast_kernel, get_kernel, int_scalar_inplace_kernel, raw_launcher,
                           strided_copy_kernel)
 from .cuda_sources import BIAS_ACT_CODES, CAST_VEC, COPY_MAX_NDIM, FAST_UNARY, OPS_VEC
@@ -593,6 +594,7 @@ class CUDABackend(ArrayBackend):
         self.cuda_device = cp.cuda.Device(index)
         # with one visible GPU every allocation lands on it anyway: skip the context switch per call
         self._multi = n > 1
+        cuda_launch.one_device = n == 1
         self.ndarray = cp.ndarray
         self._sm_count = None
         self._adam_tables: dict = {}

@@ -20,6 +20,10 @@ from .cuda_sources import (bias_add_source, cast_source, fast_source, int_scalar
                            strided_copy_source)
 
 _cache: dict = {}
+#: set by the CUDA backend when the process sees exactly one GPU: :func:`get_kernel` then also keeps its kernels in
+#: ``_cache_one``, keyed without the device, and skips the current-device lookup
+one_device = False
+_cache_one: dict = {}
 #: get_kernel returns :func:`generic_launcher` launchers (False: CuPy's RawKernel call), read when built
 _RAW_GET_KERNEL = True
 #: (op, kind, dtype name) -> why the fast kernel could not be built (empty when all compiled)
@@ -32,6 +36,10 @@ def get_kernel(name: str, dtype=np.float32, io=None, out=None, grad=None):
     operands; ``out``/``grad``: the bias + activation kernels' result and gradient types, see
     :func:`~cuda_sources.kernel_source`): a :func:`generic_launcher`, or the ``RawKernel`` itself when its
     signature is not parsed."""
+    if one_device:  # every kernel is on device 0: no runtime call to find the current one
+        k = _cache_one.get((name, dtype, io, out, grad))
+        if k is not None:
+            return k
     import cupy
 
     dev = cupy.cuda.runtime.getDevice()
@@ -47,6 +55,8 @@ def get_kernel(name: str, dtype=np.float32, io=None, out=None, grad=None):
             if layout is not None and fn is not None:
                 k = generic_launcher(fn, layout)
         _cache[key] = k
+    if one_device:
+        _cache_one[(name, dtype, io, out, grad)] = k
     return k
 
 
