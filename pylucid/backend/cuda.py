@@ -173,6 +173,13 @@ def _contig(ascontiguousarray, a):
     return a if a._c_contiguous and a.ndim else ascontiguousarray(a)
 
 
+def _contig_shaped(ascontiguousarray, a):
+    """:func:`_contig` in ``a``'s own shape: ascontiguousarray makes a 0-d array 1-d, as NumPy's does (a view of
+    the copy gets the shape back; an array that was contiguous already is returned as it is)."""
+    c = _contig(ascontiguousarray, a)
+    return c if c is a or c.shape == a.shape else c.reshape(a.shape)
+
+
 def _merge_axes(shape, *strides):
     """``(shape, strides...)`` of the same strided walk(s) with length-1 axes dropped and neighbouring axes that
     step as one (in every strides tuple) merged: the copy kernels then divide by fewer dims per element."""
@@ -1378,13 +1385,8 @@ class CUDABackend(ArrayBackend):
         if dt in _HALF and (g is None or g.dtype == dt or g.dtype == _F32) and all(
                 p is None or p.dtype == dt or p.dtype == _F32 for p in params):
             contig = self.ascontiguousarray
-            # (CuPy's ascontiguousarray makes a 0-d array 1-d: the shape is put back where it changed)
-            xc = _contig(contig, x)
-            if xc is not x and xc.shape != x.shape:
-                xc = xc.reshape(x.shape)
-            gc = None if g is None else _contig(contig, g)
-            if gc is not None and gc is not g and gc.shape != g.shape:
-                gc = gc.reshape(g.shape)
+            xc = _contig_shaped(contig, x)
+            gc = None if g is None else _contig_shaped(contig, g)
             pc = [None if p is None else _contig(contig, self.astype(p, _F32, copy=False)) for p in params]
             return xc, gc, pc, _dt_name(dt), (None if gc is None or gc.dtype == dt else _dt_name(gc.dtype)), dt, _F32
         if g is None:
@@ -1982,14 +1984,8 @@ class CUDABackend(ArrayBackend):
         if dt in _HALF and (g is None or g.dtype == dt or g.dtype == _F32):
             # half x and g read in place (the kernel widens on load, rounds once on store): no float32 copies
             contig = self.ascontiguousarray
-            # (ascontiguousarray makes 0-d arrays 1-d, as NumPy's does: give them back their shape)
-            # (CuPy's ascontiguousarray makes a 0-d array 1-d: the shape is put back where it changed)
-            xc = _contig(contig, x)
-            if xc is not x and xc.shape != x.shape:
-                xc = xc.reshape(x.shape)
-            gc = None if g is None else _contig(contig, g)
-            if gc is not None and gc is not g and gc.shape != g.shape:
-                gc = gc.reshape(g.shape)
+            xc = _contig_shaped(contig, x)
+            gc = None if g is None else _contig_shaped(contig, g)
             cdt, io = _F32, _dt_name(dt)
             if odt != dt:
                 out_name = _dt_name(odt)
