@@ -2040,6 +2040,26 @@ def _gemm_cases():
 
 
 @cuda_only
+def test_gemm_remembers_only_calls_made_without_copies():
+    """_gemm keeps the cuBLAS call of a product whose operands went as they were, keyed by shapes, strides and
+    dtypes: the same shape with other strides (a transposed view) is its own entry, and an operand that had to be
+    copied (both strides > 1) is never remembered."""
+    be = _be()
+    cp = be.xp
+    be._gemm_geo.clear()
+    a = cp.asarray(_rng(3).standard_normal((6, 4)), np.float32)
+    at = cp.ascontiguousarray(a.T).T  # same shape, column-major
+    b = cp.asarray(_rng(4).standard_normal((4, 5)), np.float32)
+    for x in (a, at, a, at):
+        np.testing.assert_allclose(be.to_numpy(be._gemm(x, b)), be.to_numpy(a) @ be.to_numpy(b), rtol=1e-5, atol=1e-5)
+    assert len(be._gemm_geo) == 2
+    wide = cp.asarray(_rng(5).standard_normal((12, 8)), np.float32)[::2, ::2]  # strides of 2 on both axes
+    np.testing.assert_allclose(be.to_numpy(be._gemm(wide, b)), be.to_numpy(wide) @ be.to_numpy(b), rtol=1e-5,
+                               atol=1e-5)
+    assert len(be._gemm_geo) == 2
+
+
+@cuda_only
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 @pytest.mark.parametrize("case", sorted(_gemm_cases()))
 def test_direct_gemm_layouts(dtype, case):
@@ -2051,23 +2071,25 @@ def test_direct_gemm_layouts(dtype, case):
     ah, bh = a.astype(npdt), b.astype(npdt)
     ref = np.matmul(ah.astype(np.float64), bh.astype(np.float64))
 
-    def on_gpu(x):
+    def on_gpu(x, scale=1.0):
         # rebuild the same view on the device: strides (in elements) and offset of the host view
         base = x.base if x.base is not None else x
         while base.base is not None:
             base = base.base
-        dev = be.asarray(np.ascontiguousarray(base).astype(npdt))
+        dev = be.asarray((np.ascontiguousarray(base) * scale).astype(npdt))
         off = (x.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // x.itemsize
         es = tuple(s // x.itemsize for s in x.strides)
         e = np.dtype(npdt).itemsize
         return cp.lib.stride_tricks.as_strided(dev.reshape(-1)[off:], x.shape, tuple(s * e for s in es))
 
-    # the views are built from float64 host arrays, then cast: re-derive them on float64 bases
-    got = be.matmul(on_gpu(a), on_gpu(b))
-    assert got.dtype == np.dtype(npdt)
-    assert be.gemm_error is None, be.gemm_error
+    # the views are built from float64 host arrays, then cast: re-derive them on float64 bases. The second call
+    # has the first one's shapes and strides and new values: it takes the remembered cuBLAS call of _gemm
     tol = {"float64": 1e-12, "float32": 1e-5, "float16": 4e-3, "bfloat16": 2e-2}[dtype]
-    np.testing.assert_allclose(be.to_numpy(got).astype(np.float64), ref, rtol=tol, atol=tol * 3)
+    for scale in (1.0, -2.0):
+        got = be.matmul(on_gpu(a, scale), on_gpu(b))
+        assert got.dtype == np.dtype(npdt)
+        assert be.gemm_error is None, be.gemm_error
+        np.testing.assert_allclose(be.to_numpy(got).astype(np.float64), ref * scale, rtol=tol, atol=tol * 3 * abs(scale))
 
 
 @cuda_only
@@ -2230,6 +2252,30 @@ def test_relu_backward_kernel(dtype):
     assert got.dtype == np.dtype(npdt)
     np.testing.assert_array_equal(got.astype(np.float64), reference.relu_backward_ref(np, y.astype(np.float64),
                                                                               g.astype(np.float64)))
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 4099, 70001])
+def test_relu_kernels_vectorised_and_unaligned(dtype, n):
+    """The relu kernels' 16-byte-word path (aligned operands), its tail (n not a multiple of the word) and the
+    element path (a view one element into its storage: not 16-byte aligned) all equal the CPU's relu and
+    threshold_backward."""
+    be = _be()
+    npdt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    base = np.array([-1.5, 0.0, 2.0, np.nan, 3.0, -0.0, -np.inf, 0.25] * (n // 8 + 2))
+    y_all = base[: n + 1].astype(npdt)
+    g_all = _rng(7).standard_normal(n + 1).astype(npdt)
+    for lo in (0, 1):  # aligned; one element in
+        y, g = y_all[lo:lo + n], g_all[lo:lo + n]
+        dy, dg = be.asarray(y_all)[lo:lo + n], be.asarray(g_all)[lo:lo + n]
+        fwd = be.to_numpy(be.relu(dy))
+        bwd = be.to_numpy(be.relu_backward(dy, dg))
+        y64 = y.astype(np.float64)
+        np.testing.assert_array_equal(fwd.astype(np.float64), np.where((y64 > 0) | np.isnan(y64), y64, 0.0))
+        np.testing.assert_array_equal(bwd.astype(np.float64),
+                                      reference.relu_backward_ref(np, y64, g.astype(np.float64)))
+        assert fwd.dtype == np.dtype(npdt) and bwd.dtype == np.dtype(npdt)
 
 
 @cuda_only

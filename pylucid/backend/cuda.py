@@ -49,6 +49,7 @@ _F16 = np.dtype(np.float16)
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _HALF_DT = frozenset((_F16, _BF16))
 _NULL_PTR = np.uint64(0)  # a kernel's unused pointer argument
+_FLAG32 = (np.int32(0), np.int32(1))  # a kernel's int32 flag argument, _FLAG32[bool] (NumPy scalars cost ~1 us to make)
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _KERNEL_DTYPES = (_F32, _F64)
@@ -620,6 +621,7 @@ class CUDABackend(ArrayBackend):
         self._int_inplace: dict = {}  # (op, integer dtype) -> in-place scalar kernel or None
         self._bn_geo: dict = {}  # (input shape, training) -> batch-norm launch geometry (see _bn_geometry)
         self._col_geo: dict = {}  # column-sum geometry -> its launch arguments (see _col_sum_geometry)
+        self._gemm_geo: dict = {}  # operand shapes/strides/dtypes -> the cuBLAS call of _gemm (see there)
         self._bn_hp: dict = {}  # (compute dtype, eps, momentum) -> their kernel scalars
         self._cudnn_mod = None  # pylucid.backend.cudnn once looked up; False when it is unavailable
         fast_ok = hasattr(cp.ndarray, "_c_contiguous")  # CuPy's C-level flag; without it: generic calls only
@@ -953,6 +955,16 @@ class CUDABackend(ArrayBackend):
         accumulate in float32 and round once. ``epilogue``/``bias``: a cuBLASLt epilogue (see
         :meth:`_cublas`); products that are not one GEMM then return None.
         """
+        # A product with the shapes, strides and dtypes of an earlier one that went to cuBLAS without a copy makes
+        # the same call (the layouts depend on nothing else): remembered, it skips the layout work below, a few us
+        # per call (a GPT-2 step makes ~150 of them)
+        key = (a.shape, a.strides, b.shape, b.strides, a.dtype, b.dtype, out_dtype, epilogue)
+        geo = self._gemm_geo.get(key)
+        if geo is not None:
+            c_shape, lb, la, n, m, k, sb, sa, nb = geo
+            with self.device_ctx():
+                c = self.ndarray(c_shape, out_dtype or a.dtype)
+                return c if self._cublas(lb, la, n, m, k, b, a, sb, sa, c, nb, epilogue, bias) else None
         cp = self.xp
         m, k = a.shape[-2], a.shape[-1]
         n = b.shape[-1]
@@ -972,33 +984,48 @@ class CUDABackend(ArrayBackend):
         nb = math.prod(batch)
         if nb == 0:
             return None
+        copied = False
         la = _mat_layout(a, m, k)
         if la is None:
             a = self.ascontiguousarray(a)
-            la = (0, k)
+            la, copied = (0, k), True
         lb = _mat_layout(b, k, n)
         if lb is None:
             b = self.ascontiguousarray(b)
-            lb = (0, n)
+            lb, copied = (0, n), True
         e = dt.itemsize
         with self.device_ctx():
             if nb > 1 and not batch_b and la[0] == 0:
                 rows = _fold_rows(a, m, la[1] * e)
                 if rows is not None:  # (batch..., m, k) rows of one row-major matrix: a single GEMM
                     c = self.ndarray(batch + (m, n), out_dtype or dt)
-                    return c if self._cublas(lb, la, n, rows, k, b, a, 0, 0, c, 1, epilogue, bias) else None
+                    if not self._cublas(lb, la, n, rows, k, b, a, 0, 0, c, 1, epilogue, bias):
+                        return None
+                    if not copied:
+                        self._remember_gemm(key, (c.shape, lb, la, n, rows, k, 0, 0, 1))
+                    return c
             if nb > 1 and epilogue != 1:
                 return None
             sa = _batch_stride(a, batch)
             if sa is None:
                 a = self.ascontiguousarray(cp.broadcast_to(a, batch + (m, k)))
-                la, sa = (0, k), m * k
+                la, sa, copied = (0, k), m * k, True
             sb = _batch_stride(b, batch)
             if sb is None:
                 b = self.ascontiguousarray(cp.broadcast_to(b, batch + (k, n)))
-                lb, sb = (0, n), k * n
+                lb, sb, copied = (0, n), k * n, True
             c = self.ndarray(batch + (m, n), out_dtype or dt)
-            return c if self._cublas(lb, la, n, m, k, b, a, sb, sa, c, nb, epilogue, bias) else None
+            if not self._cublas(lb, la, n, m, k, b, a, sb, sa, c, nb, epilogue, bias):
+                return None
+            if not copied:
+                self._remember_gemm(key, (c.shape, lb, la, n, m, k, sb, sa, nb))
+            return c
+
+    def _remember_gemm(self, key, geo) -> None:
+        """Keep the cuBLAS call of a product made without copies (see :meth:`_gemm`)."""
+        if len(self._gemm_geo) > 1024:  # shapes that change every call: start again
+            self._gemm_geo.clear()
+        self._gemm_geo[key] = geo
 
     def prepare_capture(self, stream_ptr: int) -> None:
         """Allocate what the ops need per stream before ``stream_ptr`` starts a CUDA graph capture (nothing may be
@@ -1414,19 +1441,19 @@ class CUDABackend(ArrayBackend):
             y = self.ndarray(xc.shape, odt if io is not None else cdt)
             # a float32 result of a half x: its half rounding too, for autocast's cast of it (amp_rounded)
             y2 = self.ndarray(xc.shape, xc.dtype) if out_name and rows and cols else None
-            z2 = np.uint64(0) if y2 is None else y2
+            z2 = _NULL_PTR if y2 is None else y2
             mean = self.ndarray(x.shape[:-1], cdt)
             rstd = self.ndarray(x.shape[:-1], cdt)
             if rows >= self._LN_WARP_ROWS and 0 < cols <= self._LN_WARP_COLS:
                 get_kernel("layer_norm_fwd_rows", cdt, io, out_name)(
                     (-(-rows // 8),), (256,),
                     (xc, xc if wc is None else wc, xc if bc is None else bc, y, z2, mean, rstd, np.int64(rows),
-                     np.int64(cols), cdt.type(eps), np.int32(wc is not None), np.int32(bc is not None)))
+                     np.int64(cols), cdt.type(eps), _FLAG32[wc is not None], _FLAG32[bc is not None]))
             elif rows and cols:
                 get_kernel("layer_norm_fwd", cdt, io, out_name)(
                     (rows,), (self._row_threads(cols),),
                     (xc, xc if wc is None else wc, xc if bc is None else bc, y, z2, mean, rstd, np.int64(cols),
-                     cdt.type(eps), np.int32(wc is not None), np.int32(bc is not None)))
+                     cdt.type(eps), _FLAG32[wc is not None], _FLAG32[bc is not None]))
             elif rows:
                 mean.fill(float("nan"))
                 rstd.fill(float("nan"))
@@ -1467,9 +1494,9 @@ class CUDABackend(ArrayBackend):
                              a for a in (wc, res) if a is not None)))
                 get_kernel("layer_norm_bwd_words" if words else "layer_norm_bwd_rows", cdt, io, None, grad_name)(
                     (nblk,), (128,),
-                    (gc, xc, xc if wc is None else wc, mc, rc, dx, np.uint64(0) if res is None else res,
-                     np.uint64(0) if part is None else part,
-                     np.int64(rows), np.int64(cols), np.int64(per), np.int32(wc is not None)))
+                    (gc, xc, xc if wc is None else wc, mc, rc, dx, _NULL_PTR if res is None else res,
+                     _NULL_PTR if part is None else part,
+                     np.int64(rows), np.int64(cols), np.int64(per), _FLAG32[wc is not None]))
                 res = None  # added by the kernel
                 if wc is None:
                     return self.astype(dx, dt, copy=False), None, None
@@ -1482,8 +1509,8 @@ class CUDABackend(ArrayBackend):
             if rows and cols:
                 get_kernel("layer_norm_bwd", cdt, io, None, grad_name)(
                     (rows,), (self._row_threads(cols),),
-                    (gc, xc, xc if wc is None else wc, mc, rc, dx, np.uint64(0) if gxhat is None else gxhat,
-                     np.int64(cols), np.int32(wc is not None)))
+                    (gc, xc, xc if wc is None else wc, mc, rc, dx, _NULL_PTR if gxhat is None else gxhat,
+                     np.int64(cols), _FLAG32[wc is not None]))
             if res is not None:
                 dx = self.add(dx, res)
             if wc is None:
@@ -1551,12 +1578,12 @@ class CUDABackend(ArrayBackend):
                 mean, var = self._bn_param(running_mean, cdt), self._bn_param(running_var, cdt)
             y = nd(xc.shape, xc.dtype)
             upd = training and momentum is not None
-            direct = [upd and r is not None and r.dtype == cdt and r.flags.c_contiguous and r.size == c
+            direct = [upd and r is not None and r.dtype == cdt and r._c_contiguous and r.size == c
                       for r in (running_mean, running_var)]
-            rm = running_mean if direct[0] else np.uint64(0)
-            rv = running_var if direct[1] else np.uint64(0)
+            rm = running_mean if direct[0] else _NULL_PTR
+            rv = running_var if direct[1] else _NULL_PTR
             wk, bk = xc if wc is None else wc, xc if bc is None else bc
-            hw, hb = np.int32(wc is not None), np.int32(bc is not None)
+            hw, hb = _FLAG32[wc is not None], _FLAG32[bc is not None]
             if parts > 1:
                 pm, pm2 = nd((2, c * parts), cdt)  # one allocation for both
                 get_kernel("bn_part_stats", cdt, io)(grid, (threads,), (xc, pm, pm2, c32, s32, total))
@@ -1565,7 +1592,7 @@ class CUDABackend(ArrayBackend):
             else:
                 get_kernel("batch_norm_fwd", cdt, io)(
                     grid, (threads,),
-                    (xc, wk, bk, mean, var, y, rm, rv, n32, c32, s32, e, m, np.int32(bool(training)), hw, hb))
+                    (xc, wk, bk, mean, var, y, rm, rv, n32, c32, s32, e, m, _FLAG32[bool(training)], hw, hb))
             if upd and not (direct[0] and direct[1]):  # buffers of another dtype or layout: the array update
                 self.batch_norm_update_(None if direct[0] else running_mean, None if direct[1] else running_var,
                                         mean, var, int(total), momentum)
@@ -1586,18 +1613,18 @@ class CUDABackend(ArrayBackend):
             dx = nd(xc.shape, xc.dtype) if need_dx else None
             dw, db = nd((c,), cdt), nd((c,), cdt)
             wk = xc if wc is None else wc
-            dxk = np.uint64(0) if dx is None else dx
+            dxk = _NULL_PTR if dx is None else dx
             if parts > 1:
                 psg, psgx = nd((2, c * parts), cdt)
                 get_kernel("bn_part_grad_sums", cdt, io)(grid, (threads,), (gc, xc, mc, psg, psgx, c32, s32, total))
                 get_kernel("bn_part_grad_apply", cdt, io)(
                     grid, (threads,),
-                    (gc, xc, wk, mc, vc, psg, psgx, dxk, dw, db, c32, s32, total, e, np.int32(wc is not None)))
+                    (gc, xc, wk, mc, vc, psg, psgx, dxk, dw, db, c32, s32, total, e, _FLAG32[wc is not None]))
             else:
                 get_kernel("batch_norm_bwd", cdt, io)(
                     grid, (threads,),
-                    (gc, xc, wk, mc, vc, dxk, dw, db, n32, c32, s32, e, np.int32(bool(training)),
-                     np.int32(wc is not None)))
+                    (gc, xc, wk, mc, vc, dxk, dw, db, n32, c32, s32, e, _FLAG32[bool(training)],
+                     _FLAG32[wc is not None]))
         if dx is not None and dx.dtype != x.dtype:
             dx = self.astype(dx, x.dtype, copy=False)
         return dx, dw, db
@@ -1703,7 +1730,7 @@ class CUDABackend(ArrayBackend):
         n = x.size
         with self.device_ctx():
             y = self.ndarray(x.shape, x.dtype)
-            get_kernel("relu_fwd", kd[0], kd[1])(((n + 255) // 256,), (256,), (x, y, np.int64(n)))
+            get_kernel("relu_fwd", kd[0], kd[1])((self._vec_blocks(n, x.itemsize),), (256,), (x, y, np.int64(n)))
         return y
 
     def relu_backward(self, y, g):
@@ -1714,8 +1741,15 @@ class CUDABackend(ArrayBackend):
         n = y.size
         with self.device_ctx():
             dx = self.ndarray(y.shape, y.dtype)
-            get_kernel("relu_bwd", kd[0], kd[1])(((n + 255) // 256,), (256,), (y, g, dx, np.int64(n)))
+            get_kernel("relu_bwd", kd[0], kd[1])((self._vec_blocks(n, y.itemsize),), (256,), (y, g, dx, np.int64(n)))
         return dx
+
+    @staticmethod
+    def _vec_blocks(n: int, itemsize: int) -> int:
+        """Blocks of 256 threads for a kernel that takes one 16-byte word (``16 // itemsize`` elements) per thread
+        and loops over the rest (the relu kernels): one thread per word, as the vectorised path of an aligned
+        operand needs."""
+        return max(1, -(-n // (256 * (16 // itemsize))))
 
     def embedding_backward(self, g, indices, num_weights: int, padding_idx: int | None = None,
                            deterministic: bool = False):
@@ -1911,7 +1945,7 @@ class CUDABackend(ArrayBackend):
             with self.device_ctx():
                 dev_hp = self.ndarray((6,), dt)
                 get_kernel("adam_count", dt)((1,), (1,), (step, hp["lr"], hp["beta1"], hp["beta2"], dev_hp,
-                                                          hp.get("found_inf", np.uint64(0))))
+                                                          hp.get("found_inf", _NULL_PTR)))
             lr = bc1 = bc2_sqrt = b1 = b2 = 1.0
         else:
             b1, b2 = hp["beta1"], hp["beta2"]
@@ -1924,7 +1958,7 @@ class CUDABackend(ArrayBackend):
                 (pp, gp, mp, vp, sizes, ct, cs, np.int64(self._ADAM_CHUNK), s(lr), s(b1), s(b2), s(hp["eps"]),
                  s(hp["weight_decay"]), s(bc1), s(bc2_sqrt),
                  np.int32(bool(hp["decoupled"])), np.int32(bool(hp["maximize"])),
-                 np.uint64(0) if dev_hp is None else dev_hp))
+                 _NULL_PTR if dev_hp is None else dev_hp))
 
     def matmul_bias(self, a, b, bias):
         """``a @ b + bias`` (``bias`` over the last axis) with the bias added inside the GEMM (cuBLASLt's bias
@@ -2008,12 +2042,12 @@ class CUDABackend(ArrayBackend):
             y2 = self.ndarray(xc.shape, xc.dtype) if out_name and gc is None else None
             if n:
                 b = xc if bc is None else bc
-                head = (xc, b, out, np.uint64(0) if y2 is None else y2) if gc is None else (gc, xc, b, out)
+                head = (xc, b, out, _NULL_PTR if y2 is None else y2) if gc is None else (gc, xc, b, out)
                 # one thread per 16-byte word of x (the kernel's IO_VEC elements)
                 words = -(-n // (16 // xc.dtype.itemsize))
                 get_kernel(name, cdt, io, out_name, grad_name)(
                     (self._grid(words),), (256,),
-                    head + (np.int64(ncol), np.int64(n), np.int32(bc is not None), np.int32(BIAS_ACT_CODES[act])))
+                    head + (np.int64(ncol), np.int64(n), _FLAG32[bc is not None], np.int32(BIAS_ACT_CODES[act])))
         if y2 is not None:
             self.amp_rounded = (out, y2)
         return out if y2 is not None else self.astype(out, odt, copy=False)

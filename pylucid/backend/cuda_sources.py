@@ -748,16 +748,42 @@ extern "C" __global__ void col_sum(const io_t* __restrict__ a, ot_t* __restrict_
 """,
     "relu_fwd": r"""
 extern "C" __global__ void relu_fwd(const io_t* __restrict__ x, io_t* __restrict__ y, long long n) {
-    // max(x, 0) with NaN kept (as NumPy's maximum); the stored bits are copied, never converted back
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) { scalar_t v = LD(x[i]); y[i] = (v > (scalar_t)0 || v != v) ? x[i] : (io_t)0; }
+    // max(x, 0) with NaN kept (as NumPy's maximum); the stored bits are copied, never converted back.
+    // IO_VEC elements per thread through 16-byte words when both bases are 16-byte aligned (one 2-byte access
+    // per thread reaches a fraction of the bandwidth); grid-stride loops, so any grid covers n.
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x, step = (long long)gridDim.x * blockDim.x;
+    long long nv = (((unsigned long long)x | (unsigned long long)y) & 15ull) ? 0 : n / IO_VEC;
+    for (long long w = t; w < nv; w += step) {
+        IoWord a, b;
+        a.u = ((const uint4*)x)[w];
+        #pragma unroll
+        for (int k = 0; k < IO_VEC; ++k) {
+            scalar_t v = LD(a.e[k]);
+            b.e[k] = (v > (scalar_t)0 || v != v) ? a.e[k] : (io_t)0;
+        }
+        ((uint4*)y)[w] = b.u;
+    }
+    for (long long i = nv * IO_VEC + t; i < n; i += step) {
+        scalar_t v = LD(x[i]);
+        y[i] = (v > (scalar_t)0 || v != v) ? x[i] : (io_t)0;
+    }
 }
 """,
     "relu_bwd": r"""
 extern "C" __global__ void relu_bwd(const io_t* __restrict__ y, const io_t* __restrict__ g,
                                     io_t* __restrict__ dx, long long n) {
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dx[i] = (LD(y[i]) <= (scalar_t)0) ? (io_t)0 : g[i];
+    // g where y > 0 (or NaN), else 0; vectorised as relu_fwd
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x, step = (long long)gridDim.x * blockDim.x;
+    long long nv = (((unsigned long long)y | (unsigned long long)g | (unsigned long long)dx) & 15ull) ? 0 : n / IO_VEC;
+    for (long long w = t; w < nv; w += step) {
+        IoWord a, b, c;
+        a.u = ((const uint4*)y)[w];
+        b.u = ((const uint4*)g)[w];
+        #pragma unroll
+        for (int k = 0; k < IO_VEC; ++k) c.e[k] = (LD(a.e[k]) <= (scalar_t)0) ? (io_t)0 : b.e[k];
+        ((uint4*)dx)[w] = c.u;
+    }
+    for (long long i = nv * IO_VEC + t; i < n; i += step) dx[i] = (LD(y[i]) <= (scalar_t)0) ? (io_t)0 : g[i];
 }
 """,
     "embedding_bwd_atomic": r"""
