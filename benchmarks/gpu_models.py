@@ -8,6 +8,7 @@ optimizer state and inputs included). The ratio column is pylucid time / PyTorch
 
     python benchmarks/gpu_models.py                 # everything (a few minutes on an H200)
     python benchmarks/gpu_models.py conv sdpa       # chosen sections
+    python benchmarks/gpu_models.py resnet18 --steps 3   # model rows timed in blocks of 3 steps
 
 Sections: conv (one 3x3 64->64 layer, 56x56, batch 64, forward+backward, float32 and bfloat16), sdpa
 (causal attention, B4 H16 T2048 E64, bfloat16, forward+backward), resnet18 (CIFAR stem, 32x32, batch 128,
@@ -32,6 +33,11 @@ from gpu_bench import _sync_all, bench_pair, cuda_frameworks  # noqa: E402
 
 ROWS: list = []
 GIB = float(1 << 30)
+#: training steps per timed block of the model rows. The first step after the other framework ran is slower
+#: than the next ones in both frameworks (measured on the H200 host, ResNet-18 bfloat16: pylucid 13.5 against
+#: 12.2 ms, PyTorch 10.4 against 8.5 ms): blocks of this many steps time what a training loop runs. ``--steps N``
+#: sets every model row's block (``--steps 3`` and ``--steps 2`` give the blocks of earlier figures).
+MODEL_STEPS = {"resnet18": 10, "gpt2": 6}
 
 
 # ---------------------------------------------------------------------------------------- measuring
@@ -270,7 +276,8 @@ def _resnet_step(lib, autocast_dtype=None, batch=128):
 def section_resnet18(pl, torch):
     print("ResNet-18 (CIFAR stem, 32x32), batch 128, SGD momentum step")
     for label, pdt, tdt in (("float32", None, None), ("bfloat16 autocast", pl.bfloat16, torch.bfloat16)):
-        measure(f"ResNet-18 {label}", _resnet_step(pl, pdt), _resnet_step(torch, tdt), reps=9)
+        measure(f"ResNet-18 {label}", _resnet_step(pl, pdt), _resnet_step(torch, tdt), reps=9,
+                inner=MODEL_STEPS["resnet18"])
         _free()
 
 
@@ -331,7 +338,8 @@ def _gpt_step(lib, tokens, batch=8, vocab=50304, capturable=False):
 def section_gpt2(pl, torch):
     print("GPT-2 124M (12 layers, d 768, 12 heads, vocab 50304), batch 8, bfloat16 autocast, AdamW step")
     for tokens in (1024, 256):
-        measure(f"GPT-2 124M, {tokens} tokens", _gpt_step(pl, tokens), _gpt_step(torch, tokens), reps=9, inner=2)
+        measure(f"GPT-2 124M, {tokens} tokens", _gpt_step(pl, tokens), _gpt_step(torch, tokens), reps=9,
+                inner=MODEL_STEPS["gpt2"])
         _free()
 
 
@@ -354,7 +362,13 @@ def _versions(pl, torch):
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--steps" in argv:
+        i = argv.index("--steps")
+        n = int(argv[i + 1])
+        del argv[i:i + 2]
+        for k in MODEL_STEPS:
+            MODEL_STEPS[k] = n
     frameworks = cuda_frameworks()
     if frameworks is None:
         return 0
