@@ -947,6 +947,76 @@ def test_embedding_gpu_matches_cpu(padding_idx):
     np.testing.assert_allclose(_np(emb_gpu.weight.grad), _np(emb.weight.grad), rtol=1e-5, atol=1e-6)
 
 
+@cuda_only
+@pytest.mark.parametrize("idx_dtype", [np.int64, np.int32])
+def test_embedding_index_check_raises_at_the_next_synchronisation(idx_dtype):
+    F = pylucid.nn.functional
+    w = pylucid.randn(10, 4, device="cuda", requires_grad=True)
+    F.embedding(pylucid.tensor(np.array([[0, 9], [3, 3]], idx_dtype), device="cuda"), w)
+    pylucid.cuda.synchronize()  # in range: nothing to report
+    F.embedding(pylucid.tensor(np.array([1, 10, 2], idx_dtype), device="cuda"), w)
+    with pytest.raises(IndexError, match=r"^embedding: index out of range in self \(indices must be in \[0, 10\), "
+                                         r"got min 1, max 10\)"):
+        pylucid.cuda.synchronize()
+    pylucid.cuda.synchronize()  # reported once
+    # a negative index: the lookup reads a wrapped row, the backward skips it (no write out of bounds), and the
+    # error comes with the first read on the host
+    out = F.embedding(pylucid.tensor(np.array([-1, 2], idx_dtype), device="cuda"), w)
+    out.sum().backward()
+    with pytest.raises(IndexError, match="got min -1, max 2"):
+        out.sum().item()
+    g = w.grad.cpu().numpy()
+    np.testing.assert_array_equal(g[2], np.ones(4, np.float32))
+    np.testing.assert_array_equal(np.delete(g, 2, axis=0), np.zeros((9, 4), np.float32))
+
+
+@cuda_only
+def test_index_range_checks_every_size_and_more_than_the_slots():
+    import cupy as cp
+
+    be = pylucid.device("cuda").backend
+    rng = _rng(31)
+    seen = []
+    for n in (1, 31, 32, 33, 1024, 1025, 5000):
+        a = rng.integers(-50, 50, n)
+        be.check_index_range(cp.asarray(a), 100, 200, lambda lo, hi: seen.append((lo, hi)) or IndexError("x"))
+        with pytest.raises(IndexError):
+            be.raise_index_errors()
+        assert seen.pop() == (a.min(), a.max())
+        # a strided view of int32 indices: the same values
+        v = cp.asarray(a.astype(np.int32))[::-1]
+        be.check_index_range(v, -50, 50, lambda lo, hi: IndexError(f"{lo} {hi}"))
+        be.raise_index_errors()  # in range
+    # more pending checks than slots: the oldest are waited for, one failure among them is still reported
+    # (the failure surfaces at a later check that finds its copy done, or at the synchronisation)
+    with pytest.raises(IndexError, match="bad 0 4"):
+        for k in range(be.CHECK_SLOTS + 9):
+            be.check_index_range(cp.arange(5), 0, 4 if k == 3 else 5, lambda lo, hi: IndexError(f"bad {lo} {hi}"))
+        pylucid.cuda.synchronize()
+    for _ in range(be.CHECK_SLOTS + 9):  # every slot is free again
+        be.check_index_range(cp.arange(5), 0, 5, lambda lo, hi: IndexError("not expected"))
+    pylucid.cuda.synchronize()
+    assert len(be._check_bufs[3]) == be.CHECK_SLOTS
+
+
+@cuda_only
+def test_embedding_index_check_does_not_wait_for_the_gpu():
+    import cupy as cp
+
+    spin = cp.RawKernel(r"""extern "C" __global__ void spin(long long n) {
+        long long t0 = clock64(); while (clock64() - t0 < n) {} }""", "spin")
+    w = pylucid.randn(10, 4, device="cuda")
+    idx = pylucid.tensor([1, 2], device="cuda")
+    pylucid.nn.functional.embedding(idx, w)  # kernels compiled
+    pylucid.cuda.synchronize()
+    khz = cp.cuda.Device().attributes["ClockRate"]
+    spin((1,), (1,), (khz * 1000,))  # about a second of GPU time
+    busy = cp.cuda.get_current_stream().record()
+    pylucid.nn.functional.embedding(idx, w)
+    assert not busy.done  # the lookup and its index check returned while the GPU was still busy
+    pylucid.cuda.synchronize()
+
+
 def _mlp(seed):
     pylucid.manual_seed(seed)
     nn = pylucid.nn
@@ -1461,7 +1531,8 @@ def test_linear_autocast_cuda_matches_cpu(half):
 @pytest.mark.parametrize("name", sorted(cuda_sources.KERNELS))
 def test_every_kernel_has_a_raw_launch_layout(name):
     """get_kernel's direct launches need a parsed layout for every kernel (else CuPy's call is kept)."""
-    for dtype in (np.float32, np.float64):
+    index_kernel = name in cuda_sources._INDEX_KERNELS  # these run over int32/int64 indices
+    for dtype in ((np.int32, np.int64) if index_kernel else (np.float32, np.float64)):
         src = cuda_sources.kernel_source(name, dtype)
         layout = cuda_launch.signature_layout(src, name)
         assert layout is not None and layout == _param_layout_full(src, name), (name, layout)

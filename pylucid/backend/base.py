@@ -150,6 +150,14 @@ class ArrayBackend:
         """Whether an op may read device values on the host now (False while a CUDA graph captures)."""
         return True
 
+    def check_index_range(self, idx, low: int, high: int, error) -> None:
+        """Raise ``error(lo, hi)``, the exception for the smallest and largest index found, when an index of ``idx``
+        lies outside ``[low, high)``; here at once (the CUDA backend defers it without waiting for the GPU)."""
+        if idx.size:
+            lo, hi = int(idx.min()), int(idx.max())
+            if lo < low or hi >= high:
+                raise error(lo, hi)
+
     def to_numpy(self, a, what: str = "a copy to the host"):
         return np.asarray(a)
 

@@ -572,6 +572,8 @@ class CaptureSyncError(RuntimeError):
 
 #: the number of CUDA graph captures in progress in this process (host reads refuse while it is not 0)
 CAPTURING = [0]
+#: every CUDA backend made (one per device): ``pylucid.cuda.synchronize`` raises their deferred index errors
+_BACKENDS: list = []
 
 class CUDABackend(ArrayBackend):
     """CuPy on one GPU (``cuda:N``)."""
@@ -611,6 +613,10 @@ class CUDABackend(ArrayBackend):
         self._copy: dict = {}
         self._assign: dict = {}
         self._pinned_inflight: list = []  # (event, pinned buffer) of asynchronous uploads not yet known done
+        # deferred index checks (check_index_range): [event, slot, low, high, error] not yet read, oldest first
+        self._checks: list = []
+        self._check_bufs = None  # (device (SLOTS, 2) int64, pinned host memory, its (SLOTS, 2) view, free slots)
+        _BACKENDS.append(self)
         #: while a CUDA graph captures: the list that keeps host buffers its copy nodes read alive with the graph
         self.graph_keep: list | None = None
         self.gemm_error = None  # set (with the reason) if the direct cuBLAS path ever failed
@@ -707,7 +713,83 @@ class CUDABackend(ArrayBackend):
         """False while a CUDA graph captures: an op must not branch on device values read on the host then."""
         return not CAPTURING[0]
 
+    #: deferred index checks in flight at once; one more waits for the oldest
+    CHECK_SLOTS = 64
+
+    def check_index_range(self, idx, low: int, high: int, error) -> None:
+        """Raise ``error(lo, hi)`` when an index of ``idx`` lies outside ``[low, high)`` (see the base class), without
+        waiting for the GPU.
+
+        Reading the indices on the host would stall the host until every queued kernel has run, once per lookup
+        (twice per GPT-2 step, ~0.6 ms each and the overlap of host and device lost). Instead one kernel writes the
+        indices' smallest and largest value, an asynchronous copy on the current stream brings the pair to pinned
+        host memory, and the pair is compared once the copy has run: at the next check that finds it done, at
+        ``pylucid.cuda.synchronize()`` and before every copy to the host (``.item()``, ``.tolist()``, ``.numpy()``,
+        printing), where the IndexError is raised, as PyTorch's device-side assert surfaces at a later call. Until
+        then the lookup has read wrapped-around rows (CuPy's indexing rule) and the embedding backward kernels skip
+        out-of-range indices: nothing is read or written out of bounds. No check inside a CUDA graph capture.
+        """
+        if not idx.size or CAPTURING[0]:
+            return
+        cp = self.xp
+        with self.device_ctx():
+            if self._checks:
+                self._poll_checks(wait_oldest=len(self._checks) >= self.CHECK_SLOTS)
+            if self._check_bufs is None:
+                mem = cp.cuda.alloc_pinned_memory(self.CHECK_SLOTS * 16)
+                host = np.frombuffer(mem, np.int64, 2 * self.CHECK_SLOTS).reshape(self.CHECK_SLOTS, 2)
+                self._check_bufs = (self.ndarray((self.CHECK_SLOTS, 2), np.int64), mem, host,
+                                    list(range(self.CHECK_SLOTS)))
+            dev, mem, _, free = self._check_bufs
+            if idx.dtype != np.int64 and idx.dtype != np.int32:
+                idx = idx.astype(np.int64)
+            elif not idx._c_contiguous:
+                idx = cp.ascontiguousarray(idx)
+            n = idx.size
+            slot = free.pop()
+            threads = min(1024, max(32, 1 << (n - 1).bit_length()))  # a power of two (the tree's halving)
+            get_kernel("index_range", idx.dtype)((1,), (threads,), (idx, n, dev[slot]))
+            stream = cp.cuda.get_current_stream()
+            cp.cuda.runtime.memcpyAsync(mem.ptr + 16 * slot, dev[slot].data.ptr, 16,
+                                        cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+            self._checks.append((stream.record(), slot, low, high, error))
+
+    def _poll_checks(self, wait_all: bool = False, wait_oldest: bool = False) -> None:
+        """Compare the deferred index checks whose copies have run (``wait_all``: wait for every one;
+        ``wait_oldest``: for the oldest) and raise the first failure's IndexError; the other pending checks are
+        dropped with it (they would mostly repeat it)."""
+        pend = self._checks
+        _, _, host, free = self._check_bufs
+        while pend:
+            ev, slot, low, high, error = pend[0]
+            if wait_all or wait_oldest:
+                ev.synchronize()
+                wait_oldest = False
+            elif not ev.done:
+                return
+            pend.pop(0)
+            lo, hi = int(host[slot, 0]), int(host[slot, 1])
+            free.append(slot)
+            if lo < low or hi >= high:
+                for rest in pend:
+                    free.append(rest[1])
+                pend.clear()
+                exc = error(lo, hi)
+                if hasattr(exc, "add_note"):
+                    exc.add_note("(found on the GPU after the call returned; CUDA reports a bad index at the next "
+                                 "synchronisation or copy to the host, here)")
+                raise exc
+
+    def raise_index_errors(self) -> None:
+        """Wait for the deferred index checks of this device and raise the first failure (see
+        :meth:`check_index_range`); no-op inside a CUDA graph capture."""
+        if self._checks and not CAPTURING[0]:
+            with self.device_ctx():
+                self._poll_checks(wait_all=True)
+
     def to_numpy(self, a, what: str = "a copy to the host"):
+        if self._checks and not CAPTURING[0]:
+            self.raise_index_errors()
         if CAPTURING[0] and isinstance(a, self.xp.ndarray):
             raise CaptureSyncError(
                 f"{what} (called at {_caller()}): reads device memory on the host, which a CUDA graph capture "
@@ -1772,7 +1854,8 @@ class CUDABackend(ArrayBackend):
                 if not deterministic:
                     n = nrows * dim
                     get_kernel("embedding_bwd_atomic", cdt)((self._grid(n),), (256,),
-                                                            (g2, idx, dw, np.int64(dim), np.int64(n), pad))
+                                                            (g2, idx, dw, np.int64(dim), np.int64(n), pad,
+                                                             np.int64(num_weights)))
                 else:
                     order = cp.argsort(idx)  # CuPy's argsort is always stable
                     sidx = idx[order]
@@ -1782,7 +1865,7 @@ class CUDABackend(ArrayBackend):
                     get_kernel("embedding_bwd_sorted", cdt)(
                         (self._grid(n),), (256,),
                         (g2, order.astype(np.int64), starts.astype(np.int64), sidx, dw, np.int64(nseg),
-                         np.int64(dim), np.int64(nrows), pad))
+                         np.int64(dim), np.int64(nrows), pad, np.int64(num_weights)))
         return dw.astype(dt, copy=False)
 
     def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, *, step: int, lr: float, beta1: float, beta2: float,

@@ -786,15 +786,45 @@ extern "C" __global__ void relu_bwd(const io_t* __restrict__ y, const io_t* __re
     for (long long i = nv * IO_VEC + t; i < n; i += step) dx[i] = (LD(y[i]) <= (scalar_t)0) ? (io_t)0 : g[i];
 }
 """,
+    "index_range": r"""
+// the smallest and largest of n indices (int or long long index_t) into out[0], out[1]: one block of 1024 threads,
+// a strided pass each, then a shared-memory tree (index tensors are small: the check runs beside the lookup)
+extern "C" __global__ void index_range(const index_t* __restrict__ idx, long long n, long long* __restrict__ out) {
+    __shared__ long long lo_s[1024], hi_s[1024];
+    long long lo = 0x7fffffffffffffffLL, hi = -0x7fffffffffffffffLL - 1;
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+        long long v = (long long)idx[i];
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    lo_s[threadIdx.x] = lo;
+    hi_s[threadIdx.x] = hi;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            long long a = lo_s[threadIdx.x + s], b = hi_s[threadIdx.x + s];
+            if (a < lo_s[threadIdx.x]) lo_s[threadIdx.x] = a;
+            if (b > hi_s[threadIdx.x]) hi_s[threadIdx.x] = b;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[0] = lo_s[0];
+        out[1] = hi_s[0];
+    }
+}
+""",
     "embedding_bwd_atomic": r"""
 extern "C" __global__ void embedding_bwd_atomic(const scalar_t* __restrict__ g, const long long* __restrict__ idx,
                                                 scalar_t* __restrict__ dw, long long dim, long long n,
-                                                long long padding_idx) {
+                                                long long padding_idx, long long num_weights) {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
         long long r = i / dim, c = i - r * dim;
         long long k = idx[r];
-        if (k != padding_idx) atomicAdd(&dw[k * dim + c], g[i]);
+        // an index outside [0, num_weights) is skipped, never written out of bounds: the op's deferred range
+        // check (CUDABackend.check_index_range) reports it as an IndexError at the next synchronisation
+        if (k != padding_idx && k >= 0 && k < num_weights) atomicAdd(&dw[k * dim + c], g[i]);
     }
 }
 """,
@@ -804,14 +834,14 @@ extern "C" __global__ void embedding_bwd_sorted(const scalar_t* __restrict__ g, 
                                                 const long long* __restrict__ seg_start,
                                                 const long long* __restrict__ sorted_idx, scalar_t* __restrict__ dw,
                                                 long long nseg, long long dim, long long nrows,
-                                                long long padding_idx) {
+                                                long long padding_idx, long long num_weights) {
     long long n = nseg * dim;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
         long long s = i / dim, c = i - s * dim;
         long long start = seg_start[s], end = (s + 1 < nseg) ? seg_start[s + 1] : nrows;
         long long k = sorted_idx[start];
-        if (k == padding_idx) continue;
+        if (k == padding_idx || k < 0 || k >= num_weights) continue;  // out of range: skipped (see the atomic kernel)
         scalar_t acc = 0;
         for (long long p = start; p < end; ++p) acc += g[order[p] * dim + c];
         dw[k * dim + c] = acc;
@@ -1054,6 +1084,9 @@ extern "C" __global__ void vec_binary_f32(const float4* __restrict__ a, const fl
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 #: kernels written for one type only (no ``scalar_t``)
 _FIXED_TYPE = frozenset({"vec_binary_f32"})
+#: kernels over an index type ``index_t`` (their ``dtype`` is int32 or int64)
+_INDEX_KERNELS = frozenset({"index_range"})
+_INDEX_CTYPE = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 #: the operation codes of ``vec_binary_f32``
 OPS_VEC = {"multiply": 0, "add": 1, "subtract": 2, "true_divide": 3}
 #: the activation codes of ``bias_act_fwd``/``bias_act_bwd`` (names as in ``reference.ACTIVATIONS``)
@@ -1078,6 +1111,8 @@ def kernel_source(name: str, dtype, io=None, out=None, grad=None) -> str:
     """
     if name in _FIXED_TYPE:
         return KERNELS[name]
+    if name in _INDEX_KERNELS:  # over an index type (int32 or int64) instead of a float scalar_t
+        return f"#define index_t {_INDEX_CTYPE[np.dtype(dtype)]}\n" + KERNELS[name]
     ctype = _CTYPE[np.dtype(dtype)]
     head = REDUCTIONS
     if name in IO_KERNELS:

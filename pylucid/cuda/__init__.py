@@ -157,10 +157,18 @@ class device:  # noqa: N801 - mirrors torch.cuda.device
 
 
 def synchronize(device=None) -> None:
-    """Wait until every kernel queued on ``device`` (default: the current one) has finished."""
+    """Wait until every kernel queued on ``device`` (default: the current one) has finished; then raise the
+    IndexError of a bad index an embedding lookup met there since the last synchronisation (CUDA checks indices
+    without waiting for the GPU: ``CUDABackend.check_index_range``)."""
     cp = _require("synchronize")
-    with cp.cuda.Device(_index(device, "synchronize")):
+    idx = _index(device, "synchronize")
+    with cp.cuda.Device(idx):
         cp.cuda.Device().synchronize()
+    from ..backend import cuda as _backend
+
+    for be in _backend._BACKENDS:
+        if be.index == idx:
+            be.raise_index_errors()
 
 
 def manual_seed(seed: int) -> None:

@@ -506,13 +506,11 @@ def _norm_padding_idx(padding_idx, num):
 def _check_indices(op, indices, num):
     if indices.dtype.is_floating_point or indices.dtype.is_complex:
         raise TypeError(f"{op}: expected integer indices, got {indices.dtype}")
-    # (inside a CUDA graph capture the host cannot read the indices: the check is left out there, and an
-    # out-of-range index wraps around as CuPy's indexing does instead of faulting; docs/semantics/cuda.md)
-    if indices.numel() and indices._device.backend.can_sync():
-        lo, hi = int(_pl.amin(indices).item()), int(_pl.amax(indices).item())
-        if lo < 0 or hi >= num:
-            raise IndexError(f"{op}: index out of range in self (indices must be in [0, {num}), got "
-                             f"min {lo}, max {hi})")
+    # on CUDA the check does not wait for the GPU: the IndexError comes at the next synchronisation or copy to
+    # the host (CUDABackend.check_index_range); inside a CUDA graph capture there is none, and an out-of-range
+    # index wraps around as CuPy's indexing does instead of faulting (docs/semantics/cuda.md)
+    indices._device.backend.check_index_range(indices._data, 0, num, lambda lo, hi: IndexError(
+        f"{op}: index out of range in self (indices must be in [0, {num}), got min {lo}, max {hi})"))
 
 
 def _embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float, norm_type: float) -> None:
