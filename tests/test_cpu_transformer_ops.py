@@ -117,5 +117,7 @@ def test_gelu_float32_same_values_with_and_without_grad():
     with_grad = pylucid.nn.functional.gelu(pylucid.tensor(x).requires_grad_()).detach().numpy()
     np.testing.assert_array_equal(plain, with_grad)
     assert plain[0] == np.inf and np.isnan(plain[1]) and plain[2] == 0
-    want = torch.nn.functional.gelu(torch.tensor(x, dtype=torch.float64)).numpy()  # PyTorch float32 is off by 1e-6
-    np.testing.assert_allclose(plain[4:], want[4:], rtol=1e-6, atol=5e-7)
+    want = torch.nn.functional.gelu(torch.tensor(x, dtype=torch.float64)).numpy()
+    # PyTorch's own float32 gelu is off by up to ~1.1e-6 on AVX-512 machines (oneDNN's, which runs here, by the
+    # same; both ~5e-7 on AVX2)
+    np.testing.assert_allclose(plain[4:], want[4:], rtol=1e-6, atol=1.5e-6)

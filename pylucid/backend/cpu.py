@@ -299,6 +299,10 @@ class CPUBackend(ArrayBackend):
         y = self._library_gelu(x, None, approximate)
         if y is None:
             return super().gelu(x, approximate, float_out, derivative)
+        if approximate != "tanh" and y.size and not np.isfinite(x.max()):
+            # oneDNN's vectorised erf gives NaN at +inf on AVX-512 machines (+inf on AVX2): the value of x Phi(x)
+            # there is +inf, as the NumPy kernel gives it (one max over x to find out; NaN inputs stay NaN)
+            y[x == np.inf] = np.inf
         return y if float_out or x.dtype == _F32 else y.astype(x.dtype)
 
     def gelu_backward(self, g, x, approximate: str = "none"):
