@@ -1754,6 +1754,54 @@ def test_layer_norm_half_input_under_autocast_reads_it_in_place(half, shape, mon
 
 
 @cuda_only
+def test_half_kept_autocast_short_path_matches_general_dispatch(monkeypatch):
+    """Layer norm and gelu (ForceFP32, their half input read as it is) skip the general dispatch under CUDA
+    autocast where it would cast nothing (ops/_op.py: _autocast_half_kept): results, dtypes and gradients equal
+    the general path's (anomaly mode always takes it); a half weight, which needs a cast, goes the general way."""
+    import contextlib
+
+    from pylucid.ops import _op
+
+    g0 = _rng(43)
+    general = [0]
+    real_general = _op._apply_general
+
+    def counted(*a):
+        general[0] += 1
+        return real_general(*a)
+
+    monkeypatch.setattr(_op, "_apply_general", counted)
+    xs = (g0.standard_normal((6, 40)) * 2).astype(np.float32)
+    ws, bs = g0.standard_normal(40).astype(np.float32), g0.standard_normal(40).astype(np.float32)
+    F = pylucid.nn.functional
+
+    def run(anomaly):
+        hx = pylucid.tensor(xs, device="cuda").to(pylucid.bfloat16).requires_grad_()
+        fx = pylucid.tensor(xs, device="cuda", requires_grad=True)
+        w = pylucid.tensor(ws, device="cuda", requires_grad=True)
+        b = pylucid.tensor(bs, device="cuda", requires_grad=True)
+        general[0] = 0
+        with pylucid.autocast("cuda", dtype=pylucid.bfloat16), (
+                pylucid.autograd.detect_anomaly() if anomaly else contextlib.nullcontext()):
+            outs = [F.layer_norm(hx, (40,), w, b), F.layer_norm(fx, (40,), w, b), F.layer_norm(hx, (40,)),
+                    F.gelu(hx, approximate="tanh"), F.gelu(fx), F.layer_norm(fx, (40,), w.to(pylucid.bfloat16))]
+        taken = general[0]
+        sum((o.float() * (k + 1)).sum() for k, o in enumerate(outs)).backward()
+        return ([(o.dtype, o.detach().float().cpu().numpy()) for o in outs],
+                [t.grad.float().cpu().numpy() for t in (hx, fx, w, b)], taken)
+
+    fast, gen = run(False), run(True)
+    for (dt1, v1), (dt2, v2) in zip(fast[0], gen[0]):
+        assert dt1 == dt2
+        np.testing.assert_array_equal(v1, v2)
+    for g1, g2 in zip(fast[1], gen[1]):
+        np.testing.assert_array_equal(g1, g2)
+    assert [o[0] for o in fast[0]] == [pylucid.float32] * 6
+    # only the call with a bfloat16 weight goes the general way (its w.to() is a plain cast op): 1 call
+    assert gen[2] >= 6 and fast[2] == 1, (fast[2], gen[2])
+
+
+@cuda_only
 @pytest.mark.parametrize("half", ["bfloat16", "float16"])
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("shape", [(8, 1024), (5, 333)])  # whole 16-byte words, and element by element

@@ -713,8 +713,9 @@ class CUDABackend(ArrayBackend):
         """False while a CUDA graph captures: an op must not branch on device values read on the host then."""
         return not CAPTURING[0]
 
-    #: deferred index checks in flight at once; one more waits for the oldest
-    CHECK_SLOTS = 64
+    #: deferred index checks in flight at once; one more waits for the oldest (each lookup queues three kernels or
+    #: more, so 256 lookups ahead of the GPU is deeper than CUDA's own launch queue lets the host run ahead)
+    CHECK_SLOTS = 256
 
     def check_index_range(self, idx, low: int, high: int, error) -> None:
         """Raise ``error(lo, hi)`` when an index of ``idx`` lies outside ``[low, high)`` (see the base class), without

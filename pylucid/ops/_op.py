@@ -222,6 +222,11 @@ def apply(op, args: tuple, params: dict = _EMPTY):
             return _apply_general(op, args, params, st)
         # a KeepInput op computes in its inputs' dtype with or without autocast: the short path below serves it
         if st.autocast is not None and op._amp_policy is not _KEEP_INPUT:
+            if op.amp_half_args:
+                got = _autocast_half_kept(op, args, params, st)
+                if got is not None:
+                    return _finish(op, args, got[0], got[3], got[1], got[2], st)
+                return _apply_general(op, args, params, st)
             got = _autocast_plain(op, args, st)
             if got is not None:
                 return _finish(op, args, got[0], params, got[1], got[2], st)
@@ -350,6 +355,43 @@ def _autocast_plain(op, args, st):
     if scal and target is _BF16:
         arrays = [_BF16.type(a) if a.__class__ is float or a.__class__ is int else a for a in arrays]
     return arrays, dev, req
+
+
+def _autocast_half_kept(op, args, params, st):
+    """``(arrays, device, requires_grad, params)`` for a ``ForceFP32`` op with ``amp_half_args`` (layer norm,
+    gelu) under CUDA autocast when the general path would cast nothing: every Tensor on one CUDA device, the
+    ``amp_half_args`` Tensors float16/bfloat16 (read as they are: ``float_out``) or float32, every other Tensor
+    float32, no Python scalar among the arguments; else None (the general path). The general path gives the
+    same arrays and parameters: the promoted dtype is a float below float64, the policy makes it float32, the
+    half arguments are kept and every other argument has that dtype already."""
+    if op._amp_policy is not _FORCE_FP32 or op.promote_args is not None:
+        return None
+    dev = None
+    req = kept = False
+    arrays = []
+    half_args = op.amp_half_args
+    for i, a in enumerate(args):
+        if a.__class__ in _TT:
+            d = a._data
+            if dev is None:
+                dev = a._device
+            elif a._device is not dev:
+                return None
+            dt = d.dtype
+            if dt in _HALF_NP and i in half_args:
+                kept = True
+            elif dt != _F32_NP:
+                return None
+            if a._requires_grad:
+                req = True
+            arrays.append(d)
+        elif a is None:
+            arrays.append(None)
+        else:
+            return None
+    if dev is None or dev.type != "cuda" or st.autocast.get("cuda") is None:
+        return None
+    return arrays, dev, req, ({**params, "float_out": True} if kept else params)
 
 
 def _plain_args(args, same_dtype=False):
