@@ -29,6 +29,23 @@ def _seed():
     yield
 
 
+@pytest.fixture
+def general_dispatch_calls(monkeypatch):
+    """A one-element list counting the calls that reach ``apply``'s general path (``ops/_op.py``:
+    ``_apply_general``) from now on; set ``[0] = 0`` to start a count again."""
+    from pylucid.ops import _op
+
+    calls = [0]
+    real = _op._apply_general
+
+    def counted(*a):
+        calls[0] += 1
+        return real(*a)
+
+    monkeypatch.setattr(_op, "_apply_general", counted)
+    return calls
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "cuda: needs a CUDA GPU")
     config.addinivalue_line("markers", "slow: longer tests")

@@ -444,7 +444,7 @@ def _promoted_ops(pl, x, q, qf, w, rm, rv, idx):
 
 
 @pytest.mark.parametrize("amp", [False, True])
-def test_promoted_args_short_path_matches_general_dispatch(amp, monkeypatch):
+def test_promoted_args_short_path_matches_general_dispatch(amp, general_dispatch_calls):
     """Ops that promote only some arguments (batch norm, attention, embedding, sort, gather) skip the general
     dispatch where it would cast nothing (ops/_op.py: _promoted_plain): results, dtypes, gradients and the
     running buffers equal the general path's (anomaly mode always takes it), with and without autocast."""
@@ -453,20 +453,12 @@ def test_promoted_args_short_path_matches_general_dispatch(amp, monkeypatch):
     import numpy as np
 
     import pylucid as pl
-    from pylucid.ops import _op
 
     rng = np.random.default_rng(1)
     xs = rng.standard_normal((3, 4, 2)).astype(np.float32)
     qs = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
     ws = rng.standard_normal(4).astype(np.float32)
-    general = [0]
-    real_general = _op._apply_general
-
-    def counted(*a):
-        general[0] += 1
-        return real_general(*a)
-
-    monkeypatch.setattr(_op, "_apply_general", counted)
+    general = general_dispatch_calls
 
     def run(anomaly):
         x = pl.tensor(xs).to(pl.bfloat16).requires_grad_()

@@ -1754,23 +1754,14 @@ def test_layer_norm_half_input_under_autocast_reads_it_in_place(half, shape, mon
 
 
 @cuda_only
-def test_half_kept_autocast_short_path_matches_general_dispatch(monkeypatch):
+def test_half_kept_autocast_short_path_matches_general_dispatch(general_dispatch_calls):
     """Layer norm and gelu (ForceFP32, their half input read as it is) skip the general dispatch under CUDA
     autocast where it would cast nothing (ops/_op.py: _autocast_half_kept): results, dtypes and gradients equal
     the general path's (anomaly mode always takes it); a half weight, which needs a cast, goes the general way."""
     import contextlib
 
-    from pylucid.ops import _op
-
     g0 = _rng(43)
-    general = [0]
-    real_general = _op._apply_general
-
-    def counted(*a):
-        general[0] += 1
-        return real_general(*a)
-
-    monkeypatch.setattr(_op, "_apply_general", counted)
+    general = general_dispatch_calls
     xs = (g0.standard_normal((6, 40)) * 2).astype(np.float32)
     ws, bs = g0.standard_normal(40).astype(np.float32), g0.standard_normal(40).astype(np.float32)
     F = pylucid.nn.functional
