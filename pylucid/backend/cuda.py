@@ -629,6 +629,7 @@ class CUDABackend(ArrayBackend):
         self._col_geo: dict = {}  # column-sum geometry -> its launch arguments (see _col_sum_geometry)
         self._gemm_geo: dict = {}  # operand shapes/strides/dtypes -> the cuBLAS call of _gemm (see there)
         self._bn_hp: dict = {}  # (compute dtype, eps, momentum) -> their kernel scalars
+        self._ln_hp: dict = {}  # (rows, cols, compute dtype, eps) -> the layer-norm forward's kernel scalars
         self._cudnn_mod = None  # pylucid.backend.cudnn once looked up; False when it is unavailable
         fast_ok = hasattr(cp.ndarray, "_c_contiguous")  # CuPy's C-level flag; without it: generic calls only
         nd = cp.ndarray  # the array class, and its constructor as the allocator (what cupy.empty calls)
@@ -1411,7 +1412,7 @@ class CUDABackend(ArrayBackend):
         cp = self.xp
         nd = cp.ndarray
         if (a.__class__ is nd and b.__class__ is nd and a.dtype == _F32 and b.dtype == _F32
-                and a.shape == b.shape and a.size >= _VEC_MIN and a.flags.c_contiguous and b.flags.c_contiguous
+                and a.shape == b.shape and a.size >= _VEC_MIN and a._c_contiguous and b._c_contiguous
                 and a.data.ptr % 16 == 0 and b.data.ptr % 16 == 0):
             n = a.size
             n4 = n // 4
@@ -1492,13 +1493,21 @@ class CUDABackend(ArrayBackend):
         of its dtype or float32) is read in place (``io`` its dtype name, ``grad`` g's when it differs; the
         weight and bias in float32): no float32 copies; other inputs as :meth:`_compute` gives them."""
         dt = x.dtype
-        if dt in _HALF and (g is None or g.dtype == dt or g.dtype == _F32) and all(
-                p is None or p.dtype == dt or p.dtype == _F32 for p in params):
+        if dt in _HALF and (g is None or g.dtype == dt or g.dtype == _F32):
             contig = self.ascontiguousarray
-            xc = _contig_shaped(contig, x)
-            gc = None if g is None else _contig_shaped(contig, g)
-            pc = [None if p is None else _contig(contig, self.astype(p, _F32, copy=False)) for p in params]
-            return xc, gc, pc, _dt_name(dt), (None if gc is None or gc.dtype == dt else _dt_name(gc.dtype)), dt, _F32
+            pc = []
+            for p in params:
+                if p is None or (p.dtype == _F32 and p._c_contiguous and p.ndim):  # (as it is: no calls)
+                    pc.append(p)
+                elif p.dtype == dt or p.dtype == _F32:
+                    pc.append(_contig(contig, self.astype(p, _F32, copy=False)))
+                else:
+                    break
+            else:
+                xc = x if x._c_contiguous and x.ndim else _contig_shaped(contig, x)
+                gc = None if g is None else g if g._c_contiguous and g.ndim else _contig_shaped(contig, g)
+                return (xc, gc, pc, _dt_name(dt), (None if gc is None or gc.dtype == dt else _dt_name(gc.dtype)), dt,
+                        _F32)
         if g is None:
             (xc, *pc), dt, cdt = self._compute(x, *params)
             gc = None
@@ -1527,16 +1536,23 @@ class CUDABackend(ArrayBackend):
             z2 = _NULL_PTR if y2 is None else y2
             mean = self.ndarray(x.shape[:-1], cdt)
             rstd = self.ndarray(x.shape[:-1], cdt)
+            if rows and cols:
+                key = (rows, cols, cdt, eps)
+                hp = self._ln_hp.get(key)
+                if hp is None:  # the launch's scalars, made once per (shape, eps): NumPy scalars cost ~1 us each
+                    if len(self._ln_hp) > 1024:
+                        self._ln_hp.clear()
+                    hp = self._ln_hp[key] = (np.int64(rows), np.int64(cols), cdt.type(eps))
             if rows >= self._LN_WARP_ROWS and 0 < cols <= self._LN_WARP_COLS:
                 get_kernel("layer_norm_fwd_rows", cdt, io, out_name)(
                     (-(-rows // 8),), (256,),
-                    (xc, xc if wc is None else wc, xc if bc is None else bc, y, z2, mean, rstd, np.int64(rows),
-                     np.int64(cols), cdt.type(eps), _FLAG32[wc is not None], _FLAG32[bc is not None]))
+                    (xc, xc if wc is None else wc, xc if bc is None else bc, y, z2, mean, rstd, hp[0],
+                     hp[1], hp[2], _FLAG32[wc is not None], _FLAG32[bc is not None]))
             elif rows and cols:
                 get_kernel("layer_norm_fwd", cdt, io, out_name)(
                     (rows,), (self._row_threads(cols),),
-                    (xc, xc if wc is None else wc, xc if bc is None else bc, y, z2, mean, rstd, np.int64(cols),
-                     cdt.type(eps), _FLAG32[wc is not None], _FLAG32[bc is not None]))
+                    (xc, xc if wc is None else wc, xc if bc is None else bc, y, z2, mean, rstd, hp[1],
+                     hp[2], _FLAG32[wc is not None], _FLAG32[bc is not None]))
             elif rows:
                 mean.fill(float("nan"))
                 rstd.fill(float("nan"))
@@ -1668,7 +1684,8 @@ class CUDABackend(ArrayBackend):
             wk, bk = xc if wc is None else wc, xc if bc is None else bc
             hw, hb = _FLAG32[wc is not None], _FLAG32[bc is not None]
             if parts > 1:
-                pm, pm2 = nd((2, c * parts), cdt)  # one allocation for both
+                # two allocations (unpacking one (2, n) array builds a view per row: more host time than a pool hit)
+                pm, pm2 = nd((c * parts,), cdt), nd((c * parts,), cdt)
                 get_kernel("bn_part_stats", cdt, io)(grid, (threads,), (xc, pm, pm2, c32, s32, total))
                 get_kernel("bn_part_apply", cdt, io)(
                     grid, (threads,), (xc, wk, bk, pm, pm2, mean, var, y, rm, rv, c32, s32, total, e, m, hw, hb))
@@ -1698,7 +1715,7 @@ class CUDABackend(ArrayBackend):
             wk = xc if wc is None else wc
             dxk = _NULL_PTR if dx is None else dx
             if parts > 1:
-                psg, psgx = nd((2, c * parts), cdt)
+                psg, psgx = nd((c * parts,), cdt), nd((c * parts,), cdt)  # (as the forward's partial sums)
                 get_kernel("bn_part_grad_sums", cdt, io)(grid, (threads,), (gc, xc, mc, psg, psgx, c32, s32, total))
                 get_kernel("bn_part_grad_apply", cdt, io)(
                     grid, (threads,),
@@ -1721,15 +1738,22 @@ class CUDABackend(ArrayBackend):
 
     def _bn_param(self, a, cdt):
         """A per-channel operand (weight, bias, statistics) as a contiguous ``cdt`` array, or None."""
-        return None if a is None else _contig(self.xp.ascontiguousarray, self.astype(a, cdt, copy=False))
+        if a is None or (a.dtype == cdt and a._c_contiguous and a.ndim):  # (the common case, without the calls)
+            return a
+        return _contig(self.xp.ascontiguousarray, self.astype(a, cdt, copy=False))
 
     def _bn_io(self, *arrays):
         """Contiguous operands of the batch-norm kernels in one storage dtype (half inputs stay half: the
         kernels load and store them directly), that dtype's name for ``io`` and the compute dtype."""
         dt = arrays[0].dtype
-        if dt in _HALF and all(a.dtype == dt for a in arrays):
-            contig = self.ascontiguousarray
-            return [_contig(contig, a) for a in arrays], _dt_name(dt), _F32
+        if dt in _HALF:
+            out = []
+            for a in arrays:
+                if a.dtype != dt:
+                    break
+                out.append(a if a._c_contiguous and a.ndim else _contig(self.ascontiguousarray, a))
+            else:
+                return out, _dt_name(dt), _F32
         out, _, cdt = self._compute(*arrays)
         return out, None, cdt
 
@@ -1880,7 +1904,7 @@ class CUDABackend(ArrayBackend):
         groups: dict = {}
         for quad in zip(params, grads, exp_avgs, exp_avg_sqs):
             p = quad[0]
-            fused = (p.dtype in _KERNEL_DTYPES and all(a.dtype == p.dtype and a.flags.c_contiguous for a in quad)
+            fused = (p.dtype in _KERNEL_DTYPES and all(a.dtype == p.dtype and a._c_contiguous for a in quad)
                      and p.size > 0)
             groups.setdefault(p.dtype if fused else None, []).append(quad)
         hp = dict(step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
@@ -2001,7 +2025,7 @@ class CUDABackend(ArrayBackend):
         for i, (p, g) in enumerate(zip(params, grads)):
             row = (p, g, bufs[i]) if has_m else (p, g)
             fused = p.dtype in _KERNEL_DTYPES and p.size > 0 and all(
-                a.dtype == p.dtype and a.flags.c_contiguous for a in row)
+                a.dtype == p.dtype and a._c_contiguous for a in row)
             groups.setdefault(p.dtype if fused else None, []).append(row)
         hp = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
                   maximize=maximize, init=init)
