@@ -7,7 +7,7 @@ op is defined in exactly one place.
 
 from __future__ import annotations
 
-from pylucid._interop import np
+from pylucid._interop import c_contiguous, np
 
 from . import dtypes as _dt
 from ._state import state
@@ -183,7 +183,7 @@ class Tensor:
         """Row-major packed (``memory_format=pylucid.channels_last``/``channels_last_3d``: packed in that
         layout; see :mod:`pylucid._memory_format`)."""
         if memory_format is None:
-            return bool(self._data.flags.c_contiguous)
+            return c_contiguous(self._data)
         from . import _memory_format as mf
 
         fmt = mf.check("is_contiguous", memory_format)

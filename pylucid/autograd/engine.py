@@ -25,6 +25,7 @@ itself differentiable.
 
 from __future__ import annotations
 
+from .._interop import c_contiguous
 from .._state import state
 from .._tensor import Tensor, _new_tensor
 from ..backend.base import _NULL_CTX
@@ -498,7 +499,7 @@ def _fresh(g, grads, in_grads):
     for x in in_grads:
         if x is g:
             n += 1
-    return n == 1 and g.flags.c_contiguous
+    return n == 1 and c_contiguous(g)
 
 
 def _input_grads(results, inputs, create_graph, allow_unused):

@@ -625,7 +625,10 @@ class ArrayBackend:
         first = parts[0]
         n = len(parts)
         base = first.base
-        if n < 2 or base is None or not first.ndim or not base.flags.c_contiguous:
+        if n < 2 or base is None or not first.ndim:
+            return None
+        contiguous = getattr(base, "_c_contiguous", None)  # CuPy's flag: its ``.flags`` builds an object per read
+        if not (base.flags.c_contiguous if contiguous is None else contiguous):
             return None
         for p in parts:
             if p.base is not base or p.shape != first.shape or p.strides != first.strides or \

@@ -606,7 +606,7 @@ def conv_forward(x, w, stride=1, padding=0, dilation=1, groups: int = 1, bias=No
     flags = (deterministic, benchmark, allow_tf32)
     rkey, hit = _repeat_lookup("conv_fprop", x, w, None, stride, padding, dilation, groups, flags,
                                None if bias is None else (bias.strides, bias.dtype.char))
-    if hit is not None and (bias is None or bias.flags.c_contiguous):
+    if hit is not None and (bias is None or bias._c_contiguous):
         y = _run_repeat(hit, x, w, bias)
         if y is not None:
             return y

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .. import _memory_format as _mf
 from .. import dtypes as _dt
+from .._interop import c_contiguous
 from .._state import state as _state
 from .._tensor import Tensor, _new_tensor
 from ._op import Op, apply, check_inplace_leaf, commit_inplace
@@ -175,7 +176,7 @@ def contiguous(x: Tensor, memory_format=None) -> Tensor:
     (12, 1, 6, 2)
     """
     if memory_format is None or memory_format is _mf.contiguous_format:
-        if x._data.flags.c_contiguous:
+        if c_contiguous(x._data):
             return x
         return apply(Contiguous, (x,))
     fmt = _mf.check("contiguous", memory_format)

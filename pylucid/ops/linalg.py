@@ -17,6 +17,7 @@ import warnings
 
 from .. import dtypes as _dt
 from .._tensor import Tensor, _new_tensor
+from .._interop import c_contiguous
 from ..errors import DtypeMismatch, LucidError, ShapeMismatch
 from ._op import Op, apply
 from ._utils import check_tensor, conj_if_complex
@@ -78,7 +79,7 @@ class Matmul(Op):
         if b.ndim == 1:
             g2 = g2[..., None]
         ga = gb = None
-        if ea is not None and eb is not None and g2.ndim > 2 and not g2.flags.c_contiguous:
+        if ea is not None and eb is not None and g2.ndim > 2 and not c_contiguous(g2):
             g2 = be.ascontiguousarray(g2)  # one copy for both products (a strided batch would be copied twice)
         # .conj() is the array itself for real dtypes
         if ea is not None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from .. import ops as _ops
 from .._tensor import Tensor as _Tensor
 from ..creation import full, zeros_like
+from .._interop import c_contiguous as _c_contiguous
 from ..dtypes import float32, float64
 from ..ops import add, div, sqrt
-from .optimizer import (Optimizer, _addcdiv, _c_contiguous, _check_hyperparams, _maximum, _to_scalar,
+from .optimizer import (Optimizer, _addcdiv, _check_hyperparams, _maximum, _to_scalar,
                         _update_moments)
 
 __all__ = ["Adam", "AdamW"]

@@ -80,11 +80,6 @@ def _to_scalar(x):
     return x
 
 
-def _c_contiguous(a) -> bool:
-    """Whether a backend array is C-contiguous: CuPy's C-level flag where it has one (its ``.flags`` builds an
-    object on every read; the fused steps ask this of every parameter, gradient and state buffer per step)."""
-    f = getattr(a, "_c_contiguous", None)
-    return bool(a.flags.c_contiguous) if f is None else f
 
 
 def _maximum(a: Tensor, b: Tensor) -> Tensor:

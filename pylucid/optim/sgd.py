@@ -6,7 +6,8 @@ from .. import ops as _ops
 from ..creation import empty_like
 from ..dtypes import float32, float64
 from ..ops import add, clone, mul
-from .optimizer import Optimizer, _c_contiguous, _to_scalar
+from .._interop import c_contiguous as _c_contiguous
+from .optimizer import Optimizer, _to_scalar
 
 _FUSED_DTYPES = (float32, float64)
 _FUSED_NP = frozenset(d.numpy_dtype for d in _FUSED_DTYPES)
