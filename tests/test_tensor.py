@@ -410,3 +410,24 @@ def test_deepcopy_and_pickle_keep_zero_dim_shapes():
         for got in (copy.deepcopy(t), pickle.loads(pickle.dumps(t))):
             assert got.shape == t.shape and got.dtype == t.dtype
             assert got.tolist() == t.tolist()
+
+
+def test_c_contiguous_reads_the_c_level_flag_where_there_is_one():
+    """``pylucid._interop.c_contiguous``: NumPy arrays by their flags; an array with CuPy's ``_c_contiguous``
+    attribute by that attribute alone (its ``.flags`` builds an object per read, on the per-step hot paths)."""
+    import numpy as np
+
+    from pylucid._interop import c_contiguous
+
+    a = np.zeros((3, 4), np.float32)
+    assert c_contiguous(a) is True and c_contiguous(a.T) is False and c_contiguous(a[:, ::2]) is False
+
+    class CupyLike:
+        def __init__(self, flag):
+            self._c_contiguous = flag
+
+        @property
+        def flags(self):
+            raise AssertionError("read .flags")
+
+    assert c_contiguous(CupyLike(True)) is True and c_contiguous(CupyLike(False)) is False
