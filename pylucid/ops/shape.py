@@ -226,6 +226,23 @@ class Permute(Op):
         return g.transpose(self._inverse())
 
 
+#: permutations already checked: (dims as given, ndim) -> (the normalised dims, whether they are the identity);
+#: only for plain-int dims (1.0 and True hash as 1 and must still meet their own checks). A model permutes
+#: with the same few arguments every step, and the checks cost more than the view.
+_PERMS: dict = {}
+
+
+def _plain_ints(t) -> bool:
+    for v in t:
+        if v.__class__ is not int:
+            return False
+    return True
+
+
+def _permuted(input, dims, identity):
+    return _alias(input) if identity else apply(Permute, (input,), {"dims": dims})
+
+
 @declare(Permute)
 def permute(input: Tensor, *dims) -> Tensor:
     """Reorder the dims of ``input`` (a view).
@@ -234,16 +251,25 @@ def permute(input: Tensor, *dims) -> Tensor:
     >>> pylucid.zeros(2, 3, 4).permute(2, 0, 1).shape
     (4, 2, 3)
     """
-    dims = norm_shape(dims, "permute")
+    given = dims[0] if len(dims) == 1 and dims[0].__class__ is tuple else dims
     nd = input.ndim
+    key = (given, nd) if _plain_ints(given) else None
+    if key is not None:
+        hit = _PERMS.get(key)
+        if hit is not None:
+            return _permuted(input, *hit)
+    dims = norm_shape(dims, "permute")
     if len(dims) != nd:
         raise ValueError(f"permute: expected {nd} dims for a {nd}-d tensor, got {dims}")
     dims = tuple(norm_dim(d, nd, "permute") for d in dims)
     if len(set(dims)) != nd:
         raise ValueError(f"permute: dims {dims} repeat a dimension")
-    if dims == tuple(range(nd)):
-        return _alias(input)
-    return apply(Permute, (input,), {"dims": dims})
+    hit = (dims, dims == tuple(range(nd)))
+    if key is not None:
+        if len(_PERMS) > 4096:  # arguments that change every call: start again
+            _PERMS.clear()
+        _PERMS[key] = hit
+    return _permuted(input, *hit)
 
 
 @declare(aliases=("swapaxes", "swapdims"))
@@ -252,11 +278,21 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     nd = input.ndim
     if nd == 0:
         return _alias(input)
+    if dim0.__class__ is int and dim1.__class__ is int:
+        hit = _PERMS.get((dim0, dim1, nd))  # (a 3-tuple: never a permute key, whose second item is an int ndim
+        if hit is not None:                 # and first a tuple)
+            return _permuted(input, *hit)
     a = norm_dim(dim0, nd, "transpose")
     b = norm_dim(dim1, nd, "transpose")
     dims = list(range(nd))
     dims[a], dims[b] = dims[b], dims[a]
-    return permute(input, tuple(dims))
+    dims = tuple(dims)
+    hit = (dims, a == b)
+    if dim0.__class__ is int and dim1.__class__ is int:
+        if len(_PERMS) > 4096:
+            _PERMS.clear()
+        _PERMS[(dim0, dim1, nd)] = hit
+    return _permuted(input, *hit)
 
 
 @declare()
