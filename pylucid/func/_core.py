@@ -47,6 +47,7 @@ class Meta:
     __slots__ = ("shape", "dtype", "ndim", "size", "owner")
     base = None
     flags = _Flags()
+    _c_contiguous = False  # (the flag as CuPy names it, which pylucid._interop.c_contiguous reads first)
 
     @property
     def itemsize(self) -> int:
