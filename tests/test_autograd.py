@@ -488,6 +488,113 @@ def test_promoted_args_short_path_matches_general_dispatch(amp, general_dispatch
     assert fast[3] == (2 if amp else 0), fast[3]
 
 
+def _mixed_ops(pl, xb, xf, wf, cf, h, zf):
+    F = pl.nn.functional
+    return [F.conv2d(xb, wf, padding=1),  # Promote: bfloat16 input, float32 weight (recorded cast)
+            F.conv2d(xf, wf),  # Promote from float32 only: both cast, both recorded
+            xb.reshape(2, -1) @ cf,  # Promote: a float32 operand that needs no gradient (cast, not recorded)
+            pl.exp(xb),  # ForceFP32: the bfloat16 input cast up (recorded)
+            xf + xb,  # KeepInput: promoted to float32, the bfloat16 operand cast (recorded)
+            h * xb,  # float16 with bfloat16: float32
+            zf + xb,  # a 0-d float32 with a bfloat16 tensor: stays bfloat16 without autocast (the general path)
+            xb - xf.detach()]
+
+
+@pytest.mark.parametrize("amp", [False, True])
+@pytest.mark.parametrize("grad", [True, False])
+def test_mixed_dtype_short_path_matches_general_dispatch(amp, grad, general_dispatch_calls):
+    """Calls whose Tensors differ in float dtype (an autocast op on a bfloat16 input and a float32 weight; a
+    float32 + bfloat16 sum) cast the others to the computing dtype without the general dispatch (ops/_op.py:
+    _autocast_plain, _float_promoted): results, dtypes, graph and gradients equal the general path's (anomaly
+    mode always takes it), recorded or not."""
+    import contextlib
+
+    import numpy as np
+
+    import pylucid as pl
+
+    rng = np.random.default_rng(2)
+    xs = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    ws = rng.standard_normal((3, 3, 3, 3)).astype(np.float32)
+    cs = rng.standard_normal((48, 5)).astype(np.float32)
+    general = general_dispatch_calls
+
+    def run(anomaly):
+        xb = pl.tensor(xs).to(pl.bfloat16).requires_grad_(grad)
+        xf = pl.tensor(xs, requires_grad=grad)
+        wf = pl.tensor(ws, requires_grad=grad)
+        cf = pl.tensor(cs)
+        h = pl.tensor(xs).to(pl.float16).requires_grad_(grad)
+        zf = pl.tensor(1.5, requires_grad=grad)
+        ctx = pl.amp.autocast("cpu", dtype=pl.bfloat16) if amp else contextlib.nullcontext()
+        general[0] = 0
+        with ctx, (pl.autograd.detect_anomaly() if anomaly else contextlib.nullcontext()):
+            outs = _mixed_ops(pl, xb, xf, wf, cf, h, zf)
+        taken = general[0]
+        names = [None if o.grad_fn is None else o.grad_fn.name() for o in outs]
+        grads = None
+        if grad:
+            sum(o.float().sum() for o in outs).backward()
+            grads = [t.grad.float().numpy() for t in (xb, xf, wf, h, zf)]
+            assert [t.grad.dtype for t in (xb, xf, wf, h, zf)] == [pl.bfloat16, pl.float32, pl.float32, pl.float16,
+                                                                   pl.float32]
+        return [(o.dtype, o.float().detach().numpy()) for o in outs], grads, names, taken
+
+    fast, gen = run(False), run(True)
+    for (dt1, v1), (dt2, v2) in zip(fast[0], gen[0]):
+        assert dt1 == dt2
+        np.testing.assert_array_equal(v1, v2)
+    if grad:
+        for g1, g2 in zip(fast[1], gen[1]):
+            np.testing.assert_array_equal(g1, g2)
+    assert fast[2] == gen[2]
+    assert gen[3] >= 8
+    bf, f32 = pl.bfloat16, pl.float32
+    if amp:  # every call short; the policies' dtypes (add and mul are Promote ops in pylucid)
+        assert fast[3] == 0, fast[3]
+        assert [o[0] for o in fast[0]] == [bf, bf, bf, f32, bf, bf, bf, bf]
+    else:  # promotion; the general path takes the three-argument conv of two dtypes and the 0-d operand's sum
+        assert fast[3] == 2, fast[3]
+        assert [o[0] for o in fast[0]] == [f32, f32, f32, bf, f32, f32, bf, f32]
+
+
+def test_hidden_outputs_ops_return_their_first_output_alone():
+    """An op with ``hidden_outputs`` (a norm's statistics, attention's log-sum-exp, the autocast linear's half
+    copies) gives one Tensor and None in the other places; its node still has what the backward reads, so the
+    gradients equal PyTorch's."""
+    import numpy as np
+    import torch
+
+    import pylucid as pl
+    from pylucid.ops import _op, registry
+    from pylucid.ops import nn as nn_ops
+
+    hidden = [c for c in map(registry.op_class, registry.list_ops()) if c.hidden_outputs]
+    assert {op.__name__ for op in hidden} >= {"LayerNorm", "CrossEntropyLoss", "ScaledDotProductAttention",
+                                               "LinearAutocast"}
+    for op in hidden:  # only the first output carries a gradient
+        assert op.n_outputs > 1 and op.differentiable_outputs == (True,) + (False,) * (op.n_outputs - 1)
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    x = pl.tensor(xs, requires_grad=True)
+    w = pl.ones(4, requires_grad=True)
+    outs = _op.apply(nn_ops.LayerNorm, (x, w, None), {"k": 1, "eps": 1e-5})
+    assert len(outs) == 3 and outs[1] is None and outs[2] is None and outs[0].grad_fn.name() == "LayerNormBackward"
+    (outs[0] * outs[0]).sum().backward()
+    tx = torch.tensor(xs, requires_grad=True)
+    tw = torch.ones(4, requires_grad=True)
+    ty = torch.nn.functional.layer_norm(tx, (4,), tw)
+    (ty * ty).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-5)
+    q = pl.tensor(rng.standard_normal((1, 2, 3, 4)).astype(np.float32), requires_grad=True)
+    o = _op.apply(nn_ops.ScaledDotProductAttention, (q, q, q, None, None),
+                  {"scale": 0.5, "drop_scale": 1.0, "causal": True})
+    assert len(o) == 2 and o[1] is None
+    o[0].sum().backward()
+    assert q.grad is not None and q.grad.shape == q.shape
+
+
 def test_set_grad_enabled_as_a_decorator_restores_grad_mode():
     import pylucid as pl
 

@@ -82,6 +82,8 @@ class Tracer:
         finally:
             self._busy = False
         outs = out if out.__class__ is tuple else (out,)
+        if op.hidden_outputs:  # the outputs after the first stay with the op's node (None here)
+            outs = outs[:1]
         self.events.append(Call(op.schema.name, op, args, versions, params, outs, ".".join(p for p in self.path if p)))
         return out
 

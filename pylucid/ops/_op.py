@@ -73,6 +73,9 @@ class Op(Node):
     n_outputs = 1
     #: per output, whether it carries a gradient (None: every floating output)
     differentiable_outputs: tuple | None = None
+    #: the outputs after the first carry no gradient and are only for the node (``save_extra``: a norm's statistics,
+    #: attention's log-sum-exp): ``apply`` makes a Tensor of output 0 alone and returns None in their places
+    hidden_outputs = False
     backward_fast = None
     #: the input (its position) whose pending gradient ``backward_fast_accumulate(be, g, pending)`` can
     #: add into that input's gradient as it writes it (a residual stream's gradient summed inside a
@@ -229,7 +232,7 @@ def apply(op, args: tuple, params: dict = _EMPTY):
                 return _apply_general(op, args, params, st)
             got = _autocast_plain(op, args, st)
             if got is not None:
-                return _finish(op, args, got[0], params, got[1], got[2], st)
+                return _finish(op, got[0], got[1], params, got[2], got[3], st)
             return _apply_general(op, args, params, st)
         n = len(args)
         if n == 1:
@@ -249,6 +252,9 @@ def apply(op, args: tuple, params: dict = _EMPTY):
                             not op._real_valued or da.dtype in _GRAD_NP_DTYPES):
                         return _finish(op, args, (da, db), params, a._device,
                                        a._requires_grad or b._requires_grad, st)
+                    got = _float_promoted(op, args, st)
+                    if got is not None:
+                        return _finish(op, got[0], got[1], params, got[2], got[3], st)
                 elif (cb is float and da.dtype in _FAST_FLOAT) or (cb is int and (
                         da.dtype in _FAST_FLOAT if op._real_valued else da.dtype in _FAST_INT_OK)):
                     return _finish(op, args, (da, b), params, a._device, a._requires_grad, st)
@@ -305,21 +311,20 @@ def _promoted_plain(op, args, st):
 
 
 def _autocast_plain(op, args, st):
-    """``(arrays, device, requires_grad)`` for the common autocast calls, else None (the general path).
+    """``(args, arrays, device, requires_grad)`` for the common autocast calls, else None (the general path).
 
-    That is: a ``Promote`` or ``ForceFP32`` op whose Tensor arguments are all on one device and of one
-    dtype, with Python float/int scalars at most, when that dtype is the one the policy gives (the
-    autocast dtype, or float32): the general path would compute it and cast nothing; or when it is
-    another half or single precision float and no graph is recorded: the general path would
-    compute the policy's dtype and cast each tensor to it, as done here (a recorded call goes there:
-    its casts are recorded ops). Scalars become bfloat16 values for a bfloat16 compute dtype, as in
-    the general path.
+    That is: a ``Promote`` or ``ForceFP32`` op whose Tensor arguments are all on one device and of float16,
+    bfloat16 or float32 (one dtype or several), with Python float/int scalars at most. The general path would
+    compute in the policy's dtype (the autocast dtype, or float32) and cast each Tensor of another dtype to it,
+    as done here (:func:`_cast_to`: a cast of a Tensor that needs a gradient is a recorded cast op, and the
+    recorded call's arguments are the cast Tensors). A call whose Tensors all have that dtype already casts
+    nothing. Scalars become bfloat16 values for a bfloat16 compute dtype, as in the general path.
     """
     pol = op._amp_policy
     if pol is not _PROMOTE and pol is not _FORCE_FP32 or op.amp_half_args:
         return None  # (the general path keeps the half arguments of amp_half_args)
     dev = dt = None
-    req = scal = False
+    req = scal = mixed = False
     arrays = []
     for a in args:
         c = a.__class__
@@ -327,8 +332,10 @@ def _autocast_plain(op, args, st):
             d = a._data
             if dev is None:
                 dev, dt = a._device, d.dtype
-            elif a._device is not dev or d.dtype != dt:
+            elif a._device is not dev:
                 return None
+            elif d.dtype != dt:
+                mixed = True
             if a._requires_grad:
                 req = True
             arrays.append(d)
@@ -344,17 +351,82 @@ def _autocast_plain(op, args, st):
     adt = st.autocast.get(dev.type)
     if adt is None:
         return None
-    target = adt.numpy_dtype if pol is _PROMOTE else _F32_NP
-    if dt != target:
-        # float64 is not autocast's to change; a recorded call casts through recorded ops
-        if dt not in _AMP_CASTABLE or op.is_view or (req and st.grad_enabled and op._differentiable):
+    if pol is _PROMOTE:
+        target, tdt = adt.numpy_dtype, adt
+    else:
+        target, tdt = _F32_NP, _dt.float32
+    if mixed or dt != target:
+        # float64 (and integer Tensors) are not autocast's to change: the general path words what happens
+        if op.is_view or any(d.__class__ is not float and d.__class__ is not int and d is not None
+                             and d.dtype not in _AMP_CASTABLE for d in arrays):
             return None
-        astype = dev.backend.astype
-        arrays = [astype(a, target) if a.__class__ is not float and a.__class__ is not int and a is not None else a
-                  for a in arrays]
+        args = _cast_to(args, arrays, dev, target, tdt, req and st.grad_enabled and op._differentiable, st)
     if scal and target is _BF16:
         arrays = [_BF16.type(a) if a.__class__ is float or a.__class__ is int else a for a in arrays]
-    return arrays, dev, req
+    return args, arrays, dev, req
+
+
+def _cast_to(args, arrays, dev, target, tdt, recorded, st):
+    """Cast each Tensor of ``args`` whose array (in ``arrays``, updated in place) is not of NumPy dtype ``target``
+    to it (``tdt``, the pylucid dtype), as the general path does; returns the arguments the call records.
+
+    For a ``recorded`` call the cast of a Tensor that requires grad is a :class:`~pylucid.ops.conversion.Cast` node
+    (so its gradient reaches the original dtype), and every cast Tensor replaces its argument, since the node
+    saves its inputs; an unrecorded call keeps ``args`` and casts arrays only. A float32 Tensor whose kernel also
+    wrote its rounding to ``target`` (:func:`amp_rounding`) takes that copy instead of a cast kernel.
+    """
+    from .conversion import Cast
+
+    be = dev.backend
+    new_args = list(args) if recorded else None
+    for i, a in enumerate(args):
+        if a.__class__ in _TT:
+            d = arrays[i]
+            if d.dtype != target:
+                r = None if be.amp_rounded is None else amp_rounding(a, target)
+                if recorded:
+                    if a._requires_grad:
+                        p = {"dtype": tdt, "in_dtype": _FROM_NP[d.dtype]}
+                        if r is not None:
+                            p["rounded"] = r
+                        t = _finish(Cast, (a,), (d,), p, dev, True, st) if _transform_hook is None else \
+                            apply(Cast, (a,), p)
+                    else:
+                        t = _new_tensor(be.astype(d, target) if r is None else r, dev)
+                    new_args[i] = t
+                    arrays[i] = t._data
+                else:
+                    arrays[i] = be.astype(d, target) if r is None else r
+    return tuple(new_args) if recorded else args
+
+
+def _float_promoted(op, args, st):
+    """``(args, arrays, device, requires_grad)`` for a two-Tensor call of an op that promotes all its arguments
+    (no autocast, or a ``KeepInput`` op) whose Tensors are floating, of two dtypes, on one device and not 0-d:
+    the promoted dtype is the wider one (float32 for float16 with bfloat16), as the general path computes, and
+    the other Tensor is cast to it (:func:`_cast_to`). Else None (the general path, which also words the
+    errors)."""
+    a, b = args
+    da, db = a._data, b._data
+    key = (da.dtype, db.dtype)
+    got = _FLOAT_PAIRS.get(key)
+    if got is None:
+        fa, fb = _FROM_NP.get(key[0]), _FROM_NP.get(key[1])
+        if fa is None or fb is None or fa.category != _FLOAT or fb.category != _FLOAT:
+            return None
+        tdt = _dt.result_type([fa, fb], (), ())
+        got = _FLOAT_PAIRS[key] = (tdt.numpy_dtype, tdt)
+    if b._device is not a._device or not da.ndim or not db.ndim or op.is_view:
+        return None
+    dev = a._device
+    req = a._requires_grad or b._requires_grad
+    arrays = [da, db]
+    args = _cast_to(args, arrays, dev, got[0], got[1], req and st.grad_enabled and op._differentiable, st)
+    return args, arrays, dev, req
+
+
+#: (dtype, dtype) -> (NumPy, pylucid) promoted dtype, for the float pairs :func:`_float_promoted` has met
+_FLOAT_PAIRS: dict = {}
 
 
 def _autocast_half_kept(op, args, params, st):
@@ -451,6 +523,12 @@ def _finish(op, args, arrays, params, dev, req, st, prof=None):
     else:
         out = prof.run(op, be, arrays, params, dev)
     if op.n_outputs != 1:
+        if op.hidden_outputs:
+            y = out[0]
+            t = _new_tensor(y if y.__class__ is be.ndarray else be.asarray(y), dev)
+            if req and st.grad_enabled and op._differentiable and t._data.dtype in _GRAD_NP_DTYPES:
+                _record(op, args, arrays, params, dev, out, t, None)
+            return (t,) + _NONE_TAILS[op.n_outputs]
         outs = tuple(_new_tensor(o if o.__class__ is be.ndarray else be.asarray(o), dev) for o in out)
         if req and st.grad_enabled and op._differentiable:
             _record(op, args, arrays, params, dev, out, None, outs)
@@ -480,6 +558,10 @@ def _finish(op, args, arrays, params, dev, req, st, prof=None):
     if op.is_view:
         _mark_view(t, args[0])
     return t
+
+
+#: what ``apply`` returns in the places of a ``hidden_outputs`` op's outputs after the first, per ``n_outputs``
+_NONE_TAILS = tuple((None,) * (n - 1) if n else () for n in range(9))
 
 
 def _nondeterministic(op) -> None:
@@ -677,7 +759,8 @@ def _record(op, args, arrays, params, dev, out, t, outs):
     if t is not None:
         t.grad_fn = node
         t._requires_grad = True
-        node._out = ((out, t._version, 0),) if op._saves_output else None
+        # (a hidden_outputs op passes all its outputs as ``out``, for save_extra; only the first is a Tensor)
+        node._out = (((out[0] if op.hidden_outputs else out), t._version, 0),) if op._saves_output else None
         node.out_meta = None
     elif outs is not None:
         diff = op.differentiable_outputs
@@ -700,7 +783,7 @@ def _trace_nodes(result) -> None:
     """Anomaly mode: the forward stack of the call that made ``result``, on its node(s)."""
     stack = traceback.format_stack()[:-3]  # without this function, _apply_general and apply
     for o in result if result.__class__ is tuple else (result,):
-        if o.grad_fn is not None:
+        if o is not None and o.grad_fn is not None:  # (None: a hidden output)
             o.grad_fn._trace = stack
 
 

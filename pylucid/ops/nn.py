@@ -163,7 +163,7 @@ class LinearAutocast(Op):
 
     The general path records a cast node per float32 operand (and a cast back in the backward);
     here the half copies of ``x`` and ``W`` made by the forward are its two extra outputs (no
-    gradient; ``save_extra`` keeps them for the fast backward), and float32 gradients come
+    gradient; ``save_extra`` keeps them for the fast backward; ``apply`` returns None in their places), and float32 gradients come
     straight out of the GEMM and column sum. Values differ from the cast-by-cast composition only
     by rounding: float32 gradients are not first rounded to ``c`` (docs/semantics.md, autocast).
     ``apply`` makes no casts for it (``promote_args = ()``).
@@ -180,6 +180,7 @@ class LinearAutocast(Op):
     promote_args = ()
     n_outputs = 3
     differentiable_outputs = (True, False, False)
+    hidden_outputs = True
 
     @staticmethod
     def forward(be, x, w, b, dtype, rounded=None):
@@ -369,7 +370,7 @@ class LayerNorm(Op):
     """``y = (x - mean) / sqrt(var + eps) * w + b`` over the last ``k`` dims (biased variance).
 
     Outputs ``(y, mean, rstd)``: the statistics carry no gradient and are what the backward
-    reuses (``save_extra``). ``dx`` is the :class:`LayerNormBackward` op (differentiable again),
+    reuses (``save_extra``); ``apply`` returns ``(y, None, None)`` (``hidden_outputs``). ``dx`` is the :class:`LayerNormBackward` op (differentiable again),
     ``dw = sum(g xhat)``, ``db = sum(g)``.
     """
 
@@ -377,6 +378,7 @@ class LayerNorm(Op):
                       accepts=("float", "int", "bool"))
     n_outputs = 3
     differentiable_outputs = (True, False, False)
+    hidden_outputs = True
     # under CUDA autocast a half input is read as it is (float_out): no float32 copy of the activations
     amp_half_args = (0,)
 
@@ -751,7 +753,7 @@ class CrossEntropyLoss(Op):
     Outputs ``(loss, lse, count)``: besides the loss, the row log-sum-exp over dim 1 and the number of
     targets not equal to ``ignore_index`` (0-d; the fused kernel's is a float), which carry no gradient and
     are what the fast backward reuses (``save_extra``): ``softmax(x) = exp(x - lse)``, and ``count``
-    divides a ``'mean'``.
+    divides a ``'mean'``. ``apply`` returns ``(loss, None, None)`` (``hidden_outputs``).
     """
 
     schema = OpSchema("cross_entropy_loss", amp_policy=FORCE_FP32, saves_input=True, family="nn",
@@ -759,6 +761,7 @@ class CrossEntropyLoss(Op):
     promote_args = (0, 2)
     n_outputs = 3
     differentiable_outputs = (True, False, False)
+    hidden_outputs = True
 
     @staticmethod
     def forward(be, x, target, weight, ignore_index, reduction, label_smoothing, prob_target, float_out=False):
@@ -1356,7 +1359,7 @@ class ScaledDotProductAttention(Op):
     ``mask`` is additive (float, ``-inf`` where masked; boolean masks are converted by the caller);
     ``causal`` adds the causal mask (top-left aligned). Outputs ``(o, lse)``: ``lse`` is the row-wise
     log-sum-exp of the masked, scaled scores, carries no gradient, and is all a flash backward needs
-    besides ``o`` (kept by ``save_extra``). On CUDA, half-precision (B, H, L, E) inputs without a dropout
+    besides ``o`` (kept by ``save_extra``; ``apply`` returns ``(o, None)``: ``hidden_outputs``). On CUDA, half-precision (B, H, L, E) inputs without a dropout
     mask go through cuDNN's flash kernels (forward and first-order backward; the T x T matrix never
     exists); elsewhere the scores are materialised. Gradients (graph mode, differentiable again):
     ``dv = P^T g``, ``dS = P (dP - rowsum(dP P))``, ``dq = dS k scale``, ``dk = dS^T q scale``; a float
@@ -1372,6 +1375,7 @@ class ScaledDotProductAttention(Op):
     promote_args = (0, 1, 2, 3)
     n_outputs = 2
     differentiable_outputs = (True, False)
+    hidden_outputs = True
 
     @staticmethod
     def forward(be, q, k, v, mask, drop, scale, drop_scale, causal=False):
