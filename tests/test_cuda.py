@@ -1967,6 +1967,15 @@ def test_strided_copy_matches_cupy():
             assert got.flags.c_contiguous and got.shape == xv.shape
             np.testing.assert_array_equal(cp.asnumpy(got.view(np.uint8)),
                                           cp.asnumpy(cp.ascontiguousarray(xv).view(np.uint8)))
+    # the launch is remembered per layout (shape, strides, item size, 16-byte alignment): one layout at aligned and
+    # unaligned addresses in turn, twice, copies right every time; so does reshape's view-or-copy answer per layout
+    flat = cp.arange(2 + 4 * 6 * 8 * 16, dtype=np.float32)
+    for _ in range(2):
+        for off in (0, 1, 4):
+            xv = flat[off:off + 4 * 6 * 8 * 16].reshape(4, 6, 8, 16).transpose(0, 2, 1, 3)
+            np.testing.assert_array_equal(cp.asnumpy(be.ascontiguousarray(xv)), cp.asnumpy(cp.ascontiguousarray(xv)))
+            np.testing.assert_array_equal(cp.asnumpy(be.reshape(xv, (4, 8, 96))), cp.asnumpy(xv).reshape(4, 8, 96))
+            assert be.reshape(xv, (4, 8, 6, 2, 8)).data.ptr == xv.data.ptr  # a view: no copy
     assert {2, 4, 8, 16} <= set(be._copy) and all(k is not None for k in be._copy.values())
     c = cp.ones((2, 3))
     assert be.ascontiguousarray(c) is c

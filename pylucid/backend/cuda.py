@@ -611,6 +611,9 @@ class CUDABackend(ArrayBackend):
         self._bias_add: dict = {}
         self._col_counters: dict = {}  # (device, stream) -> the col_sum kernel's arrival counters
         self._copy: dict = {}
+        #: ascontiguousarray's launches per layout (see there); reshape's view-or-copy answers per layout
+        self._copy_plans: dict = {}
+        self._reshape_views: dict = {}
         self._assign: dict = {}
         self._pinned_inflight: list = []  # (event, pinned buffer) of asynchronous uploads not yet known done
         # deferred index checks (check_index_range): [event, slot, low, high, error] not yet read, oldest first
@@ -941,29 +944,47 @@ class CUDABackend(ArrayBackend):
         n = a.size
         if (self.fast_launch and not self._multi and 0 < nd and n and a.__class__ is self.ndarray
                 and a.itemsize in (2, 4, 8)):
-            size = a.itemsize
-            shape, strides = _merge_axes(a.shape, a.strides)
-            nd = len(shape)
-            if nd > COPY_MAX_NDIM:
-                return self.xp.ascontiguousarray(a)
-            last = shape[-1]
-            vec = 16 // size
-            if (strides[-1] == size and last % vec == 0 and not a.data.ptr % 16
-                    and all(not st % 16 for st in strides[:-1])):
-                # a contiguous last axis: 16-byte words (vec elements a thread)
-                shape = shape[:-1] + (last // vec,)
-                strides = strides[:-1] + (16,)
-                size = 16
-            k = self._copy.get(size, _MISS)
-            if k is _MISS:
-                k = self._copy[size] = strided_copy_kernel(size)
-            if k is not None:
-                out = self.ndarray(a.shape, a.dtype)
-                pad = COPY_MAX_NDIM - nd
-                words = n * a.itemsize // size
-                k((self._grid(words),), (256,), (a, out, words, nd) + (1,) * pad + shape + (0,) * pad + strides)
-                return out
+            ptr = a.data.ptr
+            # the launch of a layout met before (shape, strides, item size, 16-byte alignment): remembered, it skips
+            # the axis merging below (attention's head transposes repeat a few layouts every step)
+            key = (a.shape, a.strides, a.itemsize, not ptr % 16)
+            got = self._copy_plans.get(key)
+            if got is None:
+                got = self._copy_plan(a, n, not ptr % 16)
+                if got is None:
+                    return self.xp.ascontiguousarray(a)
+                if len(self._copy_plans) > 1024:  # layouts that change every call: start again
+                    self._copy_plans.clear()
+                self._copy_plans[key] = got
+            k, grid, tail = got
+            out = self.ndarray(a.shape, a.dtype)
+            k((grid,), (256,), (a, out) + tail)
+            return out
         return self.xp.ascontiguousarray(a)
+
+    def _copy_plan(self, a, n, aligned):
+        """``(kernel, grid, arguments after the two pointers)`` of :meth:`ascontiguousarray`'s strided copy of
+        ``a``'s layout, or None (more merged axes than the kernel takes, or no kernel)."""
+        size = a.itemsize
+        shape, strides = _merge_axes(a.shape, a.strides)
+        nd = len(shape)
+        if nd > COPY_MAX_NDIM:
+            return None
+        last = shape[-1]
+        vec = 16 // size
+        if strides[-1] == size and last % vec == 0 and aligned and all(not st % 16 for st in strides[:-1]):
+            # a contiguous last axis: 16-byte words (vec elements a thread)
+            shape = shape[:-1] + (last // vec,)
+            strides = strides[:-1] + (16,)
+            size = 16
+        k = self._copy.get(size, _MISS)
+        if k is _MISS:
+            k = self._copy[size] = strided_copy_kernel(size)
+        if k is None:
+            return None
+        pad = COPY_MAX_NDIM - nd
+        words = n * a.itemsize // size
+        return k, self._grid(words), (words, nd) + (1,) * pad + shape + (0,) * pad + strides
 
     @staticmethod
     def address(a) -> int:
@@ -999,9 +1020,19 @@ class CUDABackend(ArrayBackend):
         """``a.reshape(shape)``; when that needs a copy, the copy is :meth:`ascontiguousarray`'s kernel (CuPy's own
         copy inside ``reshape`` is its generic element-wise kernel, about half as fast on attention's
         head transposes)."""
-        if (not a._c_contiguous and self.fast_launch and a.__class__ is self.ndarray and a.size
-                and not _reshape_is_view(a.shape, a.strides, shape)):
-            a = self.ascontiguousarray(a)
+        if not a._c_contiguous and self.fast_launch and a.__class__ is self.ndarray and a.size:
+            if shape.__class__ is tuple:
+                key = (a.shape, a.strides, shape)
+                view = self._reshape_views.get(key)
+                if view is None:
+                    view = _reshape_is_view(a.shape, a.strides, shape)
+                    if len(self._reshape_views) > 1024:  # layouts that change every call: start again
+                        self._reshape_views.clear()
+                    self._reshape_views[key] = view
+            else:
+                view = _reshape_is_view(a.shape, a.strides, shape)
+            if not view:
+                a = self.ascontiguousarray(a)
         return a.reshape(shape)
 
     def matmul_to(self, a, b, dtype):
