@@ -22,6 +22,7 @@ import math
 import pylucid as _pl
 
 from .. import dtypes as _dt
+from .._tensor import _TENSOR_TYPES as _TT
 from .._tensor import Tensor
 from ..errors import DtypeMismatch, ShapeMismatch
 from ..ops import nn as _nn_ops
@@ -54,6 +55,8 @@ from ..ops.special import LogSoftmax, Softmax
 
 #: every function here is exported in ``pylucid.nn.functional`` only, none is a Tensor method
 _F = dict(namespaces=("pylucid.nn.functional",), method=False)
+#: the floating NumPy dtypes (batch norm's accepted inputs)
+_FLOAT_NP = frozenset(d.numpy_dtype for d in _dt.ALL_DTYPES if d.is_floating_point)
 
 
 def _check_kinds(op: str, name: str, t, kinds=("float",)) -> None:
@@ -102,7 +105,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """
     check_tensor(input, "linear")
     check_tensor(weight, "linear", "weight")
-    if weight.ndim not in (1, 2) or input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
+    xd, wd = input._data, weight._data  # (the checks read the arrays' shapes: a layer runs them on every call)
+    if wd.ndim not in (1, 2) or xd.ndim == 0 or xd.shape[-1] != wd.shape[-1]:
         raise ShapeMismatch(
             f"linear: input of shape {list(input.shape)} and weight of shape {list(weight.shape)} do not match "
             "(expected input (*, in_features) and weight (out_features, in_features))"
@@ -110,7 +114,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if weight.ndim == 1:
         out = _pl.matmul(input, weight)
         return out + bias if bias is not None else out
-    if bias is not None and tuple(bias.shape) not in ((weight.shape[0],), (), (1,)):
+    if bias is not None and (bias._data.shape if bias.__class__ in _TT else tuple(bias.shape)) not in (
+            (wd.shape[0],), (), (1,)):
         raise ShapeMismatch(f"linear: bias of shape {list(bias.shape)} does not match out_features {weight.shape[0]}")
     return _nn_ops.linear(input, weight, bias)
 
@@ -347,28 +352,30 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     unbiased batch variance. ``training=False``: the running statistics.
     """
     check_tensor(input, "batch_norm")
-    if not input.dtype.is_floating_point:  # as PyTorch: no integer, bool or complex kernel
+    # the checks read the arrays (shape, dtype, size): a module's forward runs them on every call
+    x = input._data
+    if x.dtype not in _FLOAT_NP:  # as PyTorch: no integer, bool or complex kernel
         raise DtypeMismatch(f"batch_norm: input has dtype {input.dtype.name}; batch_norm accepts float16, bfloat16, "
                             "float32, float64 tensors")
-    if input.ndim < 2:
-        raise ValueError(f"batch_norm: expected an input of at least 2 dims (N, C, ...), got {input.ndim}-D")
-    C = input.shape[1]
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input of at least 2 dims (N, C, ...), got {x.ndim}-D")
+    C = x.shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
                     ("bias", bias)):
         if t is not None and t.numel() != C:
             raise ShapeMismatch(f"batch_norm: {name} has {t.numel()} elements but the input has {C} channels")
-    if not training and (running_mean is None or running_var is None):
-        raise ValueError("batch_norm: running_mean and running_var are required when training=False")
-    if (running_mean is None) != (running_var is None):
-        raise ValueError("batch_norm: running_mean and running_var must both be None or both be Tensors")
-    n = input.numel() // C if C else 0
-    if training and n <= 1:
+    if running_mean is None or running_var is None:
+        if not training:
+            raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+        if running_mean is not running_var:
+            raise ValueError("batch_norm: running_mean and running_var must both be None or both be Tensors")
+    if training and (x.size // C if C else 0) <= 1:
         raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
                          f"{list(input.shape)}")
     # the op updates the running buffers in place in training (one backend call with the statistics)
-    update = training and (running_mean is not None or running_var is not None)
-    y, _, _ = _nn_ops.batch_norm_stats(input, running_mean, running_var, weight, bias, training, eps,
-                                       momentum if update else None)
+    update = training and running_mean is not None
+    y = _nn_ops.batch_norm_apply(input, running_mean, running_var, weight, bias, training, eps,
+                                 momentum if update else None)[0]
     return y
 
 

@@ -62,7 +62,10 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):
-        return F.linear(input, self.weight, self.bias)
+        # the parameters read from their dict (Module.__getattr__ costs a call each); a name moved out of it (a
+        # parametrization) is looked up as usual
+        p = self.__dict__["_parameters"]
+        return F.linear(input, p["weight"] if "weight" in p else self.weight, p["bias"] if "bias" in p else self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -130,11 +130,18 @@ class _ConvNd(Module):
 
 
 class _Conv(_ConvNd):
+    _fn_names = {1: "conv1d", 2: "conv2d", 3: "conv3d"}
+
     def forward(self, input):
-        fn = getattr(_C, f"conv{self._nd}d")
+        fn = getattr(_C, self._fn_names[self._nd])
+        # the parameters read from their dict (Module.__getattr__ costs a call each); a name moved out of it (a
+        # parametrization) is looked up as usual
+        p = self.__dict__["_parameters"]
+        weight = p["weight"] if "weight" in p else self.weight
+        bias = p["bias"] if "bias" in p else self.bias
         if self.padding_mode != "zeros":
-            return fn(self._explicit_pad(input), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
-        return fn(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+            return fn(self._explicit_pad(input), weight, bias, self.stride, 0, self.dilation, self.groups)
+        return fn(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
                  groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:

@@ -75,21 +75,27 @@ class _NormBase(Module):
 class _BatchNorm(_NormBase):
     def forward(self, input):
         self._check_input_dim(input)
+        # the registered buffers and parameters read from their dicts (Module.__getattr__ costs a call each,
+        # five per forward); a name moved out of them (a parametrization) is looked up as usual
+        d = self.__dict__
+        bufs, params = d["_buffers"], d["_parameters"]
         momentum, training = self.momentum, self.training
         factor = 0.0 if momentum is None else momentum
         if training and self.track_running_stats:
-            count = self.num_batches_tracked
+            count = bufs["num_batches_tracked"] if "num_batches_tracked" in bufs else self.num_batches_tracked
             if count is not None:
                 # an int64 buffer never requires grad: the in-place add records nothing (no no_grad block needed)
                 count.add_(1)
                 # momentum=None: cumulative moving average
                 if momentum is None:
                     factor = 1.0 / float(count.item())
-        mean, var = self.running_mean, self.running_var
+        mean = bufs["running_mean"] if "running_mean" in bufs else self.running_mean
+        var = bufs["running_var"] if "running_var" in bufs else self.running_var
         use_batch_stats = training or (mean is None and var is None)
         if training and not self.track_running_stats:
             mean = var = None
-        return F.batch_norm(input, mean, var, self.weight, self.bias, use_batch_stats, factor, self.eps)
+        return F.batch_norm(input, mean, var, params["weight"] if "weight" in params else self.weight,
+                            params["bias"] if "bias" in params else self.bias, use_batch_stats, factor, self.eps)
 
 
 class BatchNorm1d(_BatchNorm):
@@ -176,7 +182,9 @@ class LayerNorm(Module):
             init.zeros_(self.bias)
 
     def forward(self, input):
-        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+        p = self.__dict__["_parameters"]  # (as _BatchNorm.forward)
+        return F.layer_norm(input, self.normalized_shape, p["weight"] if "weight" in p else self.weight,
+                            p["bias"] if "bias" in p else self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"

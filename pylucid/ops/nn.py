@@ -522,17 +522,18 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
                eps: float = 1e-5) -> Tensor:
     from ..errors import ShapeMismatch
 
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(normalized_shape)
+    if normalized_shape.__class__ is not tuple:
+        normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(normalized_shape)
-    if k == 0 or tuple(input.shape[input.ndim - k:]) != normalized_shape or input.ndim < k:
+    # the checks compare the arrays' shapes (plain tuples): a layer runs them on every call
+    shp = input._data.shape if input.__class__ in _TENSOR_TYPES else tuple(input.shape)
+    if k == 0 or len(shp) < k or shp[len(shp) - k:] != normalized_shape:
         raise ShapeMismatch(
             f"layer_norm: normalized_shape {list(normalized_shape)} does not match the trailing dims of the input "
             f"of shape {list(input.shape)}"
         )
     for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and tuple(t.shape) != normalized_shape:
+        if t is not None and (t._data.shape if t.__class__ in _TENSOR_TYPES else tuple(t.shape)) != normalized_shape:
             raise ShapeMismatch(f"layer_norm: {name} of shape {list(t.shape)} must have normalized_shape "
                                 f"{list(normalized_shape)}")
     return apply(LayerNorm, (input, weight, bias), {"k": k, "eps": float(eps)})[0]
@@ -567,7 +568,8 @@ class BatchNorm(Op):
 
     Training: normalise with the batch mean and biased variance; outputs
     ``(y, batch_mean, batch_var_biased)`` (the two statistics carry no
-    gradient and are float32 for half input). With ``momentum`` (not None) the
+    gradient, are float32 for half input and stay with the node: ``apply``
+    returns ``(y, None, None)``). With ``momentum`` (not None) the
     running buffers (inputs 3 and 4) are updated in place by the same backend
     call: ``running = (1 - momentum) running + momentum batch`` with the
     unbiased batch variance. Eval: normalise with the running statistics.
@@ -582,6 +584,7 @@ class BatchNorm(Op):
     promote_args = (0,)
     n_outputs = 3
     differentiable_outputs = (True, False, False)
+    hidden_outputs = True
 
     @staticmethod
     def forward(be, x, w, b, running_mean, running_var, training, eps, momentum=None):
@@ -637,18 +640,26 @@ class BatchNorm(Op):
 @declare(BatchNorm, namespaces=(), method=False)
 def batch_norm_stats(input: Tensor, running_mean, running_var, weight, bias, training: bool, eps: float,
                      momentum: float | None = None):
-    """``(y, batch_mean, batch_var_biased)``; the registered ``batch_norm`` op (see ``functional.batch_norm``).
+    """``(y, None, None)``: the registered ``batch_norm`` op (see ``functional.batch_norm``), whose batch statistics
+    stay with its node (``hidden_outputs``).
 
     With ``training`` and ``momentum`` the running buffers are updated in place (their versions bumped)."""
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of at least 2 dims (N, C, ...), got {input.ndim}-D")
+    return batch_norm_apply(input, running_mean, running_var, weight, bias, training, eps, momentum)
+
+
+def batch_norm_apply(input, running_mean, running_var, weight, bias, training, eps, momentum=None):
+    """The ``BatchNorm`` call of :func:`batch_norm_stats` (its arguments checked by the caller): ``(y, None,
+    None)``, the running buffers' versions bumped where the op updated them in place."""
     out = apply(BatchNorm, (input, weight, bias, running_mean, running_var),
                 {"training": bool(training), "eps": float(eps),
                  "momentum": None if momentum is None or not training else float(momentum)})
     if training and momentum is not None:
-        for t in (running_mean, running_var):
-            if t is not None:
-                t._version[0] += 1
+        if running_mean is not None:
+            running_mean._version[0] += 1
+        if running_var is not None:
+            running_var._version[0] += 1
     return out
 
 

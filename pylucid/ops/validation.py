@@ -359,7 +359,9 @@ def _build(sig, checks):
         if kind == _TENSOR:
             body += [f"if {pname}.__class__ not in _v_TT:", f"    _v_slow(_v_fname, _v_checks[{i}], {pname}, ())"]
         elif kind == _SIZE:
-            body += [f"if {pname}.__class__ is not int and {pname} is not None:",
+            # a pair of ints (a 2-d layer's stride, padding ...) passes inline; other tuples take the slow check
+            body += [f"if {pname}.__class__ is not int and {pname} is not None and not ({pname}.__class__ is tuple "
+                     f"and len({pname}) == 2 and {pname}[0].__class__ is int and {pname}[1].__class__ is int):",
                      f"    _v_slow(_v_fname, _v_checks[{i}], {pname}, ())"]
         elif kind == _BOOL:
             body += [f"if {pname}.__class__ is not bool:", f"    _v_slow(_v_fname, _v_checks[{i}], {pname}, ())"]
