@@ -38,6 +38,10 @@ GIB = float(1 << 30)
 #: the ratios beyond the run-to-run spread on the H200 host (ResNet-18 bfloat16 in one run: 1.66 in blocks of 10,
 #: 1.60 in blocks of 3), so the blocks stay those of the earlier figures.
 MODEL_STEPS = {"resnet18": 3, "gpt2": 2}
+#: timed blocks per framework of a model row (their median is the row's time). The shared H200 hosts slow down
+#: in bursts of a second or more: one process measured ResNet-18 bfloat16 at 1.14, 1.49 and 1.26 in three runs of
+#: 9 blocks each, back to back; 21 blocks (a few seconds more per row) keep one burst from moving the median.
+MODEL_REPS = 21
 
 
 # ---------------------------------------------------------------------------------------- measuring
@@ -276,7 +280,7 @@ def _resnet_step(lib, autocast_dtype=None, batch=128):
 def section_resnet18(pl, torch):
     print("ResNet-18 (CIFAR stem, 32x32), batch 128, SGD momentum step")
     for label, pdt, tdt in (("float32", None, None), ("bfloat16 autocast", pl.bfloat16, torch.bfloat16)):
-        measure(f"ResNet-18 {label}", _resnet_step(pl, pdt), _resnet_step(torch, tdt), reps=9,
+        measure(f"ResNet-18 {label}", _resnet_step(pl, pdt), _resnet_step(torch, tdt), reps=MODEL_REPS,
                 inner=MODEL_STEPS["resnet18"])
         _free()
 
@@ -338,7 +342,7 @@ def _gpt_step(lib, tokens, batch=8, vocab=50304, capturable=False):
 def section_gpt2(pl, torch):
     print("GPT-2 124M (12 layers, d 768, 12 heads, vocab 50304), batch 8, bfloat16 autocast, AdamW step")
     for tokens in (1024, 256):
-        measure(f"GPT-2 124M, {tokens} tokens", _gpt_step(pl, tokens), _gpt_step(torch, tokens), reps=9,
+        measure(f"GPT-2 124M, {tokens} tokens", _gpt_step(pl, tokens), _gpt_step(torch, tokens), reps=MODEL_REPS,
                 inner=MODEL_STEPS["gpt2"])
         _free()
 

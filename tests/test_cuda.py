@@ -1969,7 +1969,7 @@ def test_strided_copy_matches_cupy():
                                           cp.asnumpy(cp.ascontiguousarray(xv).view(np.uint8)))
     # the launch is remembered per layout (shape, strides, item size, 16-byte alignment): one layout at aligned and
     # unaligned addresses in turn, twice, copies right every time; so does reshape's view-or-copy answer per layout
-    flat = cp.arange(2 + 4 * 6 * 8 * 16, dtype=np.float32)
+    flat = cp.arange(4 + 4 * 6 * 8 * 16, dtype=np.float32)
     for _ in range(2):
         for off in (0, 1, 4):
             xv = flat[off:off + 4 * 6 * 8 * 16].reshape(4, 6, 8, 16).transpose(0, 2, 1, 3)
