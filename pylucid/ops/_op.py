@@ -375,29 +375,39 @@ def _cast_to(args, arrays, dev, target, tdt, recorded, st):
     saves its inputs; an unrecorded call keeps ``args`` and casts arrays only. A float32 Tensor whose kernel also
     wrote its rounding to ``target`` (:func:`amp_rounding`) takes that copy instead of a cast kernel.
     """
-    from .conversion import Cast
-
     be = dev.backend
     new_args = list(args) if recorded else None
     for i, a in enumerate(args):
         if a.__class__ in _TT:
             d = arrays[i]
             if d.dtype != target:
-                r = None if be.amp_rounded is None else amp_rounding(a, target)
                 if recorded:
-                    if a._requires_grad:
-                        p = {"dtype": tdt, "in_dtype": _FROM_NP[d.dtype]}
-                        if r is not None:
-                            p["rounded"] = r
-                        t = _finish(Cast, (a,), (d,), p, dev, True, st) if _transform_hook is None else \
-                            apply(Cast, (a,), p)
-                    else:
-                        t = _new_tensor(be.astype(d, target) if r is None else r, dev)
-                    new_args[i] = t
+                    t = new_args[i] = _cast_tensor(a, target, tdt, a._requires_grad, st)
                     arrays[i] = t._data
                 else:
+                    r = None if be.amp_rounded is None else amp_rounding(a, target)
                     arrays[i] = be.astype(d, target) if r is None else r
     return tuple(new_args) if recorded else args
+
+
+def _cast_tensor(a, target, tdt, record, st):
+    """Tensor ``a`` cast to NumPy dtype ``target`` (``tdt``, the pylucid dtype) for a call's arguments: a recorded
+    :class:`~pylucid.ops.conversion.Cast` node where ``record`` (so the gradient reaches ``a``'s dtype), else a
+    plain Tensor. A float32 ``a`` whose kernel also wrote its rounding to ``target`` (:func:`amp_rounding`) gives
+    that copy instead of a cast kernel."""
+    be = a._device.backend
+    d = a._data
+    r = None if be.amp_rounded is None else amp_rounding(a, target)
+    if not record:
+        return _new_tensor(be.astype(d, target) if r is None else r, a._device)
+    from .conversion import Cast
+
+    p = {"dtype": tdt, "in_dtype": _FROM_NP[d.dtype]}
+    if r is not None:
+        p["rounded"] = r
+    if _transform_hook is not None or st.profiler is not None or st.anomaly:
+        return apply(Cast, (a,), p)  # (the hook may take it; the profiler and anomaly mode see the cast op)
+    return _finish(Cast, (a,), (d,), p, a._device, True, st)  # a cast promotes nothing: apply's short path
 
 
 def _float_promoted(op, args, st):
@@ -668,16 +678,7 @@ def _apply_general(op, args, params, st):
             data = a._data
             if np_cdt is not None and data.dtype != np_cdt and (promote is None or i in promote) and (
                     keep is None or i not in keep):
-                be = a._device.backend
-                rounded = None if be.amp_rounded is None else amp_rounding(a, np_cdt)
-                if grad_on and a._requires_grad:
-                    from .conversion import Cast
-
-                    # a cast promotes nothing: apply's short path records it
-                    a = apply(Cast, (a,), {"dtype": cdt, "in_dtype": a.dtype} if rounded is None else
-                              {"dtype": cdt, "in_dtype": a.dtype, "rounded": rounded})
-                else:
-                    a = _new_tensor(be.astype(data, np_cdt) if rounded is None else rounded, a._device)
+                a = _cast_tensor(a, np_cdt, cdt, grad_on and a._requires_grad, st)
                 if new_args is None:
                     new_args = list(args)
                 new_args[i] = a
