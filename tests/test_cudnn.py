@@ -280,7 +280,8 @@ def test_conv_benchmark_picks_a_correct_engine():
 
 
 @gpu_only
-def test_handle_follows_the_current_stream():
+def test_handle_follows_the_current_stream(monkeypatch):
+    monkeypatch.setattr(C, "GRAPH_REPLAY", False)  # the binding is the plain execute's (a replay needs none)
     cp = _cp()
     x, w, _ = _conv_case(CONVS[0], torch.float32, "nchw")
     xc, wc = t2c(x), t2c(w)
@@ -292,6 +293,82 @@ def test_handle_follows_the_current_stream():
     stream.synchronize()
     _close(c2t(y), _ref_conv(2, x.double(), w.double(), (1, 1), ((1, 1), (1, 1)), (1, 1), 1), torch.float32,
            "conv on a side stream")
+
+
+def _bits(a):
+    return a.view(_cp().uint16 if a.itemsize == 2 else _cp().uint32)
+
+
+@gpu_only
+@pytest.mark.parametrize("on_side_stream", [False, True])
+def test_repeated_executions_replay_a_recorded_graph(on_side_stream):
+    """The third call with the same pointers launches the graph recorded at the second; the graph reads the
+    arrays' memory when it runs (new values in the same arrays give new results) and gives the execute's bits."""
+    cp = _cp()
+    import contextlib
+
+    x, w, gy = _conv_case(CONVS[0], torch.bfloat16, "nchw")
+    xc, wc, gc = t2c(x), t2c(w), t2c(gy)
+    kw = dict(stride=1, padding=1, dilation=1, groups=1, deterministic=True)
+    C.clear_cache()
+    calls = {"fprop": lambda: C.conv_forward(xc, wc, **kw),
+             "dgrad": lambda: C.conv_data_grad(gc, wc, xc.shape, **kw),
+             "wgrad": lambda: C.conv_weight_grad(xc, gc, wc.shape, **kw)}
+    stream = cp.cuda.Stream(non_blocking=True) if on_side_stream else contextlib.nullcontext()
+    with stream:
+        refs = {k: _bits(f()).copy() for k, f in calls.items()}
+        for _ in range(3):  # each result dropped: the next call's output gets the same pool block
+            for k, f in calls.items():
+                out = f()
+                assert bool((_bits(out) == refs[k]).all()), k
+                del out
+        recorded = [p for p in C._plans.values() if p is not None and p.replays]
+        assert len(recorded) == 3, "each of the three plans recorded its repeated execution"
+        cp.cuda.get_current_stream().synchronize()
+        x.mul_(2)  # new values at the same addresses (doubling is exact: so are the results' bits)
+        gy.mul_(2)
+        torch.cuda.synchronize()
+        for k, f in calls.items():
+            out = f()
+            scale = 4 if k == "wgrad" else 2
+            cp.cuda.get_current_stream().synchronize()  # (torch reads it on its own stream)
+            got = c2t(out).float()
+            want = c2t(refs[k].view(BF16)).float() * scale
+            assert torch.equal(got, want), k
+            del out
+
+
+@gpu_only
+def test_replay_gives_up_on_pointers_that_keep_changing(monkeypatch):
+    monkeypatch.setattr(C, "GRAPHS_PER_PLAN", 2)
+    x, w, _ = _conv_case(CONVS[0], torch.float32, "nchw")
+    C.clear_cache()
+    xs = [t2c(x.clone()) for _ in range(6)]  # six inputs taken in turn: more pointer sets than the plan keeps
+    wc = t2c(w)
+    ref = C.conv_forward(xs[0], wc, 1, 1, 1, 1, allow_tf32=False).copy()
+    for _ in range(4):
+        for xi in xs:
+            out = C.conv_forward(xi, wc, 1, 1, 1, 1, allow_tf32=False)
+            assert bool((out == ref).all())
+            del out
+    (plan,) = [p for p in C._plans.values() if p is not None]
+    assert plan.replayable is False and not plan.replays
+
+
+@gpu_only
+def test_replay_switched_off_executes_every_call(monkeypatch):
+    cp = _cp()
+    x, w, _ = _conv_case(CONVS[0], torch.float32, "nchw")
+    xc, wc = t2c(x), t2c(w)
+    C.clear_cache()
+    monkeypatch.setattr(C, "GRAPH_REPLAY", False)
+    ref = C.conv_forward(xc, wc, 1, 1, 1, 1, allow_tf32=False).copy()
+    for _ in range(3):
+        out = C.conv_forward(xc, wc, 1, 1, 1, 1, allow_tf32=False)
+        assert bool((out == ref).all())
+        del out
+    assert not any(p.replays for p in C._plans.values() if p is not None)
+    cp.cuda.Device().synchronize()
 
 
 @gpu_only

@@ -17,7 +17,11 @@ configuration, so the caller runs its own kernels instead:
 How it runs: a graph per configuration, built once and cached by (operation, device, shapes, strides,
 dtypes, parameters, flags) together with the engine it chose; the variant pack holds CuPy device
 pointers; the workspace comes from CuPy's memory pool; one cuDNN handle per device, bound to the
-current CuPy stream before each launch. Engine choice: the first engine of cuDNN's heuristics that
+current CuPy stream before each launch. An execution whose pointers (operands, output, workspace) repeat
+those of an earlier call of the same plan, as every layer's do from one training step to the next once
+CuPy's pool hands out the same blocks, is recorded once as a CUDA graph and then replayed with one graph
+launch (see :func:`_execute`: the same kernels on the same addresses, so the same bits, for a fraction of
+cuDNN's host time per execution; ``GRAPH_REPLAY = False`` turns it off). Engine choice: the first engine of cuDNN's heuristics that
 builds (``benchmark=True``: the fastest of the first few, timed on the call's own arrays).
 ``deterministic=True`` keeps only engines without cuDNN's NONDETERMINISTIC note (and, for the attention
 backward, asks for the deterministic kernel); :func:`last_plan` says which engine ran last on this thread
@@ -56,6 +60,11 @@ _HALF = (_F16, _BF16)
 BENCHMARK_CANDIDATES = 8
 #: engines asking for more workspace than this many bytes are skipped (None: no limit)
 MAX_WORKSPACE = None
+#: replay an execution as a CUDA graph when its pointers repeat an earlier call's (see :func:`_execute`)
+GRAPH_REPLAY = True
+#: recorded graphs kept per plan (one per distinct set of pointers: a plan serves every layer of its shapes); past
+#: it the oldest goes, and a plan that has dropped this many (pointers that keep changing) stops recording
+GRAPHS_PER_PLAN = 64
 
 _lock = threading.RLock()
 _mod = None  # the ``cudnn`` module once loaded
@@ -66,6 +75,8 @@ _plans: dict = {}  # key -> _Plan or None (None: cuDNN does not support the conf
 _devices: dict = {}  # device id -> _Handle
 _tls = threading.local()
 _failures: dict = {}  # key -> the message of the exception that made it unsupported (for diagnosis)
+_capture_streams: dict = {}  # device id -> the side stream executions are recorded on
+_capturing = [0]  # pylucid's CUDA graph captures in progress (the CUDA backend's counter, once loaded)
 #: repeat convolution calls: (kind, operand shapes/strides, dtype, geometry, flags) -> (plan, layout, out shape,
 #: device id), for calls whose operands went to cuDNN as they were (packed, no copy). A training loop calls each
 #: layer with the same signature every step: such a call skips the geometry, layout and key work and goes from
@@ -85,10 +96,14 @@ class PlanInfo(NamedTuple):
 
 
 class _Plan:
-    __slots__ = ("graph", "index", "uids", "workspace", "info", "run")
+    __slots__ = ("graph", "index", "uids", "workspace", "info", "run", "replays", "seen", "replayable", "dropped")
 
     def __init__(self, graph, index, uids, workspace, info):
         self.graph, self.index, self.uids, self.workspace, self.info = graph, index, uids, workspace, info
+        self.replays: dict = {}  # (workspace pointer, *variant-pack pointers) -> the recorded CUDA graph
+        self.seen: set = set()  # pointer sets executed once (recorded when they come again)
+        self.replayable = True  # False once a recording failed or churned: this plan stays on plain executes
+        self.dropped = 0  # recorded graphs dropped for newer ones
         # run(pack, workspace, index, handle): the binding's own execute where it has one. The frontend's
         # Python wrapper ``execute_plan_at_index`` rebuilds the {uid: pointer} pack entry by entry on every
         # call (a few us of host time); the pack here is built with integer uids and pointers already.
@@ -145,7 +160,7 @@ def _preload(names_and_globs, extra=()) -> None:
 
 def _load():
     """The ``cudnn`` module, or None (with ``_reason`` set). Never raises."""
-    global _mod, _cp, _reason, _tried
+    global _mod, _cp, _reason, _tried, _capturing
     if _tried:
         return _mod
     with _lock:
@@ -174,7 +189,7 @@ def _load():
             if version < 90000:
                 _reason = f"cuDNN {version} is too old: the graph paths here need cuDNN 9"
                 return None
-            _cp, _mod = cp, cudnn
+            _cp, _mod, _capturing = cp, cudnn, _cuda.CAPTURING
         except Exception as exc:  # a broken library, no driver, ...
             _reason = f"cuDNN could not be loaded: {type(exc).__name__}: {exc}"
             _mod = None
@@ -421,18 +436,84 @@ def _plan_for(key, build):
 
 
 def _execute(plan, ptrs, dev_id) -> bool:
-    """Run ``plan`` on the current stream with the device pointers ``ptrs`` (in plan.uids order)."""
+    """Run ``plan`` on the current stream with the device pointers ``ptrs`` (in plan.uids order).
+
+    cuDNN's execute costs tens of microseconds of host time (it builds the variant pack, and its NCHW engines
+    launch layout conversions around the convolution), which is most of a small layer's step when the GPU is
+    fast. So the first call with a set of pointers executes; the second with the same set (the layer again, one
+    training step later, its arrays in the same pool blocks) records the execution on a side stream as a CUDA
+    graph and launches it; later ones launch that graph: one driver call, the same kernels on the same
+    addresses, so results are bitwise those of an execute (the values at those addresses are read when the graph
+    runs). Not while pylucid itself captures a CUDA graph (the execute is captured into the user's graph then),
+    nor for an engine whose execution could not be recorded.
+    """
     cp = _cp
     h = _handle(dev_id)
     # the workspace goes back to CuPy's pool when this returns; the pool hands it out again only to
     # work queued after this launch on the same stream, so the launch is done with it by then
     # (a bare pool allocation: an ndarray around it costs a few us more per call)
     ws = cp.cuda.alloc(plan.workspace) if plan.workspace else None
+    wsp = ws.ptr if ws is not None else 0
+    if plan.replayable and GRAPH_REPLAY and not _capturing[0]:
+        key = (wsp, *ptrs)
+        g = plan.replays.get(key)
+        if g is not None:
+            g.launch(cp.cuda.get_current_stream())
+            _tls.info = plan.info
+            return True
+        if key in plan.seen:
+            if _record_replay(plan, key, h, dev_id):
+                _tls.info = plan.info
+                return True
+        else:
+            if len(plan.seen) >= 4 * GRAPHS_PER_PLAN:  # pointers that never repeat: forget them
+                plan.seen.clear()
+            plan.seen.add(key)
     pack = dict(zip(plan.uids, ptrs))
     with _lock:  # the handle's stream binding and the launch, together
         _bind_stream(h)
-        plan.run(pack, ws.ptr if ws is not None else 0, plan.index, h.handle)
+        plan.run(pack, wsp, plan.index, h.handle)
     _tls.info = plan.info
+    return True
+
+
+def _record_replay(plan, key, h, dev_id) -> bool:
+    """Record ``plan``'s execution on the pointers of ``key`` as a CUDA graph (kept in ``plan.replays``) and
+    launch it on the current stream; False (nothing launched) when the stream is being captured by someone else
+    or the engine's execution cannot be recorded (the plan then stays on plain executes)."""
+    cp = _cp
+    cur = cp.cuda.get_current_stream()
+    if cur.is_capturing():
+        return False
+    s = _capture_streams.get(dev_id)
+    if s is None:
+        s = _capture_streams[dev_id] = cp.cuda.Stream(non_blocking=True)
+    pack = dict(zip(plan.uids, key[1:]))
+    with _lock:
+        try:
+            # relaxed: other threads may allocate while this records (nothing here does)
+            s.begin_capture(cp.cuda.runtime.streamCaptureModeRelaxed)
+            try:
+                _mod.set_stream(h.handle, s.ptr)
+                h.stream = s.ptr
+                plan.run(pack, key[0], plan.index, h.handle)
+            finally:
+                g = s.end_capture()
+        except Exception as exc:
+            plan.replayable = False
+            _failures[("replay",) + plan.info[:1] + (plan.index,)] = f"{type(exc).__name__}: {exc}"
+            return False
+        if len(plan.replays) >= GRAPHS_PER_PLAN:
+            plan.dropped += 1
+            if plan.dropped >= GRAPHS_PER_PLAN:  # more pointer sets in turn than it keeps: recording would thrash
+                plan.replayable = False
+                plan.replays.clear()
+            else:
+                del plan.replays[next(iter(plan.replays))]  # the oldest
+        if plan.replayable:
+            plan.replays[key] = g
+        plan.seen.discard(key)
+    g.launch(cur)
     return True
 
 
