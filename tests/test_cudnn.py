@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
 
 import ml_dtypes
 import numpy as np
@@ -68,6 +69,102 @@ def test_channels_last_layout(shape):
     if shape[-1] > 2:
         sl = a[..., ::2]
         assert C.channels_last_layout(sl.shape, sl.strides, 4) is None
+
+
+class _FakeStream:
+    """A stand-in CuPy stream that logs captures (the replay bookkeeping runs without a GPU)."""
+
+    def __init__(self, log, ptr):
+        self.log, self.ptr, self.capturing = log, ptr, False
+
+    def is_capturing(self):
+        return self.capturing
+
+    def begin_capture(self, mode):
+        self.log.append("begin")
+
+    def end_capture(self):
+        self.log.append("end")
+        log = self.log
+        return types.SimpleNamespace(launch=lambda stream: log.append(f"launch@{stream.ptr}"))
+
+
+def _fake_replay_setup(monkeypatch, fail_capture=False):
+    """``(log, plan)``: a plan whose executes log ``exec``, with CuPy, the frontend and the handle faked."""
+    log = []
+    cur, side = _FakeStream(log, 0), _FakeStream(log, 7)
+    cuda = types.SimpleNamespace(alloc=lambda n: types.SimpleNamespace(ptr=4096), get_current_stream=lambda: cur,
+                                 Stream=lambda non_blocking: side,
+                                 runtime=types.SimpleNamespace(streamCaptureModeRelaxed=2))
+    monkeypatch.setattr(C, "_cp", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setattr(C, "_mod", types.SimpleNamespace(set_stream=lambda h, s: None))
+    monkeypatch.setattr(C, "_handle", lambda dev: C._Handle("handle"))
+    monkeypatch.setattr(C, "_bind_stream", lambda h: None)
+    monkeypatch.setattr(C, "_capturing", [0])
+    monkeypatch.setattr(C, "_capture_streams", {})
+    monkeypatch.setattr(C, "_failures", {})
+    monkeypatch.setattr(C, "GRAPH_REPLAY", True)
+
+    def execute(pack, ws, index, handle, *rest):
+        if fail_capture and log and log[-1] == "begin":
+            raise RuntimeError("not capturable")
+        log.append(("exec", tuple(sorted(pack.items())), ws))
+
+    plan = C._Plan(types.SimpleNamespace(_execute_plan_at_index=execute), 0, (1, 2), 16,
+                   C.PlanInfo("conv_fprop", "engine", True, 16, 0))
+    return log, plan, cur
+
+
+def test_replay_bookkeeping_records_at_the_second_call_and_replays_after(monkeypatch):
+    log, plan, _ = _fake_replay_setup(monkeypatch)
+    run = ("exec", ((1, 10), (2, 20)), 4096)
+    C._execute(plan, [10, 20], 0)
+    assert log == [run]  # first sight: a plain execute
+    C._execute(plan, [10, 20], 0)
+    assert log[1:] == ["begin", run, "end", "launch@0"]  # the repeat: recorded, then launched on the current stream
+    del log[:]
+    C._execute(plan, [10, 20], 0)
+    assert log == ["launch@0"]  # later: the graph alone
+    C._execute(plan, [10, 30], 0)
+    assert log[1:] == [("exec", ((1, 10), (2, 30)), 4096)]  # other pointers: executed
+    assert C.last_plan() is plan.info
+
+
+def test_replay_bookkeeping_stays_out_of_captures_and_failures(monkeypatch):
+    log, plan, cur = _fake_replay_setup(monkeypatch)
+    C._capturing[0] = 1  # pylucid is capturing a CUDA graph: the execute goes into the user's graph
+    for _ in range(3):
+        C._execute(plan, [10, 20], 0)
+    assert [e[0] for e in log] == ["exec"] * 3 and not plan.replays
+    C._capturing[0] = 0
+    del log[:]
+    cur.capturing = True  # someone else captures the current stream: nothing recorded either
+    for _ in range(3):
+        C._execute(plan, [10, 20], 0)
+    assert [e[0] for e in log] == ["exec"] * 3 and not plan.replays
+
+    log, plan, _ = _fake_replay_setup(monkeypatch, fail_capture=True)
+    for _ in range(3):
+        C._execute(plan, [10, 20], 0)
+    assert plan.replayable is False and not plan.replays
+    assert [e if isinstance(e, str) else e[0] for e in log] == ["exec", "begin", "end", "exec", "exec"]
+    assert any(k[0] == "replay" for k in C._failures)
+
+
+def test_replay_bookkeeping_gives_up_when_pointers_churn(monkeypatch):
+    log, plan, _ = _fake_replay_setup(monkeypatch)
+    monkeypatch.setattr(C, "GRAPHS_PER_PLAN", 2)
+    for _ in range(2):  # three pointer sets in turn, two kept: the first to come back would evict ...
+        for p in (10, 11, 12):
+            C._execute(plan, [p, 20], 0)
+    assert len(plan.replays) == 2 and plan.dropped == 1
+    for _ in range(2):  # the evicted set comes back twice: recorded again, evicting another
+        for p in (10, 11, 12):
+            C._execute(plan, [p, 20], 0)
+    assert plan.replayable is False and not plan.replays  # ... and churning through its whole store stops it
+    del log[:]
+    C._execute(plan, [10, 20], 0)
+    assert [e[0] for e in log] == ["exec"]
 
 
 # --------------------------------------------------------------------------------------------------- helpers
@@ -301,9 +398,10 @@ def _bits(a):
 
 @gpu_only
 @pytest.mark.parametrize("on_side_stream", [False, True])
-def test_repeated_executions_replay_a_recorded_graph(on_side_stream):
+def test_repeated_executions_replay_a_recorded_graph(on_side_stream, monkeypatch):
     """The third call with the same pointers launches the graph recorded at the second; the graph reads the
     arrays' memory when it runs (new values in the same arrays give new results) and gives the execute's bits."""
+    monkeypatch.setattr(C, "GRAPH_REPLAY", True)
     cp = _cp()
     import contextlib
 
@@ -340,6 +438,7 @@ def test_repeated_executions_replay_a_recorded_graph(on_side_stream):
 
 @gpu_only
 def test_replay_gives_up_on_pointers_that_keep_changing(monkeypatch):
+    monkeypatch.setattr(C, "GRAPH_REPLAY", True)
     monkeypatch.setattr(C, "GRAPHS_PER_PLAN", 2)
     x, w, _ = _conv_case(CONVS[0], torch.float32, "nchw")
     C.clear_cache()

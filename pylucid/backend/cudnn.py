@@ -21,7 +21,8 @@ current CuPy stream before each launch. An execution whose pointers (operands, o
 those of an earlier call of the same plan, as every layer's do from one training step to the next once
 CuPy's pool hands out the same blocks, is recorded once as a CUDA graph and then replayed with one graph
 launch (see :func:`_execute`: the same kernels on the same addresses, so the same bits, for a fraction of
-cuDNN's host time per execution; ``GRAPH_REPLAY = False`` turns it off). Engine choice: the first engine of cuDNN's heuristics that
+cuDNN's host time per execution). That replay is off until ``GRAPH_REPLAY = True``: it has not yet been run
+on a GPU. Engine choice: the first engine of cuDNN's heuristics that
 builds (``benchmark=True``: the fastest of the first few, timed on the call's own arrays).
 ``deterministic=True`` keeps only engines without cuDNN's NONDETERMINISTIC note (and, for the attention
 backward, asks for the deterministic kernel); :func:`last_plan` says which engine ran last on this thread
@@ -60,8 +61,9 @@ _HALF = (_F16, _BF16)
 BENCHMARK_CANDIDATES = 8
 #: engines asking for more workspace than this many bytes are skipped (None: no limit)
 MAX_WORKSPACE = None
-#: replay an execution as a CUDA graph when its pointers repeat an earlier call's (see :func:`_execute`)
-GRAPH_REPLAY = True
+#: replay an execution as a CUDA graph when its pointers repeat an earlier call's (see :func:`_execute`). Off by
+#: default: this path has not yet run on a GPU (its tests in tests/test_cudnn.py turn it on); set it True to use it
+GRAPH_REPLAY = False
 #: recorded graphs kept per plan (one per distinct set of pointers: a plan serves every layer of its shapes); past
 #: it the oldest goes, and a plan that has dropped this many (pointers that keep changing) stops recording
 GRAPHS_PER_PLAN = 64
