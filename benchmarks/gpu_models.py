@@ -9,6 +9,7 @@ optimizer state and inputs included). The ratio column is pylucid time / PyTorch
     python benchmarks/gpu_models.py                 # everything (a few minutes on an H200)
     python benchmarks/gpu_models.py conv sdpa       # chosen sections
     python benchmarks/gpu_models.py resnet18 --steps 10  # model rows timed in blocks of 10 steps
+    python benchmarks/gpu_models.py resnet18 --cudnn-replay  # with cuDNN executions replayed as CUDA graphs
 
 Sections: conv (one 3x3 64->64 layer, 56x56, batch 64, forward+backward, float32 and bfloat16), sdpa
 (causal attention, B4 H16 T2048 E64, bfloat16, forward+backward), resnet18 (CIFAR stem, 32x32, batch 128,
@@ -373,6 +374,9 @@ def main(argv=None) -> int:
         del argv[i:i + 2]
         for k in MODEL_STEPS:
             MODEL_STEPS[k] = n
+    replay = "--cudnn-replay" in argv
+    if replay:
+        argv.remove("--cudnn-replay")
     frameworks = cuda_frameworks()
     if frameworks is None:
         return 0
@@ -385,6 +389,11 @@ def main(argv=None) -> int:
 
     pylucid.backends.cudnn.allow_tf32 = False
     pylucid.backends.cuda.matmul.allow_tf32 = False
+    if replay:
+        from pylucid.backend import cudnn
+
+        cudnn.GRAPH_REPLAY = True
+        print("cuDNN executions with repeated pointers replayed as CUDA graphs (GRAPH_REPLAY)")
     t0 = time.perf_counter()
     for name in argv or list(SECTIONS):
         try:
