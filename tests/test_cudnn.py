@@ -399,41 +399,53 @@ def _bits(a):
 @gpu_only
 @pytest.mark.parametrize("on_side_stream", [False, True])
 def test_repeated_executions_replay_a_recorded_graph(on_side_stream, monkeypatch):
-    """The third call with the same pointers launches the graph recorded at the second; the graph reads the
-    arrays' memory when it runs (new values in the same arrays give new results) and gives the execute's bits."""
-    monkeypatch.setattr(C, "GRAPH_REPLAY", True)
-    cp = _cp()
+    """The third execution with the same pointers launches the graph recorded at the second, not cuDNN's execute;
+    the graph reads the arrays' memory when it runs (new values in the same arrays give new results) and gives the
+    execute's bits."""
     import contextlib
 
+    monkeypatch.setattr(C, "GRAPH_REPLAY", True)
+    cp = _cp()
     x, w, gy = _conv_case(CONVS[0], torch.bfloat16, "nchw")
     xc, wc, gc = t2c(x), t2c(w), t2c(gy)
     kw = dict(stride=1, padding=1, dilation=1, groups=1, deterministic=True)
     C.clear_cache()
-    calls = {"fprop": lambda: C.conv_forward(xc, wc, **kw),
-             "dgrad": lambda: C.conv_data_grad(gc, wc, xc.shape, **kw),
-             "wgrad": lambda: C.conv_weight_grad(xc, gc, wc.shape, **kw)}
     stream = cp.cuda.Stream(non_blocking=True) if on_side_stream else contextlib.nullcontext()
     with stream:
-        refs = {k: _bits(f()).copy() for k, f in calls.items()}
-        for _ in range(3):  # each result dropped: the next call's output gets the same pool block
-            for k, f in calls.items():
-                out = f()
-                assert bool((_bits(out) == refs[k]).all()), k
-                del out
-        recorded = [p for p in C._plans.values() if p is not None and p.replays]
-        assert len(recorded) == 3, "each of the three plans recorded its repeated execution"
+        outs = {"conv_fprop": C.conv_forward(xc, wc, **kw), "conv_dgrad": C.conv_data_grad(gc, wc, xc.shape, **kw),
+                "conv_wgrad": C.conv_weight_grad(xc, gc, wc.shape, **kw)}
+        refs = {op: _bits(o).copy() for op, o in outs.items()}
+        operands = {"conv_fprop": (xc, wc), "conv_dgrad": (gc, wc), "conv_wgrad": (xc, gc)}
+        plans = {p.info.op: p for p in C._plans.values() if p is not None}
+        assert sorted(plans) == sorted(outs)
+        executes = []
+        for op, plan in plans.items():  # count cuDNN's executes (a recording runs one too, inside the capture)
+            plan.run = lambda *a, run=plan.run, op=op: (executes.append(op), run(*a))[1]
+
+        def round_():
+            # the same output arrays every time; the workspace is the same pool block (freed after each call)
+            for op, (a, b) in operands.items():
+                _bits(outs[op]).fill(0)  # (so a result is this round's)
+                C._execute(plans[op], [a.data.ptr, b.data.ptr, outs[op].data.ptr], xc.device.id)
+
+        round_()
+        round_()  # seen before: recorded, then launched
+        assert all(p.replays for p in plans.values())
+        del executes[:]
+        round_()
+        assert executes == [], "the third round launches the recorded graphs alone"
+        for op in outs:
+            assert bool((_bits(outs[op]) == refs[op]).all()), op
         cp.cuda.get_current_stream().synchronize()
         x.mul_(2)  # new values at the same addresses (doubling is exact: so are the results' bits)
         gy.mul_(2)
         torch.cuda.synchronize()
-        for k, f in calls.items():
-            out = f()
-            scale = 4 if k == "wgrad" else 2
-            cp.cuda.get_current_stream().synchronize()  # (torch reads it on its own stream)
-            got = c2t(out).float()
-            want = c2t(refs[k].view(BF16)).float() * scale
-            assert torch.equal(got, want), k
-            del out
+        round_()
+        assert executes == []
+        cp.cuda.get_current_stream().synchronize()  # (torch reads the results on its own stream)
+        for op in outs:
+            want = c2t(refs[op].view(BF16)).float() * (4 if op == "conv_wgrad" else 2)
+            assert torch.equal(c2t(outs[op]).float(), want), op
 
 
 @gpu_only
