@@ -456,7 +456,7 @@ def _execute(plan, ptrs, dev_id) -> bool:
     # (a bare pool allocation: an ndarray around it costs a few us more per call)
     ws = cp.cuda.alloc(plan.workspace) if plan.workspace else None
     wsp = ws.ptr if ws is not None else 0
-    if plan.replayable and GRAPH_REPLAY and not _capturing[0]:
+    if GRAPH_REPLAY and plan.replayable and not _capturing[0]:
         key = (wsp, *ptrs)
         g = plan.replays.get(key)
         if g is not None:
